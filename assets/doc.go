@@ -1,0 +1,3 @@
+// Package assets embeds the badge script and stylesheet that Gitea's pages
+// include. It holds static files only; no lease logic lives here.
+package assets
