@@ -1,0 +1,56 @@
+package models
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Sentinel errors: categories a transport maps once onto its own codes.
+var (
+	// ErrHeld: a live lease is held by someone else (acquire). The error
+	// is a *HeldError naming the holder.
+	ErrHeld = errors.New("lease held by another")
+	// ErrNotHolder: the caller does not hold a live lease (renew, release).
+	// The error is a *NotHolderError naming the live holder, if any.
+	ErrNotHolder = errors.New("not the lease holder")
+	// ErrInvalid: the request itself is malformed (non-positive issue,
+	// empty holder, a ttl that is not whole seconds or out of range).
+	ErrInvalid = errors.New("invalid lease request")
+	// ErrBusy: the database stayed locked past its timeout, or the
+	// caller's deadline passed first. Nothing was written; retry.
+	ErrBusy = errors.New("lease database busy")
+)
+
+// HeldError says whom an acquire lost to and until when (nil: open-ended).
+type HeldError struct {
+	Holder    string
+	ExpiresAt *time.Time
+}
+
+func (e *HeldError) Error() string {
+	if e.ExpiresAt == nil {
+		return fmt.Sprintf("held by %s", e.Holder)
+	}
+	return fmt.Sprintf("held by %s until %s", e.Holder, e.ExpiresAt.UTC().Format(time.RFC3339))
+}
+
+// Is makes errors.Is(err, ErrHeld) true.
+func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// NotHolderError says who, if anyone, holds the live lease the caller tried
+// to renew or release. Holder is "" when the issue is free.
+type NotHolderError struct {
+	Holder    string
+	ExpiresAt *time.Time
+}
+
+func (e *NotHolderError) Error() string {
+	if e.Holder == "" {
+		return "not the holder: the issue is not claimed"
+	}
+	return fmt.Sprintf("not the holder: held by %s", e.Holder)
+}
+
+// Is makes errors.Is(err, ErrNotHolder) true.
+func (e *NotHolderError) Is(target error) bool { return target == ErrNotHolder }

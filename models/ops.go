@@ -1,0 +1,250 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// The five ledger operations. Each mutation is one transaction that reads
+// the issue's row, decides, writes the row and appends to the history; the
+// write lock is held from BEGIN, so two callers can never both decide on
+// the same stale read.
+
+// Acquire claims k for holder. ttl 0 means open-ended; otherwise the lease
+// expires ttl after now.
+//
+//   - no row, or a row that is not live: a new tenure with token old+1 (1
+//     for a first claim);
+//   - live and held by holder: idempotent, same token, expiry re-set from
+//     this call's ttl;
+//   - live and held by someone else: *HeldError.
+func (s *Store) Acquire(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error) {
+	if err := s.validate(k, holder, ttl, false); err != nil {
+		return Lease{}, fmt.Errorf("acquire %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	var out Lease
+	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+		row, found, err := load(tx, k)
+		if err != nil {
+			return err
+		}
+		expires := expiry(now, ttl)
+		ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: holder, At: now, ExpiresAt: expires}
+		switch {
+		case found && row.live(now) && *row.Holder != holder:
+			return &HeldError{Holder: *row.Holder, ExpiresAt: unixPtr(row.ExpiresAt)}
+		case found && row.live(now):
+			row.ExpiresAt = expires
+			ev.Action = ActionReacquire
+			err = tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
+				Update("expires_at", expires).Error
+		case found:
+			if row.Holder != nil {
+				ev.Action, ev.Previous = ActionTakeover, *row.Holder
+			} else {
+				ev.Action = ActionAcquire
+			}
+			row.Holder, row.Token, row.AcquiredAt, row.ExpiresAt = &holder, row.Token+1, now, expires
+			err = tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
+				Updates(map[string]any{"holder": holder, "token": row.Token, "acquired_at": now, "expires_at": expires}).Error
+		default:
+			ev.Action = ActionAcquire
+			row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &holder, Token: 1, AcquiredAt: now, ExpiresAt: expires}
+			err = tx.Create(&row).Error
+		}
+		if err != nil {
+			return err
+		}
+		ev.Token, ev.AcquiredAt = row.Token, row.AcquiredAt
+		if err := tx.Create(&ev).Error; err != nil {
+			return err
+		}
+		out = row.lease()
+		return nil
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("acquire %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	return out, nil
+}
+
+// Renew extends holder's live lease on k to now+ttl, keeping its token.
+// Anything else (free, expired, someone else's) is a *NotHolderError.
+func (s *Store) Renew(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error) {
+	if err := s.validate(k, holder, ttl, true); err != nil {
+		return Lease{}, fmt.Errorf("renew %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	var out Lease
+	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+		row, found, err := load(tx, k)
+		if err != nil {
+			return err
+		}
+		if !found || !row.live(now) || *row.Holder != holder {
+			return notHolder(row, found, now)
+		}
+		row.ExpiresAt = expiry(now, ttl)
+		if err := tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
+			Update("expires_at", row.ExpiresAt).Error; err != nil {
+			return err
+		}
+		if err := tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: holder,
+			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt}).Error; err != nil {
+			return err
+		}
+		out = row.lease()
+		return nil
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("renew %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	return out, nil
+}
+
+// Release frees k unless someone else holds a live lease on it
+// (*NotHolderError). The row keeps its token. Releasing a free or expired
+// lease succeeds, so a client retrying after a dropped connection does not
+// fail. It returns the lease it freed, or nil when there was none.
+func (s *Store) Release(ctx context.Context, k Key, holder string) (*Lease, error) {
+	if err := s.validate(k, holder, 0, false); err != nil {
+		return nil, fmt.Errorf("release %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	var out *Lease
+	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+		row, found, err := load(tx, k)
+		if err != nil {
+			return err
+		}
+		if !found || row.Holder == nil {
+			return nil // nothing to free, nothing to record
+		}
+		if row.live(now) && *row.Holder != holder {
+			return notHolder(row, found, now)
+		}
+		if row.live(now) {
+			l := row.lease()
+			out = &l
+		}
+		if err := tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
+			Updates(map[string]any{"holder": nil, "expires_at": nil}).Error; err != nil {
+			return err
+		}
+		return tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: holder,
+			Previous: *row.Holder, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt}).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("release %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	return out, nil
+}
+
+// Current returns the live lease on k, or nil.
+func (s *Store) Current(ctx context.Context, k Key) (*Lease, error) {
+	if k.RepoID <= 0 || k.Issue <= 0 {
+		return nil, fmt.Errorf("current %d#%d: %w: repository and issue must be positive", k.RepoID, k.Issue, ErrInvalid)
+	}
+	now := s.clock.Now().Unix()
+	var rows []leaseRow
+	err := liveRows(s.db.WithContext(ctx), now).
+		Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Limit(1).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("current %d#%d: %w", k.RepoID, k.Issue, mapDBError(err))
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	l := rows[0].lease()
+	return &l, nil
+}
+
+// List returns the live leases of a repository, oldest first (by
+// acquired_at, then issue number).
+func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
+	if repoID <= 0 {
+		return nil, fmt.Errorf("list %d: %w: repository must be positive", repoID, ErrInvalid)
+	}
+	now := s.clock.Now().Unix()
+	var rows []leaseRow
+	err := liveRows(s.db.WithContext(ctx), now).
+		Where("repo_id = ?", repoID).Order("acquired_at, issue").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("list %d: %w", repoID, mapDBError(err))
+	}
+	out := make([]Lease, len(rows))
+	for i := range rows {
+		out[i] = rows[i].lease()
+	}
+	return out, nil
+}
+
+// CountLive returns the number of live leases across all repositories.
+func (s *Store) CountLive(ctx context.Context) (int64, error) {
+	var n int64
+	err := liveRows(s.db.WithContext(ctx), s.clock.Now().Unix()).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("count live leases: %w", mapDBError(err))
+	}
+	return n, nil
+}
+
+// History returns the tenure history of k, oldest first.
+func (s *Store) History(ctx context.Context, k Key) ([]Event, error) {
+	var evs []Event
+	err := s.db.WithContext(ctx).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Order("id").Find(&evs).Error
+	if err != nil {
+		return nil, fmt.Errorf("history %d#%d: %w", k.RepoID, k.Issue, mapDBError(err))
+	}
+	return evs, nil
+}
+
+// liveRows applies the SQL form of leaseRow.live; the two must agree.
+func liveRows(db *gorm.DB, now int64) *gorm.DB {
+	return db.Model(&leaseRow{}).Where("holder IS NOT NULL AND (expires_at IS NULL OR expires_at > ?)", now)
+}
+
+func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
+	var row leaseRow
+	err := tx.Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Take(&row).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return leaseRow{}, false, nil
+	}
+	return row, err == nil, err
+}
+
+func notHolder(row leaseRow, found bool, now int64) error {
+	if found && row.live(now) {
+		return &NotHolderError{Holder: *row.Holder, ExpiresAt: unixPtr(row.ExpiresAt)}
+	}
+	return &NotHolderError{}
+}
+
+func expiry(now int64, ttl time.Duration) *int64 {
+	if ttl == 0 {
+		return nil
+	}
+	e := now + int64(ttl/time.Second)
+	return &e
+}
+
+// validate rejects what no transport should have let through.
+func (s *Store) validate(k Key, holder string, ttl time.Duration, needTTL bool) error {
+	switch {
+	case k.RepoID <= 0 || k.Issue <= 0:
+		return fmt.Errorf("%w: repository and issue must be positive", ErrInvalid)
+	case holder == "":
+		return fmt.Errorf("%w: empty holder", ErrInvalid)
+	case len(holder) > 255:
+		return fmt.Errorf("%w: holder name longer than 255 bytes", ErrInvalid)
+	case ttl < 0 || (needTTL && ttl == 0):
+		return fmt.Errorf("%w: ttl must be at least 1s", ErrInvalid)
+	case ttl != 0 && (ttl < time.Second || ttl%time.Second != 0):
+		return fmt.Errorf("%w: ttl %s is not a whole number of seconds of at least 1s", ErrInvalid, ttl)
+	case ttl > s.maxTTL:
+		return fmt.Errorf("%w: ttl %s is above the maximum %s", ErrInvalid, ttl, s.maxTTL)
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mattn/go-sqlite3"
+	"gorm.io/driver/sqlite"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// schemaVersion is stored in SQLite's user_version. A database written by a
+// newer schema is refused rather than silently misread.
+const schemaVersion = 1
+
+// maxTTLBound keeps now+ttl far from int64 overflow even without a
+// configured maximum (about 292 years in seconds would overflow nanoseconds).
+const maxTTLBound = 100 * 365 * 24 * time.Hour
+
+// Store is the lease ledger on one SQLite file. It is safe for concurrent use
+// by many goroutines, and several Stores (or processes) may share one file:
+// SQLite's write lock, taken at BEGIN, is what serializes decisions.
+type Store struct {
+	db     *gorm.DB
+	clock  Clock
+	maxTTL time.Duration
+	// writeSlot serializes this process's writers before they reach
+	// SQLite, so they queue in Go (cancellable by context) instead of
+	// spinning in SQLite's busy handler. Other processes still meet the
+	// file lock and the busy timeout.
+	writeSlot chan struct{}
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	clock       Clock
+	busyTimeout time.Duration
+	maxTTL      time.Duration
+}
+
+// WithClock sets the clock every decision reads (default: the wall clock).
+func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+
+// WithBusyTimeout bounds how long an operation waits for another writer
+// before failing with ErrBusy (default 5 s).
+func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyTimeout = d } }
+
+// WithMaxTTL sets the largest ttl acquire and renew accept (default: no
+// limit beyond about a century).
+func WithMaxTTL(d time.Duration) Option { return func(o *options) { o.maxTTL = d } }
+
+// Open opens (creating if needed) the ledger at path and migrates its schema.
+// The connection runs in WAL mode with synchronous=FULL, so an acknowledged
+// write survives a crash, and takes the write lock at BEGIN (BEGIN
+// IMMEDIATE), so a transaction that reads and then writes cannot be
+// overtaken between the two.
+func Open(path string, opts ...Option) (*Store, error) {
+	o := options{clock: SystemClock{}, busyTimeout: 5 * time.Second}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.maxTTL <= 0 || o.maxTTL > maxTTLBound {
+		o.maxTTL = maxTTLBound
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if st, err := os.Stat(filepath.Dir(abs)); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("open ledger %s: directory %s does not exist", path, filepath.Dir(abs))
+	}
+	q := url.Values{}
+	q.Set("_txlock", "immediate")
+	q.Set("_journal_mode", "WAL")
+	q.Set("_synchronous", "FULL")
+	q.Set("_busy_timeout", fmt.Sprint(o.busyTimeout.Milliseconds()))
+	dsn := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode()
+
+	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
+		Logger:                 logger.Default.LogMode(logger.Silent),
+		SkipDefaultTransaction: true, // every write is already in our own transaction
+		NowFunc:                func() time.Time { return o.clock.Now().UTC() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	sqlDB.SetMaxOpenConns(8)
+	sqlDB.SetConnMaxIdleTime(time.Minute)
+	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, writeSlot: make(chan struct{}, 1)}
+	if err := s.migrate(); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func (s *Store) migrate() error {
+	var mode string
+	if err := s.db.Raw("PRAGMA journal_mode").Scan(&mode).Error; err != nil {
+		return mapDBError(err)
+	}
+	if mode != "wal" {
+		return fmt.Errorf("journal mode is %q, want wal (is the file on a filesystem without shared memory?)", mode)
+	}
+	// Migrate under the write lock so that several processes opening a
+	// new file at once do not race to create the same tables.
+	return mapDBError(s.db.Transaction(func(tx *gorm.DB) error {
+		var version int
+		if err := tx.Raw("PRAGMA user_version").Scan(&version).Error; err != nil {
+			return err
+		}
+		if version > schemaVersion {
+			return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
+		}
+		if err := tx.AutoMigrate(&leaseRow{}, &Event{}); err != nil {
+			return err
+		}
+		return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error
+	}))
+}
+
+// Close closes the database.
+func (s *Store) Close() error {
+	sqlDB, err := s.db.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Ping checks that the database answers (for readiness probes).
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.WithContext(ctx).Raw("SELECT 1").Scan(&one).Error; err != nil {
+		return fmt.Errorf("ping ledger: %w", mapDBError(err))
+	}
+	return nil
+}
+
+// write runs fn in one write transaction: the in-process slot, then BEGIN
+// IMMEDIATE, then fn, then COMMIT. now is read after the lock is held, so
+// the decision and its timestamp belong to the same instant of the ledger's
+// history.
+func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB, now int64) error) error {
+	select {
+	case s.writeSlot <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %v", ErrBusy, ctx.Err())
+	}
+	defer func() { <-s.writeSlot }()
+	return mapDBError(s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return fn(tx, s.clock.Now().Unix())
+	}))
+}
+
+// mapDBError turns the driver's "locked" answers and expired deadlines into
+// ErrBusy, once, at the storage boundary. Lease outcomes pass unchanged.
+func mapDBError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked) {
+		return fmt.Errorf("%w: %v", ErrBusy, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %v", ErrBusy, err)
+	}
+	return err
+}
