@@ -23,6 +23,10 @@ const schemaVersion = 1
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
 const maxTTLBound = 100 * 365 * 24 * time.Hour
 
+// sqliteBusySlice is how long SQLite's uninterruptible busy handler may wait
+// at a time; write retries in Go between slices, watching the context.
+const sqliteBusySlice = 50 * time.Millisecond
+
 // Store is the lease ledger on one SQLite file. It is safe for concurrent use
 // by many goroutines, and several Stores (or processes) may share one file:
 // SQLite's write lock, taken at BEGIN, is what serializes decisions.
@@ -30,6 +34,8 @@ type Store struct {
 	db     *gorm.DB
 	clock  Clock
 	maxTTL time.Duration
+	// busyTimeout bounds one write's wait for the lock, in total.
+	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach
 	// SQLite, so they queue in Go (cancellable by context) instead of
 	// spinning in SQLite's busy handler. Other processes still meet the
@@ -81,7 +87,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	q.Set("_txlock", "immediate")
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
-	q.Set("_busy_timeout", fmt.Sprint(o.busyTimeout.Milliseconds()))
+	q.Set("_busy_timeout", fmt.Sprint(min(o.busyTimeout, sqliteBusySlice).Milliseconds()))
 	dsn := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode()
 
 	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
@@ -98,7 +104,7 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, writeSlot: make(chan struct{}, 1)}
+	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout, writeSlot: make(chan struct{}, 1)}
 	if err := s.migrate(); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -116,19 +122,23 @@ func (s *Store) migrate() error {
 	}
 	// Migrate under the write lock so that several processes opening a
 	// new file at once do not race to create the same tables.
-	return mapDBError(s.db.Transaction(func(tx *gorm.DB) error {
-		var version int
-		if err := tx.Raw("PRAGMA user_version").Scan(&version).Error; err != nil {
-			return err
-		}
-		if version > schemaVersion {
-			return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
-		}
-		if err := tx.AutoMigrate(&leaseRow{}, &Event{}); err != nil {
-			return err
-		}
-		return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error
-	}))
+	ctx, cancel := context.WithTimeout(context.Background(), s.busyTimeout)
+	defer cancel()
+	return s.retryBusy(ctx, func(db *gorm.DB) error {
+		return db.Transaction(func(tx *gorm.DB) error {
+			var version int
+			if err := tx.Raw("PRAGMA user_version").Scan(&version).Error; err != nil {
+				return err
+			}
+			if version > schemaVersion {
+				return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
+			}
+			if err := tx.AutoMigrate(&leaseRow{}, &Event{}); err != nil {
+				return err
+			}
+			return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error
+		})
+	})
 }
 
 // Close closes the database.
@@ -154,15 +164,38 @@ func (s *Store) Ping(ctx context.Context) error {
 // the decision and its timestamp belong to the same instant of the ledger's
 // history.
 func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB, now int64) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.busyTimeout)
+	defer cancel()
 	select {
 	case s.writeSlot <- struct{}{}:
 	case <-ctx.Done():
 		return fmt.Errorf("%w: %v", ErrBusy, ctx.Err())
 	}
 	defer func() { <-s.writeSlot }()
-	return mapDBError(s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		return fn(tx, s.clock.Now().Unix())
-	}))
+	return s.retryBusy(ctx, func(db *gorm.DB) error {
+		return db.Transaction(func(tx *gorm.DB) error {
+			return fn(tx, s.clock.Now().Unix())
+		})
+	})
+}
+
+// retryBusy runs txn until it does not meet a locked database, or until ctx
+// ends. SQLite's own busy handler cannot be interrupted by a context, so it
+// waits only briefly (sqliteBusySlice) and this loop does the rest of the
+// waiting. A transaction that met SQLITE_BUSY was rolled back, so running
+// it again whole is safe.
+func (s *Store) retryBusy(ctx context.Context, txn func(db *gorm.DB) error) error {
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		err := mapDBError(txn(s.db.WithContext(ctx)))
+		if !errors.Is(err, ErrBusy) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // mapDBError turns the driver's "locked" answers and expired deadlines into

@@ -1,0 +1,259 @@
+package models
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestOpenSetsDurablePragmas(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	for pragma, want := range map[string]string{
+		"journal_mode": "wal",
+		"synchronous":  "2", // FULL
+	} {
+		var got string
+		if err := s.db.Raw("PRAGMA " + pragma).Scan(&got).Error; err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("PRAGMA %s = %q, want %q", pragma, got, want)
+		}
+	}
+	var timeout int
+	if err := s.db.Raw("PRAGMA busy_timeout").Scan(&timeout).Error; err != nil || timeout != 50 {
+		t.Errorf("busy_timeout = %d (%v), want 50", timeout, err)
+	}
+}
+
+func TestOpenRefusesMissingDirectoryAndNewerSchema(t *testing.T) {
+	if _, err := Open(t.TempDir() + "/no/such/dir/collab.db"); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("missing directory: %v", err)
+	}
+	s, _, path := openTestStore(t)
+	if err := s.db.Exec("PRAGMA user_version = 99").Error; err != nil {
+		t.Fatal(err)
+	}
+	_ = s.Close()
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "newer") {
+		t.Fatalf("newer schema: %v", err)
+	}
+}
+
+// A database written by an earlier version (here: the leases table alone,
+// without the history table, indexes or user_version) keeps its rows and
+// its tokens when this version opens it.
+func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
+	path := t.TempDir() + "/old.db"
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{
+		"DROP TABLE lease_events",
+		"DROP TABLE leases",
+		"PRAGMA user_version = 0",
+		`CREATE TABLE leases (repo_id integer, issue integer, holder text, token integer NOT NULL, acquired_at integer NOT NULL, expires_at integer, PRIMARY KEY (repo_id, issue))`,
+		"INSERT INTO leases VALUES (7, 42, 'alice', 5, 1000, NULL)",
+		"INSERT INTO leases VALUES (7, 43, NULL, 9, 1000, NULL)",
+	} {
+		if err := s.db.Exec(stmt).Error; err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	_ = s.Close()
+
+	clock := newFakeClock()
+	s, err = Open(path, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cur, err := s.Current(bg, k42)
+	if err != nil || cur == nil || cur.Holder != "alice" || cur.Token != 5 {
+		t.Fatalf("old live lease after migration: %+v %v", cur, err)
+	}
+	if l := mustAcquire(t, s, Key{7, 43}, "bob", 0); l.Token != 10 {
+		t.Fatalf("old free row's token did not carry on: %+v", l)
+	}
+	if h, err := s.History(bg, Key{7, 43}); err != nil || len(h) != 1 {
+		t.Fatalf("history table not created: %+v %v", h, err)
+	}
+}
+
+// Another process holding the write lock past the busy timeout makes an
+// operation fail with ErrBusy, quickly, and write nothing.
+func TestBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T) {
+	holder, clock, path := openTestStore(t)
+	s, err := Open(path, WithClock(clock), WithBusyTimeout(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	patient, err := Open(path, WithClock(clock), WithBusyTimeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer patient.Close()
+	tx := holder.db.Begin() // BEGIN IMMEDIATE: holds the write lock
+	if tx.Error != nil {
+		t.Fatal(tx.Error)
+	}
+	_, err = s.Acquire(bg, k42, "alice", 0)
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire under a held write lock: %v, want ErrBusy", err)
+	}
+	// A caller's own deadline ends the wait the same way.
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	if _, err := patient.Acquire(ctx, k42, "alice", 0); !errors.Is(err, ErrBusy) {
+		t.Fatalf("acquire past the caller's deadline: %v, want ErrBusy", err)
+	}
+	tx.Rollback()
+	if cur, _ := s.Current(bg, k42); cur != nil {
+		t.Fatalf("busy acquire wrote %+v", cur)
+	}
+	if l := mustAcquire(t, s, k42, "alice", 0); l.Token != 1 {
+		t.Fatalf("after the lock is gone: %+v", l)
+	}
+}
+
+// A child process acquires and releases in a loop and reports each
+// acquire once Acquire has returned; it is killed with SIGKILL mid-stream.
+// Every acquire it reported must be in the ledger and the next token must
+// exceed every token it was handed.
+func TestCrashKeepsEveryAcknowledgedAcquire(t *testing.T) {
+	if os.Getenv("COLLAB_TEST_CRASHER") != "" {
+		return
+	}
+	path := t.TempDir() + "/collab.db"
+	reported := map[int64]int64{} // issue -> highest token reported
+	heldAtKill := map[int64]int64{}
+	for round := 0; round < 3; round++ {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrasherChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "COLLAB_TEST_CRASHER=1", "COLLAB_TEST_DB="+path, fmt.Sprint("COLLAB_TEST_ROUND=", round))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		lines := 0
+		for sc.Scan() && lines < 150+round*37 {
+			f := strings.Fields(sc.Text())
+			if len(f) != 3 {
+				continue
+			}
+			issue, _ := strconv.ParseInt(f[1], 10, 64)
+			token, _ := strconv.ParseInt(f[2], 10, 64)
+			switch f[0] {
+			case "acquired":
+				if held, ok := heldAtKill[issue]; ok && token != held {
+					t.Fatalf("re-acquire of held #%d changed token %d to %d", issue, held, token)
+				} else if !ok && token <= reported[issue] {
+					t.Fatalf("new tenure token %d for #%d repeated or lower than %d", token, issue, reported[issue])
+				}
+				reported[issue] = token
+				heldAtKill[issue] = token
+			case "released":
+				delete(heldAtKill, issue)
+			}
+			lines++
+		}
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		_ = cmd.Wait()
+		if lines == 0 {
+			t.Fatalf("round %d: child reported nothing", round)
+		}
+
+		s, err := Open(path)
+		if err != nil {
+			t.Fatalf("reopen after SIGKILL: %v", err)
+		}
+		for issue, token := range reported {
+			k := Key{RepoID: 1, Issue: issue}
+			h, err := s.History(bg, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, e := range h {
+				found = found || (e.Action != ActionRelease && e.Token == token && e.Holder == "crasher")
+			}
+			if !found {
+				t.Fatalf("acknowledged acquire #%d token %d missing from history", issue, token)
+			}
+			// The child ran on between our last read and the kill, so
+			// it may have released and re-acquired since; but a lease it
+			// reported as held can only have been followed by its own
+			// later tenures, never lost or rewound.
+			if want, ok := heldAtKill[issue]; ok {
+				cur, _ := s.Current(bg, k)
+				last := h[len(h)-1]
+				if (cur == nil && last.Action != ActionRelease) || (cur != nil && (cur.Token < want || cur.Holder != "crasher")) {
+					t.Fatalf("acknowledged live lease #%d token %d lost: %+v", issue, want, cur)
+				}
+			}
+		}
+		_ = s.Close()
+	}
+	// The next tenure on every issue outranks every token ever handed out.
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for issue, token := range reported {
+		k := Key{RepoID: 1, Issue: issue}
+		if _, err := s.Release(bg, k, "crasher"); err != nil {
+			t.Fatal(err)
+		}
+		l := mustAcquire(t, s, k, "after", 0)
+		if l.Token <= token {
+			t.Fatalf("#%d: next token %d not above reported %d", issue, l.Token, token)
+		}
+	}
+}
+
+// TestCrasherChild is the body of the process TestCrashKeepsEveryAcknowledgedAcquire kills.
+func TestCrasherChild(t *testing.T) {
+	if os.Getenv("COLLAB_TEST_CRASHER") == "" {
+		t.Skip("only runs as a child of TestCrashKeepsEveryAcknowledgedAcquire")
+	}
+	s, err := Open(os.Getenv("COLLAB_TEST_DB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := bufio.NewWriter(os.Stdout)
+	for i := int64(0); ; i++ {
+		k := Key{RepoID: 1, Issue: i%5 + 1}
+		if i%2 == 0 {
+			// Leave some leases live at the moment of the kill.
+			l, err := s.Acquire(bg, k, "crasher", 0)
+			if err != nil {
+				continue
+			}
+			fmt.Fprintf(w, "acquired %d %d\n", k.Issue, l.Token)
+		} else {
+			if i%7 == 0 {
+				continue
+			}
+			if _, err := s.Release(bg, k, "crasher"); err != nil {
+				continue
+			}
+			fmt.Fprintf(w, "released %d 0\n", k.Issue)
+		}
+		_ = w.Flush()
+	}
+}
