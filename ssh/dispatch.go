@@ -1,0 +1,244 @@
+package ssh
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// Ledger is what the verb needs of the lease store (models.Store).
+type Ledger interface {
+	Acquire(ctx context.Context, k models.Key, holder string, ttl time.Duration) (models.Lease, error)
+	Renew(ctx context.Context, k models.Key, holder string, ttl time.Duration) (models.Lease, error)
+	Release(ctx context.Context, k models.Key, holder string) (*models.Lease, error)
+	List(ctx context.Context, repoID int64) ([]models.Lease, error)
+}
+
+var _ Ledger = (*models.Store)(nil)
+
+// Exit codes of the verb (SPEC §3).
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitConflict = 4
+	exitTempFail = 75 // EX_TEMPFAIL: retry
+)
+
+// Errors of the dispatch that are not the ledger's or the forge's.
+var (
+	errRepoNotFound  = errors.New("repository not found")
+	errIssueNotFound = errors.New("issue not found")
+	errIssueClosed   = errors.New("issue is closed")
+)
+
+// writeRequiredError: the caller may read the repository, so naming it
+// reveals nothing, but may not write the unit the verb changes.
+type writeRequiredError struct {
+	repo, unit string
+}
+
+func (e *writeRequiredError) Error() string {
+	return fmt.Sprintf("write access to %s %s is required", e.repo, e.unit)
+}
+
+// reply is the whole answer to one command: JSON on stdout or one error
+// line on stderr, and an exit status.
+type reply struct {
+	stdout []byte
+	stderr string
+	code   int
+	// outcome names the result for the log line and metrics.
+	outcome string
+}
+
+// Wire shapes of SPEC §3, with fields in the contract's order.
+type (
+	tenureJSON struct {
+		Status     string       `json:"status"`
+		Repo       string       `json:"repo"`
+		Issue      int64        `json:"issue"`
+		Holder     string       `json:"holder"`
+		Token      int64        `json:"token"`
+		AcquiredAt models.Time  `json:"acquired_at"`
+		ExpiresAt  *models.Time `json:"expires_at"`
+	}
+	conflictJSON struct {
+		Status    string       `json:"status"`
+		Repo      string       `json:"repo"`
+		Issue     int64        `json:"issue"`
+		Holder    *string      `json:"holder"`
+		ExpiresAt *models.Time `json:"expires_at"`
+	}
+	releasedJSON struct {
+		Status string `json:"status"`
+		Repo   string `json:"repo"`
+		Issue  int64  `json:"issue"`
+	}
+)
+
+// dispatcher runs one parsed command for one authenticated user: ask the
+// forge who may do what, then make exactly one ledger call.
+type dispatcher struct {
+	forge  plugin.Forge
+	ledger Ledger
+}
+
+func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
+	if cmd.Verb == VerbHelp {
+		return reply{stdout: []byte(Usage), outcome: "help"}
+	}
+	repo, _, err := d.lookup(ctx, login, cmd)
+	if err != nil {
+		return errorReply(err)
+	}
+	k := models.Key{RepoID: repo.ID, Issue: cmd.Issue}
+	switch cmd.Verb {
+	case VerbAcquire:
+		l, err := d.ledger.Acquire(ctx, k, login, cmd.TTL)
+		if err != nil {
+			return outcomeReply(repo.FullName, cmd.Issue, err)
+		}
+		return jsonReply(exitOK, "acquired", tenure("acquired", repo.FullName, l))
+	case VerbRenew:
+		l, err := d.ledger.Renew(ctx, k, login, cmd.TTL)
+		if err != nil {
+			return outcomeReply(repo.FullName, cmd.Issue, err)
+		}
+		return jsonReply(exitOK, "renewed", tenure("renewed", repo.FullName, l))
+	case VerbRelease:
+		if _, err := d.ledger.Release(ctx, k, login); err != nil {
+			return outcomeReply(repo.FullName, cmd.Issue, err)
+		}
+		return jsonReply(exitOK, "released", releasedJSON{Status: "released", Repo: repo.FullName, Issue: cmd.Issue})
+	case VerbList:
+		leases, err := d.ledger.List(ctx, repo.ID)
+		if err != nil {
+			return errorReply(err)
+		}
+		return jsonReply(exitOK, "listed", models.NewListView(repo.FullName, leases))
+	}
+	return errorReply(&UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
+}
+
+// lookup asks the forge for the repository as login sees it and, for
+// acquire, for the issue (both at once: each call costs a round trip), and
+// decides whether login may run cmd. Who may do what is decided here and
+// nowhere else.
+func (d *dispatcher) lookup(ctx context.Context, login string, cmd Command) (plugin.Repo, plugin.Issue, error) {
+	var (
+		issue    plugin.Issue
+		issueErr error
+		done     chan struct{}
+	)
+	if cmd.Verb == VerbAcquire {
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			issue, issueErr = d.forge.Issue(ctx, login, cmd.Owner, cmd.Name, cmd.Issue)
+		}()
+	}
+	repo, err := d.forge.Repo(ctx, login, cmd.Owner, cmd.Name)
+	if done != nil {
+		<-done
+	}
+	switch {
+	case errors.Is(err, plugin.ErrNotFound):
+		return repo, issue, errRepoNotFound
+	case err != nil:
+		return repo, issue, err
+	case !repo.CanRead:
+		return repo, issue, errRepoNotFound
+	}
+	switch cmd.Verb {
+	case VerbList:
+		return repo, issue, nil
+	case VerbAcquire:
+		switch {
+		case errors.Is(issueErr, plugin.ErrNotFound):
+			return repo, issue, errIssueNotFound
+		case issueErr != nil:
+			return repo, issue, issueErr
+		case issue.IsPull && !repo.CanWritePulls:
+			return repo, issue, &writeRequiredError{repo: repo.FullName, unit: "pulls"}
+		case !issue.IsPull && !repo.CanWriteIssues:
+			return repo, issue, &writeRequiredError{repo: repo.FullName, unit: "issues"}
+		case issue.Closed:
+			return repo, issue, errIssueClosed
+		}
+		return repo, issue, nil
+	default:
+		// Renew and release work on the ledger row alone, without asking
+		// whether the number is an issue or a pull request; writing
+		// either unit is enough to touch one's own lease.
+		if !repo.CanWriteIssues && !repo.CanWritePulls {
+			return repo, issue, &writeRequiredError{repo: repo.FullName, unit: "issues"}
+		}
+		return repo, issue, nil
+	}
+}
+
+func tenure(status, repo string, l models.Lease) tenureJSON {
+	return tenureJSON{Status: status, Repo: repo, Issue: l.Issue, Holder: l.Holder, Token: l.Token,
+		AcquiredAt: models.Time(l.AcquiredAt), ExpiresAt: models.TimePtr(l.ExpiresAt)}
+}
+
+// outcomeReply maps a ledger refusal to its JSON (exit 4), anything else
+// to an error line.
+func outcomeReply(repo string, issue int64, err error) reply {
+	var held *models.HeldError
+	var notHolder *models.NotHolderError
+	switch {
+	case errors.As(err, &held):
+		return jsonReply(exitConflict, "held", conflictJSON{Status: "held", Repo: repo, Issue: issue,
+			Holder: &held.Holder, ExpiresAt: models.TimePtr(held.ExpiresAt)})
+	case errors.As(err, &notHolder):
+		v := conflictJSON{Status: "not_holder", Repo: repo, Issue: issue, ExpiresAt: models.TimePtr(notHolder.ExpiresAt)}
+		if notHolder.Holder != "" {
+			v.Holder = &notHolder.Holder
+		}
+		return jsonReply(exitConflict, "not_holder", v)
+	}
+	return errorReply(err)
+}
+
+func jsonReply(code int, outcome string, v any) reply {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return errorReply(err)
+	}
+	return reply{stdout: append(b, '\n'), code: code, outcome: outcome}
+}
+
+// errorReply is the one translation of errors into the verb's exit codes
+// and error lines. Nothing else in this package chooses an exit code for
+// an error.
+func errorReply(err error) reply {
+	var usage *UsageError
+	var write *writeRequiredError
+	switch {
+	case errors.As(err, &usage):
+		return reply{stderr: "error: " + usage.Error(), code: exitError, outcome: "usage"}
+	case errors.Is(err, errRepoNotFound):
+		return reply{stderr: "error: repository not found", code: exitError, outcome: "repo_not_found"}
+	case errors.As(err, &write):
+		return reply{stderr: "error: " + write.Error(), code: exitError, outcome: "forbidden"}
+	case errors.Is(err, errIssueNotFound):
+		return reply{stderr: "error: issue not found", code: exitError, outcome: "issue_not_found"}
+	case errors.Is(err, errIssueClosed):
+		return reply{stderr: "error: issue is closed", code: exitError, outcome: "issue_closed"}
+	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, errForgeUnavailable):
+		return reply{stderr: "error: forge unavailable, try again", code: exitTempFail, outcome: "forge_unavailable"}
+	case errors.Is(err, models.ErrBusy), errors.Is(err, context.DeadlineExceeded):
+		return reply{stderr: "error: lease database busy, try again", code: exitTempFail, outcome: "busy"}
+	case errors.Is(err, plugin.ErrConfig):
+		return reply{stderr: "error: the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor", code: exitTempFail, outcome: "config"}
+	case errors.Is(err, models.ErrInvalid):
+		return reply{stderr: "error: usage: " + err.Error(), code: exitError, outcome: "invalid"}
+	}
+	return reply{stderr: "error: internal error", code: exitError, outcome: "internal"}
+}

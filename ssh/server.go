@@ -1,0 +1,411 @@
+package ssh
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// ErrServerClosed is returned by Serve after Shutdown or Close.
+var ErrServerClosed = errors.New("ssh: server closed")
+
+// errForgeUnavailable marks a connection whose key could not be resolved
+// because the forge was down: it is let in, and every command is answered
+// with exit 75 so the agent retries instead of seeing an auth failure.
+var errForgeUnavailable = errors.New("forge unavailable")
+
+// Permission extensions carrying the identity of the verified key. They are
+// set only by the public-key callback and read only from the
+// authenticated connection's Permissions.
+const (
+	extLogin       = "collab-lease-login"
+	extFingerprint = "collab-lease-fingerprint"
+	extUnavailable = "collab-lease-forge-unavailable"
+)
+
+// Server serves the collab-lease verb. Set the fields, then call Serve.
+// Zero values of the limits take the defaults below.
+type Server struct {
+	HostKey gossh.Signer // required
+	Forge   plugin.Forge // required
+	Ledger  Ledger       // required
+	Logger  *slog.Logger // nil: slog.Default()
+
+	MaxTTL           time.Duration // largest --ttl accepted (default 168h)
+	HandshakeTimeout time.Duration // from accept to authenticated (default 10s)
+	IdleTimeout      time.Duration // no traffic on a connection (default 2m)
+	CommandTimeout   time.Duration // one command, forge calls included (default 15s)
+	MaxConns         int           // concurrent connections (default 1024)
+	MaxAuthTries     int           // per connection (default 6)
+
+	// Observe, if set, is told about every command (for metrics).
+	Observe func(verb Verb, outcome string, d time.Duration)
+
+	mu        sync.Mutex
+	listeners map[net.Listener]struct{}
+	conns     map[*serverConn]struct{}
+	closing   atomic.Bool
+	commands  sync.WaitGroup
+	slots     chan struct{}
+	initOnce  sync.Once
+}
+
+type serverConn struct {
+	net.Conn
+	ssh    *gossh.ServerConn
+	active atomic.Int32 // commands running on this connection
+}
+
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		if s.Logger == nil {
+			s.Logger = slog.Default()
+		}
+		if s.MaxTTL <= 0 {
+			s.MaxTTL = 168 * time.Hour
+		}
+		if s.HandshakeTimeout <= 0 {
+			s.HandshakeTimeout = 10 * time.Second
+		}
+		if s.IdleTimeout <= 0 {
+			s.IdleTimeout = 2 * time.Minute
+		}
+		if s.CommandTimeout <= 0 {
+			s.CommandTimeout = 15 * time.Second
+		}
+		if s.MaxConns <= 0 {
+			s.MaxConns = 1024
+		}
+		if s.MaxAuthTries <= 0 {
+			s.MaxAuthTries = 6
+		}
+		s.slots = make(chan struct{}, s.MaxConns)
+		s.listeners = map[net.Listener]struct{}{}
+		s.conns = map[*serverConn]struct{}{}
+	})
+}
+
+func (s *Server) config() *gossh.ServerConfig {
+	cfg := &gossh.ServerConfig{
+		MaxAuthTries:      s.MaxAuthTries,
+		ServerVersion:     "SSH-2.0-collab-lease",
+		PublicKeyCallback: s.authenticate,
+	}
+	cfg.AddHostKey(s.HostKey)
+	return cfg
+}
+
+// authenticate resolves an offered or signed key through the forge. The
+// library calls it for a key before checking the signature too, so what it
+// returns is trusted only once it arrives on the authenticated connection.
+func (s *Server) authenticate(meta gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
+	fp := gossh.FingerprintSHA256(key)
+	ctx, cancel := context.WithTimeout(context.Background(), s.CommandTimeout)
+	defer cancel()
+	user, err := s.Forge.UserByKey(ctx, fp)
+	switch {
+	case err == nil:
+		return &gossh.Permissions{Extensions: map[string]string{extLogin: user.Login, extFingerprint: fp}}, nil
+	case errors.Is(err, plugin.ErrNotFound):
+		return nil, fmt.Errorf("unknown key %s", fp)
+	default:
+		s.Logger.Warn("key lookup failed; letting the connection in to answer exit 75",
+			"fingerprint", fp, "remote", meta.RemoteAddr().String(), "err", err)
+		return &gossh.Permissions{Extensions: map[string]string{extUnavailable: "1", extFingerprint: fp}}, nil
+	}
+}
+
+// Serve accepts connections on l until Shutdown or Close. It always
+// returns a non-nil error; after Shutdown or Close, ErrServerClosed.
+func (s *Server) Serve(l net.Listener) error {
+	s.init()
+	if s.HostKey == nil || s.Forge == nil || s.Ledger == nil {
+		return errors.New("ssh: Server needs HostKey, Forge and Ledger")
+	}
+	if s.closing.Load() {
+		return ErrServerClosed
+	}
+	s.mu.Lock()
+	s.listeners[l] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.listeners, l)
+		s.mu.Unlock()
+		_ = l.Close()
+	}()
+	cfg := s.config()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if s.closing.Load() {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			return err
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.Logger.Warn("connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.MaxConns)
+			_ = c.Close()
+			continue
+		}
+		go s.handleConn(c, cfg)
+	}
+}
+
+func (s *Server) handleConn(raw net.Conn, cfg *gossh.ServerConfig) {
+	defer func() { <-s.slots }()
+	idle := newIdleConn(raw, s.IdleTimeout)
+	c := &serverConn{Conn: idle}
+	defer c.Close()
+	if !s.track(c) {
+		return
+	}
+	defer s.untrack(c)
+
+	_ = raw.SetDeadline(time.Now().Add(s.HandshakeTimeout))
+	sconn, chans, reqs, err := gossh.NewServerConn(c, cfg)
+	if err != nil {
+		if !errors.Is(err, io.EOF) {
+			s.Logger.Debug("handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
+		}
+		return
+	}
+	idle.arm()
+	c.ssh = sconn
+	go gossh.DiscardRequests(reqs) // tcpip-forward and friends: refused
+	for ch := range chans {
+		if ch.ChannelType() != "session" {
+			_ = ch.Reject(gossh.Prohibited, "only exec sessions are served")
+			continue
+		}
+		if s.closing.Load() {
+			_ = ch.Reject(gossh.ResourceShortage, "server shutting down")
+			continue
+		}
+		channel, requests, err := ch.Accept()
+		if err != nil {
+			continue
+		}
+		go s.handleSession(c, channel, requests)
+	}
+}
+
+// handleSession answers one session: exec runs the verb, shell greets and
+// exits 1, everything else (pty, env, subsystem, agent, x11) is refused.
+func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gossh.Request) {
+	defer ch.Close()
+	for req := range reqs {
+		switch req.Type {
+		case "exec":
+			line, ok := execPayload(req.Payload)
+			if !ok {
+				_ = req.Reply(false, nil)
+				continue
+			}
+			if !s.beginCommand(c) {
+				_ = req.Reply(false, nil)
+				return
+			}
+			_ = req.Reply(true, nil)
+			s.exec(c, ch, line)
+			s.endCommand(c)
+			return
+		case "shell":
+			_ = req.Reply(true, nil)
+			s.greet(c, ch)
+			return
+		default:
+			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+func (s *Server) beginCommand(c *serverConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.commands.Add(1)
+	c.active.Add(1)
+	return true
+}
+
+func (s *Server) endCommand(c *serverConn) {
+	c.active.Add(-1)
+	s.commands.Done()
+	if s.closing.Load() {
+		_ = c.Close()
+	}
+}
+
+func (s *Server) exec(c *serverConn, ch gossh.Channel, line string) {
+	start := time.Now()
+	login, unavailable := identity(c.ssh.Permissions)
+	cmd, err := ParseCommand(line, s.MaxTTL)
+	var r reply
+	switch {
+	case err != nil:
+		r = errorReply(err)
+	case cmd.Verb == VerbHelp:
+		r = reply{stdout: []byte(Usage), outcome: "help"}
+	case unavailable:
+		r = errorReply(errForgeUnavailable)
+	default:
+		ctx, cancel := context.WithTimeout(context.Background(), s.CommandTimeout)
+		d := dispatcher{forge: s.Forge, ledger: s.Ledger}
+		r = d.run(ctx, login, cmd)
+		cancel()
+	}
+	send(ch, r)
+	dur := time.Since(start)
+	attrs := []any{"user", login, "verb", string(cmd.Verb), "outcome", r.outcome, "exit", r.code,
+		"duration_ms", float64(dur.Microseconds()) / 1000, "remote", c.RemoteAddr().String()}
+	if cmd.Owner != "" {
+		attrs = append(attrs, "repo", cmd.Repo())
+	}
+	if cmd.Issue != 0 {
+		attrs = append(attrs, "issue", cmd.Issue)
+	}
+	if unavailable {
+		attrs = append(attrs, "fingerprint", c.ssh.Permissions.Extensions[extFingerprint])
+	}
+	s.Logger.Info("collab-lease", attrs...)
+	if s.Observe != nil {
+		s.Observe(cmd.Verb, r.outcome, dur)
+	}
+}
+
+func (s *Server) greet(c *serverConn, ch gossh.Channel) {
+	login, unavailable := identity(c.ssh.Permissions)
+	msg := fmt.Sprintf("Hi %s! You've authenticated, but collab-lease offers no shell.\nUsage: ssh <host> <command>, where <command> is one of:\n%s", login, Usage)
+	if unavailable {
+		msg = "Your key could not be checked right now: the forge is unavailable. Try again.\n"
+	}
+	_, _ = io.WriteString(ch.Stderr(), msg)
+	sendExit(ch, exitError)
+}
+
+// identity reads the verified user from the authenticated connection.
+func identity(p *gossh.Permissions) (login string, unavailable bool) {
+	if p == nil {
+		return "", true
+	}
+	return p.Extensions[extLogin], p.Extensions[extUnavailable] != "" || p.Extensions[extLogin] == ""
+}
+
+func send(ch gossh.Channel, r reply) {
+	if len(r.stdout) > 0 {
+		_, _ = ch.Write(r.stdout)
+	}
+	if r.stderr != "" {
+		_, _ = io.WriteString(ch.Stderr(), r.stderr+"\n")
+	}
+	sendExit(ch, r.code)
+}
+
+func sendExit(ch gossh.Channel, code int) {
+	var status [4]byte
+	binary.BigEndian.PutUint32(status[:], uint32(code))
+	_, _ = ch.SendRequest("exit-status", false, status[:])
+	_ = ch.CloseWrite()
+}
+
+// execPayload decodes the string of an exec request (RFC 4254 §6.5).
+func execPayload(p []byte) (string, bool) {
+	if len(p) < 4 {
+		return "", false
+	}
+	n := binary.BigEndian.Uint32(p)
+	if uint64(n) != uint64(len(p)-4) {
+		return "", false
+	}
+	return string(p[4:]), true
+}
+
+func (s *Server) track(c *serverConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing.Load() {
+		return false
+	}
+	s.conns[c] = struct{}{}
+	return true
+}
+
+func (s *Server) untrack(c *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+}
+
+// Shutdown stops accepting connections and new commands, closes idle
+// connections, and waits for running commands to finish (each replies and
+// then its connection closes) or for ctx to end, whichever is first; then
+// it closes what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.init()
+	s.mu.Lock()
+	s.closing.Store(true)
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+	for c := range s.conns {
+		if c.active.Load() == 0 {
+			_ = c.Close()
+		}
+	}
+	s.mu.Unlock()
+
+	done := make(chan struct{})
+	go func() {
+		s.commands.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.closeAll()
+	return err
+}
+
+// Close stops the server at once, dropping running commands.
+func (s *Server) Close() error {
+	s.init()
+	s.mu.Lock()
+	s.closing.Store(true)
+	for l := range s.listeners {
+		_ = l.Close()
+	}
+	s.mu.Unlock()
+	s.closeAll()
+	return nil
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		_ = c.Close()
+	}
+}

@@ -1,0 +1,641 @@
+package ssh
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// fakeForge is an in-memory forge for the server's own tests (the real
+// Gitea is exercised in integration/). It counts calls so tests can check
+// that refused requests never reached it.
+type fakeForge struct {
+	mu      sync.Mutex
+	keys    map[string]string            // fingerprint -> login
+	repos   map[string]plugin.Repo       // "owner/name" -> repo (for perms, see perms)
+	perms   map[string]map[string]string // "owner/name" -> login -> "read"|"write"
+	issues  map[string]plugin.Issue      // "owner/name#n"
+	down    bool
+	block   chan struct{} // if set, Repo waits on it
+	entered chan struct{} // if set, Repo signals here on entry
+}
+
+func newFakeForge() *fakeForge {
+	return &fakeForge{
+		keys:   map[string]string{},
+		repos:  map[string]plugin.Repo{},
+		perms:  map[string]map[string]string{},
+		issues: map[string]plugin.Issue{},
+	}
+}
+
+func (f *fakeForge) UserByKey(_ context.Context, fp string) (plugin.User, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return plugin.User{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
+	}
+	login, ok := f.keys[fp]
+	if !ok {
+		return plugin.User{}, plugin.ErrNotFound
+	}
+	return plugin.User{ID: 1, Login: login}, nil
+}
+
+func (f *fakeForge) UserByToken(context.Context, string) (plugin.User, error) {
+	return plugin.User{}, plugin.ErrNotFound
+}
+
+func (f *fakeForge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
+	f.mu.Lock()
+	entered, block := f.entered, f.block
+	f.mu.Unlock()
+	if entered != nil {
+		entered <- struct{}{}
+	}
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return plugin.Repo{}, fmt.Errorf("slow: %w", plugin.ErrUnavailable)
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return plugin.Repo{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
+	}
+	full := owner + "/" + name
+	r, ok := f.repos[full]
+	if !ok {
+		return plugin.Repo{}, plugin.ErrNotFound
+	}
+	switch f.perms[full][login] {
+	case "write":
+		r.CanRead, r.CanWriteIssues, r.CanWritePulls = true, true, true
+	case "read":
+		r.CanRead = true
+	default:
+		if r.Private {
+			return plugin.Repo{}, plugin.ErrNotFound
+		}
+		r.CanRead = true
+	}
+	return r, nil
+}
+
+func (f *fakeForge) Issue(_ context.Context, login, owner, name string, n int64) (plugin.Issue, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return plugin.Issue{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
+	}
+	is, ok := f.issues[fmt.Sprintf("%s/%s#%d", owner, name, n)]
+	if !ok {
+		return plugin.Issue{}, plugin.ErrNotFound
+	}
+	return is, nil
+}
+
+func (f *fakeForge) setDown(down bool) {
+	f.mu.Lock()
+	f.down = down
+	f.mu.Unlock()
+}
+
+// testKey is a client key pair with its private key in an OpenSSH file.
+type testKey struct {
+	path string
+	fp   string
+}
+
+func newTestKey(t *testing.T, dir, name string) testKey {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sshPub, _ := gossh.NewPublicKey(pub)
+	return testKey{path: path, fp: gossh.FingerprintSHA256(sshPub)}
+}
+
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// world is a running server with a fake forge, a real ledger file, keys
+// for alice, bob (writers), carol (reader) and mallory (unknown to the
+// forge), and a known_hosts file for the real OpenSSH client.
+type world struct {
+	t        *testing.T
+	dir      string
+	forge    *fakeForge
+	ledger   *models.Store
+	clock    *clock
+	srv      *Server
+	addr     *net.TCPAddr
+	known    string
+	keys     map[string]testKey
+	hostKey  string
+	logs     *bytes.Buffer
+	logMu    *lockedWriter
+	serveErr chan error
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	if _, err := exec.LookPath("ssh"); err != nil {
+		t.Fatal("the OpenSSH client is required (apt-get install openssh-client)")
+	}
+	w := &world{t: t, dir: t.TempDir(), forge: newFakeForge(), keys: map[string]testKey{},
+		clock: &clock{t: time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)}, logs: &bytes.Buffer{}}
+	var err error
+	w.ledger, err = models.Open(filepath.Join(w.dir, "collab.db"), models.WithClock(w.clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.ledger.Close() })
+	for _, name := range []string{"alice", "bob", "carol", "mallory"} {
+		k := newTestKey(t, w.dir, name)
+		w.keys[name] = k
+		if name != "mallory" {
+			w.forge.keys[k.fp] = name
+		}
+	}
+	w.forge.repos["acme/widgets"] = plugin.Repo{ID: 10, FullName: "acme/widgets"}
+	w.forge.repos["acme/secret"] = plugin.Repo{ID: 11, FullName: "acme/secret", Private: true}
+	w.forge.perms["acme/widgets"] = map[string]string{"alice": "write", "bob": "write", "carol": "read"}
+	w.forge.perms["acme/secret"] = map[string]string{"alice": "write"}
+	w.forge.issues["acme/widgets#42"] = plugin.Issue{Number: 42}
+	w.forge.issues["acme/widgets#43"] = plugin.Issue{Number: 43}
+	w.forge.issues["acme/widgets#7"] = plugin.Issue{Number: 7, Closed: true}
+	w.forge.issues["acme/widgets#8"] = plugin.Issue{Number: 8, IsPull: true}
+	w.forge.issues["acme/secret#1"] = plugin.Issue{Number: 1}
+	w.hostKey = filepath.Join(w.dir, "ssh_host_ed25519_key")
+	w.start("127.0.0.1:0")
+	return w
+}
+
+func (w *world) start(addr string) {
+	w.t.Helper()
+	signer, err := LoadOrCreateHostKey(w.hostKey)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.addr = l.Addr().(*net.TCPAddr)
+	if w.logMu == nil {
+		w.logMu = &lockedWriter{w: w.logs}
+	}
+	w.srv = &Server{HostKey: signer, Forge: w.forge, Ledger: w.ledger,
+		Logger: slog.New(slog.NewTextHandler(w.logMu, nil))}
+	w.serveErr = make(chan error, 1)
+	go func() { w.serveErr <- w.srv.Serve(l) }()
+	if w.known == "" {
+		w.known = filepath.Join(w.dir, "known_hosts")
+		line := fmt.Sprintf("[127.0.0.1]:%d %s", w.addr.Port, gossh.MarshalAuthorizedKey(signer.PublicKey()))
+		if err := os.WriteFile(w.known, []byte(line), 0o600); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+	srv := w.srv
+	w.t.Cleanup(func() { _ = srv.Close() })
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// ssh runs the real OpenSSH client as user with the given extra options
+// and remote command words.
+func (w *world) ssh(user string, args ...string) result {
+	w.t.Helper()
+	base := []string{"-F", "/dev/null", "-p", fmt.Sprint(w.addr.Port), "-i", w.keys[user].path,
+		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
+		"-o", "UserKnownHostsFile=" + w.known, "-o", "StrictHostKeyChecking=yes",
+		"-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR"}
+	opts, rest := splitOpts(args)
+	cmd := exec.Command("ssh", append(append(append(base, opts...), "git@127.0.0.1"), rest...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		w.t.Fatalf("ssh: %v", err)
+	}
+	return result{stdout: out.String(), stderr: errb.String(), code: code}
+}
+
+// splitOpts separates leading ssh client options (words before "--") from
+// the remote command.
+func splitOpts(args []string) (opts, rest []string) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:]
+		}
+	}
+	return nil, args
+}
+
+func decode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("stdout is not one JSON object: %q: %v", s, err)
+	}
+	return m
+}
+
+func TestVerbOverOpenSSH(t *testing.T) {
+	w := newWorld(t)
+
+	r := w.ssh("alice", "collab-lease acquire acme/widgets 42")
+	want := `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}` + "\n"
+	if r.code != 0 || r.stdout != want || r.stderr != "" {
+		t.Fatalf("acquire: %+v\nwant stdout %s", r, want)
+	}
+
+	r = w.ssh("bob", "collab-lease", "acquire", "acme/widgets", "42", "--ttl", "5m")
+	want = `{"status":"held","repo":"acme/widgets","issue":42,"holder":"alice","expires_at":null}` + "\n"
+	if r.code != 4 || r.stdout != want {
+		t.Fatalf("conflict: %+v", r)
+	}
+
+	r = w.ssh("alice", "collab-lease acquire '/acme/widgets.git' '#42' --ttl 300")
+	m := decode(t, r.stdout)
+	if r.code != 0 || m["token"] != 1.0 || m["expires_at"] != "2026-09-05T12:05:00Z" {
+		t.Fatalf("idempotent re-acquire with ttl: %+v", r)
+	}
+
+	w.clock.Advance(time.Minute)
+	r = w.ssh("alice", `collab-lease renew "acme/widgets" 42 --ttl 30m`)
+	m = decode(t, r.stdout)
+	if r.code != 0 || m["status"] != "renewed" || m["expires_at"] != "2026-09-05T12:31:00Z" || m["acquired_at"] != "2026-09-05T12:00:00Z" {
+		t.Fatalf("renew: %+v", r)
+	}
+	r = w.ssh("bob", "collab-lease renew acme/widgets 42 --ttl 30m")
+	want = `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"alice","expires_at":"2026-09-05T12:31:00Z"}` + "\n"
+	if r.code != 4 || r.stdout != want {
+		t.Fatalf("renew by bob: %+v", r)
+	}
+	r = w.ssh("bob", "collab-lease release acme/widgets 42")
+	if r.code != 4 || decode(t, r.stdout)["status"] != "not_holder" {
+		t.Fatalf("release by bob: %+v", r)
+	}
+
+	r = w.ssh("alice", "collab-lease acquire acme/widgets 8 --ttl 2h") // a pull request
+	if r.code != 0 {
+		t.Fatalf("PR acquire: %+v", r)
+	}
+	r = w.ssh("carol", "collab-lease list acme/widgets")
+	want = `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:31:00Z"},{"issue":8,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:01:00Z","expires_at":"2026-09-05T14:01:00Z"}]}` + "\n"
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("list by reader: %+v", r)
+	}
+
+	r = w.ssh("alice", "collab-lease release acme/widgets 42")
+	if r.code != 0 || r.stdout != `{"status":"released","repo":"acme/widgets","issue":42}`+"\n" {
+		t.Fatalf("release: %+v", r)
+	}
+	r = w.ssh("alice", "collab-lease release acme/widgets 42")
+	if r.code != 0 {
+		t.Fatalf("releasing nothing: %+v", r)
+	}
+	r = w.ssh("bob", "collab-lease acquire acme/widgets 42")
+	if m := decode(t, r.stdout); r.code != 0 || m["token"] != 2.0 || m["holder"] != "bob" {
+		t.Fatalf("acquire after release: %+v", r)
+	}
+}
+
+func TestVerbErrors(t *testing.T) {
+	w := newWorld(t)
+	cases := []struct {
+		user, cmd string
+		code      int
+		stderr    string
+	}{
+		{"alice", "collab-lease acquire acme/widgets 999", 1, "error: issue not found\n"},
+		{"alice", "collab-lease acquire acme/widgets 7", 1, "error: issue is closed\n"},
+		{"carol", "collab-lease acquire acme/widgets 42", 1, "error: write access to acme/widgets issues is required\n"},
+		{"carol", "collab-lease acquire acme/widgets 8", 1, "error: write access to acme/widgets pulls is required\n"},
+		{"carol", "collab-lease release acme/widgets 42", 1, "error: write access to acme/widgets issues is required\n"},
+		{"alice", "collab-lease acquire acme/widgets 42 --ttl 0", 1, ""},
+		{"alice", "collab-lease frobnicate acme/widgets 42", 1, ""},
+		{"alice", "collab-lease acquire acme/widgets", 1, ""},
+		{"alice", "collab-lease acquire acme/widgets 42 extra", 1, ""},
+		{"alice", "collab-lease acquire 'acme/widgets 42", 1, ""},
+		{"alice", "rm -rf /", 1, ""},
+	}
+	for _, c := range cases {
+		r := w.ssh(c.user, c.cmd)
+		if r.code != c.code || r.stdout != "" || (c.stderr != "" && r.stderr != c.stderr) || !strings.HasPrefix(r.stderr, "error: ") || strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%s: %q → %+v", c.user, c.cmd, r)
+		}
+	}
+	if n, _ := w.ledger.CountLive(context.Background()); n != 0 {
+		t.Fatalf("failed commands wrote %d leases", n)
+	}
+	r := w.ssh("alice", "collab-lease help")
+	if r.code != 0 || r.stdout != Usage {
+		t.Fatalf("help: %+v", r)
+	}
+}
+
+// An unknown repository and a private one the caller cannot see get the
+// same reply, byte for byte, for every verb.
+func TestUnknownAndInvisibleRepoAreIndistinguishable(t *testing.T) {
+	w := newWorld(t)
+	for _, verb := range []string{"acquire %s 1", "renew %s 1 --ttl 60", "release %s 1", "list %s"} {
+		secret := w.ssh("bob", "collab-lease "+fmt.Sprintf(verb, "acme/secret"))
+		missing := w.ssh("bob", "collab-lease "+fmt.Sprintf(verb, "acme/nosuch"))
+		if secret != missing || secret.code != 1 || secret.stderr != "error: repository not found\n" {
+			t.Errorf("%s: private %+v vs unknown %+v", verb, secret, missing)
+		}
+	}
+	if r := w.ssh("alice", "collab-lease acquire acme/secret 1"); r.code != 0 {
+		t.Fatalf("alice may write the private repo: %+v", r)
+	}
+}
+
+func TestUnknownKeyIsRefusedAtAuthentication(t *testing.T) {
+	w := newWorld(t)
+	r := w.ssh("mallory", "collab-lease help")
+	if r.code != 255 || !strings.Contains(r.stderr, "Permission denied") {
+		t.Fatalf("unknown key: %+v", r)
+	}
+}
+
+func TestForgeDownMeansExit75AndNothingWritten(t *testing.T) {
+	w := newWorld(t)
+	w.forge.setDown(true)
+	for _, cmd := range []string{"collab-lease acquire acme/widgets 42", "collab-lease list acme/widgets"} {
+		r := w.ssh("alice", cmd)
+		if r.code != 75 || r.stderr != "error: forge unavailable, try again\n" || r.stdout != "" {
+			t.Fatalf("%s with the forge down: %+v", cmd, r)
+		}
+	}
+	if r := w.ssh("alice", "collab-lease help"); r.code != 0 {
+		t.Fatalf("help needs no forge: %+v", r)
+	}
+	if n, _ := w.ledger.CountLive(context.Background()); n != 0 {
+		t.Fatal("a command wrote while the forge was down")
+	}
+	w.forge.setDown(false)
+	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
+		t.Fatalf("after the forge is back: %+v", r)
+	}
+}
+
+func TestShellPtyAndForwardingAreRefused(t *testing.T) {
+	w := newWorld(t)
+	// Interactive login: a greeting naming the user, the usage, exit 1.
+	r := w.ssh("alice")
+	if r.code != 1 || !strings.Contains(r.stderr, "Hi alice!") || !strings.Contains(r.stderr, "collab-lease acquire") {
+		t.Fatalf("interactive login: %+v", r)
+	}
+	// A pty is refused (OpenSSH then gives up, as -t makes it fatal).
+	r = w.ssh("alice", "-tt", "--", "collab-lease help")
+	if r.code != 255 || r.stdout != "" || !strings.Contains(r.stderr, "PTY allocation request failed") {
+		t.Fatalf("pty request: %+v", r)
+	}
+	// Remote port forwarding is refused.
+	r = w.ssh("alice", "-o", "ExitOnForwardFailure=yes", "-R", "127.0.0.1:0:127.0.0.1:9", "--", "collab-lease help")
+	if r.code != 255 || !strings.Contains(r.stderr, "forwarding failed") {
+		t.Fatalf("remote forward: %+v", r)
+	}
+
+	// With a programmatic client: shell, subsystem, env, agent and
+	// direct-tcpip all fail.
+	client := w.dial(t, "alice")
+	defer client.Close()
+	if _, err := client.Dial("tcp", w.addr.String()); err == nil {
+		t.Fatal("direct-tcpip channel accepted")
+	}
+	sess, err := client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.RequestPty("xterm", 24, 80, gossh.TerminalModes{}); err == nil {
+		t.Fatal("pty request accepted")
+	}
+	if err := sess.Setenv("LD_PRELOAD", "x"); err == nil {
+		t.Fatal("env request accepted")
+	}
+	if ok, _ := sess.SendRequest("auth-agent-req@openssh.com", true, nil); ok {
+		t.Fatal("agent forwarding accepted")
+	}
+	if err := sess.RequestSubsystem("sftp"); err == nil {
+		t.Fatal("subsystem accepted")
+	}
+	sess.Close()
+}
+
+func (w *world) dial(t *testing.T, user string) *gossh.Client {
+	t.Helper()
+	pemBytes, err := os.ReadFile(w.keys[user].path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.ParsePrivateKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := gossh.Dial("tcp", w.addr.String(), &gossh.ClientConfig{
+		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)},
+		HostKeyCallback: gossh.FixedHostKey(w.srv.HostKey.PublicKey()), Timeout: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// Fifty real ssh processes race for one issue: exactly one wins.
+func TestFiftySSHClientsRaceForOneIssue(t *testing.T) {
+	w := newWorld(t)
+	users := []string{"alice", "bob"}
+	for i := 0; i < 48; i++ {
+		name := fmt.Sprintf("agent%02d", i)
+		k := newTestKey(t, w.dir, name)
+		w.keys[name] = k
+		w.forge.mu.Lock()
+		w.forge.keys[k.fp] = name
+		w.forge.perms["acme/widgets"][name] = "write"
+		w.forge.mu.Unlock()
+		users = append(users, name)
+	}
+	results := make([]result, len(users))
+	var wg sync.WaitGroup
+	for i, u := range users {
+		wg.Add(1)
+		go func(i int, u string) {
+			defer wg.Done()
+			results[i] = w.ssh(u, "collab-lease acquire acme/widgets 43 --ttl 10m")
+		}(i, u)
+	}
+	wg.Wait()
+	won, held := 0, 0
+	for i, r := range results {
+		switch r.code {
+		case 0:
+			won++
+		case 4:
+			held++
+		default:
+			t.Errorf("%s: %+v", users[i], r)
+		}
+	}
+	if won != 1 || held != 49 {
+		t.Fatalf("won %d, held %d; want 1 and 49", won, held)
+	}
+}
+
+// Restarting keeps the host key (known_hosts still matches) and the leases.
+func TestRestartKeepsHostKeyAndLeases(t *testing.T) {
+	w := newWorld(t)
+	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
+		t.Fatal(r)
+	}
+	st, err := os.Stat(w.hostKey)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("host key mode: %v %v", st, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := w.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-w.serveErr; !errors.Is(err, ErrServerClosed) {
+		t.Fatalf("Serve returned %v", err)
+	}
+	w.start(w.addr.String())
+	r := w.ssh("bob", "collab-lease acquire acme/widgets 42")
+	if r.code != 4 || decode(t, r.stdout)["holder"] != "alice" {
+		t.Fatalf("after restart: %+v", r)
+	}
+}
+
+// Shutdown lets a running command finish and reply, then Serve returns.
+func TestShutdownLetsRunningCommandFinish(t *testing.T) {
+	w := newWorld(t)
+	block := make(chan struct{})
+	w.forge.mu.Lock()
+	w.forge.block, w.forge.entered = block, make(chan struct{}, 1)
+	w.forge.mu.Unlock()
+	done := make(chan result, 1)
+	go func() { done <- w.ssh("alice", "collab-lease acquire acme/widgets 42") }()
+	<-w.forge.entered // the command is inside the forge call
+	shut := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		shut <- w.srv.Shutdown(ctx)
+	}()
+	// New connections are refused once shutdown has begun.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := net.Dial("tcp", w.addr.String())
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("listener still accepting after Shutdown")
+		}
+		time.Sleep(5 * time.Millisecond) // polling for readiness, not waiting for time
+	}
+	close(block)
+	r := <-done
+	if r.code != 0 || decode(t, r.stdout)["status"] != "acquired" {
+		t.Fatalf("in-flight command: %+v", r)
+	}
+	if err := <-shut; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+}
+
+func TestOneLogLinePerCommandWithoutKeyMaterial(t *testing.T) {
+	w := newWorld(t)
+	w.ssh("alice", "collab-lease acquire acme/widgets 42 --ttl 1h")
+	w.ssh("bob", "collab-lease acquire acme/widgets 42")
+	// Poll: the log line is written just after the reply is sent.
+	deadline := time.Now().Add(5 * time.Second)
+	var logs string
+	for time.Now().Before(deadline) {
+		w.logMu.mu.Lock()
+		logs = w.logs.String()
+		w.logMu.mu.Unlock()
+		if strings.Count(logs, "msg=collab-lease") >= 2 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	lines := strings.Split(strings.TrimSpace(logs), "\n")
+	var cmds []string
+	for _, l := range lines {
+		if strings.Contains(l, "msg=collab-lease") {
+			cmds = append(cmds, l)
+		}
+	}
+	if len(cmds) != 2 || !strings.Contains(cmds[0], "user=alice verb=acquire outcome=acquired exit=0") ||
+		!strings.Contains(cmds[1], "user=bob verb=acquire outcome=held exit=4") || !strings.Contains(cmds[1], "repo=acme/widgets issue=42") {
+		t.Fatalf("log lines:\n%s", logs)
+	}
+	if strings.Contains(logs, "ssh-ed25519") || strings.Contains(logs, "PRIVATE KEY") {
+		t.Fatalf("key material in logs:\n%s", logs)
+	}
+}
