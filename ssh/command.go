@@ -1,0 +1,560 @@
+package ssh
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Usage is what `collab-lease help` prints: the grammar of SPEC §3, verbatim.
+const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]
+collab-lease renew   <owner>/<repo> <issue> --ttl <dur>
+collab-lease release <owner>/<repo> <issue>
+collab-lease list    <owner>/<repo>
+collab-lease help
+`
+
+// MaxCommandLen bounds an exec command in bytes. Every valid command is far
+// shorter; the bound keeps a hostile megabyte from costing more than a length
+// check.
+const MaxCommandLen = 4096
+
+// Limits on <owner> and <repo>: Gitea's forms cap repository names at 100;
+// owners are capped at 40 there, but older instances and imports may hold
+// longer ones, and an unknown name costs only a "repository not found".
+const maxRepoPartLen = 100
+
+// Verb is a collab-lease sub-verb.
+type Verb string
+
+// The sub-verbs of SPEC §3; matched case-sensitively, like any command.
+const (
+	VerbAcquire Verb = "acquire"
+	VerbRenew   Verb = "renew"
+	VerbRelease Verb = "release"
+	VerbList    Verb = "list"
+	VerbHelp    Verb = "help"
+)
+
+// Command is one parsed `collab-lease` exec request. It is purely syntactic:
+// whether the repository exists, or the caller may touch it, is for the
+// dispatcher to ask the forge.
+type Command struct {
+	Verb  Verb
+	Owner string // without a leading "/"
+	Name  string // without a trailing ".git"
+	Issue int64  // > 0 for acquire, renew, release; 0 for list and help
+	// TTL is 0 when no --ttl was given (an open-ended acquire, and always
+	// for release, list and help); otherwise whole seconds in [1s, maxTTL].
+	TTL time.Duration
+}
+
+// Repo is the repository as the caller named it, "owner/name".
+func (c Command) Repo() string { return c.Owner + "/" + c.Name }
+
+// String renders c in the canonical form ParseCommand accepts, for logs.
+func (c Command) String() string {
+	var b strings.Builder
+	b.WriteString("collab-lease ")
+	b.WriteString(string(c.Verb))
+	switch c.Verb {
+	case VerbHelp:
+		return b.String()
+	case VerbList:
+		b.WriteString(" " + c.Repo())
+		return b.String()
+	}
+	fmt.Fprintf(&b, " %s %d", c.Repo(), c.Issue)
+	if c.TTL != 0 {
+		b.WriteString(" --ttl " + formatTTL(c.TTL))
+	}
+	return b.String()
+}
+
+// ErrUsage is the category of every error this file returns: the request is
+// malformed, nothing was looked up, and retrying it unchanged cannot help.
+var ErrUsage = errors.New("usage")
+
+// UsageError says what is wrong with a command, in one line that names the
+// offending word (quoted, so control characters and escapes cannot reach a
+// terminal or a log) and, where it helps, the grammar that was expected.
+// Its Error() is "usage: <detail>", so the SSH dispatcher prints it as
+// "error: " + err.Error().
+type UsageError struct {
+	Detail string
+}
+
+func (e *UsageError) Error() string { return "usage: " + e.Detail }
+
+// Is makes errors.Is(err, ErrUsage) true.
+func (e *UsageError) Is(target error) bool { return target == ErrUsage }
+
+func usageErrorf(format string, args ...any) error {
+	return &UsageError{Detail: fmt.Sprintf(format, args...)}
+}
+
+// ParseCommand parses an SSH exec request into a Command. maxTTL is the
+// configured maximum lease duration; a maxTTL of zero or less means no
+// maximum beyond what a time.Duration holds. Every failure is a *UsageError.
+//
+// Decisions the grammar of SPEC §3 leaves open:
+//   - Words are split as SplitWords documents.
+//   - --ttl (or --ttl=<dur>) may stand anywhere after the sub-verb, at most
+//     once, and only for acquire and renew. Any other word starting with "-"
+//     is an unknown flag; there is no "--" terminator.
+//   - <owner>/<repo> may have one leading "/" and one trailing ".git" (any
+//     case); what remains is exactly owner "/" name, each 1–100 of
+//     [A-Za-z0-9_.-], never "." or containing "..", the owner not starting
+//     with "-" (it would read as a flag). The name follows Gitea's reserved
+//     rules: not "-", not ending in .git, .wiki, .rss or .atom (any case).
+//     Case is kept: the forge decides what matches.
+//   - <issue> is ASCII decimal digits, optionally after one "#", without a
+//     sign or a leading zero (so "042" is not silently taken as 42 by one
+//     tool and as octal 34 by another), at most 2^63-1.
+//   - <dur> is as ParseDuration documents.
+func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
+	words, err := SplitWords(line)
+	if err != nil {
+		return Command{}, err
+	}
+	if len(words) == 0 {
+		return Command{}, usageErrorf("empty command; try: collab-lease help")
+	}
+	if words[0] != "collab-lease" {
+		return Command{}, usageErrorf("unknown command %s; this server runs only collab-lease (try: collab-lease help)", quoteArg(words[0]))
+	}
+	if len(words) == 1 {
+		return Command{}, usageErrorf("missing sub-verb; try: collab-lease help")
+	}
+	verb := Verb(words[1])
+	args := words[2:]
+	switch verb {
+	case VerbAcquire, VerbRenew, VerbRelease, VerbList:
+	case VerbHelp:
+		if len(args) > 0 {
+			return Command{}, usageErrorf("help takes no arguments, got %s", quoteArg(args[0]))
+		}
+		return Command{Verb: VerbHelp}, nil
+	default:
+		return Command{}, usageErrorf("unknown verb %s; try: collab-lease help", quoteArg(words[1]))
+	}
+	expected := verbGrammar(verb)
+
+	var pos []string
+	var ttlText string
+	haveTTL := false
+	for i := 0; i < len(args); i++ {
+		w := args[i]
+		if !strings.HasPrefix(w, "-") {
+			pos = append(pos, w)
+			continue
+		}
+		flag, value, hasValue := strings.Cut(w, "=")
+		if flag != "--ttl" {
+			if verb != VerbList && len(w) > 1 && isDigitByte(w[1]) {
+				// A negative issue, not a flag: say so.
+				return Command{}, usageErrorf("issue must be a positive number, got %s", quoteArg(w))
+			}
+			return Command{}, usageErrorf("unknown flag %s; expected: %s", quoteArg(w), expected)
+		}
+		if verb != VerbAcquire && verb != VerbRenew {
+			return Command{}, usageErrorf("%s takes no --ttl; expected: %s", verb, expected)
+		}
+		if haveTTL {
+			return Command{}, usageErrorf("--ttl given more than once")
+		}
+		if !hasValue {
+			if i+1 == len(args) {
+				return Command{}, usageErrorf("--ttl needs a duration, e.g. --ttl 30m")
+			}
+			i++
+			value = args[i]
+		}
+		haveTTL, ttlText = true, value
+	}
+
+	want := 2
+	if verb == VerbList {
+		want = 1
+	}
+	if len(pos) > want {
+		return Command{}, usageErrorf("unexpected argument %s; expected: %s", quoteArg(pos[want]), expected)
+	}
+	if len(pos) < want {
+		missing := "<owner>/<repo>"
+		if len(pos) == 1 {
+			missing = "<issue>"
+		}
+		return Command{}, usageErrorf("%s needs %s; expected: %s", verb, missing, expected)
+	}
+
+	cmd := Command{Verb: verb}
+	if cmd.Owner, cmd.Name, err = parseRepoArg(pos[0]); err != nil {
+		return Command{}, err
+	}
+	if verb == VerbList {
+		return cmd, nil
+	}
+	if cmd.Issue, err = parseIssueArg(pos[1]); err != nil {
+		return Command{}, err
+	}
+	if verb == VerbRenew && !haveTTL {
+		return Command{}, usageErrorf("renew needs --ttl <dur>; expected: %s", expected)
+	}
+	if haveTTL {
+		if cmd.TTL, err = parseTTL("--ttl", ttlText, maxTTL); err != nil {
+			return Command{}, err
+		}
+	}
+	return cmd, nil
+}
+
+// verbGrammar is the Usage line for v with its alignment padding removed, for
+// error messages.
+func verbGrammar(v Verb) string {
+	switch v {
+	case VerbAcquire:
+		return "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"
+	case VerbRenew:
+		return "collab-lease renew <owner>/<repo> <issue> --ttl <dur>"
+	case VerbRelease:
+		return "collab-lease release <owner>/<repo> <issue>"
+	case VerbList:
+		return "collab-lease list <owner>/<repo>"
+	}
+	return "collab-lease help"
+}
+
+// SplitWords splits an exec command into words the way a POSIX shell would,
+// minus everything a shell does besides quoting, because OpenSSH hands the
+// server one string and callers quote their arguments for a remote shell:
+//
+//   - Spaces and tabs separate words. An unquoted CR or LF ends the command:
+//     only spaces, tabs, CRs and LFs may follow it (a client may append a
+//     newline), since another word would be a second command to a shell and
+//     we run exactly one. CR and LF inside quotes or after a backslash, and
+//     every other control character but tab, anywhere, are errors: no valid
+//     argument holds one, and they would forge lines in logs.
+//   - '...' is literal. "..." is literal except that a backslash escapes
+//     " \ $ and ` (and is kept before anything else). Outside quotes a
+//     backslash escapes the next byte; a trailing one is an error.
+//   - Adjacent parts concatenate: 'acme'/"widgets" is acme/widgets.
+//   - No expansion, globbing, comments or operators: $, *, #, ; and the like
+//     are ordinary characters (the grammar rejects them where they matter;
+//     "#42" is an issue, not a comment).
+//   - An empty word (a pair of quotes with nothing between) is an error: no
+//     argument may be empty, and a silently dropped one would shift the
+//     others.
+//   - A line longer than MaxCommandLen bytes is an error.
+//
+// An empty or blank line gives no words and no error.
+func SplitWords(line string) ([]string, error) {
+	if len(line) > MaxCommandLen {
+		return nil, usageErrorf("command too long (over %d bytes)", MaxCommandLen)
+	}
+	controlErr := func(c byte) error {
+		return usageErrorf("command contains a control character (0x%02x)", c)
+	}
+	for i := 0; i < len(line); i++ {
+		if c := line[i]; (c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f {
+			return nil, controlErr(c)
+		}
+	}
+	isLineEnd := func(c byte) bool { return c == '\r' || c == '\n' }
+
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	ended := false // an unquoted CR or LF was seen: only blanks may follow
+	endWord := func() error {
+		if cur.Len() == 0 {
+			return usageErrorf(`empty argument ('' or "")`)
+		}
+		words = append(words, cur.String())
+		cur.Reset()
+		inWord = false
+		return nil
+	}
+	for i := 0; i < len(line); {
+		c := line[i]
+		if c == ' ' || c == '\t' || isLineEnd(c) {
+			if inWord {
+				if err := endWord(); err != nil {
+					return nil, err
+				}
+			}
+			ended = ended || isLineEnd(c)
+			i++
+			continue
+		}
+		if ended {
+			return nil, usageErrorf("command spans more than one line")
+		}
+		inWord = true
+		switch c {
+		case '\\':
+			if i+1 == len(line) {
+				return nil, usageErrorf("command ends in a backslash")
+			}
+			if isLineEnd(line[i+1]) {
+				return nil, controlErr(line[i+1])
+			}
+			cur.WriteByte(line[i+1])
+			i += 2
+		case '\'':
+			j := strings.IndexByte(line[i+1:], '\'')
+			if j < 0 {
+				return nil, usageErrorf("unclosed single quoteArg")
+			}
+			part := line[i+1 : i+1+j]
+			if k := strings.IndexAny(part, "\r\n"); k >= 0 {
+				return nil, controlErr(part[k])
+			}
+			cur.WriteString(part)
+			i += j + 2
+		case '"':
+			i++
+			for {
+				if i == len(line) {
+					return nil, usageErrorf("unclosed double quoteArg")
+				}
+				c := line[i]
+				if c == '"' {
+					i++
+					break
+				}
+				if isLineEnd(c) {
+					return nil, controlErr(c)
+				}
+				if c == '\\' && i+1 < len(line) && strings.IndexByte("\"\\$`", line[i+1]) >= 0 {
+					cur.WriteByte(line[i+1])
+					i += 2
+					continue
+				}
+				cur.WriteByte(c)
+				i++
+			}
+		default:
+			cur.WriteByte(c)
+			i++
+		}
+	}
+	if inWord {
+		if err := endWord(); err != nil {
+			return nil, err
+		}
+	}
+	return words, nil
+}
+
+func parseRepoArg(s string) (owner, name string, err error) {
+	p := strings.TrimPrefix(s, "/")
+	if n := len(p) - len(".git"); n >= 0 && strings.EqualFold(p[n:], ".git") {
+		p = p[:n]
+	}
+	owner, name, ok := strings.Cut(p, "/")
+	if !ok || strings.Contains(name, "/") {
+		return "", "", usageErrorf("repository must be <owner>/<repo>, got %s", quoteArg(s))
+	}
+	if err := checkNamePart("owner", owner, s); err != nil {
+		return "", "", err
+	}
+	if owner[0] == '-' {
+		return "", "", usageErrorf("owner may not start with \"-\" in %s", quoteArg(s))
+	}
+	if err := checkNamePart("repository name", name, s); err != nil {
+		return "", "", err
+	}
+	if name == "-" {
+		return "", "", usageErrorf("repository name may not be \"-\" in %s", quoteArg(s))
+	}
+	lower := strings.ToLower(name)
+	for _, suffix := range []string{".git", ".wiki", ".rss", ".atom"} {
+		if strings.HasSuffix(lower, suffix) {
+			return "", "", usageErrorf("repository name may not end in %s in %s", suffix, quoteArg(s))
+		}
+	}
+	return owner, name, nil
+}
+
+// checkNamePart applies the rules Gitea's owner and repository names share.
+// Besides matching Gitea, they keep a name a single, literal URL path
+// segment when the forge client builds /repos/{owner}/{repo}.
+func checkNamePart(what, n, whole string) error {
+	if n == "" {
+		return usageErrorf("%s is empty in %s; expected <owner>/<repo>", what, quoteArg(whole))
+	}
+	if len(n) > maxRepoPartLen {
+		return usageErrorf("%s is longer than %d characters in %s", what, maxRepoPartLen, quoteArg(whole))
+	}
+	for i := 0; i < len(n); i++ {
+		c := n[i]
+		if !isDigitByte(c) && !('a' <= c && c <= 'z') && !('A' <= c && c <= 'Z') && c != '-' && c != '_' && c != '.' {
+			return usageErrorf("%s may contain only letters, digits, '-', '_' and '.', got %s", what, quoteArg(whole))
+		}
+	}
+	if n == "." || strings.Contains(n, "..") {
+		return usageErrorf("%s may not be \".\" or contain \"..\" in %s", what, quoteArg(whole))
+	}
+	return nil
+}
+
+func parseIssueArg(s string) (int64, error) {
+	d := strings.TrimPrefix(s, "#")
+	if d == "" || !allDigitBytes(d) {
+		return 0, usageErrorf("issue must be a positive number like 42 or #42, got %s", quoteArg(s))
+	}
+	if d[0] == '0' {
+		if strings.Trim(d, "0") == "" {
+			return 0, usageErrorf("issue must be a positive number, got %s", quoteArg(s))
+		}
+		return 0, usageErrorf("issue must not have a leading zero, got %s", quoteArg(s))
+	}
+	n, err := strconv.ParseInt(d, 10, 64)
+	if err != nil {
+		return 0, usageErrorf("issue number too large, got %s", quoteArg(s))
+	}
+	return n, nil
+}
+
+// ParseDuration parses a lease duration: whole seconds written as plain
+// ASCII digits ("300"), or a Go duration ("90s", "30m", "2h", "1h30m",
+// "2000ms"). The result must be at least 1s, a whole number of seconds
+// (leases are stored and shown at second precision, so 1.5s would be a
+// promise the ledger cannot keep) and at most maxTTL; a maxTTL of zero or
+// less means no maximum beyond what a time.Duration holds. No sign is
+// accepted. Every failure is a *UsageError naming s and, when exceeded, the
+// maximum.
+func ParseDuration(s string, maxTTL time.Duration) (time.Duration, error) {
+	return parseTTL("duration", s, maxTTL)
+}
+
+func parseTTL(what, s string, limit time.Duration) (time.Duration, error) {
+	tooLarge := func() error {
+		if limit > 0 {
+			return usageErrorf("%s %s is more than the maximum of %s", what, quoteArg(s), formatTTL(limit))
+		}
+		return usageErrorf("%s %s is too large", what, quoteArg(s))
+	}
+	var d time.Duration
+	switch {
+	case s == "":
+		return 0, usageErrorf("%s is empty; use whole seconds (300) or a Go duration (90s, 30m, 2h)", what)
+	case allDigitBytes(s):
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n > int64(1<<63-1)/int64(time.Second) {
+			return 0, tooLarge()
+		}
+		d = time.Duration(n) * time.Second
+	case s[0] == '-' && (allDigitBytes(s[1:]) || wellFormedGoDuration(s[1:])):
+		return 0, usageErrorf("%s %s must be at least 1s", what, quoteArg(s))
+	case wellFormedGoDuration(s):
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			// The syntax is fine, so the only failure left is overflow.
+			return 0, tooLarge()
+		}
+	default:
+		return 0, usageErrorf("%s %s is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)", what, quoteArg(s))
+	}
+	switch {
+	case d < time.Second:
+		return 0, usageErrorf("%s %s must be at least 1s", what, quoteArg(s))
+	case d%time.Second != 0:
+		return 0, usageErrorf("%s %s must be a whole number of seconds", what, quoteArg(s))
+	case limit > 0 && d > limit:
+		return 0, tooLarge()
+	}
+	return d, nil
+}
+
+// wellFormedGoDuration reports whether s is unsigned Go duration syntax
+// (one or more number+unit pairs). It lets parseTTL tell a typo from
+// an overflow, which time.ParseDuration reports the same way.
+func wellFormedGoDuration(s string) bool {
+	if s == "" {
+		return false
+	}
+	for s != "" {
+		i, digits := 0, 0
+		for i < len(s) && isDigitByte(s[i]) {
+			i++
+			digits++
+		}
+		if i < len(s) && s[i] == '.' {
+			i++
+			for i < len(s) && isDigitByte(s[i]) {
+				i++
+				digits++
+			}
+		}
+		if digits == 0 {
+			return false
+		}
+		s = s[i:]
+		u := 0
+		for u < len(s) && s[u] != '.' && !isDigitByte(s[u]) {
+			u++
+		}
+		switch s[:u] {
+		case "ns", "us", "µs", "μs", "ms", "s", "m", "h":
+		default:
+			return false
+		}
+		s = s[u:]
+	}
+	return true
+}
+
+// formatTTL writes d the way people type it ("168h", "1h30m", "90s"
+// becomes "1m30s") rather than time.Duration's "168h0m0s"; ParseDuration
+// reads it back.
+func formatTTL(d time.Duration) string {
+	if d <= 0 || d%time.Second != 0 {
+		return d.String()
+	}
+	h, m, s := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if s > 0 {
+		fmt.Fprintf(&b, "%ds", s)
+	}
+	return b.String()
+}
+
+// quoteArg renders a caller's word for an error line: Go-quoted, so the line
+// stays one line of printable text, and cut short so a long word cannot
+// swamp it.
+func quoteArg(s string) string {
+	const keep = 64
+	if len(s) <= keep {
+		return strconv.Quote(s)
+	}
+	cut := keep
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "…"
+}
+
+func isDigitByte(c byte) bool { return '0' <= c && c <= '9' }
+
+func allDigitBytes(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isDigitByte(s[i]) {
+			return false
+		}
+	}
+	return true
+}
