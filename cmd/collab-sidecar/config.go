@@ -1,0 +1,280 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is every setting of collab-sidecar, parsed and validated once here;
+// the packages it wires receive plain values.
+type Config struct {
+	GiteaURL     string
+	GiteaToken   string // the secret itself, read from the token file or env
+	TokenSource  string // where it came from, for messages (never the token)
+	SSHListen    string
+	HTTPListen   string
+	DataDir      string
+	DB           string
+	PublicURL    string
+	MaxTTL       time.Duration
+	ForgeTimeout time.Duration
+	KeyCacheTTL  time.Duration
+	PermCacheTTL time.Duration
+	LogFormat    string
+	LogLevel     string
+}
+
+// setting is one row of the settings table: the single source for flags,
+// environment names, TOML keys, defaults and --help.
+type setting struct {
+	name string // flag name and TOML key ("gitea-url" or "gitea_url")
+	env  string
+	def  string
+	help string
+}
+
+var settings = []setting{
+	{"gitea-url", "COLLAB_GITEA_URL", "", "Gitea's base URL, e.g. https://git.example.com (required)"},
+	{"gitea-token-file", "COLLAB_GITEA_TOKEN_FILE", "", "file holding a Gitea site-admin API token (required unless COLLAB_GITEA_TOKEN is set)"},
+	{"ssh-listen", "COLLAB_SSH_LISTEN", ":2222", "address of the SSH server (host:0 picks a free port)"},
+	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
+	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding collab.db and the SSH host key"},
+	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/collab.db)"},
+	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
+	{"max-ttl", "COLLAB_MAX_TTL", "168h", "largest --ttl a claim may ask for"},
+	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", "5s", "deadline of each question to Gitea"},
+	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", "60s", "how long a resolved SSH key is remembered"},
+	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", "30s", "how long a repository permission is remembered"},
+	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
+	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
+}
+
+// tokenEnv holds the token itself; the file is preferred because an
+// environment variable can leak through /proc and crash reports.
+const tokenEnv = "COLLAB_GITEA_TOKEN"
+
+// errHelp is returned when -h or --help was asked for; usage was printed.
+var errHelp = errors.New("help requested")
+
+// loadConfig parses args (after the subcommand) with precedence flags, then
+// environment, then the TOML file named by --config (or COLLAB_CONFIG), then
+// defaults. getenv is os.Getenv in production.
+func loadConfig(cmd string, args []string, getenv func(string) string, usageOut io.Writer) (Config, error) {
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	flags := map[string]*string{}
+	for _, s := range settings {
+		flags[s.name] = fs.String(s.name, "", s.help)
+	}
+	configPath := fs.String("config", "", "TOML file of settings (keys as the flag names)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(usageOut, cmd)
+			return Config{}, errHelp
+		}
+		return Config{}, fmt.Errorf("%v (see collab-sidecar %s --help)", err, cmd)
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected argument %q (see collab-sidecar %s --help)", fs.Arg(0), cmd)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	if *configPath == "" {
+		*configPath = getenv("COLLAB_CONFIG")
+	}
+	file := map[string]string{}
+	if *configPath != "" {
+		var err error
+		if file, err = readTOML(*configPath); err != nil {
+			return Config{}, err
+		}
+	}
+	val := map[string]string{}
+	for _, s := range settings {
+		switch {
+		case set[s.name]:
+			val[s.name] = *flags[s.name]
+		case getenv(s.env) != "":
+			val[s.name] = getenv(s.env)
+		case file[s.name] != "":
+			val[s.name] = file[s.name]
+		default:
+			val[s.name] = s.def
+		}
+	}
+	return buildConfig(val, getenv)
+}
+
+func readTOML(path string) (map[string]string, error) {
+	var raw map[string]any
+	if _, err := toml.DecodeFile(path, &raw); err != nil {
+		return nil, fmt.Errorf("config file %s: %v", path, err)
+	}
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.name] = true
+	}
+	out := map[string]string{}
+	for k, v := range raw {
+		name := strings.ReplaceAll(k, "_", "-")
+		if !known[name] {
+			return nil, fmt.Errorf("config file %s: unknown setting %q (known: %s)", path, k, knownNames())
+		}
+		switch v := v.(type) {
+		case string:
+			out[name] = v
+		case int64:
+			out[name] = fmt.Sprint(v) // whole seconds, for durations
+		default:
+			return nil, fmt.Errorf("config file %s: %s must be a string", path, k)
+		}
+	}
+	return out, nil
+}
+
+func knownNames() string {
+	var names []string
+	for _, s := range settings {
+		names = append(names, s.name)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// buildConfig validates the merged values; each error names the setting
+// and how to fix it.
+func buildConfig(v map[string]string, getenv func(string) string) (Config, error) {
+	c := Config{
+		GiteaURL:   strings.TrimRight(v["gitea-url"], "/"),
+		SSHListen:  v["ssh-listen"],
+		HTTPListen: v["http-listen"],
+		DataDir:    v["data-dir"],
+		DB:         v["db"],
+		PublicURL:  strings.TrimRight(v["public-url"], "/"),
+		LogFormat:  v["log-format"],
+		LogLevel:   v["log-level"],
+	}
+	if c.GiteaURL == "" {
+		return c, errors.New("gitea-url is required: pass --gitea-url https://git.example.com or set COLLAB_GITEA_URL")
+	}
+	if err := checkURL("gitea-url", c.GiteaURL); err != nil {
+		return c, err
+	}
+	if err := checkURL("public-url", c.PublicURL); err != nil {
+		return c, err
+	}
+	for _, name := range []string{"ssh-listen", "http-listen"} {
+		if _, _, err := net.SplitHostPort(v[name]); err != nil {
+			return c, fmt.Errorf("%s %q is not host:port (e.g. :2222 or 127.0.0.1:0)", name, v[name])
+		}
+	}
+	if c.DataDir == "" {
+		return c, errors.New("data-dir must not be empty")
+	}
+	if c.DB == "" {
+		c.DB = filepath.Join(c.DataDir, "collab.db")
+	}
+	durations := []struct {
+		name     string
+		dst      *time.Duration
+		min, max time.Duration
+	}{
+		{"max-ttl", &c.MaxTTL, time.Second, 100 * 365 * 24 * time.Hour},
+		{"forge-timeout", &c.ForgeTimeout, 100 * time.Millisecond, time.Minute},
+		{"key-cache-ttl", &c.KeyCacheTTL, 0, time.Hour},
+		{"perm-cache-ttl", &c.PermCacheTTL, 0, time.Hour},
+	}
+	for _, d := range durations {
+		parsed, err := parseDuration(v[d.name])
+		if err != nil || parsed < d.min || parsed > d.max {
+			return c, fmt.Errorf("%s %q must be a duration between %s and %s (e.g. 30s, 5m, 168h)", d.name, v[d.name], d.min, d.max)
+		}
+		*d.dst = parsed
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return c, fmt.Errorf("log-format %q must be text or json", c.LogFormat)
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return c, fmt.Errorf("log-level %q must be debug, info, warn or error", c.LogLevel)
+	}
+	token, source, err := readToken(v["gitea-token-file"], getenv)
+	if err != nil {
+		return c, err
+	}
+	c.GiteaToken, c.TokenSource = token, source
+	return c, nil
+}
+
+func checkURL(name, s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s %q must be an http:// or https:// URL", name, s)
+	}
+	return nil
+}
+
+// parseDuration accepts a Go duration or whole seconds.
+func parseDuration(s string) (time.Duration, error) {
+	var secs int64
+	if _, err := fmt.Sscanf(s, "%d", &secs); err == nil && fmt.Sprint(secs) == s {
+		return time.Duration(secs) * time.Second, nil
+	}
+	return time.ParseDuration(s)
+}
+
+// readToken reads the admin token from its file (which must not be
+// readable by others) or, failing that, from COLLAB_GITEA_TOKEN.
+func readToken(path string, getenv func(string) string) (string, string, error) {
+	if path == "" {
+		if t := strings.TrimSpace(getenv(tokenEnv)); t != "" {
+			return t, tokenEnv, nil
+		}
+		return "", "", errors.New("gitea-token-file is required: put a Gitea site-admin token in a file (chmod 600) and pass --gitea-token-file FILE or set COLLAB_GITEA_TOKEN_FILE")
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", "", fmt.Errorf("gitea-token-file: %v", err)
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", "", fmt.Errorf("gitea-token-file %s has mode %04o: others may read the token; run chmod 600 %s", path, st.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", "", fmt.Errorf("gitea-token-file: %v", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" || strings.ContainsAny(t, " \t\r\n") {
+		return "", "", fmt.Errorf("gitea-token-file %s must hold exactly one token", path)
+	}
+	return t, path, nil
+}
+
+func printUsage(w io.Writer, cmd string) {
+	fmt.Fprintf(w, "Usage: collab-sidecar %s [flags]\n\nSettings come from flags, then environment variables, then the TOML file of\n--config (keys as the flag names), then the defaults.\n\n", cmd)
+	fmt.Fprintf(w, "  %-20s %-26s %-24s %s\n", "flag", "environment", "default", "")
+	for _, s := range settings {
+		def := s.def
+		if def == "" {
+			def = "-"
+		}
+		fmt.Fprintf(w, "  --%-18s %-26s %-24s %s\n", s.name, s.env, def, s.help)
+	}
+	fmt.Fprintf(w, "  --%-18s %-26s %-24s %s\n", "config", "COLLAB_CONFIG", "-", "TOML file of settings")
+	fmt.Fprintf(w, "  %-20s %-26s %-24s %s\n", "", tokenEnv, "-", "the token itself, if no token file is given")
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func envOf(m map[string]string) func(string) string {
+	return func(k string) string { return m[k] }
+}
+
+func writeFile(t *testing.T, name, body string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	token := writeFile(t, "token", "s3cret\n", 0o600)
+	file := writeFile(t, "c.toml", `
+gitea_url = "http://from-file:3000"
+ssh-listen = "127.0.0.1:2200"
+http-listen = "127.0.0.1:8700"
+max_ttl = "2h"
+key-cache-ttl = 10
+`, 0o600)
+	env := map[string]string{
+		"COLLAB_SSH_LISTEN":       "127.0.0.1:2300",
+		"COLLAB_GITEA_TOKEN_FILE": token,
+		"COLLAB_CONFIG":           file,
+	}
+	cfg, err := loadConfig("serve", []string{"--http-listen", "127.0.0.1:0"}, envOf(env), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct{ name, got, want string }{
+		{"flag beats env and file", cfg.HTTPListen, "127.0.0.1:0"},
+		{"env beats file", cfg.SSHListen, "127.0.0.1:2300"},
+		{"file beats default", cfg.GiteaURL, "http://from-file:3000"},
+		{"default", cfg.PublicURL, "http://localhost:8787"},
+		{"db derives from data-dir", cfg.DB, filepath.Join("data", "collab.db")},
+		{"token read from file", cfg.GiteaToken, "s3cret"},
+		{"max-ttl from file", cfg.MaxTTL.String(), "2h0m0s"},
+		{"whole seconds from file", cfg.KeyCacheTTL.String(), "10s"},
+		{"default duration", cfg.PermCacheTTL.String(), (30 * time.Second).String()},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
+		}
+	}
+	// The token may come from the environment itself.
+	cfg, err = loadConfig("serve", []string{"--gitea-url", "http://g"}, envOf(map[string]string{"COLLAB_GITEA_TOKEN": "t0k"}), io.Discard)
+	if err != nil || cfg.GiteaToken != "t0k" || cfg.TokenSource != "COLLAB_GITEA_TOKEN" {
+		t.Fatalf("token from env: %+v %v", cfg, err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	token := writeFile(t, "token", "s3cret", 0o600)
+	open := writeFile(t, "open-token", "s3cret", 0o644)
+	empty := writeFile(t, "empty-token", "\n", 0o600)
+	badTOML := writeFile(t, "bad.toml", "gitea_url = ", 0o600)
+	unknownKey := writeFile(t, "unknown.toml", `gitea_uri = "http://x"`, 0o600)
+	base := []string{"--gitea-url", "http://g:3000", "--gitea-token-file", token}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing url", []string{"--gitea-token-file", token}, "gitea-url is required"},
+		{"bad url", []string{"--gitea-url", "ftp://x", "--gitea-token-file", token}, "gitea-url \"ftp://x\" must be an http"},
+		{"missing token", []string{"--gitea-url", "http://g"}, "gitea-token-file is required"},
+		{"token file readable by others", []string{"--gitea-url", "http://g", "--gitea-token-file", open}, "chmod 600"},
+		{"empty token file", []string{"--gitea-url", "http://g", "--gitea-token-file", empty}, "exactly one token"},
+		{"missing token file", []string{"--gitea-url", "http://g", "--gitea-token-file", token + ".nope"}, "no such file"},
+		{"bad listen", append(base, "--ssh-listen", "2222"), "ssh-listen \"2222\" is not host:port"},
+		{"bad ttl", append(base, "--max-ttl", "soon"), "max-ttl \"soon\" must be a duration"},
+		{"zero ttl", append(base, "--max-ttl", "0s"), "max-ttl"},
+		{"bad log format", append(base, "--log-format", "xml"), "log-format \"xml\" must be text or json"},
+		{"bad public url", append(base, "--public-url", "localhost:8787"), "public-url"},
+		{"unknown flag", append(base, "--gitea-urll", "x"), "flag provided but not defined"},
+		{"stray argument", append(base, "extra"), "unexpected argument \"extra\""},
+		{"bad toml", append(base, "--config", badTOML), "config file"},
+		{"unknown toml key", append(base, "--config", unknownKey), "unknown setting \"gitea_uri\""},
+	}
+	for _, c := range cases {
+		_, err := loadConfig("serve", c.args, envOf(nil), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: err %v, want it to mention %q (and never the token)", c.name, err, c.want)
+		}
+	}
+}
+
+func TestServeHelpListsEverySetting(t *testing.T) {
+	var out strings.Builder
+	_, err := loadConfig("serve", []string{"--help"}, envOf(nil), &out)
+	if !errors.Is(err, errHelp) {
+		t.Fatalf("--help: %v", err)
+	}
+	for _, s := range settings {
+		if !strings.Contains(out.String(), "--"+s.name) || !strings.Contains(out.String(), s.env) {
+			t.Errorf("help lacks %s / %s", s.name, s.env)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+// Command collab-sidecar runs collab-lease beside a Gitea: the SSH server
+// of the collab-lease verb on its embedded SQLite ledger. It is the
+// composition root: configuration is parsed and validated here, and every
+// package receives its dependencies explicitly.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `collab-sidecar: atomic, expiring work claims on Gitea issues.
+
+Usage:
+  collab-sidecar serve [flags]   run the SSH server (see: collab-sidecar serve --help)
+  collab-sidecar help            show this text
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+}
+
+// run is the one place that turns the final error into the process exit
+// code.
+func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "serve":
+		var cfg Config
+		cfg, err = loadConfig("serve", args[1:], getenv, stdout)
+		if err == nil {
+			err = serve(ctx, cfg, stderr)
+		}
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "collab-sidecar: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil, errors.Is(err, errHelp):
+		return 0
+	default:
+		fmt.Fprintf(stderr, "collab-sidecar %s: %v\n", args[0], err)
+		return 1
+	}
+}
