@@ -15,6 +15,16 @@ func (t Time) MarshalJSON() ([]byte, error) {
 	return []byte(`"` + time.Time(t).UTC().Truncate(time.Second).Format(time.RFC3339) + `"`), nil
 }
 
+// UnmarshalJSON reads the form MarshalJSON writes (any RFC 3339 time).
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var parsed time.Time
+	if err := parsed.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*t = Time(parsed.UTC())
+	return nil
+}
+
 // TimePtr converts an optional time; nil stays nil (JSON null).
 func TimePtr(t *time.Time) *Time {
 	if t == nil {

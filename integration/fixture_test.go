@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// One Gitea, seeded once, serves every end-to-end test of this package that
+// does not need a Gitea of its own; each test gets a fresh sidecar (its own
+// ledger). Tests that stop Gitea start it again before they return.
+var fixture struct {
+	once sync.Once
+	dir  string
+	g    *Gitea
+	w    *World
+	bin  string
+	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fixture.g != nil {
+		_ = fixture.g.Close()
+	}
+	if fixture.dir != "" {
+		_ = os.RemoveAll(fixture.dir)
+	}
+	os.Exit(code)
+}
+
+// shared returns the shared Gitea, its World and a built collab-sidecar.
+func shared(t *testing.T) (*Gitea, *World, string) {
+	t.Helper()
+	fixture.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+		defer cancel()
+		if fixture.dir, fixture.err = os.MkdirTemp("", "collab-e2e-"); fixture.err != nil {
+			return
+		}
+		if fixture.bin, fixture.err = BuildSidecar(ctx, fixture.dir); fixture.err != nil {
+			return
+		}
+		if fixture.g, fixture.err = StartGitea(ctx, Options{Dir: filepath.Join(fixture.dir, "gitea")}); fixture.err != nil {
+			return
+		}
+		fixture.w, fixture.err = Seed(ctx, fixture.g)
+	})
+	if fixture.err != nil {
+		t.Fatalf("shared fixture: %v", fixture.err)
+	}
+	if !fixture.g.Running() {
+		t.Fatal("the shared Gitea is stopped: an earlier test did not restart it")
+	}
+	return fixture.g, fixture.w, fixture.bin
+}
+
+// newSidecar starts a sidecar with a fresh data directory against the
+// shared Gitea, stopped at the end of the test.
+func newSidecar(t *testing.T, args ...string) (*Sidecar, *World) {
+	t.Helper()
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: args})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(20 * time.Second); err != nil {
+			t.Errorf("sidecar stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", s.Logs())
+		}
+	})
+	return s, w
+}
+
+func run(t *testing.T, s *Sidecar, u *User, words ...string) SSHResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return s.SSH(ctx, u.Key.Path, words...)
+}
+
+func lease(verb string, r Repo, n int64, extra ...string) string {
+	s := fmt.Sprintf("collab-lease %s %s %d", verb, r.FullName(), n)
+	for _, e := range extra {
+		s += " " + e
+	}
+	return s
+}

@@ -1,0 +1,264 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// BuildSidecar builds cmd/collab-sidecar of this module into dir and
+// returns the binary's path.
+func BuildSidecar(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "collab-sidecar")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/collab-sidecar")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build collab-sidecar: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// moduleRoot is the directory of the sidecar's go.mod.
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %v", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("not inside the collab-lease module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// SidecarOptions configure StartSidecar.
+type SidecarOptions struct {
+	Binary  string   // from BuildSidecar
+	Gitea   *Gitea   // the forge it serves
+	DataDir string   // kept across restarts of the same sidecar
+	SSHAddr string   // "" means 127.0.0.1:0
+	Args    []string // extra flags for `serve`
+}
+
+// Sidecar is a running `collab-sidecar serve` process.
+type Sidecar struct {
+	SSHAddr    string // where it listens, read from its log
+	DataDir    string
+	DB         string // its ledger file
+	KnownHosts string // a known_hosts file naming its host key
+
+	opts SidecarOptions
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+	logs *syncBuffer
+}
+
+var sshListening = regexp.MustCompile(`msg="ssh listening" addr=(\S+)`)
+
+// StartSidecar starts the sidecar and waits until it has said where it
+// listens.
+func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	tokenFile := filepath.Join(o.DataDir, "gitea-token")
+	if err := os.WriteFile(tokenFile, []byte(o.Gitea.AdminToken+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	addr := o.SSHAddr
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	args := append([]string{"serve", "--gitea-url", o.Gitea.URL, "--gitea-token-file", tokenFile,
+		"--data-dir", o.DataDir, "--ssh-listen", addr, "--http-listen", "127.0.0.1:0"}, o.Args...)
+	s := &Sidecar{DataDir: o.DataDir, DB: filepath.Join(o.DataDir, "collab.db"), opts: o,
+		done: make(chan struct{}), logs: &syncBuffer{}}
+	s.cmd = exec.Command(o.Binary, args...)
+	s.cmd.Env = cleanEnv()
+	stderr, err := s.cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	s.cmd.Stdout = s.logs
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := sc.Text()
+			s.logs.Write([]byte(line + "\n"))
+			if m := sshListening.FindStringSubmatch(line); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		_, _ = io.Copy(s.logs, stderr)
+	}()
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.done)
+	}()
+	select {
+	case a := <-found:
+		s.SSHAddr = a
+	case <-s.done:
+		return nil, fmt.Errorf("collab-sidecar exited (%v) before listening:\n%s", s.err, s.logs.String())
+	case <-ctx.Done():
+		s.Kill()
+		return nil, fmt.Errorf("collab-sidecar did not listen in time:\n%s", s.logs.String())
+	}
+	if err := s.writeKnownHosts(); err != nil {
+		s.Kill()
+		return nil, err
+	}
+	return s, nil
+}
+
+// cleanEnv keeps the sidecar from picking up COLLAB_* settings of the
+// developer's shell.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "COLLAB_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func (s *Sidecar) writeKnownHosts() error {
+	pub, err := os.ReadFile(filepath.Join(s.DataDir, "ssh_host_ed25519_key"))
+	if err != nil {
+		return err
+	}
+	key, err := hostPublicKey(pub)
+	if err != nil {
+		return err
+	}
+	host, port, err := net.SplitHostPort(s.SSHAddr)
+	if err != nil {
+		return err
+	}
+	s.KnownHosts = filepath.Join(s.DataDir, "known_hosts")
+	line := fmt.Sprintf("[%s]:%s %s", host, port, key)
+	return os.WriteFile(s.KnownHosts, []byte(line), 0o600)
+}
+
+// Logs returns everything the sidecar has logged so far.
+func (s *Sidecar) Logs() string { return s.logs.String() }
+
+// Stop sends SIGTERM and waits for the process to exit (at most timeout);
+// it returns the process's exit error, nil for exit status 0.
+func (s *Sidecar) Stop(timeout time.Duration) error {
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+		return s.err
+	case <-time.After(timeout):
+		s.Kill()
+		return fmt.Errorf("collab-sidecar did not stop within %s after SIGTERM", timeout)
+	}
+}
+
+// Kill stops the process with SIGKILL, as a crash would.
+func (s *Sidecar) Kill() {
+	_ = s.cmd.Process.Kill()
+	<-s.done
+}
+
+// Restart starts a new process on the same data directory and address.
+func (s *Sidecar) Restart(ctx context.Context) (*Sidecar, error) {
+	o := s.opts
+	o.SSHAddr = s.SSHAddr
+	return StartSidecar(ctx, o)
+}
+
+// SSHResult is what one run of the OpenSSH client produced.
+type SSHResult struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+// SSH runs the real OpenSSH client with the private key at keyPath against
+// the sidecar: `ssh -p PORT git@HOST <words...>`. Options before a "--"
+// word are passed to ssh itself.
+func (s *Sidecar) SSH(ctx context.Context, keyPath string, words ...string) SSHResult {
+	host, port, _ := net.SplitHostPort(s.SSHAddr)
+	args := []string{"-F", os.DevNull, "-p", port, "-i", keyPath,
+		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
+		"-o", "UserKnownHostsFile=" + s.KnownHosts, "-o", "StrictHostKeyChecking=yes",
+		"-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR"}
+	for i, w := range words {
+		if w == "--" {
+			args = append(args, words[:i]...)
+			words = words[i+1:]
+			break
+		}
+	}
+	args = append(append(args, "git@"+host), words...)
+	cmd := exec.CommandContext(ctx, "ssh", args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+		errb.WriteString(err.Error())
+	}
+	return SSHResult{Stdout: out.String(), Stderr: errb.String(), Code: code}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// hostPublicKey returns the authorized_keys form of the public half of an
+// OpenSSH private key file.
+func hostPublicKey(pemBytes []byte) (string, error) {
+	signer, err := ssh.ParsePrivateKey(pemBytes)
+	if err != nil {
+		return "", fmt.Errorf("parse host key: %w", err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))), nil
+}
