@@ -36,6 +36,17 @@ func TestMain(m *testing.M) {
 // shared returns the shared Gitea, its World and a built collab-sidecar.
 func shared(t *testing.T) (*Gitea, *World, string) {
 	t.Helper()
+	fixtureInit()
+	if fixture.err != nil {
+		t.Fatalf("shared fixture: %v", fixture.err)
+	}
+	if !fixture.g.Running() {
+		t.Fatal("the shared Gitea is stopped: an earlier test did not restart it")
+	}
+	return fixture.g, fixture.w, fixture.bin
+}
+
+func fixtureInit() {
 	fixture.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 		defer cancel()
@@ -50,13 +61,6 @@ func shared(t *testing.T) (*Gitea, *World, string) {
 		}
 		fixture.w, fixture.err = Seed(ctx, fixture.g)
 	})
-	if fixture.err != nil {
-		t.Fatalf("shared fixture: %v", fixture.err)
-	}
-	if !fixture.g.Running() {
-		t.Fatal("the shared Gitea is stopped: an earlier test did not restart it")
-	}
-	return fixture.g, fixture.w, fixture.bin
 }
 
 // newSidecar starts a sidecar with a fresh data directory against the
