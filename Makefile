@@ -27,8 +27,14 @@ unit:
 
 test: fmt-check vet gitea unit
 
-bench:
+# demo starts a real Gitea with demo users and the sidecar, prints what to
+# try, and runs until Ctrl-C.
+demo: gitea
+	CGO_ENABLED=1 $(GO) run ./integration/demo
+
+bench: gitea
 	CGO_ENABLED=1 $(GO) test -run '^$$' -bench . -benchtime 2s ./models/
+	CGO_ENABLED=1 $(GO) test -run '^$$' -bench SSHFresh -benchtime 50x ./integration/
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,138 @@
+// Command demo runs `make demo`: a real Gitea (built from its Go module)
+// seeded with demo users, keys, repositories and issues, and collab-sidecar
+// serving it on its embedded SQLite ledger. It prints what to try and runs
+// until Ctrl-C, then stops both and removes what it created.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/collab-lease/collab-lease/integration"
+)
+
+func main() {
+	dir := flag.String("dir", ".demo", "working directory of the demo (removed at exit)")
+	sshAddr := flag.String("ssh-listen", "127.0.0.1:2222", "SSH address of the sidecar")
+	once := flag.Bool("once", false, "set everything up, claim one issue through it, and exit (for tests)")
+	flag.Parse()
+	if err := run(*dir, *sshAddr, *once); err != nil {
+		fmt.Fprintln(os.Stderr, "demo:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, sshAddr string, once bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	_ = os.RemoveAll(abs) // a previous run killed without cleanup
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return err
+	}
+	defer os.RemoveAll(abs)
+
+	step := func(msg string) func() {
+		start := time.Now()
+		fmt.Fprintf(os.Stderr, "demo: %s…\n", msg)
+		return func() { fmt.Fprintf(os.Stderr, "demo: %s: done in %.1fs\n", msg, time.Since(start).Seconds()) }
+	}
+	setup, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+
+	done := step("building collab-sidecar")
+	bin, err := integration.BuildSidecar(setup, abs)
+	if err != nil {
+		return err
+	}
+	done()
+	done = step("starting Gitea 1.26 (the first run builds it from source: a few minutes)")
+	g, err := integration.StartGitea(setup, integration.Options{Dir: filepath.Join(abs, "gitea")})
+	if err != nil {
+		return err
+	}
+	defer g.Close()
+	done()
+	done = step("seeding demo users, keys, repositories and issues")
+	w, err := integration.Seed(setup, g)
+	if err != nil {
+		return err
+	}
+	done()
+	done = step("starting collab-sidecar")
+	s, err := integration.StartSidecar(setup, integration.SidecarOptions{Binary: bin, Gitea: g,
+		DataDir: filepath.Join(abs, "sidecar"), SSHAddr: sshAddr})
+	if err != nil {
+		// The demo port may be taken; any free one will do.
+		s, err = integration.StartSidecar(setup, integration.SidecarOptions{Binary: bin, Gitea: g,
+			DataDir: filepath.Join(abs, "sidecar"), SSHAddr: "127.0.0.1:0"})
+		if err != nil {
+			return err
+		}
+	}
+	defer s.Stop(20 * time.Second)
+	done()
+
+	sshCmd := fmt.Sprintf("ssh -F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=%s -i %s -p %s git@127.0.0.1",
+		rel(s.KnownHosts), rel(w.Alice.Key.Path), port(s.SSHAddr))
+	bobCmd := fmt.Sprintf("ssh -F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=%s -i %s -p %s git@127.0.0.1",
+		rel(s.KnownHosts), rel(w.Bob.Key.Path), port(s.SSHAddr))
+	if once {
+		r := s.SSH(setup, w.Alice.Key.Path, fmt.Sprintf("collab-lease acquire acme/widgets %d --ttl 30m", w.OpenIssue))
+		fmt.Print(r.Stdout)
+		if r.Code != 0 {
+			return fmt.Errorf("claim through the demo failed (exit %d): %s", r.Code, r.Stderr)
+		}
+		return nil
+	}
+	fmt.Printf(`
+collab-lease demo is running. Gitea: %[1]s (sign in as alice / %[2]s)
+
+Claim issue #%[3]d of acme/widgets as alice, for 30 minutes:
+  %[4]s collab-lease acquire acme/widgets %[3]d --ttl 30m
+
+Bob tries the same issue and is told who holds it (exit 4):
+  %[5]s collab-lease acquire acme/widgets %[3]d
+
+See every live claim, renew, release:
+  %[4]s collab-lease list acme/widgets
+  %[4]s collab-lease renew acme/widgets %[3]d --ttl 1h
+  %[4]s collab-lease release acme/widgets %[3]d
+
+The issue list: %[1]s/acme/widgets/issues
+
+Ctrl-C stops everything.
+`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd)
+	<-ctx.Done()
+	fmt.Fprintln(os.Stderr, "\ndemo: stopping")
+	return nil
+}
+
+func rel(p string) string {
+	wd, err := os.Getwd()
+	if err != nil {
+		return p
+	}
+	if r, err := filepath.Rel(wd, p); err == nil {
+		return r
+	}
+	return p
+}
+
+func port(addr string) string {
+	for i := len(addr) - 1; i >= 0; i-- {
+		if addr[i] == ':' {
+			return addr[i+1:]
+		}
+	}
+	return addr
+}
