@@ -95,6 +95,7 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 		done: make(chan struct{}), logs: &syncBuffer{}}
 	s.cmd = exec.Command(o.Binary, args...)
 	s.cmd.Env = cleanEnv()
+	s.cmd.SysProcAttr = sidecarProcAttr()
 	stderr, err := s.cmd.StderrPipe()
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -82,10 +83,19 @@ func run(dir, sshAddr string, once bool) error {
 	defer s.Stop(20 * time.Second)
 	done()
 
-	sshCmd := fmt.Sprintf("ssh -F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=%s -i %s -p %s git@127.0.0.1",
-		rel(s.KnownHosts), rel(w.Alice.Key.Path), port(s.SSHAddr))
-	bobCmd := fmt.Sprintf("ssh -F /dev/null -o IdentitiesOnly=yes -o UserKnownHostsFile=%s -i %s -p %s git@127.0.0.1",
-		rel(s.KnownHosts), rel(w.Bob.Key.Path), port(s.SSHAddr))
+	// An ssh config with one Host per demo user keeps the printed
+	// commands short: `ssh -F .demo/ssh_config alice collab-lease …`.
+	cfgPath := filepath.Join(abs, "ssh_config")
+	var cfg strings.Builder
+	for _, u := range []*integration.User{w.Alice, w.Bob, w.Carol} {
+		fmt.Fprintf(&cfg, "Host %s\n  HostName 127.0.0.1\n  Port %s\n  User git\n  IdentityFile %s\n  IdentitiesOnly yes\n  IdentityAgent none\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n\n",
+			u.Login, port(s.SSHAddr), u.Key.Path, s.KnownHosts)
+	}
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+		return err
+	}
+	sshCmd := "ssh -F " + rel(cfgPath) + " alice"
+	bobCmd := "ssh -F " + rel(cfgPath) + " bob"
 	if once {
 		r := s.SSH(setup, w.Alice.Key.Path, fmt.Sprintf("collab-lease acquire acme/widgets %d --ttl 30m", w.OpenIssue))
 		fmt.Print(r.Stdout)
@@ -96,6 +106,9 @@ func run(dir, sshAddr string, once bool) error {
 	}
 	fmt.Printf(`
 collab-lease demo is running. Gitea: %[1]s (sign in as alice / %[2]s)
+
+Each demo user (alice, bob: writers; carol: reader) has a key and a Host
+entry in %[6]s.
 
 Claim issue #%[3]d of acme/widgets as alice, for 30 minutes:
   %[4]s collab-lease acquire acme/widgets %[3]d --ttl 30m
@@ -111,7 +124,7 @@ See every live claim, renew, release:
 The issue list: %[1]s/acme/widgets/issues
 
 Ctrl-C stops everything.
-`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd)
+`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\ndemo: stopping")
 	return nil
