@@ -1,0 +1,1 @@
+/* placeholder: the badge script is being written */
