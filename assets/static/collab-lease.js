@@ -1,1 +1,145 @@
-/* placeholder: the badge script is being written */
+/* collab-lease: draws "claimed by alice · 12m left" badges into Gitea's
+ * issue lists and issue pages. It reads the live leases of each repository
+ * on the page once from the sidecar that served this script, and draws
+ * nothing (and logs nothing) where nothing is claimed or the sidecar is
+ * unreachable. Plain ES2017, no dependencies, no build step. */
+(function () {
+  'use strict';
+  var me = document.currentScript;
+  if (!me || !window.fetch || !window.MutationObserver) return;
+  // The sidecar's base URL: where this script came from, minus /assets/….
+  var base = me.src.replace(/\/assets\/[^/]*$/, '');
+  var REFRESH_MS = 30000;
+  var leases = {}; // "owner/repo" -> {at, promise}
+  var session = null; // promise of the sidecar login or null
+
+  function get(path) {
+    return fetch(base + path, { credentials: 'include', headers: { Accept: 'application/json' } });
+  }
+
+  // leasesOf resolves to {ok, byIssue} or {ok: false, status}.
+  function leasesOf(repo) {
+    var c = leases[repo];
+    if (c && Date.now() - c.at < REFRESH_MS) return c.promise;
+    var p = get('/api/v1/repos/' + repo + '/leases').then(function (r) {
+      if (!r.ok) return { ok: false, status: r.status };
+      return r.json().then(function (j) {
+        var byIssue = {};
+        (j.leases || []).forEach(function (l) { byIssue[l.issue] = l; });
+        return { ok: true, byIssue: byIssue };
+      });
+    }).catch(function () { return { ok: false, status: 0 }; });
+    leases[repo] = { at: Date.now(), promise: p };
+    return p;
+  }
+
+  function signedIn() {
+    if (!session) {
+      session = get('/api/v1/session').then(function (r) {
+        return r.ok ? r.json().then(function (j) { return j.login || null; }) : null;
+      }).catch(function () { return null; });
+    }
+    return session;
+  }
+
+  // target parses ".../owner/repo/(issues|pulls)/N" (any sub-path before it).
+  function target(href) {
+    var m = /\/([^/]+)\/([^/]+)\/(?:issues|pulls)\/(\d+)\/?$/.exec(new URL(href, location.href).pathname);
+    return m ? { repo: decodeURIComponent(m[1]) + '/' + decodeURIComponent(m[2]), issue: Number(m[3]) } : null;
+  }
+
+  function remaining(ms) {
+    var m = Math.floor(ms / 60000);
+    if (m < 1) return '<1m left';
+    if (m < 60) return m + 'm left';
+    var h = Math.floor(m / 60);
+    if (h < 48) return h + 'h ' + (m % 60) + 'm left';
+    return Math.floor(h / 24) + 'd left';
+  }
+
+  // text is the badge's words for lease l now, or null once it has expired.
+  function text(l) {
+    if (l.expires_at === null) return 'assigned to ' + l.holder;
+    var left = Date.parse(l.expires_at) - Date.now();
+    return left > 0 ? 'claimed by ' + l.holder + ' \u00b7 ' + remaining(left) : null;
+  }
+
+  // draw puts the badge for lease l (or none) after anchor, touching the
+  // DOM only when something changed, so our own edits do not re-trigger us.
+  function draw(anchor, l) {
+    var next = anchor.nextElementSibling;
+    var have = next && next.classList.contains('collab-lease-badge') ? next : null;
+    var words = l ? text(l) : null;
+    if (!words) {
+      if (have) have.remove();
+      return;
+    }
+    if (have && have.textContent === words) return;
+    if (!have) {
+      have = document.createElement('span');
+      have.className = 'collab-lease-badge' + (l.expires_at === null ? ' collab-lease-open' : '');
+      anchor.insertAdjacentElement('afterend', have);
+    }
+    have.textContent = words;
+    have.title = 'collab-lease: token ' + l.token + (l.expires_at ? ', until ' + new Date(l.expires_at).toLocaleString() : ', open-ended');
+    have.dataset.collabLeaseIssue = String(l.issue);
+  }
+
+  function signInLink(where, repo) {
+    if (document.querySelector('.collab-lease-signin')) return;
+    var div = document.createElement('div');
+    div.className = 'collab-lease-signin';
+    var a = document.createElement('a');
+    a.href = base + '/oauth/login?return_to=' + encodeURIComponent(location.href);
+    a.textContent = 'sign in to see claims';
+    a.title = 'Claims on ' + repo + ' are shown to people who may read it';
+    div.appendChild(a);
+    where.insertAdjacentElement('beforebegin', div);
+  }
+
+  // Each place a badge goes: an anchor element, its repo and issue number.
+  function places() {
+    var out = [];
+    document.querySelectorAll('#issue-list .flex-item a.issue-title').forEach(function (a) {
+      var t = target(a.getAttribute('href') || '');
+      if (t) out.push({ anchor: a, repo: t.repo, issue: t.issue, first: document.getElementById('issue-list') });
+    });
+    var info = document.getElementById('issue-page-info');
+    var h1 = document.querySelector('#issue-title-display h1');
+    if (info && h1 && info.dataset.issueIndex) {
+      var t = target((info.dataset.issueRepoLink || '') + '/issues/' + info.dataset.issueIndex);
+      if (t) out.push({ anchor: h1.lastElementChild || h1, repo: t.repo, issue: t.issue, first: h1 });
+    }
+    return out;
+  }
+
+  var pending = false;
+  function apply() {
+    pending = false;
+    var ps = places();
+    var repos = {};
+    ps.forEach(function (p) { (repos[p.repo] = repos[p.repo] || []).push(p); });
+    Object.keys(repos).forEach(function (repo) {
+      leasesOf(repo).then(function (res) {
+        if (res.ok) {
+          repos[repo].forEach(function (p) { if (p.anchor.isConnected) draw(p.anchor, res.byIssue[p.issue]); });
+        } else if (res.status === 404) {
+          signedIn().then(function (login) { if (!login) signInLink(repos[repo][0].first, repo); });
+        }
+      });
+    });
+  }
+
+  function schedule() {
+    if (pending) return;
+    pending = true;
+    setTimeout(apply, 50);
+  }
+
+  // Gitea swaps parts of the page (htmx, its own fetch actions): re-apply
+  // whenever the DOM changes, and every half minute to keep times current.
+  new MutationObserver(schedule).observe(document.documentElement, { childList: true, subtree: true });
+  setInterval(schedule, REFRESH_MS);
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', schedule);
+  else schedule();
+})();

@@ -1,0 +1,44 @@
+package assets
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"strings"
+	"testing"
+)
+
+func TestLoadPreparesEveryAsset(t *testing.T) {
+	b, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ct := range map[string]string{"collab-lease.js": "text/javascript", "collab-lease.css": "text/css"} {
+		a, ok := b[name]
+		if !ok {
+			t.Fatalf("%s missing from the bundle", name)
+		}
+		if !strings.HasPrefix(a.ContentType, ct) {
+			t.Errorf("%s: content type %q", name, a.ContentType)
+		}
+		if len(a.Body) < 500 || strings.Contains(string(a.Body), "placeholder") {
+			t.Errorf("%s looks like a stub (%d bytes)", name, len(a.Body))
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(a.Gzip))
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain, _ := io.ReadAll(zr)
+		if !bytes.Equal(plain, a.Body) || len(a.Gzip) >= len(a.Body) {
+			t.Errorf("%s: gzip copy wrong or not smaller (%d vs %d)", name, len(a.Gzip), len(a.Body))
+		}
+		if len(a.ETag) != 34 || a.ETag[0] != '"' || len(a.Hash) != 12 || !strings.Contains(a.ETag, a.Hash) {
+			t.Errorf("%s: etag %s hash %s", name, a.ETag, a.Hash)
+		}
+	}
+	// Small enough to add to every Gitea page.
+	total := len(b["collab-lease.js"].Gzip) + len(b["collab-lease.css"].Gzip)
+	if total > 8*1024 {
+		t.Errorf("gzipped bundle is %d bytes; keep it under 8 KiB", total)
+	}
+}
