@@ -254,6 +254,7 @@ STATIC_ROOT_PATH = ` + a.StaticRoot + `
 DB_TYPE = sqlite3
 PATH = ` + p("data", "gitea.db") + `
 SQLITE_JOURNAL_MODE = WAL
+SQLITE_TIMEOUT = 5000
 
 [repository]
 ROOT = ` + p("repos") + `
