@@ -1,0 +1,73 @@
+// Package plugin is the forge boundary: the small Forge interface through
+// which the sidecar asks its forge who owns an SSH key, what a user may do in
+// a repository and whether an issue exists, plus (in plugin/gitea) its Gitea
+// implementation and the installer of Gitea's custom templates.
+//
+// It answers questions; it never decides who holds a lease (that is models/)
+// and it never writes the ledger.
+package plugin
+
+import (
+	"context"
+	"errors"
+)
+
+// Sentinel errors of the forge boundary. Transports translate them once:
+// ErrNotFound is the same reply for "does not exist" and "you may not see
+// it"; ErrUnavailable is retryable (SSH exit 75, HTTP 503).
+var (
+	// ErrNotFound: the key, repository or issue does not exist, or the
+	// asking user may not see it. The two cases are deliberately one.
+	ErrNotFound = errors.New("not found")
+	// ErrUnavailable: the forge could not be reached, answered 5xx, or did
+	// not answer before the deadline. Retry later.
+	ErrUnavailable = errors.New("forge unavailable")
+	// ErrConfig: the sidecar's own credentials are wrong (bad or
+	// under-privileged admin token). The wrapped message names the fix.
+	ErrConfig = errors.New("forge configuration error")
+)
+
+// User is a forge account that may log in.
+type User struct {
+	ID    int64
+	Login string
+}
+
+// Repo is a repository as seen by one user (or an anonymous viewer).
+type Repo struct {
+	ID       int64  // stable across renames and transfers; the ledger key
+	FullName string // current "owner/name"
+	Private  bool
+	// What the viewer may do. CanRead is always true for a Repo that was
+	// returned at all (otherwise the answer is ErrNotFound).
+	CanRead        bool
+	CanWriteIssues bool
+	CanWritePulls  bool
+}
+
+// Issue is an issue or pull request of a repository.
+type Issue struct {
+	Number int64
+	Closed bool
+	IsPull bool
+}
+
+// Forge is what the sidecar needs to know from its forge. Implementations
+// must bound every call with a deadline and map failures onto the sentinel
+// errors above (wrapped with context).
+type Forge interface {
+	// UserByKey returns the active user owning the public key with this
+	// "SHA256:…" fingerprint. ErrNotFound unless exactly one user key
+	// matches and its owner may log in.
+	UserByKey(ctx context.Context, fingerprint string) (User, error)
+	// UserByToken returns the user an API token belongs to (for HTTP
+	// clients that send "Authorization: token …"). ErrNotFound for an
+	// invalid token.
+	UserByToken(ctx context.Context, token string) (User, error)
+	// Repo returns owner/name as seen by login ("" = anonymous viewer).
+	// ErrNotFound if it does not exist or login may not read it.
+	Repo(ctx context.Context, login, owner, name string) (Repo, error)
+	// Issue returns issue number n of the repository owner/name as seen
+	// by login. ErrNotFound if it does not exist or may not be seen.
+	Issue(ctx context.Context, login, owner, name string, n int64) (Issue, error)
+}

@@ -1,0 +1,240 @@
+package gitea
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// How requests are made: through the Gitea SDK where it has the call, and
+// plain net/http for the one it lacks (the key search by fingerprint). The
+// SDK keeps the context and the Sudo user in the client itself, so every
+// request gets a fresh, cheap SDK client; SetGiteaVersion("") keeps the SDK
+// from asking Gitea for its version, so nothing touches the network before
+// the first real request (the sidecar must start while Gitea is down).
+
+// tokenFix tells an operator how to fix a rejected admin token.
+const tokenFix = "the Gitea token is invalid or lacks admin rights: create an access token " +
+	"for a site administrator with the scopes read:user, read:repository and read:issue " +
+	"(Gitea: Site Administration or `gitea admin user generate-access-token`) and set --gitea-token-file"
+
+// identity is who a request is made as.
+type identity struct {
+	token string // "" = anonymous
+	sudo  string // a login to impersonate with the admin token
+	admin bool   // token is the configured admin token (401/403 = ErrConfig)
+}
+
+func (f *Forge) asAdmin() identity { return identity{token: f.token, admin: true} }
+
+// asViewer is login's view (through the admin token and Sudo), or the
+// anonymous view for "".
+func (f *Forge) asViewer(login string) identity {
+	if login == "" {
+		return identity{}
+	}
+	return identity{token: f.token, sudo: login, admin: true}
+}
+
+func (f *Forge) sdk(ctx context.Context, id identity) *sdk.Client {
+	opts := []sdk.ClientOption{
+		sdk.SetHTTPClient(f.http),
+		sdk.SetContext(ctx),
+		sdk.SetGiteaVersion(""),
+		sdk.SetUserAgent("collab-lease"),
+	}
+	if id.token != "" {
+		opts = append(opts, sdk.SetToken(id.token))
+	}
+	if id.sudo != "" {
+		opts = append(opts, sdk.SetSudo(id.sudo))
+	}
+	c, err := sdk.NewClient(f.base.String(), opts...)
+	if err != nil {
+		// Only the version check can fail, and it is switched off.
+		panic(fmt.Sprintf("gitea: new SDK client: %v", err))
+	}
+	return c
+}
+
+// classify maps the outcome of one request onto the forge's sentinel
+// errors. status is 0 when no response arrived.
+func classify(op string, id identity, status int, body []byte, err error) error {
+	switch {
+	case status == 0:
+		return fmt.Errorf("%s: %w: %w", op, plugin.ErrUnavailable, err)
+	case status >= 200 && status < 300 && err != nil:
+		return fmt.Errorf("%s: %w: malformed response: %w", op, plugin.ErrUnavailable, err)
+	case status >= 200 && status < 300:
+		return nil
+	case status == http.StatusNotFound:
+		return fmt.Errorf("%s: %w", op, plugin.ErrNotFound)
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		if id.admin {
+			return fmt.Errorf("%s: HTTP %d %s: %w: %s", op, status, detail(body), plugin.ErrConfig, tokenFix)
+		}
+		// An anonymous viewer on a Gitea that requires sign-in, or a
+		// user token that is invalid or may not read users: either
+		// way there is nothing this caller may see.
+		return fmt.Errorf("%s: HTTP %d: %w", op, status, plugin.ErrNotFound)
+	default:
+		return fmt.Errorf("%s: %w: HTTP %d %s", op, plugin.ErrUnavailable, status, detail(body))
+	}
+}
+
+// detail is a short, single-line excerpt of an error body.
+func detail(body []byte) string {
+	var m struct {
+		Message string `json:"message"`
+	}
+	s := string(body)
+	if json.Unmarshal(body, &m) == nil && m.Message != "" {
+		s = m.Message
+	}
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		return ""
+	}
+	return "(" + s + ")"
+}
+
+// sdkErr classifies the result of an SDK call.
+func sdkErr(op string, id identity, resp *sdk.Response, err error) error {
+	if resp == nil || resp.Response == nil {
+		if err == nil {
+			err = errors.New("no response")
+		}
+		return classify(op, id, 0, nil, err)
+	}
+	var body []byte
+	if err != nil && (resp.StatusCode < 200 || resp.StatusCode >= 300) {
+		body = []byte(err.Error()) // the SDK folds the body's message into err
+	}
+	return classify(op, id, resp.StatusCode, body, err)
+}
+
+// getJSON is the plain net/http path: GET /api/v1<path>?<query> as id,
+// decoding a 2xx body into out.
+func (f *Forge) getJSON(ctx context.Context, id identity, path string, query url.Values, out any) error {
+	u := f.base.JoinPath("api", "v1", path)
+	u.RawQuery = query.Encode()
+	op := "GET " + u.Path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return classify(op, id, 0, nil, err)
+	}
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "collab-lease")
+	if id.token != "" {
+		req.Header.Set("Authorization", "token "+id.token)
+	}
+	if id.sudo != "" {
+		req.Header.Set("Sudo", id.sudo)
+	}
+	resp, err := f.http.Do(req)
+	if err != nil {
+		return classify(op, id, 0, nil, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return classify(op, id, 0, nil, err)
+	}
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+		return classify(op, id, resp.StatusCode, body, nil)
+	}
+	return classify(op, id, resp.StatusCode, nil, json.Unmarshal(body, out))
+}
+
+// keysByFingerprint searches all users' keys (and deploy keys) for this
+// fingerprint. Plain net/http: the SDK's key listing has no fingerprint
+// parameter. Fingerprints are unique among user keys, so one page is
+// plenty.
+func (f *Forge) keysByFingerprint(ctx context.Context, fingerprint string) ([]*sdk.PublicKey, error) {
+	var keys []*sdk.PublicKey
+	q := url.Values{"fingerprint": {fingerprint}, "limit": {"50"}}
+	err := f.getJSON(ctx, f.asAdmin(), "/user/keys", q, &keys)
+	return keys, err
+}
+
+// keyOwner picks the one user key with this fingerprint and checks that its
+// owner may log in.
+func keyOwner(keys []*sdk.PublicKey, fingerprint string) (User, error) {
+	var found *sdk.PublicKey
+	n := 0
+	for _, k := range keys {
+		if k == nil || k.Fingerprint != fingerprint {
+			continue
+		}
+		switch k.KeyType {
+		case "user":
+			found = k
+			n++
+		case "deploy", "unknown":
+			// Deploy keys open one repository, principals are for
+			// certificates: neither names a user.
+		default:
+			// Gitea names the key type and owner only to site
+			// administrators (and to the key's owner).
+			return User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
+		}
+	}
+	switch {
+	case n == 0:
+		return User{}, fmt.Errorf("no user key has this fingerprint: %w", plugin.ErrNotFound)
+	case n > 1:
+		return User{}, fmt.Errorf("%d user keys have this fingerprint: %w", n, plugin.ErrNotFound)
+	}
+	o := found.Owner
+	switch {
+	case o == nil || o.ID <= 0 || o.UserName == "":
+		return User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
+	case !o.IsActive:
+		return User{}, fmt.Errorf("key owner %s is not active: %w", o.UserName, plugin.ErrNotFound)
+	case o.ProhibitLogin:
+		return User{}, fmt.Errorf("key owner %s is prohibited from logging in: %w", o.UserName, plugin.ErrNotFound)
+	}
+	return User{ID: o.ID, Login: o.UserName}, nil
+}
+
+// tokenUser is GET /user with a user's own token.
+func (f *Forge) tokenUser(ctx context.Context, token string) (*sdk.User, error) {
+	id := identity{token: token}
+	u, resp, err := f.sdk(ctx, id).GetMyUserInfo()
+	if err := sdkErr("GET /api/v1/user", id, resp, err); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// adminUser is GET /user with the admin token.
+func (f *Forge) adminUser(ctx context.Context) (*sdk.User, error) {
+	id := f.asAdmin()
+	u, resp, err := f.sdk(ctx, id).GetMyUserInfo()
+	if err := sdkErr("GET /api/v1/user", id, resp, err); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+// issue is GET /repos/{o}/{r}/issues/{n} as login sees it.
+func (f *Forge) issue(ctx context.Context, login, owner, name string, n int64) (*sdk.Issue, error) {
+	id := f.asViewer(login)
+	is, resp, err := f.sdk(ctx, id).GetIssue(owner, name, n)
+	if err := sdkErr(fmt.Sprintf("GET /api/v1/repos/%s/%s/issues/%d", owner, name, n), id, resp, err); err != nil {
+		return nil, err
+	}
+	return is, nil
+}

@@ -1,0 +1,250 @@
+// Package gitea implements plugin.Forge against the REST API of a Gitea (or
+// Gitea-compatible) server, using a site administrator's token: it resolves
+// SSH key fingerprints and API tokens to users, and tells what a user may do
+// in a repository and whether an issue exists.
+//
+// It only reads from Gitea, bounds every call with a deadline, and maps every
+// failure onto plugin.ErrNotFound, plugin.ErrUnavailable or plugin.ErrConfig.
+// Its caches hold successful answers only, so a Gitea outage never turns into
+// "not found". It does not decide who holds a lease (that is models/).
+package gitea
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+var _ plugin.Forge = (*Forge)(nil)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultTimeout      = 5 * time.Second
+	DefaultKeyCacheTTL  = 60 * time.Second
+	DefaultPermCacheTTL = 30 * time.Second
+)
+
+// Options configure a Forge.
+type Options struct {
+	// URL is Gitea's base URL, e.g. "https://git.example.com" or
+	// "http://127.0.0.1:3000/gitea" (a sub-path is kept).
+	URL string
+	// Token is an API token of a Gitea site administrator with the scopes
+	// read:user, read:repository and read:issue.
+	Token string
+	// Timeout bounds every Forge method call, including all the Gitea
+	// requests it makes. Zero means DefaultTimeout.
+	Timeout time.Duration
+	// KeyCacheTTL is how long a resolved SSH key stays cached. Zero means
+	// DefaultKeyCacheTTL; negative disables the cache.
+	KeyCacheTTL time.Duration
+	// PermCacheTTL is how long a (user, repository) permission answer stays
+	// cached. Zero means DefaultPermCacheTTL; negative disables the cache.
+	PermCacheTTL time.Duration
+	// HTTPClient sends the requests. Nil means a client of its own that
+	// refuses redirects to another host (they would drop the token).
+	HTTPClient *http.Client
+	// Clock tells the time for cache expiry. Nil means time.Now.
+	Clock func() time.Time
+}
+
+// Forge answers the sidecar's questions from Gitea. It is safe for
+// concurrent use. New does no network I/O, so the sidecar starts while
+// Gitea is down; every method then fails with plugin.ErrUnavailable until
+// Gitea is back.
+type Forge struct {
+	base    *url.URL // Gitea's base URL, without trailing slash
+	token   string
+	timeout time.Duration
+	http    *http.Client
+	keys    *cache[User]
+	perms   *cache[plugin.Repo]
+}
+
+// User is plugin.User; the alias keeps signatures short.
+type User = plugin.User
+
+// New returns a Forge for the Gitea at opts.URL.
+func New(opts Options) (*Forge, error) {
+	base, err := url.Parse(strings.TrimRight(opts.URL, "/"))
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("%w: the Gitea URL %q is not an http(s) URL", plugin.ErrConfig, opts.URL)
+	}
+	if strings.TrimSpace(opts.Token) == "" {
+		return nil, fmt.Errorf("%w: the Gitea token is empty: %s", plugin.ErrConfig, tokenFix)
+	}
+	f := &Forge{
+		base:    base,
+		token:   strings.TrimSpace(opts.Token),
+		timeout: orDefault(opts.Timeout, DefaultTimeout),
+		http:    opts.HTTPClient,
+	}
+	if f.http == nil {
+		f.http = newHTTPClient(base.Host)
+	}
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	f.keys = newCache[User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
+	f.perms = newCache[plugin.Repo](clock, orDefault(opts.PermCacheTTL, DefaultPermCacheTTL))
+	return f, nil
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d == 0 {
+		return def
+	}
+	return d
+}
+
+// newHTTPClient returns a client that keeps enough idle connections for the
+// parallel requests of one Repo call, and refuses to follow a redirect to
+// another host: Go would drop the Authorization header there and the answer
+// would silently be an anonymous one.
+func newHTTPClient(host string) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	return &http.Client{
+		Transport: tr,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("too many redirects")
+			}
+			if req.URL.Host != host {
+				return fmt.Errorf("refusing redirect to another host %q", req.URL.Host)
+			}
+			return nil
+		},
+	}
+}
+
+// within bounds one Forge method call by the configured timeout.
+func (f *Forge) within(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, f.timeout)
+}
+
+// UserByKey returns the active user owning the SSH public key with this
+// "SHA256:…" fingerprint. The answer comes from one admin request:
+// GET /user/keys?fingerprint= searches every user's keys (and deploy keys)
+// and, for a site administrator, names each user key's owner with the
+// owner's is_active and prohibit_login flags (Gitea's
+// routers/api/v1/user/key.go renders the owner as seen by the owner
+// themself), so no second request about the owner is needed.
+func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (User, error) {
+	if !strings.HasPrefix(fingerprint, "SHA256:") || len(fingerprint) > 100 {
+		return User{}, fmt.Errorf("key %q: %w", fingerprint, plugin.ErrNotFound)
+	}
+	if u, ok := f.keys.get(fingerprint); ok {
+		return u, nil
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	keys, err := f.keysByFingerprint(ctx, fingerprint)
+	if err != nil {
+		return User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+	}
+	u, err := keyOwner(keys, fingerprint)
+	if err != nil {
+		return User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+	}
+	f.keys.put(fingerprint, u)
+	return u, nil
+}
+
+// UserByToken returns the active user an API token belongs to.
+func (f *Forge) UserByToken(ctx context.Context, token string) (User, error) {
+	token = strings.TrimSpace(token)
+	if token == "" || strings.ContainsAny(token, " \r\n\t") {
+		return User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	u, err := f.tokenUser(ctx, token)
+	if err != nil {
+		return User{}, fmt.Errorf("token: %w", err)
+	}
+	if !u.IsActive || u.ProhibitLogin {
+		return User{}, fmt.Errorf("token of %s, who may not log in: %w", u.UserName, plugin.ErrNotFound)
+	}
+	return User{ID: u.ID, Login: u.UserName}, nil
+}
+
+// Repo returns owner/name as seen by login ("" = anonymous). See perm.go
+// for how the write permissions are worked out.
+func (f *Forge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
+	what := owner + "/" + name
+	if !validName(owner) || !validName(name) || (login != "" && !validName(login)) {
+		return plugin.Repo{}, fmt.Errorf("repository %s: %w", what, plugin.ErrNotFound)
+	}
+	key := strings.ToLower(login + "\x00" + owner + "/" + name)
+	if r, ok := f.perms.get(key); ok {
+		return r, nil
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	r, err := f.repoAs(ctx, login, owner, name)
+	if err != nil {
+		if login == "" {
+			return plugin.Repo{}, fmt.Errorf("repository %s as anonymous: %w", what, err)
+		}
+		return plugin.Repo{}, fmt.Errorf("repository %s as %s: %w", what, login, err)
+	}
+	f.perms.put(key, r)
+	return r, nil
+}
+
+// Issue returns issue (or pull request) n of owner/name as seen by login.
+// It is never cached: whether an issue is open must be fresh.
+func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (plugin.Issue, error) {
+	what := fmt.Sprintf("issue %s/%s#%d", owner, name, n)
+	if n <= 0 || !validName(owner) || !validName(name) || (login != "" && !validName(login)) {
+		return plugin.Issue{}, fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	is, err := f.issue(ctx, login, owner, name, n)
+	if err != nil {
+		return plugin.Issue{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return plugin.Issue{Number: is.Index, Closed: is.State == "closed", IsPull: is.PullRequest != nil}, nil
+}
+
+// Check verifies the configured token: Gitea answers, the token is valid and
+// belongs to a site administrator. It returns that administrator.
+func (f *Forge) Check(ctx context.Context) (User, error) {
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	u, err := f.adminUser(ctx)
+	if err != nil {
+		return User{}, fmt.Errorf("check the Gitea token: %w", err)
+	}
+	if !u.IsAdmin {
+		return User{}, fmt.Errorf("check the Gitea token: it belongs to %s, who is not a site administrator: %w: %s",
+			u.UserName, plugin.ErrConfig, tokenFix)
+	}
+	return User{ID: u.ID, Login: u.UserName}, nil
+}
+
+// validName reports whether s can be a Gitea user, organization or
+// repository name. Anything else cannot exist, so it is not found without
+// asking Gitea (and never reaches a URL path or a Sudo header).
+func validName(s string) bool {
+	if s == "" || len(s) > 255 || s == "." || s == ".." {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return true
+}
