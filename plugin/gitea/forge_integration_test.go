@@ -509,3 +509,42 @@ func or(s, def string) string {
 	}
 	return s
 }
+
+// BenchmarkForgeAgainstGitea measures uncached calls against a real Gitea
+// (the caches are off): what an SSH connection or a command costs when the
+// caches are cold.
+func BenchmarkForgeAgainstGitea(b *testing.B) {
+	g := integration.NewGitea(b)
+	w := integration.SeedWorld(b, g)
+	f, err := New(Options{URL: g.URL, Token: g.AdminToken, KeyCacheTTL: -1, PermCacheTTL: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.Run("UserByKey", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := f.UserByKey(ctx, w.Alice.Key.Fingerprint); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	repo := func(u *integration.User, r integration.Repo) func(*testing.B) {
+		return func(b *testing.B) {
+			for b.Loop() {
+				if _, err := f.Repo(ctx, u.Login, r.Owner, r.Name); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	b.Run("Repo/collaborator", repo(w.Bob, w.Widgets))
+	b.Run("Repo/org-team-member", repo(w.Dave, w.Secret))
+	b.Run("Repo/owner", repo(w.Alice, w.Notes))
+	b.Run("Issue", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := f.Issue(ctx, w.Alice.Login, w.Widgets.Owner, w.Widgets.Name, w.OpenIssue); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

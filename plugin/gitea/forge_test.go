@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -284,7 +285,7 @@ func TestNewNeedsNoGitea(t *testing.T) {
 	}
 }
 
-// repoRoutes answers the five requests of a Repo call for alice and
+// repoRoutes answers the requests of a Repo call for alice and
 // acme/widgets.
 func repoRoutes(repo map[string]any, mode string, collaborator bool, mine, covering []map[string]any) map[string]http.HandlerFunc {
 	collab := status(404, `{"message":"not a collaborator"}`)
@@ -300,62 +301,118 @@ func repoRoutes(repo map[string]any, mode string, collaborator bool, mine, cover
 	}
 }
 
-func widgets(admin bool) map[string]any {
+const acmeID = 2
+
+// widgets is acme/widgets as GET /repos/acme/widgets shows it.
+func widgets(admin, push, hasCode bool) map[string]any {
 	return map[string]any{
-		"id": 42, "full_name": "acme/widgets", "private": true,
-		"has_issues": true, "internal_tracker": map[string]any{}, "has_pull_requests": true,
-		"permissions": map[string]any{"admin": admin, "push": false, "pull": true},
+		"id": 42, "name": "widgets", "full_name": "acme/widgets", "private": true,
+		"owner":    map[string]any{"id": acmeID, "login": "acme"},
+		"has_code": hasCode, "has_issues": true, "internal_tracker": map[string]any{}, "has_pull_requests": true,
+		"permissions": map[string]any{"admin": admin, "push": push, "pull": true},
 	}
 }
 
-func TestRepoRequests(t *testing.T) {
-	issuesTeam := []map[string]any{{"id": 5, "name": "triage", "units_map": map[string]string{"repo.issues": "write"}}}
-	g := newFake(t, repoRoutes(widgets(false), "none", false, issuesTeam, issuesTeam))
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
-	got, err := f.Repo(context.Background(), "alice", "acme", "widgets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true}
-	if got != want {
-		t.Errorf("Repo = %+v, want %+v", got, want)
-	}
-	// The user's own view and teams go as the user (Sudo); the rest as
-	// the administrator.
-	wantSudo := map[string]string{
-		"/api/v1/repos/acme/widgets":                                "alice",
-		"/api/v1/user/teams":                                        "alice",
-		"/api/v1/repos/acme/widgets/collaborators/alice/permission": "",
-		"/api/v1/repos/acme/widgets/collaborators/alice":            "",
-		"/api/v1/repos/acme/widgets/teams":                          "",
-	}
-	reqs := g.requests()
-	if len(reqs) != len(wantSudo) {
-		t.Errorf("requests = %+v, want %d", reqs, len(wantSudo))
-	}
-	for _, r := range reqs {
-		sudo, ok := wantSudo[r.Path]
-		if !ok {
-			t.Errorf("unexpected request %+v", r)
-			continue
-		}
-		if r.Sudo != sudo || r.Auth != "token "+adminToken {
-			t.Errorf("%s: Sudo %q Authorization %q, want Sudo %q and the admin token", r.Path, r.Sudo, r.Auth, sudo)
-		}
-	}
+func team(id, orgID int64, units map[string]string) map[string]any {
+	return map[string]any{"id": id, "name": fmt.Sprint("team", id), "organization": map[string]any{"id": orgID}, "units_map": units}
+}
 
-	// An anonymous viewer: one request, no token, no Sudo, no writes.
-	g.reset()
-	got, err = f.Repo(context.Background(), "", "acme", "widgets")
+func TestRepoRequests(t *testing.T) {
+	issuesTeam := team(5, acmeID, map[string]string{"repo.issues": "write"})
+	otherOrgTeam := team(6, 99, map[string]string{"repo.issues": "write", "repo.pulls": "write"})
+	uncovered := team(7, acmeID, map[string]string{"repo.pulls": "write"})
+	tests := []struct {
+		name     string
+		routes   map[string]http.HandlerFunc
+		want     plugin.Repo
+		requests map[string]string // path → Sudo header
+	}{
+		{
+			"member of a team with write on issues",
+			repoRoutes(widgets(false, false, true), "none", false,
+				[]map[string]any{issuesTeam, otherOrgTeam, uncovered}, []map[string]any{issuesTeam}),
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true},
+			map[string]string{
+				"/api/v1/repos/acme/widgets":                                "alice",
+				"/api/v1/user/teams":                                        "alice",
+				"/api/v1/repos/acme/widgets/collaborators/alice/permission": "",
+				"/api/v1/repos/acme/widgets/collaborators/alice":            "",
+				"/api/v1/repos/acme/widgets/teams":                          "",
+			},
+		},
+		{
+			"in no team of the organization: push tells",
+			repoRoutes(widgets(false, true, true), "write", true, []map[string]any{otherOrgTeam}, nil),
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true},
+			map[string]string{
+				"/api/v1/repos/acme/widgets": "alice",
+				"/api/v1/user/teams":         "alice",
+			},
+		},
+		{
+			"in no team, no Code unit: the access mode tells",
+			repoRoutes(widgets(false, false, false), "write", true, nil, nil),
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true},
+			map[string]string{
+				"/api/v1/repos/acme/widgets":                                "alice",
+				"/api/v1/user/teams":                                        "alice",
+				"/api/v1/repos/acme/widgets/collaborators/alice/permission": "",
+			},
+		},
+		{
+			"repository admin",
+			repoRoutes(widgets(true, true, true), "admin", true, []map[string]any{issuesTeam}, nil),
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true},
+			map[string]string{
+				"/api/v1/repos/acme/widgets": "alice",
+				"/api/v1/user/teams":         "alice",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newFake(t, tt.routes)
+			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			got, err := f.Repo(context.Background(), "alice", "acme", "widgets")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("Repo = %+v, want %+v", got, tt.want)
+			}
+			// The user's own view and teams go as the user (Sudo); the
+			// rest as the administrator.
+			reqs := g.requests()
+			if len(reqs) != len(tt.requests) {
+				t.Errorf("requests = %+v, want %d", reqs, len(tt.requests))
+			}
+			for _, r := range reqs {
+				sudo, ok := tt.requests[r.Path]
+				if !ok {
+					t.Errorf("unexpected request %+v", r)
+					continue
+				}
+				if r.Sudo != sudo || r.Auth != "token "+adminToken {
+					t.Errorf("%s: Sudo %q Authorization %q, want Sudo %q and the admin token", r.Path, r.Sudo, r.Auth, sudo)
+				}
+			}
+		})
+	}
+}
+
+func TestAnonymousRepo(t *testing.T) {
+	g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/repos/acme/widgets": jsonBody(widgets(false, false, true))})
+	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	got, err := f.Repo(context.Background(), "", "acme", "widgets")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.CanWriteIssues || got.CanWritePulls || !got.CanRead {
+	if got.CanWriteIssues || got.CanWritePulls || !got.CanRead || got.ID != 42 {
 		t.Errorf("anonymous Repo = %+v", got)
 	}
-	reqs = g.requests()
+	reqs := g.requests()
 	if len(reqs) != 1 || reqs[0].Path != "/api/v1/repos/acme/widgets" || reqs[0].Auth != "" || reqs[0].Sudo != "" {
-		t.Errorf("anonymous requests = %+v", reqs)
+		t.Errorf("anonymous requests = %+v, want one without token or Sudo", reqs)
 	}
 }
 
@@ -378,21 +435,24 @@ func TestRepoErrors(t *testing.T) {
 			"GET /api/v1/user/teams":         status(500, ""),
 		}, "alice", plugin.ErrUnavailable},
 		{"admin token rejected on one request", map[string]http.HandlerFunc{
-			"GET /api/v1/repos/acme/widgets":                                jsonBody(widgets(false)),
+			"GET /api/v1/repos/acme/widgets":                                jsonBody(widgets(false, false, true)),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice/permission": status(403, `{"message":"token does not have at least one of required scope(s)"}`),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice":            status(500, ""),
-			"GET /api/v1/user/teams":                                        jsonBody([]any{}),
+			"GET /api/v1/user/teams":                                        jsonBody([]any{team(5, acmeID, nil)}),
 			"GET /api/v1/repos/acme/widgets/teams":                          jsonBody([]any{}),
 		}, "alice", plugin.ErrConfig},
 		{"collaborator check fails", map[string]http.HandlerFunc{
-			"GET /api/v1/repos/acme/widgets":                                jsonBody(widgets(false)),
+			"GET /api/v1/repos/acme/widgets":                                jsonBody(widgets(false, false, true)),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice/permission": jsonBody(map[string]any{"permission": "write"}),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice":            status(500, ""),
-			"GET /api/v1/user/teams":                                        jsonBody([]any{}),
+			"GET /api/v1/user/teams":                                        jsonBody([]any{team(5, acmeID, nil)}),
 			"GET /api/v1/repos/acme/widgets/teams":                          jsonBody([]any{}),
 		}, "alice", plugin.ErrUnavailable},
+		{"repository without an owner", map[string]http.HandlerFunc{
+			"GET /api/v1/repos/acme/widgets": jsonBody(map[string]any{"id": 42, "full_name": "acme/widgets", "name": "widgets"}),
+		}, "", plugin.ErrUnavailable},
 		{"repository without an id", map[string]http.HandlerFunc{
-			"GET /api/v1/repos/acme/widgets": jsonBody(map[string]any{"full_name": "acme/widgets"}),
+			"GET /api/v1/repos/acme/widgets": jsonBody(map[string]any{"full_name": "acme/widgets", "name": "widgets"}),
 		}, "", plugin.ErrUnavailable},
 		// A Gitea that requires signing in shows anonymous viewers nothing.
 		{"anonymous on a sign-in-only Gitea", map[string]http.HandlerFunc{
@@ -503,7 +563,7 @@ func TestCachesKeepOnlySuccessesForTheirLifetime(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 		count()
-		set(jsonBody(widgets(false)))
+		set(jsonBody(widgets(false, true, true)))
 		r, err := f.Repo(ctx, "alice", "acme", "widgets")
 		if err != nil || !r.CanWriteIssues {
 			t.Fatalf("repo after not-found: %+v %v (a not-found must not be cached)", r, err)
@@ -521,7 +581,7 @@ func TestCachesKeepOnlySuccessesForTheirLifetime(t *testing.T) {
 			t.Errorf("expired repo with Gitea failing: %v, want ErrUnavailable", err)
 		}
 		// Another viewer has an entry of their own.
-		set(jsonBody(widgets(false)))
+		set(jsonBody(widgets(false, true, true)))
 		if _, err := f.Repo(ctx, "", "acme", "widgets"); err != nil {
 			t.Fatal(err)
 		}
@@ -636,7 +696,7 @@ func TestCheck(t *testing.T) {
 // anonymous answer; the default client refuses it.
 func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 	other := newFake(t, map[string]http.HandlerFunc{
-		"GET /api/v1/repos/acme/widgets": jsonBody(widgets(true)),
+		"GET /api/v1/repos/acme/widgets": jsonBody(widgets(true, true, true)),
 	})
 	g := newFake(t, map[string]http.HandlerFunc{
 		"GET /api/v1/repos/acme/widgets": func(w http.ResponseWriter, r *http.Request) {

@@ -17,30 +17,33 @@ import (
 // GetIndividualUserRepoPermission and Permission.UnitAccessMode, v1.26):
 //
 //   - The repository is visible to the user exactly when GET /repos/{o}/{r}
-//     made as the user (admin token + Sudo) answers 200; Gitea runs its own
-//     permission check there (HasAnyUnitAccessOrPublicAccess, plus private
-//     owners, restricted users and enforced two-factor authentication).
+//     made as the user (admin token + Sudo) answers 200: Gitea runs its own
+//     permission check there (any unit readable, or public access; private
+//     owners; restricted users; enforced two-factor authentication).
 //   - Its "permissions.admin" is true for site administrators, the owner,
-//     members of an owner team, admin collaborators and admin teams. They
+//     members of an owner or admin team, and admin collaborators. They
 //     write every enabled unit.
-//   - Otherwise Gitea keeps one access mode for the repository, AccessMode,
-//     which GET /repos/{o}/{r}/collaborators/{u}/permission reports. If the
-//     user is in no team of the owning organization that covers the
-//     repository, every unit gets AccessMode (raised by the unit's public
-//     "anonymous"/"everyone" access, which Gitea caps at read for issues and
-//     pull requests), so they write issues iff AccessMode >= write.
-//   - If the user is in such teams, each unit gets the highest of: the
-//     teams' mode for that unit (units_map), AccessMode if the user is also
-//     a collaborator, and read for a public repository. So they write
-//     issues iff a covering team grants write on "repo.issues", or they are
-//     a collaborator and AccessMode >= write.
+//   - Otherwise Gitea keeps one repository-wide access mode, which
+//     GET /repos/{o}/{r}/collaborators/{u}/permission reports. If no team of
+//     the owning organization that the user is in covers the repository,
+//     every unit gets that mode (raised by the unit's public "anonymous" or
+//     "everyone" access, which Gitea caps at read for issues and pull
+//     requests): the user writes issues iff the mode is at least write. The
+//     Code unit's "permissions.push" shows exactly that when the Code unit
+//     is enabled, which saves the extra request.
+//   - If teams of the user do cover the repository (GET /user/teams as the
+//     user, intersected with GET /repos/{o}/{r}/teams), each unit gets the
+//     highest of: the teams' mode for that unit (units_map), the
+//     repository-wide mode if the user is also a collaborator, and read for
+//     a public repository. So they write issues iff a covering team grants
+//     write on "repo.issues", or they are a collaborator whose mode is at
+//     least write.
 //   - A disabled unit (or an external tracker instead of Gitea's issues)
-//     grants nothing; the covering teams are GET /user/teams (as the user)
-//     intersected with GET /repos/{o}/{r}/teams.
+//     grants nothing.
 //
-// (The repository's "permissions.push" is not enough: it is the Code unit's
-// mode, false for a team that may only write issues, and false for every
-// non-admin when the Code unit is disabled.)
+// ("permissions.push" alone is not the answer: it is the Code unit's mode,
+// false for a team that may only write issues, and false for everyone but
+// admins when the Code unit is disabled.)
 //
 // An archived repository is read-only in Gitea's interface (no new issues,
 // no comments, no pushes), so nobody may take a lease there: this is the one
@@ -91,7 +94,9 @@ func atLeastAdmin(m sdk.AccessMode) bool {
 }
 
 // repoAs fetches the repository as login sees it and works out what login
-// may write. The requests are independent and go out in parallel.
+// may write. Independent requests go out in parallel, in at most two
+// rounds: the user's view and teams first; then, only if needed, the
+// access mode, the collaborator check and the repository's teams.
 func (f *Forge) repoAs(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
 	if login == "" {
 		// Anonymous viewers read public repositories and write nothing.
@@ -103,25 +108,58 @@ func (f *Forge) repoAs(ctx context.Context, login, owner, name string) (plugin.R
 	}
 
 	var (
-		wg       sync.WaitGroup
-		repo     *sdk.Repository
-		g        grants
-		mine     []*sdk.Team
-		covering []*sdk.Team
-		errs     [5]error
+		wg   sync.WaitGroup
+		repo *sdk.Repository
+		mine []*sdk.Team
+		errs [3]error
 	)
 	wg.Go(func() { repo, errs[0] = f.repoView(ctx, login, owner, name) })
-	wg.Go(func() { g.mode, errs[1] = f.accessMode(ctx, login, owner, name) })
-	wg.Go(func() { g.collaborator, errs[2] = f.isCollaborator(ctx, login, owner, name) })
-	wg.Go(func() { mine, errs[3] = f.userTeams(ctx, login) })
-	wg.Go(func() { covering, errs[4] = f.repoTeams(ctx, owner, name) })
+	wg.Go(func() { mine, errs[1] = f.userTeams(ctx, login) })
 	wg.Wait()
 	if err := worst(errs[:]); err != nil {
 		return plugin.Repo{}, err
 	}
-	g.admin = repo.Permissions != nil && repo.Permissions.Admin
-	g.teams = intersectTeams(mine, covering)
+	g := grants{admin: repo.Permissions.Admin}
+	inOrg := teamsOf(mine, repo.Owner.ID)
+	switch {
+	case g.admin:
+		return toRepo(repo, g), nil
+	case len(inOrg) == 0 && repo.HasCode:
+		// No team can cover the repository, so every unit has the
+		// repository-wide mode, and the Code unit's "push" shows it.
+		g.mode = sdk.AccessModeRead
+		if repo.Permissions.Push {
+			g.mode = sdk.AccessModeWrite
+		}
+		return toRepo(repo, g), nil
+	}
+
+	// Name the repository as it is now (the request may have come through
+	// a redirect from an old name).
+	owner, name = repo.Owner.UserName, repo.Name
+	var covering []*sdk.Team
+	wg.Go(func() { g.mode, errs[0] = f.accessMode(ctx, login, owner, name) })
+	if len(inOrg) > 0 {
+		wg.Go(func() { g.collaborator, errs[1] = f.isCollaborator(ctx, login, owner, name) })
+		wg.Go(func() { covering, errs[2] = f.repoTeams(ctx, owner, name) })
+	}
+	wg.Wait()
+	if err := worst(errs[:]); err != nil {
+		return plugin.Repo{}, err
+	}
+	g.teams = intersectTeams(inOrg, covering)
 	return toRepo(repo, g), nil
+}
+
+// teamsOf returns the teams that belong to the organization orgID.
+func teamsOf(teams []*sdk.Team, orgID int64) []*sdk.Team {
+	var out []*sdk.Team
+	for _, t := range teams {
+		if t != nil && t.Organization != nil && t.Organization.ID == orgID {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 func toRepo(repo *sdk.Repository, g grants) plugin.Repo {
@@ -159,7 +197,9 @@ func worst(errs []error) error {
 func intersectTeams(mine, covering []*sdk.Team) []*sdk.Team {
 	ids := make(map[int64]bool, len(covering))
 	for _, t := range covering {
-		ids[t.ID] = true
+		if t != nil {
+			ids[t.ID] = true
+		}
 	}
 	var out []*sdk.Team
 	for _, t := range mine {
@@ -177,8 +217,11 @@ func (f *Forge) repoView(ctx context.Context, login, owner, name string) (*sdk.R
 	if err := sdkErr("GET /api/v1/repos/"+owner+"/"+name, id, resp, err); err != nil {
 		return nil, err
 	}
-	if repo.ID <= 0 || repo.FullName == "" {
-		return nil, fmt.Errorf("GET /api/v1/repos/%s/%s: %w: malformed response: no id or full_name", owner, name, plugin.ErrUnavailable)
+	if repo.ID <= 0 || repo.FullName == "" || repo.Name == "" || repo.Owner == nil || repo.Owner.ID <= 0 || repo.Owner.UserName == "" {
+		return nil, fmt.Errorf("GET /api/v1/repos/%s/%s: %w: malformed response: no id, name or owner", owner, name, plugin.ErrUnavailable)
+	}
+	if repo.Permissions == nil {
+		repo.Permissions = &sdk.Permission{} // anonymous views carry none
 	}
 	return repo, nil
 }
