@@ -394,11 +394,8 @@ func (g *Gitea) serve(ctx context.Context) error {
 	g.proc = p
 	g.mu.Unlock()
 
-	if err := g.waitReady(ctx, p); err != nil {
+	if err := g.waitReady(ctx, p, logStart); err != nil {
 		_ = g.Stop()
-		if g.logSince(logStart, "address already in use") {
-			return fmt.Errorf("gitea web on %s: %w", g.addr, errAddrInUse)
-		}
 		return err
 	}
 	return nil
@@ -406,11 +403,13 @@ func (g *Gitea) serve(ctx context.Context) error {
 
 // logSince reports whether the log, from offset on, contains s.
 func (g *Gitea) logSince(offset int64, s string) bool {
-	b, err := os.ReadFile(g.LogFile)
-	if err != nil || int64(len(b)) < offset {
+	f, err := os.Open(g.LogFile)
+	if err != nil {
 		return false
 	}
-	return bytes.Contains(b[offset:], []byte(s))
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<24))
+	return err == nil && bytes.Contains(b, []byte(s))
 }
 
 func freePort() (int, error) {
@@ -441,8 +440,9 @@ func (g *Gitea) rewritePort(port int) error {
 }
 
 // waitReady polls /api/v1/version until it answers 200, the process exits,
-// or the deadline passes.
-func (g *Gitea) waitReady(ctx context.Context, p *process) error {
+// its log (from logStart on) says the port is taken, or the deadline
+// passes. (Gitea does not exit when it cannot bind its port.)
+func (g *Gitea) waitReady(ctx context.Context, p *process, logStart int64) error {
 	ctx, cancel := context.WithTimeout(ctx, g.readyTimeout)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -455,6 +455,9 @@ func (g *Gitea) waitReady(ctx context.Context, p *process) error {
 			if resp.StatusCode == http.StatusOK {
 				return nil
 			}
+		}
+		if g.logSince(logStart, "address already in use") {
+			return fmt.Errorf("gitea web on %s: %w", g.addr, errAddrInUse)
 		}
 		select {
 		case <-p.done:

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,5 +74,43 @@ func TestGiteaStartsStopsAndRestarts(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(g.Dir, "data", "gitea.db")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A restart whose port is taken for a while retries until the port is free.
+func TestGiteaRestartWaitsForItsPort(t *testing.T) {
+	g := NewGitea(t)
+	if err := g.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	squatter, err := net.Listen("tcp", strings.TrimPrefix(g.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		defer squatter.Close()
+		// Let go of the port once Gitea has tried and failed to take it.
+		deadline := time.Now().Add(30 * time.Second)
+		for time.Now().Before(deadline) {
+			if b, _ := os.ReadFile(g.LogFile); strings.Contains(string(b), "address already in use") {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-released
+	b, _ := os.ReadFile(g.LogFile)
+	if !strings.Contains(string(b), "address already in use") {
+		t.Fatal("Gitea never found its port taken; the test proved nothing")
+	}
+	if resp, err := get(t, g.URL+"/api/v1/version", ""); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("after the port came free: %v %v", resp, err)
 	}
 }
