@@ -171,7 +171,7 @@ func (f *Forge) keysByFingerprint(ctx context.Context, fingerprint string) ([]*s
 
 // keyOwner picks the one user key with this fingerprint and checks that its
 // owner may log in.
-func keyOwner(keys []*sdk.PublicKey, fingerprint string) (User, error) {
+func keyOwner(keys []*sdk.PublicKey, fingerprint string) (plugin.User, error) {
 	var found *sdk.PublicKey
 	n := 0
 	for _, k := range keys {
@@ -188,25 +188,25 @@ func keyOwner(keys []*sdk.PublicKey, fingerprint string) (User, error) {
 		default:
 			// Gitea names the key type and owner only to site
 			// administrators (and to the key's owner).
-			return User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
+			return plugin.User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
 		}
 	}
 	switch {
 	case n == 0:
-		return User{}, fmt.Errorf("no user key has this fingerprint: %w", plugin.ErrNotFound)
+		return plugin.User{}, fmt.Errorf("no user key has this fingerprint: %w", plugin.ErrNotFound)
 	case n > 1:
-		return User{}, fmt.Errorf("%d user keys have this fingerprint: %w", n, plugin.ErrNotFound)
+		return plugin.User{}, fmt.Errorf("%d user keys have this fingerprint: %w", n, plugin.ErrNotFound)
 	}
 	o := found.Owner
 	switch {
 	case o == nil || o.ID <= 0 || o.UserName == "":
-		return User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
+		return plugin.User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
 	case !o.IsActive:
-		return User{}, fmt.Errorf("key owner %s is not active: %w", o.UserName, plugin.ErrNotFound)
+		return plugin.User{}, fmt.Errorf("key owner %s is not active: %w", o.UserName, plugin.ErrNotFound)
 	case o.ProhibitLogin:
-		return User{}, fmt.Errorf("key owner %s is prohibited from logging in: %w", o.UserName, plugin.ErrNotFound)
+		return plugin.User{}, fmt.Errorf("key owner %s is prohibited from logging in: %w", o.UserName, plugin.ErrNotFound)
 	}
-	return User{ID: o.ID, Login: o.UserName}, nil
+	return plugin.User{ID: o.ID, Login: o.UserName}, nil
 }
 
 // tokenUser is GET /user with a user's own token.
@@ -216,7 +216,14 @@ func (f *Forge) tokenUser(ctx context.Context, token string) (*sdk.User, error) 
 	if err := sdkErr("GET /api/v1/user", id, resp, err); err != nil {
 		return nil, err
 	}
-	return u, nil
+	return u, wellFormedUser(u)
+}
+
+func wellFormedUser(u *sdk.User) error {
+	if u.ID <= 0 || u.UserName == "" {
+		return fmt.Errorf("GET /api/v1/user: %w: malformed response: no id or login", plugin.ErrUnavailable)
+	}
+	return nil
 }
 
 // adminUser is GET /user with the admin token.
@@ -226,15 +233,19 @@ func (f *Forge) adminUser(ctx context.Context) (*sdk.User, error) {
 	if err := sdkErr("GET /api/v1/user", id, resp, err); err != nil {
 		return nil, err
 	}
-	return u, nil
+	return u, wellFormedUser(u)
 }
 
 // issue is GET /repos/{o}/{r}/issues/{n} as login sees it.
 func (f *Forge) issue(ctx context.Context, login, owner, name string, n int64) (*sdk.Issue, error) {
 	id := f.asViewer(login)
 	is, resp, err := f.sdk(ctx, id).GetIssue(owner, name, n)
-	if err := sdkErr(fmt.Sprintf("GET /api/v1/repos/%s/%s/issues/%d", owner, name, n), id, resp, err); err != nil {
+	op := fmt.Sprintf("GET /api/v1/repos/%s/%s/issues/%d", owner, name, n)
+	if err := sdkErr(op, id, resp, err); err != nil {
 		return nil, err
+	}
+	if is.Index != n || (is.State != sdk.StateOpen && is.State != sdk.StateClosed) {
+		return nil, fmt.Errorf("%s: %w: malformed response: number %d, state %q", op, plugin.ErrUnavailable, is.Index, is.State)
 	}
 	return is, nil
 }

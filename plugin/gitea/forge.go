@@ -63,12 +63,9 @@ type Forge struct {
 	token   string
 	timeout time.Duration
 	http    *http.Client
-	keys    *cache[User]
+	keys    *cache[plugin.User]
 	perms   *cache[plugin.Repo]
 }
-
-// User is plugin.User; the alias keeps signatures short.
-type User = plugin.User
 
 // New returns a Forge for the Gitea at opts.URL.
 func New(opts Options) (*Forge, error) {
@@ -92,7 +89,7 @@ func New(opts Options) (*Forge, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	f.keys = newCache[User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
+	f.keys = newCache[plugin.User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
 	f.perms = newCache[plugin.Repo](clock, orDefault(opts.PermCacheTTL, DefaultPermCacheTTL))
 	return f, nil
 }
@@ -137,9 +134,9 @@ func (f *Forge) within(ctx context.Context) (context.Context, context.CancelFunc
 // owner's is_active and prohibit_login flags (Gitea's
 // routers/api/v1/user/key.go renders the owner as seen by the owner
 // themself), so no second request about the owner is needed.
-func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (User, error) {
+func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User, error) {
 	if !strings.HasPrefix(fingerprint, "SHA256:") || len(fingerprint) > 100 {
-		return User{}, fmt.Errorf("key %q: %w", fingerprint, plugin.ErrNotFound)
+		return plugin.User{}, fmt.Errorf("key %q: %w", fingerprint, plugin.ErrNotFound)
 	}
 	if u, ok := f.keys.get(fingerprint); ok {
 		return u, nil
@@ -148,32 +145,32 @@ func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (User, error)
 	defer cancel()
 	keys, err := f.keysByFingerprint(ctx, fingerprint)
 	if err != nil {
-		return User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+		return plugin.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
 	}
 	u, err := keyOwner(keys, fingerprint)
 	if err != nil {
-		return User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+		return plugin.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
 	}
 	f.keys.put(fingerprint, u)
 	return u, nil
 }
 
 // UserByToken returns the active user an API token belongs to.
-func (f *Forge) UserByToken(ctx context.Context, token string) (User, error) {
+func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, error) {
 	token = strings.TrimSpace(token)
 	if token == "" || strings.ContainsAny(token, " \r\n\t") {
-		return User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
+		return plugin.User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	u, err := f.tokenUser(ctx, token)
 	if err != nil {
-		return User{}, fmt.Errorf("token: %w", err)
+		return plugin.User{}, fmt.Errorf("token: %w", err)
 	}
 	if !u.IsActive || u.ProhibitLogin {
-		return User{}, fmt.Errorf("token of %s, who may not log in: %w", u.UserName, plugin.ErrNotFound)
+		return plugin.User{}, fmt.Errorf("token of %s, who may not log in: %w", u.UserName, plugin.ErrNotFound)
 	}
-	return User{ID: u.ID, Login: u.UserName}, nil
+	return plugin.User{ID: u.ID, Login: u.UserName}, nil
 }
 
 // Repo returns owner/name as seen by login ("" = anonymous). See perm.go
@@ -218,18 +215,18 @@ func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (
 
 // Check verifies the configured token: Gitea answers, the token is valid and
 // belongs to a site administrator. It returns that administrator.
-func (f *Forge) Check(ctx context.Context) (User, error) {
+func (f *Forge) Check(ctx context.Context) (plugin.User, error) {
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	u, err := f.adminUser(ctx)
 	if err != nil {
-		return User{}, fmt.Errorf("check the Gitea token: %w", err)
+		return plugin.User{}, fmt.Errorf("check the Gitea token: %w", err)
 	}
 	if !u.IsAdmin {
-		return User{}, fmt.Errorf("check the Gitea token: it belongs to %s, who is not a site administrator: %w: %s",
+		return plugin.User{}, fmt.Errorf("check the Gitea token: it belongs to %s, who is not a site administrator: %w: %s",
 			u.UserName, plugin.ErrConfig, tokenFix)
 	}
-	return User{ID: u.ID, Login: u.UserName}, nil
+	return plugin.User{ID: u.ID, Login: u.UserName}, nil
 }
 
 // validName reports whether s can be a Gitea user, organization or

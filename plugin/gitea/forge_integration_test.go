@@ -299,7 +299,7 @@ func testKeys(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World
 	ctx := context.Background()
 	for _, u := range []*integration.User{w.Admin, w.Alice, w.Bob, w.Carol, w.Dave, w.Erin, w.Grace, w.Heidi, w.Olivia} {
 		got, err := f.UserByKey(ctx, u.Key.Fingerprint)
-		if err != nil || got != (User{ID: u.ID, Login: u.Login}) {
+		if err != nil || got != (plugin.User{ID: u.ID, Login: u.Login}) {
 			t.Errorf("key of %s: %+v %v", u.Login, got, err)
 		}
 	}
@@ -381,7 +381,7 @@ func testIssues(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wor
 func testTokens(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World) {
 	ctx := context.Background()
 	for _, u := range []*integration.User{w.Alice, w.Carol, w.Admin} {
-		if got, err := f.UserByToken(ctx, u.Token); err != nil || got != (User{ID: u.ID, Login: u.Login}) {
+		if got, err := f.UserByToken(ctx, u.Token); err != nil || got != (plugin.User{ID: u.ID, Login: u.Login}) {
 			t.Errorf("token of %s: %+v %v", u.Login, got, err)
 		}
 	}

@@ -129,19 +129,19 @@ func TestUserByKeyRequestAndAnswers(t *testing.T) {
 	tests := []struct {
 		name    string
 		keys    []map[string]any
-		want    User
+		want    plugin.User
 		wantErr error
 	}{
-		{"one active user key", []map[string]any{userKey(trickyFP, 3, "alice", true, false)}, User{ID: 3, Login: "alice"}, nil},
-		{"no key", nil, User{}, plugin.ErrNotFound},
-		{"owner prohibited from login", []map[string]any{userKey(trickyFP, 3, "frank", true, true)}, User{}, plugin.ErrNotFound},
-		{"owner not active", []map[string]any{userKey(trickyFP, 3, "ivan", false, false)}, User{}, plugin.ErrNotFound},
-		{"deploy key only", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}}, User{}, plugin.ErrNotFound},
-		{"two user keys", []map[string]any{userKey(trickyFP, 3, "alice", true, false), userKey(trickyFP, 4, "bob", true, false)}, User{}, plugin.ErrNotFound},
-		{"deploy and user key", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}, userKey(trickyFP, 3, "alice", true, false)}, User{ID: 3, Login: "alice"}, nil},
-		{"another fingerprint", []map[string]any{userKey("SHA256:other", 3, "alice", true, false)}, User{}, plugin.ErrNotFound},
+		{"one active user key", []map[string]any{userKey(trickyFP, 3, "alice", true, false)}, plugin.User{ID: 3, Login: "alice"}, nil},
+		{"no key", nil, plugin.User{}, plugin.ErrNotFound},
+		{"owner prohibited from login", []map[string]any{userKey(trickyFP, 3, "frank", true, true)}, plugin.User{}, plugin.ErrNotFound},
+		{"owner not active", []map[string]any{userKey(trickyFP, 3, "ivan", false, false)}, plugin.User{}, plugin.ErrNotFound},
+		{"deploy key only", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}}, plugin.User{}, plugin.ErrNotFound},
+		{"two user keys", []map[string]any{userKey(trickyFP, 3, "alice", true, false), userKey(trickyFP, 4, "bob", true, false)}, plugin.User{}, plugin.ErrNotFound},
+		{"deploy and user key", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}, userKey(trickyFP, 3, "alice", true, false)}, plugin.User{ID: 3, Login: "alice"}, nil},
+		{"another fingerprint", []map[string]any{userKey("SHA256:other", 3, "alice", true, false)}, plugin.User{}, plugin.ErrNotFound},
 		// A token of a non-admin: Gitea leaves out key_type and owner.
-		{"owner not disclosed", []map[string]any{{"id": 7, "fingerprint": trickyFP, "key": "ssh-ed25519 AAAA"}}, User{}, plugin.ErrConfig},
+		{"owner not disclosed", []map[string]any{{"id": 7, "fingerprint": trickyFP, "key": "ssh-ed25519 AAAA"}}, plugin.User{}, plugin.ErrConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -640,14 +640,14 @@ func TestUserByToken(t *testing.T) {
 	tests := []struct {
 		name    string
 		answer  http.HandlerFunc
-		want    User
+		want    plugin.User
 		wantErr error
 	}{
-		{"valid", jsonBody(map[string]any{"id": 3, "login": "alice", "active": true}), User{ID: 3, Login: "alice"}, nil},
-		{"invalid token", status(401, `{"message":"token is required"}`), User{}, plugin.ErrNotFound},
-		{"token without the user scope", status(403, `{"message":"token does not have at least one of required scope(s)"}`), User{}, plugin.ErrNotFound},
-		{"prohibited user", jsonBody(map[string]any{"id": 3, "login": "frank", "active": true, "prohibit_login": true}), User{}, plugin.ErrNotFound},
-		{"Gitea failing", status(500, ""), User{}, plugin.ErrUnavailable},
+		{"valid", jsonBody(map[string]any{"id": 3, "login": "alice", "active": true}), plugin.User{ID: 3, Login: "alice"}, nil},
+		{"invalid token", status(401, `{"message":"token is required"}`), plugin.User{}, plugin.ErrNotFound},
+		{"token without the user scope", status(403, `{"message":"token does not have at least one of required scope(s)"}`), plugin.User{}, plugin.ErrNotFound},
+		{"prohibited user", jsonBody(map[string]any{"id": 3, "login": "frank", "active": true, "prohibit_login": true}), plugin.User{}, plugin.ErrNotFound},
+		{"Gitea failing", status(500, ""), plugin.User{}, plugin.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -709,5 +709,24 @@ func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 	}
 	if n := len(other.requests()); n != 0 {
 		t.Errorf("the other host got %d requests", n)
+	}
+}
+
+// Answers that parse but make no sense are treated like garbage, not trusted.
+func TestNonsenseAnswersAreUnavailable(t *testing.T) {
+	g := newFake(t, map[string]http.HandlerFunc{
+		"GET /api/v1/repos/acme/widgets/issues/7": jsonBody(map[string]any{"number": 8, "state": "open"}),
+		"GET /api/v1/repos/acme/widgets/issues/9": jsonBody(map[string]any{"number": 9, "state": "merged?"}),
+		"GET /api/v1/user":                        jsonBody(map[string]any{"active": true}),
+	})
+	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	ctx := context.Background()
+	for _, n := range []int64{7, 9} {
+		if _, err := f.Issue(ctx, "alice", "acme", "widgets", n); !errors.Is(err, plugin.ErrUnavailable) {
+			t.Errorf("Issue #%d: %v, want ErrUnavailable", n, err)
+		}
+	}
+	if _, err := f.UserByToken(ctx, "usertoken"); !errors.Is(err, plugin.ErrUnavailable) {
+		t.Errorf("UserByToken: %v, want ErrUnavailable", err)
 	}
 }
