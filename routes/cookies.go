@@ -1,0 +1,162 @@
+package routes
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The sidecar's own cookies. Both are HMAC-signed with the session key (a
+// purpose string is part of the signed bytes, so one cannot stand in for
+// the other), HttpOnly, SameSite=Lax (sent on the top-level redirect back
+// from Gitea and on same-site fetches of the badge script) and Secure when
+// the public URL is https.
+const (
+	sessionCookie = "collab_lease_session"
+	signInCookie  = "collab_lease_signin"
+	// signInTTL bounds how long a started sign-in may take at Gitea.
+	signInTTL = 10 * time.Minute
+)
+
+type cookieJar struct {
+	key    []byte
+	secure bool
+	path   string // the public URL's path + "/"
+	ttl    time.Duration
+}
+
+// sessionClaims is what the session cookie says: who, until when.
+type sessionClaims struct {
+	Login   string `json:"login"`
+	Expires int64  `json:"exp"`
+}
+
+// signInClaims carries a started sign-in from /oauth/login to
+// /oauth/callback in the browser that started it.
+type signInClaims struct {
+	State    string `json:"state"`
+	Verifier string `json:"verifier"` // PKCE code verifier
+	ReturnTo string `json:"return_to"`
+	Expires  int64  `json:"exp"`
+}
+
+func (j cookieJar) mac(purpose string, payload []byte) []byte {
+	m := hmac.New(sha256.New, j.key)
+	m.Write([]byte("collab-lease " + purpose + "\x00"))
+	m.Write(payload)
+	return m.Sum(nil)
+}
+
+// seal renders v as base64url(JSON) "." base64url(HMAC).
+func (j cookieJar) seal(purpose string, v any) string {
+	payload, _ := json.Marshal(v) // plain structs of strings and ints
+	enc := base64.RawURLEncoding
+	return enc.EncodeToString(payload) + "." + enc.EncodeToString(j.mac(purpose, payload))
+}
+
+// unseal verifies and decodes a value made by seal.
+func (j cookieJar) unseal(purpose, s string, v any) bool {
+	if len(j.key) < 32 || len(s) > 4096 {
+		return false
+	}
+	p, m, ok := strings.Cut(s, ".")
+	if !ok {
+		return false
+	}
+	enc := base64.RawURLEncoding
+	payload, err1 := enc.DecodeString(p)
+	sum, err2 := enc.DecodeString(m)
+	if err1 != nil || err2 != nil || !hmac.Equal(sum, j.mac(purpose, payload)) {
+		return false
+	}
+	return json.Unmarshal(payload, v) == nil
+}
+
+// session returns the login of a valid, unexpired session cookie.
+func (j cookieJar) session(r *http.Request, now time.Time) (string, bool) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return "", false
+	}
+	var s sessionClaims
+	if !j.unseal(sessionCookie, ck.Value, &s) || s.Login == "" || now.Unix() >= s.Expires {
+		return "", false
+	}
+	return s.Login, true
+}
+
+func (j cookieJar) setSession(w http.ResponseWriter, login string, now time.Time) {
+	exp := now.Add(j.ttl)
+	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{Login: login, Expires: exp.Unix()}), exp, now)
+}
+
+func (j cookieJar) signInPath() string { return j.path + "oauth/" }
+
+func (j cookieJar) setSignIn(w http.ResponseWriter, s signInClaims, now time.Time) {
+	j.set(w, signInCookie, j.signInPath(), j.seal(signInCookie, s), time.Unix(s.Expires, 0), now)
+}
+
+// signIn returns the started sign-in of the request, if its cookie is
+// valid and unexpired.
+func (j cookieJar) signIn(r *http.Request, now time.Time) (signInClaims, bool) {
+	var s signInClaims
+	ck, err := r.Cookie(signInCookie)
+	if err != nil || !j.unseal(signInCookie, ck.Value, &s) || now.Unix() >= s.Expires || s.State == "" {
+		return signInClaims{}, false
+	}
+	return s, true
+}
+
+func (j cookieJar) set(w http.ResponseWriter, name, path, value string, exp, now time.Time) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: value, Path: path,
+		Expires: exp.UTC(), MaxAge: int(exp.Sub(now) / time.Second),
+		HttpOnly: true, Secure: j.secure, SameSite: http.SameSiteLaxMode,
+	})
+}
+
+func (j cookieJar) clear(w http.ResponseWriter, name, path string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: name, Value: "", Path: path, MaxAge: -1,
+		HttpOnly: true, Secure: j.secure, SameSite: http.SameSiteLaxMode,
+	})
+}
+
+// spentStates remembers the sign-in states already used until they expire,
+// so a callback cannot be replayed with a copy of the sign-in cookie.
+type spentStates struct {
+	mu   sync.Mutex
+	seen map[string]int64 // state -> expiry (unix)
+}
+
+// maxSpentStates caps the memory a flood of sign-ins can take; past it,
+// sign-ins are refused until older states expire.
+const maxSpentStates = 100_000
+
+func newSpentStates() *spentStates { return &spentStates{seen: map[string]int64{}} }
+
+// use marks state as used; false if it was used before or the set is full.
+func (s *spentStates) use(state string, expires int64, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen[state]; ok {
+		return false
+	}
+	if len(s.seen) >= maxSpentStates/2 {
+		for k, exp := range s.seen {
+			if now.Unix() >= exp {
+				delete(s.seen, k)
+			}
+		}
+	}
+	if len(s.seen) >= maxSpentStates {
+		return false
+	}
+	s.seen[state] = expires
+	return true
+}

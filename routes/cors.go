@@ -1,0 +1,40 @@
+package routes
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+)
+
+// CORS: the badge script runs on Gitea's pages and calls the sidecar with
+// credentials (its session cookie). Only Gitea's origin gets the CORS
+// headers; to any other origin the replies stay opaque. The answer depends
+// on the Origin header, so every reply says Vary: Origin.
+
+func (h *handler) allowedOrigin(o string) bool {
+	return o != "" && strings.EqualFold(o, h.giteaOrig)
+}
+
+func (h *handler) cors(c *gin.Context) {
+	hd := c.Writer.Header()
+	hd.Add("Vary", "Origin")
+	if o := c.GetHeader("Origin"); h.allowedOrigin(o) {
+		hd.Set("Access-Control-Allow-Origin", o)
+		hd.Set("Access-Control-Allow-Credentials", "true")
+	}
+	c.Next()
+}
+
+// preflight answers OPTIONS on any path; the CORS headers proper come from
+// cors, for Gitea's origin only.
+func (h *handler) preflight(c *gin.Context) {
+	hd := c.Writer.Header()
+	hd.Set("Allow", "GET, HEAD, POST, OPTIONS")
+	if h.allowedOrigin(c.GetHeader("Origin")) && c.GetHeader("Access-Control-Request-Method") != "" {
+		hd.Set("Access-Control-Allow-Methods", "GET, POST")
+		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		hd.Set("Access-Control-Max-Age", "600")
+	}
+	c.AbortWithStatus(http.StatusNoContent)
+}

@@ -1,0 +1,104 @@
+package routes
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// Errors of this transport; forge and ledger errors keep their own
+// sentinels and are mapped by status.
+var (
+	// errUnauthorized: the request carried credentials that are not valid
+	// (an unknown, revoked or malformed token).
+	errUnauthorized = errors.New("invalid credentials")
+	// errSignIn: the OAuth2 sign-in cannot be completed (state missing,
+	// expired, reused or not matching; Gitea refused the code).
+	errSignIn = errors.New("sign-in failed")
+)
+
+// badRequestError is a malformed request; its message is shown.
+type badRequestError struct{ msg string }
+
+func (e *badRequestError) Error() string { return e.msg }
+
+// errorBody is the one JSON shape of every error reply.
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+// status is the one place that maps an error onto an HTTP status.
+func status(err error) int {
+	var bad *badRequestError
+	switch {
+	case errors.As(err, &bad), errors.Is(err, errSignIn), errors.Is(err, models.ErrInvalid):
+		return http.StatusBadRequest
+	case errors.Is(err, errUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, plugin.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, models.ErrBusy),
+		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable
+	default: // plugin.ErrConfig and anything unexpected
+		return http.StatusInternalServerError
+	}
+}
+
+// fail answers err with the helper of its status, logging server-side
+// failures with their detail (which the client never sees).
+func (h *handler) fail(c *gin.Context, err error) {
+	switch code := status(err); code {
+	case http.StatusBadRequest:
+		var bad *badRequestError
+		switch {
+		case errors.As(err, &bad):
+			badRequest(c, bad.msg)
+		case errors.Is(err, errSignIn):
+			h.log.Info("sign-in refused", "err", err)
+			badRequest(c, "sign-in failed or expired: start again from Gitea")
+		default:
+			badRequest(c, "invalid request")
+		}
+	case http.StatusUnauthorized:
+		unauthorized(c)
+	case http.StatusNotFound:
+		notFound(c)
+	case http.StatusServiceUnavailable:
+		h.log.Warn("http request failed, retryable", "path", c.Request.URL.Path, "err", err)
+		unavailable(c)
+	default:
+		h.log.Error("http request failed", "path", c.Request.URL.Path, "err", err)
+		serverError(c)
+	}
+}
+
+// One helper per status. The bodies of 401, 404, 500 and 503 are fixed, so
+// no reply can tell an unknown repository from one the viewer may not see.
+
+func badRequest(c *gin.Context, msg string) {
+	c.AbortWithStatusJSON(http.StatusBadRequest, errorBody{Error: msg})
+}
+
+func unauthorized(c *gin.Context) {
+	c.Header("WWW-Authenticate", `token realm="collab-lease"`)
+	c.AbortWithStatusJSON(http.StatusUnauthorized, errorBody{Error: "invalid token"})
+}
+
+func notFound(c *gin.Context) {
+	c.AbortWithStatusJSON(http.StatusNotFound, errorBody{Error: "not found"})
+}
+
+func unavailable(c *gin.Context) {
+	c.Header("Retry-After", "5")
+	c.AbortWithStatusJSON(http.StatusServiceUnavailable, errorBody{Error: "temporarily unavailable, try again"})
+}
+
+func serverError(c *gin.Context) {
+	c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: "internal error"})
+}

@@ -1,0 +1,430 @@
+package routes
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeGitea is Gitea's OAuth2 provider as far as the sidecar sees it: the
+// authorize page (signed in as user, granting at once), the token endpoint
+// (checking the client secret, the redirect URI and the PKCE verifier, one
+// use per code) and GET /api/v1/user for the access token.
+type fakeGitea struct {
+	t    *testing.T
+	srv  *httptest.Server
+	user string
+
+	mu         sync.Mutex
+	codes      map[string]string // code -> code_challenge
+	tokens     map[string]string // access token -> login
+	refuse     bool              // the token endpoint says invalid_grant
+	authorize  url.Values        // the last authorize request
+	tokenForms []url.Values
+}
+
+func newFakeGitea(t *testing.T, user string) *fakeGitea {
+	g := &fakeGitea{t: t, user: user, codes: map[string]string{}, tokens: map[string]string{}}
+	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
+	t.Cleanup(g.srv.Close)
+	return g
+}
+
+func (g *fakeGitea) serve(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch r.URL.Path {
+	case "/login/oauth/authorize":
+		q := r.URL.Query()
+		g.authorize = q
+		if q.Get("client_id") != "client-id" || q.Get("response_type") != "code" || q.Get("code_challenge_method") != "S256" {
+			http.Error(w, "bad authorize request", 400)
+			return
+		}
+		code := fmt.Sprintf("code-%d", len(g.codes)+1)
+		g.codes[code] = q.Get("code_challenge")
+		back, _ := url.Parse(q.Get("redirect_uri"))
+		back.RawQuery = url.Values{"code": {code}, "state": {q.Get("state")}}.Encode()
+		http.Redirect(w, r, back.String(), http.StatusSeeOther)
+	case "/login/oauth/access_token":
+		_ = r.ParseForm()
+		g.tokenForms = append(g.tokenForms, r.PostForm)
+		f := r.PostForm
+		challenge, known := g.codes[f.Get("code")]
+		sum := sha256.Sum256([]byte(f.Get("code_verifier")))
+		switch {
+		case g.refuse || !known:
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"error":"invalid_grant","error_description":"authorization code already used"}`)
+			return
+		case r.Method != "POST" || f.Get("grant_type") != "authorization_code" || f.Get("client_id") != "client-id" ||
+			f.Get("client_secret") != "client-secret" || f.Get("redirect_uri") != publicURLOf(g.t)+"/oauth/callback":
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"error":"unauthorized_client","error_description":"invalid client secret"}`)
+			return
+		case base64.RawURLEncoding.EncodeToString(sum[:]) != challenge:
+			w.WriteHeader(400)
+			_, _ = io.WriteString(w, `{"error":"unauthorized_client","error_description":"failed PKCE code challenge"}`)
+			return
+		}
+		delete(g.codes, f.Get("code"))
+		tok := "access-" + f.Get("code")
+		g.tokens[tok] = g.user
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "bearer", "expires_in": 3600})
+	case "/api/v1/user":
+		login, ok := g.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
+		if !ok {
+			w.WriteHeader(401)
+			_, _ = io.WriteString(w, `{"message":"invalid token"}`)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": 2, "login": login})
+	default:
+		_, _ = io.WriteString(w, "a Gitea page: "+r.URL.Path)
+	}
+}
+
+// The sidecar's public URL differs per test (its own httptest server).
+var publicURLs sync.Map
+
+func publicURLOf(t *testing.T) string {
+	v, _ := publicURLs.Load(t.Name())
+	s, _ := v.(string)
+	return s
+}
+
+// oauthWorld is a sidecar (on a real listener) signing in against a fake
+// Gitea, and a browser: a client with a cookie jar that follows redirects.
+type oauthWorld struct {
+	*fixture
+	gitea   *fakeGitea
+	sidecar *httptest.Server
+	browser *http.Client
+}
+
+func newOAuthWorld(t *testing.T, mod ...func(o *Options)) *oauthWorld {
+	w := &oauthWorld{gitea: newFakeGitea(t, "alice")}
+	var h http.Handler
+	w.sidecar = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { h.ServeHTTP(rw, r) }))
+	t.Cleanup(w.sidecar.Close)
+	publicURLs.Store(t.Name(), w.sidecar.URL)
+	w.fixture = newFixture(t, append([]func(o *Options){func(o *Options) {
+		o.GiteaURL = w.gitea.srv.URL
+		o.PublicURL = w.sidecar.URL
+	}}, mod...)...)
+	h = w.h
+	jar, _ := cookiejar.New(nil)
+	w.browser = &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	return w
+}
+
+func (w *oauthWorld) get(u string) (*http.Response, string) {
+	w.t.Helper()
+	resp, err := w.browser.Get(u)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func (w *oauthWorld) login() string {
+	_, body := w.get(w.sidecar.URL + "/api/v1/session")
+	var v struct{ Login *string }
+	if err := json.Unmarshal([]byte(body), &v); err != nil {
+		w.t.Fatalf("session: %s", body)
+	}
+	if v.Login == nil {
+		return ""
+	}
+	return *v.Login
+}
+
+// noRedirects sends one request with the browser's cookies and returns
+// the answer without following it.
+func (w *oauthWorld) noRedirects(u string) (*http.Response, string) {
+	w.t.Helper()
+	c := *w.browser
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := c.Get(u)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func cookieNamed(resp *http.Response, name string) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func TestSignInFlow(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.acquire(2, 5, "alice", 0)
+	if l := w.login(); l != "" {
+		t.Fatalf("signed in before signing in: %q", l)
+	}
+	_, body := w.get(w.sidecar.URL + "/api/v1/session")
+	if body != `{"login":null,"sign_in_url":"`+w.sidecar.URL+`/oauth/login"}` {
+		t.Fatalf("session before: %s", body)
+	}
+	resp, _ := w.get(w.sidecar.URL + "/api/v1/repos/acme/secret/leases")
+	if resp.StatusCode != 404 {
+		t.Fatalf("private before sign-in: %d", resp.StatusCode)
+	}
+
+	returnTo := w.gitea.srv.URL + "/acme/secret/issues?state=open"
+	resp, body = w.get(w.sidecar.URL + "/oauth/login?return_to=" + url.QueryEscape(returnTo))
+	if resp.Request.URL.String() != returnTo || body != "a Gitea page: /acme/secret/issues" {
+		t.Fatalf("ended at %s: %s", resp.Request.URL, body)
+	}
+	if l := w.login(); l != "alice" {
+		t.Fatalf("after sign-in: login %q", l)
+	}
+	resp, body = w.get(w.sidecar.URL + "/api/v1/repos/acme/secret/leases")
+	if resp.StatusCode != 200 || !strings.Contains(body, `"holder":"alice"`) {
+		t.Fatalf("private after sign-in: %d %s", resp.StatusCode, body)
+	}
+
+	a := w.gitea.authorize
+	if a.Get("redirect_uri") != w.sidecar.URL+"/oauth/callback" || a.Get("scope") != "read:user" || len(a.Get("state")) < 40 {
+		t.Fatalf("authorize request: %v", a)
+	}
+	if form := w.gitea.tokenForms[0]; form.Get("code_verifier") == "" || form.Get("client_secret") != "client-secret" {
+		t.Fatalf("token request: %v", form)
+	}
+
+	// The session lasts 12 hours, then the browser is anonymous again.
+	w.clock.Advance(DefaultSessionTTL - time.Second)
+	if l := w.login(); l != "alice" {
+		t.Fatalf("just before expiry: %q", l)
+	}
+	w.clock.Advance(time.Second)
+	if l := w.login(); l != "" {
+		t.Fatalf("after expiry: %q", l)
+	}
+}
+
+func TestSignInCookieFlags(t *testing.T) {
+	for _, c := range []struct {
+		public string
+		secure bool
+		path   string
+	}{
+		{"http://127.0.0.1:8787", false, "/"},
+		{"https://git.example/collab/", true, "/collab/"},
+	} {
+		f := newFixture(t, func(o *Options) { o.PublicURL = c.public })
+		r := f.do("GET", "/oauth/login?return_to=x")
+		req := &http.Response{Header: r.Header}
+		st := cookieNamed(req, signInCookie)
+		if r.Code != 302 || st == nil || !st.HttpOnly || st.SameSite != http.SameSiteLaxMode || st.Secure != c.secure ||
+			st.Path != c.path+"oauth/" || st.MaxAge != int(signInTTL/time.Second) {
+			t.Fatalf("%s: sign-in cookie %+v (%d)", c.public, st, r.Code)
+		}
+		loc, _ := url.Parse(r.Header.Get("Location"))
+		if loc.Scheme+"://"+loc.Host != giteaURL || loc.Path != "/login/oauth/authorize" ||
+			loc.Query().Get("redirect_uri") != strings.TrimRight(c.public, "/")+"/oauth/callback" {
+			t.Fatalf("%s: Location %s", c.public, loc)
+		}
+
+		rec := httptest.NewRecorder()
+		f.hd.cookies.setSession(rec, "alice", f.clock.Now())
+		ss := cookieNamed(rec.Result(), sessionCookie)
+		if !ss.HttpOnly || ss.SameSite != http.SameSiteLaxMode || ss.Secure != c.secure || ss.Path != c.path ||
+			ss.MaxAge != int(DefaultSessionTTL/time.Second) || !ss.Expires.Equal(f.clock.Now().Add(DefaultSessionTTL)) {
+			t.Fatalf("%s: session cookie %+v", c.public, ss)
+		}
+	}
+}
+
+// callbackURL starts a sign-in in the browser and returns the callback URL
+// Gitea would send it back to (without visiting it).
+func (w *oauthWorld) callbackURL(returnTo string) *url.URL {
+	w.t.Helper()
+	resp, _ := w.noRedirects(w.sidecar.URL + "/oauth/login?return_to=" + url.QueryEscape(returnTo))
+	resp, _ = w.noRedirects(resp.Header.Get("Location"))
+	u, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil || u.Path != "/oauth/callback" {
+		w.t.Fatalf("Gitea sent the browser to %s", resp.Header.Get("Location"))
+	}
+	return u
+}
+
+func TestCallbackRefusesAForeignState(t *testing.T) {
+	w := newOAuthWorld(t)
+	cb := w.callbackURL(w.gitea.srv.URL + "/")
+	q := cb.Query()
+	q.Set("state", "someone-elses-state")
+	cb.RawQuery = q.Encode()
+	resp, body := w.noRedirects(cb.String())
+	if resp.StatusCode != 400 || body != `{"error":"sign-in failed or expired: start again from Gitea"}` || cookieNamed(resp, sessionCookie) != nil {
+		t.Fatalf("foreign state: %d %s %v", resp.StatusCode, body, resp.Cookies())
+	}
+	// The attempt used up the sign-in: the right state does not work
+	// after it either (the cookie is gone).
+	if c := cookieNamed(resp, signInCookie); c == nil || c.MaxAge >= 0 {
+		t.Fatalf("sign-in cookie not cleared: %v", resp.Cookies())
+	}
+	if l := w.login(); l != "" {
+		t.Fatalf("signed in as %q", l)
+	}
+	if len(w.gitea.tokenForms) != 0 {
+		t.Fatalf("a code was exchanged despite the state mismatch")
+	}
+}
+
+func TestCallbackWithoutSignInCookie(t *testing.T) {
+	w := newOAuthWorld(t)
+	cb := w.callbackURL(w.gitea.srv.URL + "/")
+	// Another browser (no cookie) follows the link: a login CSRF.
+	resp, err := http.Get(cb.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 || cookieNamed(resp, sessionCookie) != nil {
+		t.Fatalf("callback without cookie: %d", resp.StatusCode)
+	}
+}
+
+func TestCallbackCannotBeReplayed(t *testing.T) {
+	w := newOAuthWorld(t)
+	cb := w.callbackURL(w.gitea.srv.URL + "/")
+	u, _ := url.Parse(w.sidecar.URL)
+	var signIn *http.Cookie
+	for _, c := range w.browser.Jar.Cookies(&url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/oauth/"}) {
+		if c.Name == signInCookie {
+			signIn = c
+		}
+	}
+	if signIn == nil {
+		t.Fatal("no sign-in cookie in the jar")
+	}
+	if resp, _ := w.noRedirects(cb.String()); resp.StatusCode != 302 || cookieNamed(resp, sessionCookie) == nil {
+		t.Fatalf("first callback: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest("GET", cb.String(), nil)
+	req.AddCookie(signIn)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 400 || cookieNamed(resp, sessionCookie) != nil {
+		t.Fatalf("replayed callback: %d", resp.StatusCode)
+	}
+}
+
+func TestSignInExpires(t *testing.T) {
+	w := newOAuthWorld(t)
+	cb := w.callbackURL(w.gitea.srv.URL + "/")
+	w.clock.Advance(signInTTL)
+	if resp, _ := w.noRedirects(cb.String()); resp.StatusCode != 400 {
+		t.Fatalf("callback after the sign-in expired: %d", resp.StatusCode)
+	}
+}
+
+func TestSignInRefusesOpenRedirects(t *testing.T) {
+	w := newOAuthWorld(t)
+	home := w.gitea.srv.URL + "/"
+	g, _ := url.Parse(w.gitea.srv.URL)
+	for _, rt := range []string{
+		"https://evil.example/",
+		"//evil.example/x",
+		"/acme/widgets",
+		"javascript:alert(1)",
+		"http://" + g.Host + "@evil.example/",
+		"http://evil.example\\@" + g.Host + "/",
+		"http://" + g.Host + ".evil.example/",
+		"https://" + g.Host + "/", // other scheme, other origin
+		"http://" + g.Host + "/\nx",
+		"",
+	} {
+		cb := w.callbackURL(rt)
+		resp, _ := w.noRedirects(cb.String())
+		if resp.StatusCode != 302 || resp.Header.Get("Location") != home {
+			t.Errorf("return_to %q: %d to %q, want Gitea's home %q", rt, resp.StatusCode, resp.Header.Get("Location"), home)
+		}
+	}
+	for _, rt := range []string{w.gitea.srv.URL + "/acme/widgets/issues/4#c", w.sidecar.URL + "/healthz"} {
+		if got := w.hd.safeReturn(rt); got != rt {
+			t.Errorf("safeReturn(%q) = %q", rt, got)
+		}
+	}
+}
+
+func TestSignInDeclinedOrRefused(t *testing.T) {
+	w := newOAuthWorld(t)
+	returnTo := w.gitea.srv.URL + "/acme/widgets"
+	cb := w.callbackURL(returnTo)
+	q := url.Values{"error": {"access_denied"}, "error_description": {"the request is denied"}, "state": {cb.Query().Get("state")}}
+	cb.RawQuery = q.Encode()
+	resp, _ := w.noRedirects(cb.String())
+	if resp.StatusCode != 302 || resp.Header.Get("Location") != returnTo || cookieNamed(resp, sessionCookie) != nil {
+		t.Fatalf("declined: %d %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+
+	w.gitea.mu.Lock()
+	w.gitea.refuse = true
+	w.gitea.mu.Unlock()
+	resp, body := w.noRedirects(w.callbackURL(returnTo).String())
+	if resp.StatusCode != 400 || body != `{"error":"sign-in failed or expired: start again from Gitea"}` {
+		t.Fatalf("refused code: %d %s", resp.StatusCode, body)
+	}
+
+	// Gitea unreachable during the exchange: retryable, not a sign-in
+	// failure.
+	cb = w.callbackURL(returnTo)
+	w.gitea.srv.Close()
+	resp, body = w.noRedirects(cb.String())
+	if resp.StatusCode != 503 || body != `{"error":"temporarily unavailable, try again"}` {
+		t.Fatalf("Gitea down: %d %s", resp.StatusCode, body)
+	}
+}
+
+func TestLogout(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.get(w.sidecar.URL + "/oauth/login")
+	if l := w.login(); l != "alice" {
+		t.Fatalf("login %q", l)
+	}
+	resp, err := w.browser.Post(w.sidecar.URL+"/oauth/logout", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if c := cookieNamed(resp, sessionCookie); resp.StatusCode != 200 || c == nil || c.MaxAge >= 0 ||
+		string(b) != `{"login":null,"sign_in_url":"`+w.sidecar.URL+`/oauth/login"}` {
+		t.Fatalf("logout: %d %s %v", resp.StatusCode, b, resp.Cookies())
+	}
+	if l := w.login(); l != "" {
+		t.Fatalf("after logout: %q", l)
+	}
+}
+
+func TestSignInDisabled(t *testing.T) {
+	f := newFixture(t, func(o *Options) { o.OAuth = nil })
+	expectReply(t, "session", f.do("GET", "/api/v1/session"), 200, `{"login":null,"sign_in_url":null}`)
+	expectReply(t, "login", f.do("GET", "/oauth/login"), 404, notFoundBody)
+	expectReply(t, "callback", f.do("GET", "/oauth/callback?code=x&state=y"), 404, notFoundBody)
+}

@@ -1,0 +1,259 @@
+package routes
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/collab-lease/collab-lease/assets"
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// Ledger is what the HTTP API reads from the lease ledger.
+type Ledger interface {
+	List(ctx context.Context, repoID int64) ([]models.Lease, error)
+	Current(ctx context.Context, k models.Key) (*models.Lease, error)
+	Ping(ctx context.Context) error
+}
+
+var _ Ledger = (*models.Store)(nil)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultRequestTimeout = 10 * time.Second
+	DefaultSessionTTL     = 12 * time.Hour
+)
+
+// Options are the dependencies and settings of the HTTP API.
+type Options struct {
+	Ledger Ledger
+	Forge  plugin.Forge
+	// GiteaURL is Gitea's base URL as browsers reach it. Its origin is the
+	// only one answered with CORS, sign-in goes to its OAuth2 provider, and
+	// a sign-in may return only to it or to PublicURL.
+	GiteaURL string
+	// PublicURL is this sidecar's base URL as browsers reach it; the
+	// OAuth2 redirect URI is PublicURL + "/oauth/callback".
+	PublicURL string
+	// OAuth is the sidecar's OAuth2 application in Gitea; nil disables
+	// sign-in (private repositories are then visible only with a token).
+	OAuth *OAuthConfig
+	// SessionKey signs the session and sign-in cookies (at least 32
+	// bytes when OAuth is set).
+	SessionKey []byte
+	// SessionTTL is how long a sign-in lasts. Zero means DefaultSessionTTL.
+	SessionTTL time.Duration
+	Assets     assets.Bundle
+	Logger     *slog.Logger
+	// Clock tells the time for cookie expiry. Nil means time.Now.
+	Clock func() time.Time
+	// Rand is the source of sign-in states and PKCE verifiers. Nil means
+	// crypto/rand.
+	Rand io.Reader
+	// Ready reports whether Gitea answers (for /readyz); nil means only
+	// the ledger is checked.
+	Ready func(ctx context.Context) error
+	// RequestTimeout bounds each request's calls to the forge, the ledger
+	// and Gitea's OAuth2 endpoints. Zero means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// HTTPClient talks to Gitea's OAuth2 endpoints. Nil means a client of
+	// its own.
+	HTTPClient *http.Client
+}
+
+// OAuthConfig is the sidecar's OAuth2 application in Gitea (a confidential
+// client, registered by `collab-sidecar install`).
+type OAuthConfig struct {
+	ClientID     string
+	ClientSecret string
+}
+
+// handler holds the validated options every handler reads.
+type handler struct {
+	ledger     Ledger
+	forge      plugin.Forge
+	gitea      *url.URL // Gitea's base URL, no trailing slash
+	giteaOrig  string   // "scheme://host[:port]", as browsers send Origin
+	public     *url.URL
+	publicOrig string
+	oauth      *OAuthConfig
+	cookies    cookieJar
+	assets     assets.Bundle
+	log        *slog.Logger
+	now        func() time.Time
+	rand       io.Reader
+	ready      func(ctx context.Context) error
+	timeout    time.Duration
+	http       *http.Client
+	spent      *spentStates
+}
+
+// New returns the sidecar's HTTP handler.
+func New(o Options) (http.Handler, error) {
+	h, err := newHandler(o)
+	if err != nil {
+		return nil, err
+	}
+	// gin's mode is its own process-wide switch; release mode keeps it
+	// from printing routes and warnings to stdout.
+	gin.SetMode(gin.ReleaseMode)
+	r := gin.New()
+	r.RedirectTrailingSlash = false // no redirects that would make two 404s differ
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = false
+	if err := r.SetTrustedProxies(nil); err != nil {
+		return nil, err
+	}
+	r.Use(h.recover, h.accessLog, h.deadline, h.cors)
+	r.NoRoute(notFound)
+	r.OPTIONS("/*any", h.preflight)
+
+	r.GET("/healthz", h.healthz)
+	r.GET("/readyz", h.readyz)
+
+	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
+	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
+	r.GET("/api/v1/session", h.session)
+
+	r.GET("/oauth/login", h.login)
+	r.GET("/oauth/callback", h.callback)
+	r.POST("/oauth/logout", h.logout)
+
+	r.GET("/assets/:name", h.asset)
+	r.HEAD("/assets/:name", h.asset)
+	return r, nil
+}
+
+func newHandler(o Options) (*handler, error) {
+	if o.Ledger == nil || o.Forge == nil {
+		return nil, errors.New("routes: Ledger and Forge are required")
+	}
+	gitea, err := baseURL("Gitea URL", o.GiteaURL)
+	if err != nil {
+		return nil, err
+	}
+	public, err := baseURL("public URL", o.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	if o.OAuth != nil && (o.OAuth.ClientID == "" || o.OAuth.ClientSecret == "") {
+		return nil, errors.New("routes: OAuth needs a client ID and secret")
+	}
+	if o.OAuth != nil && len(o.SessionKey) < 32 {
+		return nil, errors.New("routes: the session key must be at least 32 bytes")
+	}
+	h := &handler{
+		ledger:     o.Ledger,
+		forge:      o.Forge,
+		gitea:      gitea,
+		giteaOrig:  origin(gitea),
+		public:     public,
+		publicOrig: origin(public),
+		oauth:      o.OAuth,
+		assets:     o.Assets,
+		log:        o.Logger,
+		now:        o.Clock,
+		rand:       o.Rand,
+		ready:      o.Ready,
+		timeout:    o.RequestTimeout,
+		http:       o.HTTPClient,
+		spent:      newSpentStates(),
+	}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	if h.rand == nil {
+		h.rand = rand.Reader
+	}
+	if h.timeout == 0 {
+		h.timeout = DefaultRequestTimeout
+	}
+	if h.http == nil {
+		h.http = &http.Client{
+			// Gitea's token endpoint answers directly; a redirect there
+			// would be a misconfiguration, not something to follow.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	}
+	ttl := o.SessionTTL
+	if ttl == 0 {
+		ttl = DefaultSessionTTL
+	}
+	h.cookies = cookieJar{key: o.SessionKey, secure: public.Scheme == "https", path: public.Path + "/", ttl: ttl}
+	return h, nil
+}
+
+// baseURL parses an http(s) base URL and drops a trailing slash.
+func baseURL(what, s string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimRight(s, "/"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return nil, fmt.Errorf("routes: the %s %q is not an http(s) URL", what, s)
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}
+
+// origin is the serialized origin of u as a browser sends it in an Origin
+// header: lower-case scheme and host, default ports left out.
+func origin(u *url.URL) string {
+	scheme := strings.ToLower(u.Scheme)
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	port := u.Port()
+	if (scheme == "http" && port == "80") || (scheme == "https" && port == "443") {
+		port = ""
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return scheme + "://" + host
+}
+
+// deadline bounds everything a request does (forge, ledger, OAuth calls).
+func (h *handler) deadline(c *gin.Context) {
+	ctx, cancel := context.WithTimeout(c.Request.Context(), h.timeout)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+}
+
+// accessLog logs each request's method, path (never the query: it carries
+// OAuth codes and states), status and duration.
+func (h *handler) accessLog(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	h.log.Info("http request", "method", c.Request.Method, "path", c.Request.URL.Path,
+		"status", c.Writer.Status(), "duration", time.Since(start).Round(time.Microsecond).String())
+}
+
+// recover turns a panic into a logged 500 with the JSON error shape.
+func (h *handler) recover(c *gin.Context) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			h.log.Error("http handler panicked", "path", c.Request.URL.Path, "panic", fmt.Sprint(p))
+			if !c.Writer.Written() {
+				serverError(c)
+			}
+			c.Abort()
+		}
+	}()
+	c.Next()
+}
