@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strings"
+)
+
+// Git reads what git-collab needs from the repository it runs in.
+type Git interface {
+	// RemoteURL is the URL of the named remote after git's own rewriting
+	// (url.<base>.insteadOf), as `git remote get-url` prints it.
+	RemoteURL(name string) (string, error)
+	// Config is the value of a config key; "" when it is unset.
+	Config(key string) (string, error)
+}
+
+// execGit runs the git on PATH in the current directory.
+type execGit struct {
+	dir string // "" is the current directory
+	env []string
+}
+
+var _ Git = execGit{}
+
+func (g execGit) RemoteURL(name string) (string, error) {
+	out, err := g.run("remote", "get-url", "--", name)
+	if err != nil {
+		if strings.Contains(err.Error(), "not a git repository") {
+			return "", errors.New("not inside a git repository; run git collab in a checkout of the repository")
+		}
+		if strings.Contains(err.Error(), "No such remote") {
+			return "", fmt.Errorf("no remote %s in this repository; name one with --remote <name>", quote(name))
+		}
+		return "", err
+	}
+	return out, nil
+}
+
+func (g execGit) Config(key string) (string, error) {
+	out, err := g.run("config", "--get", "--", key)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 1 { // the key is unset
+		return "", nil
+	}
+	return out, err
+}
+
+func (g execGit) run(args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Env = g.dir, g.env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(errb.String())
+		if msg == "" {
+			msg = err.Error()
+		}
+		return "", &gitError{args: args, msg: msg, err: err}
+	}
+	return strings.TrimRight(out.String(), "\r\n"), nil
+}
+
+type gitError struct {
+	args []string
+	msg  string
+	err  error
+}
+
+func (e *gitError) Error() string { return "git " + strings.Join(e.args, " ") + ": " + e.msg }
+func (e *gitError) Unwrap() error { return e.err }

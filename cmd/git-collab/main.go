@@ -1,0 +1,171 @@
+// Command git-collab is the client of the collab-lease sidecar: on PATH it
+// is `git collab`, which claims, renews, releases and lists claims on the
+// issues of the repository it runs in.
+//
+// It works out the repository (owner/repo from a remote's URL) and the
+// sidecar's address, then runs the user's own ssh with one collab-lease
+// command, so the keys, agent and ssh config that already reach the forge
+// reach the sidecar too. It decides nothing about leases: the sidecar's
+// reply and exit status are the answer, shown as one line for people or
+// passed through unchanged with --json for programs.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+)
+
+// Exit statuses. The sidecar's (0, 1, 4, 75) pass through unchanged;
+// git-collab's own failures before anything is sent are exitError, as the
+// sidecar's bad-argument replies are.
+const (
+	exitOK       = 0
+	exitError    = 1
+	exitConflict = 4
+	exitTempFail = 75
+	exitSSH      = 255 // ssh's own failure, as OpenSSH reports it
+)
+
+func main() {
+	a := &app{
+		stdout: os.Stdout,
+		stderr: os.Stderr,
+		env:    os.Environ(),
+		now:    time.Now,
+	}
+	a.git = execGit{env: a.env}
+	os.Exit(a.run(os.Args[1:]))
+}
+
+// app is one run of git-collab with everything it touches passed in, so
+// tests run it with their own environment, repository and clock.
+type app struct {
+	stdout, stderr io.Writer
+	env            []string // the environment of ssh and git
+	now            func() time.Time
+	git            Git
+}
+
+func (a *app) getenv(key string) string {
+	for i := len(a.env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(a.env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+func (a *app) run(args []string) int {
+	inv, err := ParseArgs(args)
+	if err != nil {
+		return a.fail(err)
+	}
+	switch {
+	case inv.Verb == "help" && inv.Man:
+		fmt.Fprint(a.stdout, manPage())
+		return exitOK
+	case inv.Verb == "help" && inv.Topic != "":
+		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Topic)))
+		return exitOK
+	case inv.Verb == "help":
+		fmt.Fprint(a.stdout, mainHelp())
+		return exitOK
+	case inv.Help:
+		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Verb)))
+		return exitOK
+	}
+	return a.call(findVerb(inv.Verb), inv)
+}
+
+// call runs one collab-lease command on the sidecar and reports its reply.
+func (a *app) call(v *verb, inv Invocation) int {
+	rawURL, err := a.git.RemoteURL(inv.Remote)
+	if err != nil {
+		return a.fail(err)
+	}
+	remote, err := ParseRemoteURL(rawURL)
+	if err != nil {
+		return a.fail(fmt.Errorf("remote %s: %w", quote(inv.Remote), err))
+	}
+	configured, err := a.git.Config("collab.sidecar")
+	if err != nil {
+		return a.fail(err)
+	}
+	sc, err := ResolveSidecar(configured, a.getenv("COLLAB_SIDECAR"), inv.Remote, remote)
+	if err != nil {
+		return a.fail(err)
+	}
+	var configErr error
+	sshCmd := ResolveSSH(a.getenv, func() string {
+		v, err := a.git.Config("core.sshCommand")
+		configErr = err
+		return v
+	})
+	if configErr != nil {
+		return a.fail(configErr)
+	}
+
+	cmd := RemoteCommand(v.remote, remote.FullName(), inv.Issue, inv.TTL)
+	res, err := runSSH(sshCmd.Args("-p", sc.Port, sc.Destination(), cmd), a.env, a.stderr)
+	if err != nil {
+		return a.fail(fmt.Errorf("run the ssh command (from %s): %w", sshCmd.Source, err))
+	}
+
+	switch res.Code {
+	case exitOK, exitConflict:
+	case exitError, exitTempFail:
+		// The sidecar's error line is already on stderr.
+		a.stdout.Write(res.Stdout)
+		return res.Code
+	default:
+		a.stdout.Write(res.Stdout)
+		fmt.Fprintln(a.stderr, "git-collab: "+transportHint(res.Code, sc, sshCmd))
+		return res.Code
+	}
+	if inv.JSON {
+		a.stdout.Write(res.Stdout)
+		return res.Code
+	}
+	out, err := Render(v, res.Code, res.Stdout, a.now())
+	if err != nil {
+		// Whatever happened on the sidecar happened: show its reply as it
+		// is, keep its exit status, and say why there is no summary.
+		a.stdout.Write(res.Stdout)
+		fmt.Fprintf(a.stderr, "git-collab: could not read the reply of the sidecar at %s: %v\n", sc.Addr(), err)
+		return res.Code
+	}
+	fmt.Fprint(a.stdout, out.stdout)
+	fmt.Fprint(a.stderr, out.stderr)
+	return res.Code
+}
+
+// transportHint is the one line added when ssh, not the sidecar, failed.
+func transportHint(code int, sc Sidecar, c SSHCommand) string {
+	switch code {
+	case exitSSH:
+		// Say what would change the address: git config wins over the
+		// environment, which wins over the remote's host.
+		fix := setHint
+		switch sc.Source {
+		case sourceGitConfig:
+			fix = "check git config collab.sidecar (host:port)"
+		case sourceEnv:
+			fix = "check COLLAB_SIDECAR (host:port)"
+		}
+		return fmt.Sprintf("could not reach the sidecar at %s over ssh (address from %s); %s", sc.Addr(), sc.Source, fix)
+	case 126, 127:
+		return fmt.Sprintf("could not run the ssh command from %s (exit status %d); set COLLAB_SSH_COMMAND to an ssh that works",
+			c.Source, code)
+	}
+	return fmt.Sprintf("ssh to the sidecar at %s ended with exit status %d, which the sidecar never uses (the command from %s failed?)",
+		sc.Addr(), code, c.Source)
+}
+
+// fail reports an error of git-collab itself: nothing reached the sidecar.
+func (a *app) fail(err error) int {
+	fmt.Fprintln(a.stderr, "git-collab: "+err.Error())
+	return exitError
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+)
+
+// SSHCommand is how the user's git reaches SSH remotes, reused so their
+// keys, agent and ssh config apply to the sidecar too.
+type SSHCommand struct {
+	// Shell is a command string run the way git runs GIT_SSH_COMMAND and
+	// core.sshCommand: sh -c '<Shell> "$@"' with ssh's arguments after it.
+	Shell string
+	// Program is run directly, its arguments not split (git's GIT_SSH).
+	// Used only when Shell is empty.
+	Program string
+	// Source names where the command came from, for messages.
+	Source string
+}
+
+// ResolveSSH picks the ssh command: $COLLAB_SSH_COMMAND, $GIT_SSH_COMMAND,
+// git config core.sshCommand, then, as git does, $GIT_SSH (a program,
+// not a command string), else plain "ssh". Empty values count as unset.
+// coreSSHCommand is consulted only when both variables are unset.
+func ResolveSSH(getenv func(string) string, coreSSHCommand func() string) SSHCommand {
+	if v := getenv("COLLAB_SSH_COMMAND"); v != "" {
+		return SSHCommand{Shell: v, Source: "COLLAB_SSH_COMMAND"}
+	}
+	if v := getenv("GIT_SSH_COMMAND"); v != "" {
+		return SSHCommand{Shell: v, Source: "GIT_SSH_COMMAND"}
+	}
+	if v := coreSSHCommand(); v != "" {
+		return SSHCommand{Shell: v, Source: "git config core.sshCommand"}
+	}
+	if v := getenv("GIT_SSH"); v != "" {
+		return SSHCommand{Program: v, Source: "GIT_SSH"}
+	}
+	return SSHCommand{Program: "ssh", Source: "ssh"}
+}
+
+// Args is the argv that runs ssh with args (ssh's own arguments, then the
+// destination and the remote command).
+func (c SSHCommand) Args(args ...string) []string {
+	if c.Shell == "" {
+		return append([]string{c.Program}, args...)
+	}
+	return append([]string{"sh", "-c", c.Shell + ` "$@"`, "ssh"}, args...)
+}
+
+// RemoteCommand is the collab-lease exec line for the sidecar. Every
+// argument is single-quoted; the callers have already restricted them to
+// safe characters, so the quoting is a second fence, not the only one.
+func RemoteCommand(verb, repo string, issue int64, ttl string) string {
+	words := []string{"collab-lease", verb, shellQuote(repo)}
+	if issue > 0 {
+		words = append(words, shellQuote(strconv.FormatInt(issue, 10)))
+	}
+	if ttl != "" {
+		words = append(words, "--ttl", shellQuote(ttl))
+	}
+	return strings.Join(words, " ")
+}
+
+// shellQuote quotes s as one word for a POSIX shell (and for the
+// sidecar's word splitter, which follows the same rules).
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// sshResult is what one ssh run produced.
+type sshResult struct {
+	Stdout []byte
+	Code   int // the remote's exit status, or ssh's own (255) on failure
+}
+
+// runSSH runs argv with no stdin (so ssh never swallows input meant for
+// the caller, e.g. a shell loop reading lines), stdout captured and stderr
+// passed through as it comes: the server's error line, and ssh's own
+// prompts and complaints, reach the user unchanged.
+func runSSH(argv, env []string, stderr io.Writer) (sshResult, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return sshResult{Stdout: out.Bytes()}, nil
+	case errors.As(err, &ee):
+		code := ee.ExitCode()
+		if code < 0 { // killed by a signal: ssh did not finish
+			code = exitSSH
+		}
+		return sshResult{Stdout: out.Bytes(), Code: code}, nil
+	default:
+		return sshResult{}, err
+	}
+}
