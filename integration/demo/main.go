@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -96,11 +97,36 @@ func run(dir, sshAddr string, once bool) error {
 	}
 	sshCmd := "ssh -F " + rel(cfgPath) + " alice"
 	bobCmd := "ssh -F " + rel(cfgPath) + " bob"
+	// A checkout of acme/widgets whose `git collab` talks to this sidecar
+	// as alice: the agent's view of the demo.
+	checkout := filepath.Join(abs, "widgets")
+	gitCollab, err := buildGitCollab(setup, abs)
+	if err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"init", "-q", checkout},
+		{"-C", checkout, "remote", "add", "origin", "git@127.0.0.1:acme/widgets.git"},
+		{"-C", checkout, "config", "collab.sidecar", s.SSHAddr},
+		{"-C", checkout, "config", "core.sshCommand", "ssh -F /dev/null -i " + shellQuote(w.Alice.Key.Path) + " -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + shellQuote(s.KnownHosts)},
+	} {
+		if out, err := exec.CommandContext(setup, "git", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("git %v: %v: %s", args, err, out)
+		}
+	}
 	if once {
 		r := s.SSH(setup, w.Alice.Key.Path, fmt.Sprintf("collab-lease acquire acme/widgets %d --ttl 30m", w.OpenIssue))
 		fmt.Print(r.Stdout)
 		if r.Code != 0 {
 			return fmt.Errorf("claim through the demo failed (exit %d): %s", r.Code, r.Stderr)
+		}
+		cmd := exec.CommandContext(setup, "git", "collab", "claims")
+		cmd.Dir = checkout
+		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(gitCollab)+string(os.PathListSeparator)+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		fmt.Fprint(os.Stderr, string(out))
+		if err != nil {
+			return fmt.Errorf("git collab claims in the demo checkout: %v", err)
 		}
 		return nil
 	}
@@ -121,13 +147,33 @@ See every live claim, renew, release:
   %[4]s collab-lease renew acme/widgets %[3]d --ttl 1h
   %[4]s collab-lease release acme/widgets %[3]d
 
+The same through git collab, from a checkout of acme/widgets:
+  cd %[7]s && export PATH="%[8]s:$PATH"
+  git collab claims
+  git collab claim %[3]d --ttl 30m
+
 The issue list: %[1]s/acme/widgets/issues
 
 Ctrl-C stops everything.
-`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath))
+`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath), rel(checkout), filepath.Dir(gitCollab))
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\ndemo: stopping")
 	return nil
+}
+
+// buildGitCollab builds cmd/git-collab into dir.
+func buildGitCollab(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "bin", "git-collab")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/git-collab")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build git-collab: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// shellQuote quotes s for the sh -c that runs core.sshCommand.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func rel(p string) string {
