@@ -1,0 +1,34 @@
+# collab-sidecar: build with CGO (SQLite), run as a non-root user.
+#   docker build -t collab-sidecar .
+#   docker run -v collab-data:/data -p 2222:2222 -p 8787:8787 \
+#     -e COLLAB_GITEA_URL=https://git.example.com \
+#     -e COLLAB_GITEA_TOKEN_FILE=/run/secrets/gitea-token collab-sidecar
+
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w" -o /out/collab-sidecar ./cmd/collab-sidecar \
+ && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/git-collab ./cmd/git-collab
+
+FROM debian:bookworm-slim
+# hadolint ignore=DL3008
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin collab \
+ && mkdir -p /data \
+ && chown collab:collab /data \
+ && chmod 700 /data
+COPY --from=build /out/collab-sidecar /out/git-collab /usr/local/bin/
+USER collab
+ENV COLLAB_DATA_DIR=/data \
+    COLLAB_SSH_LISTEN=:2222 \
+    COLLAB_HTTP_LISTEN=:8787
+VOLUME /data
+EXPOSE 2222 8787
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["/usr/local/bin/collab-sidecar", "healthcheck"]
+ENTRYPOINT ["/usr/local/bin/collab-sidecar"]
+CMD ["serve"]
