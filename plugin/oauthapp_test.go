@@ -1,0 +1,191 @@
+package plugin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// fakeApps is Gitea's /api/v1/user/applications/oauth2 for one user.
+type fakeApps struct {
+	mu       sync.Mutex
+	apps     map[int64]*fakeApp
+	next     int64
+	status   int // if set, every request fails with it
+	requests []string
+}
+
+type fakeApp struct {
+	name, clientID, secret string
+	redirects              []string
+	confidential           bool
+}
+
+func newFakeApps(t *testing.T) (*fakeApps, *httptest.Server) {
+	f := &fakeApps{apps: map[int64]*fakeApp{}, next: 1}
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	return f, srv
+}
+
+func (f *fakeApps) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.requests = append(f.requests, r.Method+" "+r.URL.Path)
+	if f.status != 0 {
+		w.WriteHeader(f.status)
+		_, _ = w.Write([]byte(`{"message":"token does not have at least one of required scope(s): [write:user]"}`))
+		return
+	}
+	if r.Header.Get("Authorization") != "token admin-token" {
+		w.WriteHeader(401)
+		return
+	}
+	var in struct {
+		Name         string   `json:"name"`
+		Confidential bool     `json:"confidential_client"`
+		RedirectURIs []string `json:"redirect_uris"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&in)
+	render := func(id int64, a *fakeApp, withSecret bool) {
+		out := map[string]any{"id": id, "name": a.name, "client_id": a.clientID, "redirect_uris": a.redirects, "confidential_client": a.confidential}
+		if withSecret {
+			out["client_secret"] = a.secret
+		}
+		_ = json.NewEncoder(w).Encode(out)
+	}
+	const prefix = "/api/v1/user/applications/oauth2"
+	switch {
+	case r.Method == "POST" && r.URL.Path == prefix:
+		id := f.next
+		f.next++
+		a := &fakeApp{name: in.Name, clientID: fmt.Sprint("client-", id), secret: fmt.Sprint("secret-", id, "-1"), redirects: in.RedirectURIs, confidential: in.Confidential}
+		f.apps[id] = a
+		w.WriteHeader(201)
+		render(id, a, true)
+	case strings.HasPrefix(r.URL.Path, prefix+"/"):
+		id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, prefix+"/"), 10, 64)
+		a, ok := f.apps[id]
+		if !ok {
+			w.WriteHeader(404)
+			return
+		}
+		switch r.Method {
+		case "GET":
+			render(id, a, false)
+		case "PATCH":
+			a.name, a.redirects, a.confidential = in.Name, in.RedirectURIs, in.Confidential
+			a.secret += "+"
+			render(id, a, true)
+		}
+	default:
+		w.WriteHeader(404)
+	}
+}
+
+func register(t *testing.T, srv *httptest.Server, redirect string, stored *OAuthApp) (OAuthApp, Registration, error) {
+	t.Helper()
+	return RegisterOAuthApp(context.Background(), RegisterOptions{GiteaURL: srv.URL + "/", Token: "admin-token", RedirectURI: redirect, Stored: stored})
+}
+
+func TestRegisterOAuthApp(t *testing.T) {
+	f, srv := newFakeApps(t)
+	const cb = "http://127.0.0.1:8787/oauth/callback"
+	app, how, err := register(t, srv, cb, nil)
+	if err != nil || how != Registered || app.ClientID != "client-1" || app.ClientSecret != "secret-1-1" || app.ID != 1 || app.GiteaURL != srv.URL || app.RedirectURI != cb {
+		t.Fatalf("first: %+v %s %v", app, how, err)
+	}
+	if a := f.apps[1]; a.name != "collab-lease" || !a.confidential || len(a.redirects) != 1 || a.redirects[0] != cb {
+		t.Fatalf("registered as %+v", a)
+	}
+
+	// Again with what was stored: reused, nothing written in Gitea.
+	n := len(f.requests)
+	again, how, err := register(t, srv, cb, &app)
+	if err != nil || how != Reused || again != app || len(f.requests) != n+1 || f.requests[n] != "GET /api/v1/user/applications/oauth2/1" {
+		t.Fatalf("second: %+v %s %v %v", again, how, err, f.requests[n:])
+	}
+
+	// The public URL moved: the application follows, with a new secret.
+	moved, how, err := register(t, srv, "https://git.example/collab/oauth/callback", &app)
+	if err != nil || how != Updated || moved.ID != 1 || moved.ClientSecret == app.ClientSecret || f.apps[1].redirects[0] != "https://git.example/collab/oauth/callback" {
+		t.Fatalf("moved: %+v %s %v", moved, how, err)
+	}
+
+	// Someone deleted it in Gitea: registered anew.
+	delete(f.apps, 1)
+	fresh, how, err := register(t, srv, cb, &moved)
+	if err != nil || how != Registered || fresh.ID != 2 {
+		t.Fatalf("after deletion: %+v %s %v", fresh, how, err)
+	}
+
+	// Stored for another Gitea: not looked up there, registered here.
+	other := fresh
+	other.GiteaURL = "http://elsewhere:3000"
+	if _, how, err := register(t, srv, cb, &other); err != nil || how != Registered {
+		t.Fatalf("other Gitea: %s %v", how, err)
+	}
+}
+
+func TestRegisterOAuthAppFailures(t *testing.T) {
+	f, srv := newFakeApps(t)
+	app, _, err := register(t, srv, "http://x/oauth/callback", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.status = 403
+	if _, _, err := register(t, srv, "http://x/oauth/callback", nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "write:user") {
+		t.Fatalf("token without scope: %v", err)
+	}
+	// A Gitea in trouble while checking the stored application: an
+	// error, never a duplicate registration.
+	f.status = 502
+	n := len(f.apps)
+	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Gitea 502: %v", err)
+	}
+	srv.Close()
+	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Gitea down: %v", err)
+	}
+	if len(f.apps) != n {
+		t.Fatalf("registered during a failure")
+	}
+}
+
+func TestOAuthAppFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), OAuthAppFile)
+	if app, err := LoadOAuthApp(path); app != nil || err != nil {
+		t.Fatalf("missing file: %v %v", app, err)
+	}
+	want := OAuthApp{GiteaURL: "http://g", ID: 3, ClientID: "c", ClientSecret: "s", RedirectURI: "http://p/oauth/callback"}
+	if err := SaveOAuthApp(path, want); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := os.Stat(path)
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("mode %o", st.Mode().Perm())
+	}
+	got, err := LoadOAuthApp(path)
+	if err != nil || *got != want {
+		t.Fatalf("load: %+v %v", got, err)
+	}
+	_ = os.Chmod(path, 0o644)
+	if _, err := LoadOAuthApp(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("readable by others: %v", err)
+	}
+	_ = os.WriteFile(path, []byte(`{"client_id":""}`), 0o600)
+	_ = os.Chmod(path, 0o600)
+	if _, err := LoadOAuthApp(path); err == nil {
+		t.Fatal("loaded an empty application")
+	}
+}
