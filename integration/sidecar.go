@@ -52,16 +52,19 @@ func moduleRoot(ctx context.Context) (string, error) {
 
 // SidecarOptions configure StartSidecar.
 type SidecarOptions struct {
-	Binary  string   // from BuildSidecar
-	Gitea   *Gitea   // the forge it serves
-	DataDir string   // kept across restarts of the same sidecar
-	SSHAddr string   // "" means 127.0.0.1:0
-	Args    []string // extra flags for `serve`
+	Binary   string   // from BuildSidecar
+	Gitea    *Gitea   // the forge it serves
+	DataDir  string   // kept across restarts of the same sidecar
+	SSHAddr  string   // "" means 127.0.0.1:0
+	HTTPAddr string   // "" means 127.0.0.1:0
+	Args     []string // extra flags for `serve`
 }
 
 // Sidecar is a running `collab-sidecar serve` process.
 type Sidecar struct {
 	SSHAddr    string // where it listens, read from its log
+	HTTPAddr   string // where its HTTP server listens, read from its log
+	HTTPURL    string // "http://" + HTTPAddr
 	DataDir    string
 	DB         string // its ledger file
 	KnownHosts string // a known_hosts file naming its host key
@@ -73,7 +76,10 @@ type Sidecar struct {
 	logs *syncBuffer
 }
 
-var sshListening = regexp.MustCompile(`msg="ssh listening" addr=(\S+)`)
+var (
+	sshListening  = regexp.MustCompile(`msg="ssh listening" addr=(\S+)`)
+	httpListening = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+)
 
 // StartSidecar starts the sidecar and waits until it has said where it
 // listens.
@@ -89,8 +95,12 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
+	httpAddr := o.HTTPAddr
+	if httpAddr == "" {
+		httpAddr = "127.0.0.1:0"
+	}
 	args := append([]string{"serve", "--gitea-url", o.Gitea.URL, "--gitea-token-file", tokenFile,
-		"--data-dir", o.DataDir, "--ssh-listen", addr, "--http-listen", "127.0.0.1:0"}, o.Args...)
+		"--data-dir", o.DataDir, "--ssh-listen", addr, "--http-listen", httpAddr}, o.Args...)
 	s := &Sidecar{DataDir: o.DataDir, DB: filepath.Join(o.DataDir, "collab.db"), opts: o,
 		done: make(chan struct{}), logs: &syncBuffer{}}
 	s.cmd = exec.Command(o.Binary, args...)
@@ -104,7 +114,7 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
-	found := make(chan string, 1)
+	found, foundHTTP := make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -117,6 +127,12 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 				default:
 				}
 			}
+			if m := httpListening.FindStringSubmatch(line); m != nil {
+				select {
+				case foundHTTP <- m[1]:
+				default:
+				}
+			}
 		}
 		_, _ = io.Copy(s.logs, stderr)
 	}()
@@ -124,14 +140,18 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 		s.err = s.cmd.Wait()
 		close(s.done)
 	}()
-	select {
-	case a := <-found:
-		s.SSHAddr = a
-	case <-s.done:
-		return nil, fmt.Errorf("collab-sidecar exited (%v) before listening:\n%s", s.err, s.logs.String())
-	case <-ctx.Done():
-		s.Kill()
-		return nil, fmt.Errorf("collab-sidecar did not listen in time:\n%s", s.logs.String())
+	for s.SSHAddr == "" || s.HTTPAddr == "" {
+		select {
+		case a := <-found:
+			s.SSHAddr = a
+		case a := <-foundHTTP:
+			s.HTTPAddr, s.HTTPURL = a, "http://"+a
+		case <-s.done:
+			return nil, fmt.Errorf("collab-sidecar exited (%v) before listening:\n%s", s.err, s.logs.String())
+		case <-ctx.Done():
+			s.Kill()
+			return nil, fmt.Errorf("collab-sidecar did not listen in time:\n%s", s.logs.String())
+		}
 	}
 	if err := s.writeKnownHosts(); err != nil {
 		s.Kill()
@@ -192,10 +212,10 @@ func (s *Sidecar) Kill() {
 	<-s.done
 }
 
-// Restart starts a new process on the same data directory and address.
+// Restart starts a new process on the same data directory and addresses.
 func (s *Sidecar) Restart(ctx context.Context) (*Sidecar, error) {
 	o := s.opts
-	o.SSHAddr = s.SSHAddr
+	o.SSHAddr, o.HTTPAddr = s.SSHAddr, s.HTTPAddr
 	return StartSidecar(ctx, o)
 }
 

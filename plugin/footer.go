@@ -110,6 +110,34 @@ func stripFooter(content []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
+// CheckFooter reports whether InstallFooter would succeed, changing
+// nothing: the custom directory exists, the URL makes a block, and the
+// footer's markers (if any) are intact.
+func CheckFooter(customDir, publicURL string) error {
+	path := resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
+	if _, err := FooterBlock(publicURL); err != nil {
+		return err
+	}
+	if err := checkCustomDir(customDir); err != nil {
+		return err
+	}
+	old, _, err := readFooter(path)
+	if err != nil {
+		return err
+	}
+	if _, _, _, err := findBlock(old); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+func checkCustomDir(dir string) error {
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("Gitea custom directory %s: not a directory (pass --gitea-custom, Gitea's $GITEA_CUSTOM)", dir)
+	}
+	return nil
+}
+
 // InstallFooter writes the block for publicURL into the footer template of
 // the Gitea custom directory customDir, creating the file (and its
 // directories) if needed. It reports whether the file changed: a second
@@ -120,8 +148,8 @@ func InstallFooter(customDir, publicURL string) (path string, changed bool, err 
 	if err != nil {
 		return path, false, err
 	}
-	if st, err := os.Stat(customDir); err != nil || !st.IsDir() {
-		return path, false, fmt.Errorf("Gitea custom directory %s: not a directory (pass --gitea-custom, Gitea's $GITEA_CUSTOM)", customDir)
+	if err := checkCustomDir(customDir); err != nil {
+		return path, false, err
 	}
 	path = resolved(path)
 	old, mode, err := readFooter(path)

@@ -27,6 +27,7 @@ type Config struct {
 	DataDir      string
 	DB           string
 	PublicURL    string
+	GiteaCustom  string // Gitea's custom directory, for install (and doctor)
 	MaxTTL       time.Duration
 	ForgeTimeout time.Duration
 	KeyCacheTTL  time.Duration
@@ -49,9 +50,10 @@ var settings = []setting{
 	{"gitea-token-file", "COLLAB_GITEA_TOKEN_FILE", "", "file holding a Gitea site-admin API token (required unless COLLAB_GITEA_TOKEN is set)"},
 	{"ssh-listen", "COLLAB_SSH_LISTEN", ":2222", "address of the SSH server (host:0 picks a free port)"},
 	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
-	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding collab.db and the SSH host key"},
+	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding collab.db, the SSH host key, session.key and oauth2.json"},
 	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/collab.db)"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
+	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
 	{"max-ttl", "COLLAB_MAX_TTL", "168h", "largest --ttl a claim may ask for"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", "5s", "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", "60s", "how long a resolved SSH key is remembered"},
@@ -70,7 +72,9 @@ var errHelp = errors.New("help requested")
 // loadConfig parses args (after the subcommand) with precedence flags, then
 // environment, then the TOML file named by --config (or COLLAB_CONFIG), then
 // defaults. getenv is os.Getenv in production.
-func loadConfig(cmd string, args []string, getenv func(string) string, usageOut io.Writer) (Config, error) {
+// extra defines flags of one subcommand only (e.g. install --uninstall);
+// they are not settings and have no environment or file form.
+func loadConfig(cmd string, args []string, getenv func(string) string, usageOut io.Writer, extra ...func(*flag.FlagSet)) (Config, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	flags := map[string]*string{}
@@ -78,9 +82,17 @@ func loadConfig(cmd string, args []string, getenv func(string) string, usageOut 
 		flags[s.name] = fs.String(s.name, "", s.help)
 	}
 	configPath := fs.String("config", "", "TOML file of settings (keys as the flag names)")
+	for _, e := range extra {
+		e(fs)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(usageOut, cmd)
+			fs.VisitAll(func(f *flag.Flag) {
+				if _, isSetting := flags[f.Name]; !isSetting && f.Name != "config" {
+					fmt.Fprintf(usageOut, "  --%-18s %-26s %-24s %s\n", f.Name, "-", f.DefValue, f.Usage)
+				}
+			})
 			return Config{}, errHelp
 		}
 		return Config{}, fmt.Errorf("%v (see collab-sidecar %s --help)", err, cmd)
@@ -157,14 +169,15 @@ func knownNames() string {
 // and how to fix it.
 func buildConfig(v map[string]string, getenv func(string) string) (Config, error) {
 	c := Config{
-		GiteaURL:   strings.TrimRight(v["gitea-url"], "/"),
-		SSHListen:  v["ssh-listen"],
-		HTTPListen: v["http-listen"],
-		DataDir:    v["data-dir"],
-		DB:         v["db"],
-		PublicURL:  strings.TrimRight(v["public-url"], "/"),
-		LogFormat:  v["log-format"],
-		LogLevel:   v["log-level"],
+		GiteaURL:    strings.TrimRight(v["gitea-url"], "/"),
+		SSHListen:   v["ssh-listen"],
+		HTTPListen:  v["http-listen"],
+		DataDir:     v["data-dir"],
+		DB:          v["db"],
+		PublicURL:   strings.TrimRight(v["public-url"], "/"),
+		GiteaCustom: v["gitea-custom"],
+		LogFormat:   v["log-format"],
+		LogLevel:    v["log-level"],
 	}
 	if c.GiteaURL == "" {
 		return c, errors.New("gitea-url is required: pass --gitea-url https://git.example.com or set COLLAB_GITEA_URL")

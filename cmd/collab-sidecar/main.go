@@ -1,5 +1,7 @@
 // Command collab-sidecar runs collab-lease beside a Gitea: the SSH server
-// of the collab-lease verb on its embedded SQLite ledger. It is the
+// of the collab-lease verb and the HTTP server of the lease API and badge
+// assets, on its embedded SQLite ledger; and it installs itself into a
+// Gitea (footer tags, OAuth2 application). It is the
 // composition root: configuration is parsed and validated here, and every
 // package receives its dependencies explicitly.
 package main
@@ -17,8 +19,10 @@ import (
 const usage = `collab-sidecar: atomic, expiring work claims on Gitea issues.
 
 Usage:
-  collab-sidecar serve [flags]   run the SSH server (see: collab-sidecar serve --help)
-  collab-sidecar help            show this text
+  collab-sidecar serve [flags]     run the SSH and HTTP servers (see: collab-sidecar serve --help)
+  collab-sidecar install [flags]   wire a Gitea to this sidecar: badge tags in its custom footer,
+                                   the OAuth2 application for sign-in (--uninstall removes the tags)
+  collab-sidecar help              show this text
 `
 
 func main() {
@@ -41,6 +45,15 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		cfg, err = loadConfig("serve", args[1:], getenv, stdout)
 		if err == nil {
 			err = serve(ctx, cfg, stderr)
+		}
+	case "install":
+		var (
+			cfg Config
+			f   installFlags
+		)
+		cfg, err = loadConfig("install", args[1:], getenv, stdout, f.define)
+		if err == nil {
+			err = install(ctx, cfg, f, stdout)
 		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

@@ -7,12 +7,18 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/routes"
 	"github.com/collab-lease/collab-lease/ssh"
 )
 
@@ -29,9 +35,20 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// serve wires the ledger, the forge and the SSH server, and runs until ctx
-// ends (SIGINT, SIGTERM); then it stops accepting, lets running commands
-// finish within shutdownGrace, and closes the database.
+// HTTP server bounds. Every request's own work (forge, ledger, OAuth
+// calls) is bounded by the routes' request timeout; these bound the
+// connection around it, so a slow or idle client cannot hold it.
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
+	httpIdleTimeout       = 2 * time.Minute
+	httpMaxHeaderBytes    = 64 << 10
+)
+
+// serve wires the ledger, the forge, the SSH server and the HTTP server,
+// and runs until ctx ends (SIGINT, SIGTERM); then it stops accepting, lets
+// running commands and requests finish within shutdownGrace, and closes
+// the database.
 func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	log := newLogger(cfg, logw)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -51,32 +68,127 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	web, err := newHTTPHandler(cfg, store, forge, log)
+	if err != nil {
+		return err
+	}
+
 	sshL, err := net.Listen("tcp", cfg.SSHListen)
 	if err != nil {
 		return fmt.Errorf("ssh-listen: %w", err)
 	}
+	httpL, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		sshL.Close()
+		return fmt.Errorf("http-listen: %w", err)
+	}
 	srv := &ssh.Server{HostKey: hostKey, Forge: forge, Ledger: store, Logger: log, MaxTTL: cfg.MaxTTL,
 		CommandTimeout: 3 * cfg.ForgeTimeout}
+	hs := &http.Server{
+		Handler:           web,
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      requestTimeout(cfg) + 10*time.Second,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", cfg.DB)
+	log.Info("http listening", "addr", httpL.Addr().String(), "public_url", cfg.PublicURL)
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(sshL) }()
+	sshErr, httpErr := make(chan error, 1), make(chan error, 1)
+	go func() { sshErr <- srv.Serve(sshL) }()
+	go func() { httpErr <- hs.Serve(httpL) }()
+	var failed error
 	select {
-	case err := <-errc:
-		return fmt.Errorf("ssh server: %w", err)
+	case err := <-sshErr:
+		failed = fmt.Errorf("ssh server: %w", err)
+		sshErr <- nil
+	case err := <-httpErr:
+		failed = fmt.Errorf("http server: %w", err)
+		httpErr <- nil
 	case <-ctx.Done():
 	}
 	log.Info("shutting down", "grace", shutdownGrace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("shutdown cut running commands short", "err", err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := srv.Shutdown(sctx); err != nil {
+			log.Warn("shutdown cut running commands short", "err", err)
+		}
+	})
+	wg.Go(func() {
+		if err := hs.Shutdown(sctx); err != nil {
+			log.Warn("shutdown cut running requests short", "err", err)
+			_ = hs.Close()
+		}
+	})
+	wg.Wait()
+	if err := <-sshErr; err != nil && !errors.Is(err, ssh.ErrServerClosed) && failed == nil {
+		failed = fmt.Errorf("ssh server: %w", err)
 	}
-	if err := <-errc; err != nil && !errors.Is(err, ssh.ErrServerClosed) {
-		return err
+	if err := <-httpErr; err != nil && !errors.Is(err, http.ErrServerClosed) && failed == nil {
+		failed = fmt.Errorf("http server: %w", err)
+	}
+	if failed != nil {
+		return failed
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// requestTimeout bounds one HTTP request: a token lookup and a repository
+// lookup at the forge (each bounded by forge-timeout), and the ledger.
+func requestTimeout(cfg Config) time.Duration { return 3 * cfg.ForgeTimeout }
+
+// newHTTPHandler wires the HTTP API: the badge assets, the session key and,
+// if `collab-sidecar install` registered one, the OAuth2 application.
+func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, log *slog.Logger) (http.Handler, error) {
+	bundle, err := assets.Load()
+	if err != nil {
+		return nil, fmt.Errorf("badge assets: %w", err)
+	}
+	key, err := loadOrCreateSessionKey(filepath.Join(cfg.DataDir, sessionKeyFile))
+	if err != nil {
+		return nil, err
+	}
+	oauth, err := loadOAuth(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	return routes.New(routes.Options{
+		Ledger: store, Forge: forge, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
+		OAuth: oauth, SessionKey: key, Assets: bundle, Logger: log,
+		RequestTimeout: requestTimeout(cfg),
+		Ready: func(ctx context.Context) error {
+			_, err := forge.Check(ctx)
+			return err
+		},
+	})
+}
+
+// loadOAuth reads the OAuth2 application that install registered. Without
+// one (or with one registered for another Gitea or public URL) sign-in is
+// disabled, and the log says once how to enable it.
+func loadOAuth(cfg Config, log *slog.Logger) (*routes.OAuthConfig, error) {
+	path := filepath.Join(cfg.DataDir, plugin.OAuthAppFile)
+	app, err := plugin.LoadOAuthApp(path)
+	if err != nil {
+		return nil, err
+	}
+	redirect := cfg.PublicURL + "/oauth/callback"
+	switch {
+	case app == nil:
+		log.Info("sign-in disabled: no OAuth2 application registered; run collab-sidecar install to enable it", "file", path)
+		return nil, nil
+	case strings.TrimRight(app.GiteaURL, "/") != cfg.GiteaURL || app.RedirectURI != redirect:
+		log.Warn("sign-in disabled: the OAuth2 application was registered for another Gitea or public URL; run collab-sidecar install again",
+			"file", path, "registered_gitea", app.GiteaURL, "registered_redirect", app.RedirectURI, "want_redirect", redirect)
+		return nil, nil
+	}
+	log.Info("sign-in enabled", "client_id", app.ClientID)
+	return &routes.OAuthConfig{ClientID: app.ClientID, ClientSecret: app.ClientSecret}, nil
 }
 
 // orDisabled maps a configured 0 ("do not cache") to the forge's "disabled".
