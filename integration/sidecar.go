@@ -212,6 +212,9 @@ func (s *Sidecar) Kill() {
 	<-s.done
 }
 
+// PID is the process ID of the sidecar (for reading /proc/<pid>/status).
+func (s *Sidecar) PID() int { return s.cmd.Process.Pid }
+
 // Restart starts a new process on the same data directory and addresses.
 func (s *Sidecar) Restart(ctx context.Context) (*Sidecar, error) {
 	o := s.opts
