@@ -233,11 +233,16 @@ func (h *handler) deadline(c *gin.Context) {
 }
 
 // accessLog logs each request's method, path (never the query: it carries
-// OAuth codes and states), status and duration.
+// OAuth codes and states), status and duration; health probes only at
+// debug level, so they do not drown the rest.
 func (h *handler) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	h.log.Info("http request", "method", c.Request.Method, "path", c.Request.URL.Path,
+	level := slog.LevelInfo
+	if p := c.Request.URL.Path; p == "/healthz" || p == "/readyz" {
+		level = slog.LevelDebug
+	}
+	h.log.Log(context.Background(), level, "http request", "method", c.Request.Method, "path", c.Request.URL.Path,
 		"status", c.Writer.Status(), "duration", time.Since(start).Round(time.Microsecond).String())
 }
 
