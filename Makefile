@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    := ./...
 BIN     := bin
 
-.PHONY: all build test fmt-check vet unit gitea bench fuzz demo clean
+.PHONY: all build test fmt-check vet unit gitea bench fuzz demo clean stress
 
 all: build
 
@@ -31,6 +31,14 @@ test: fmt-check vet gitea unit
 # try, and runs until Ctrl-C.
 demo: gitea
 	CGO_ENABLED=1 $(GO) run ./integration/demo
+
+# stress runs the linearizability, crash, Gitea outage and abuse suites.
+# make test runs them too, at CI size; COLLAB_STRESS_SCALE=N makes each N
+# times bigger (e.g. make stress COLLAB_STRESS_SCALE=10).
+STRESS_TIMEOUT ?= 60m
+stress: gitea
+	CGO_ENABLED=1 $(GO) test -race -count=1 -v -timeout $(STRESS_TIMEOUT) \
+		-run 'Linearizab|Crash|Outage|Hangs|Abuse' ./models/ ./integration/
 
 bench: gitea
 	CGO_ENABLED=1 $(GO) test -run '^$$' -bench . -benchtime 2s ./models/
