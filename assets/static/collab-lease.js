@@ -8,10 +8,10 @@
   var me = document.currentScript;
   if (!me || !window.fetch || !window.MutationObserver) return;
   // The sidecar's base URL: where this script came from, minus /assets/….
-  var base = me.src.replace(/\/assets\/[^/]*$/, '');
+  var base = (me.getAttribute('data-collab-lease-url') || me.src.replace(/\/assets\/[^/]*$/, '')).replace(/\/$/, '');
   var REFRESH_MS = 30000;
   var leases = {}; // "owner/repo" -> {at, promise}
-  var session = null; // promise of the sidecar login or null
+  var session = null; // promise of {login, sign_in_url} from the sidecar
 
   function get(path) {
     return fetch(base + path, { credentials: 'include', headers: { Accept: 'application/json' } });
@@ -36,8 +36,8 @@
   function signedIn() {
     if (!session) {
       session = get('/api/v1/session').then(function (r) {
-        return r.ok ? r.json().then(function (j) { return j.login || null; }) : null;
-      }).catch(function () { return null; });
+        return r.ok ? r.json() : {};
+      }).catch(function () { return {}; });
     }
     return session;
   }
@@ -85,12 +85,12 @@
     have.dataset.collabLeaseIssue = String(l.issue);
   }
 
-  function signInLink(where, repo) {
+  function signInLink(where, repo, signInURL) {
     if (document.querySelector('.collab-lease-signin')) return;
     var div = document.createElement('div');
     div.className = 'collab-lease-signin';
     var a = document.createElement('a');
-    a.href = base + '/oauth/login?return_to=' + encodeURIComponent(location.href);
+    a.href = signInURL + '?return_to=' + encodeURIComponent(location.href);
     a.textContent = 'sign in to see claims';
     a.title = 'Claims on ' + repo + ' are shown to people who may read it';
     div.appendChild(a);
@@ -124,7 +124,11 @@
         if (res.ok) {
           repos[repo].forEach(function (p) { if (p.anchor.isConnected) draw(p.anchor, res.byIssue[p.issue]); });
         } else if (res.status === 404) {
-          signedIn().then(function (login) { if (!login) signInLink(repos[repo][0].first, repo); });
+          // The repository is on this page, so a 404 means the viewer may
+          // read it in Gitea but the sidecar does not know who they are.
+          signedIn().then(function (sess) {
+            if (!sess.login && sess.sign_in_url) signInLink(repos[repo][0].first, repo, sess.sign_in_url);
+          });
         }
       });
     });

@@ -1,0 +1,334 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// The badges in real headless Chromium, on the real Gitea's pages, with the
+// footer written by the real `collab-sidecar install`.
+
+// badgeSidecar is a sidecar installed into the shared Gitea's footer (and
+// registered as its OAuth2 application), with Gitea restarted to load the
+// footer. The footer is restored when the test ends.
+func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
+	t.Helper()
+	g, w, bin := shared(t)
+	footer := filepath.Join(g.Custom, "templates", "custom", "footer.tmpl")
+	before, beforeErr := os.ReadFile(footer)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := first.HTTPAddr
+	if err := first.Stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	public := "http://" + addr
+	installSidecar(t, dataDir, public, g.Custom)
+	t.Cleanup(func() {
+		if beforeErr != nil {
+			_ = os.Remove(footer)
+		} else {
+			_ = os.WriteFile(footer, before, 0o644)
+		}
+	})
+	if err := g.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir, HTTPAddr: addr,
+		Args: []string{"--public-url", public}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(20 * time.Second); err != nil {
+			t.Errorf("sidecar stop: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", s.Logs())
+		}
+	})
+	return s, g, w
+}
+
+// browser is a fresh headless Chromium (its own profile) that records
+// console errors, uncaught exceptions and failed loads.
+type browser struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	errors []string
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("Chromium is required for the browser tests (apt-get install chromium)")
+	}
+	// The profile is removed by hand: Chromium's helper processes may still
+	// be writing to it for a moment after the browser is gone, which
+	// t.TempDir's cleanup would report as a failure.
+	profile, err := os.MkdirTemp("", "collab-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.UserDataDir(profile),
+		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun,
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.WindowSize(1280, 800),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx)
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+		for i := 0; i < 50 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	b := &browser{ctx: ctx}
+	chromedp.ListenTarget(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch ev := ev.(type) {
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				b.errors = append(b.errors, "console: "+strings.Join(parts, " "))
+			}
+		case *runtime.EventExceptionThrown:
+			b.errors = append(b.errors, "exception: "+ev.ExceptionDetails.Error())
+		case *log.EventEntryAdded:
+			if ev.Entry.Level == log.LevelError {
+				b.errors = append(b.errors, "log: "+ev.Entry.Text+" "+ev.Entry.URL)
+			}
+		case *page.EventJavascriptDialogOpening:
+			b.errors = append(b.errors, "dialog: "+ev.Message)
+			go chromedp.Run(ctx, page.HandleJavaScriptDialog(true))
+		}
+	})
+	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable()); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (b *browser) run(t *testing.T, what string, actions ...chromedp.Action) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func (b *browser) takeErrors() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.errors
+	b.errors = nil
+	return e
+}
+
+// badges returns issue number -> badge text of the page's badges, once the
+// script has had its say: it polls (with a deadline) until want badges are
+// drawn, then reads them.
+func (b *browser) badges(t *testing.T, want int) map[string]string {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var got map[string]string
+	for {
+		got = map[string]string{}
+		var pairs [][]string
+		b.run(t, "read badges", chromedp.Evaluate(
+			`Array.from(document.querySelectorAll('.collab-lease-badge')).map(b => [b.dataset.collabLeaseIssue, b.textContent])`, &pairs))
+		for _, p := range pairs {
+			got[p[0]] = p[1]
+		}
+		if len(got) >= want || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // polling the page, not waiting for a clock
+	}
+	return got
+}
+
+// settled waits until the script has fetched the page's leases, so a
+// check for "no badge" is not merely too early.
+func (b *browser) settled(t *testing.T, s *Sidecar, repo string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var n int
+		b.run(t, "count lease fetches", chromedp.Evaluate(fmt.Sprintf(
+			`performance.getEntriesByType('resource').filter(e => e.name.startsWith(%q) && e.responseEnd > 0).length`,
+			s.HTTPURL+"/api/v1/repos/"+repo+"/leases"), &n))
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the badge script never asked the sidecar for %s's leases", repo)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestBadgesInChromiumAgainstGitea(t *testing.T) {
+	s, g, w := badgeSidecar(t)
+	expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
+	expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.PullRequest)), 0, "bob is assigned the pull request")
+	b := newBrowser(t)
+	open := fmt.Sprint(w.OpenIssue)
+
+	// The issue list: a badge on the claimed issue, none on the others.
+	b.run(t, "open the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"))
+	got := b.badges(t, 1)
+	if len(got) != 1 || !strings.HasPrefix(got[open], "claimed by alice · ") || !strings.HasSuffix(got[open], "m left") {
+		t.Fatalf("issue list badges: %v", got)
+	}
+	var beside string
+	b.run(t, "badge placement", chromedp.Evaluate(
+		`document.querySelector('.collab-lease-badge').previousElementSibling.getAttribute('href')`, &beside))
+	if !strings.HasSuffix(beside, "/acme/widgets/issues/"+open) {
+		t.Fatalf("badge is next to %q", beside)
+	}
+	var png []byte
+	b.run(t, "screenshot", chromedp.FullScreenshot(&png, 100))
+	shot := filepath.Join(t.TempDir(), "badge.png")
+	if os.Getenv("COLLAB_UPDATE_SCREENSHOT") != "" {
+		root, _ := moduleRoot(context.Background())
+		shot = filepath.Join(root, "docs", "badge-issue-list.png")
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The pull request list: the open-ended claim reads "assigned to".
+	b.run(t, "open the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
+	if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
+		t.Fatalf("pull request badges: %v", got)
+	}
+
+	// The issue page: the badge stands by the title.
+	b.run(t, "open the issue", chromedp.Navigate(fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.OpenIssue)))
+	if got := b.badges(t, 1); !strings.HasPrefix(got[open], "claimed by alice") {
+		t.Fatalf("issue page badges: %v", got)
+	}
+	var inTitle bool
+	b.run(t, "badge in title", chromedp.Evaluate(`!!document.querySelector('#issue-title-display h1 .collab-lease-badge')`, &inTitle))
+	if !inTitle {
+		t.Fatal("the issue page's badge is not by the title")
+	}
+
+	// An issue nobody claims: no badge, once the script has looked.
+	b.run(t, "open an unclaimed issue", chromedp.Navigate(fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.ClosedIssue)))
+	b.settled(t, s, "acme/widgets")
+	if got := b.badges(t, 0); len(got) != 0 {
+		t.Fatalf("badges on an unclaimed issue: %v", got)
+	}
+	if errs := b.takeErrors(); len(errs) != 0 {
+		t.Fatalf("console errors on pages with claims:\n%s", strings.Join(errs, "\n"))
+	}
+
+	// Thirty-one minutes later (the page's clock moved on), the claim has
+	// expired and a reload shows no badge; the open-ended one stays.
+	b.run(t, "move the page clock", chromedp.ActionFunc(func(ctx context.Context) error {
+		_, err := page.AddScriptToEvaluateOnNewDocument(
+			`(() => { const skew = 31 * 60 * 1000, now = Date.now; Date.now = () => now() + skew; })()`).Do(ctx)
+		return err
+	}))
+	b.run(t, "reload the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"))
+	b.settled(t, s, "acme/widgets")
+	if got := b.badges(t, 0); len(got) != 0 {
+		t.Fatalf("expired claim still drawn: %v", got)
+	}
+	b.run(t, "reload the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
+	if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
+		t.Fatalf("open-ended claim after the clock moved: %v", got)
+	}
+	if errs := b.takeErrors(); len(errs) != 0 {
+		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// A private repository: no claim for a viewer the sidecar does not know;
+// after signing in to Gitea and following "sign in to see claims", the
+// badge shows.
+func TestPrivateBadgesNeedSignInInChromiumAgainstGitea(t *testing.T) {
+	s, g, w := badgeSidecar(t)
+	expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretIssue, "--ttl", "1h")), 0, "alice claims the private issue")
+	b := newBrowser(t)
+	list := g.URL + "/acme/secret/issues"
+
+	// Anonymous: Gitea itself hides the repository; nothing of the claim shows.
+	b.run(t, "anonymous visit", chromedp.Navigate(list))
+	var html string
+	b.run(t, "read page", chromedp.OuterHTML("html", &html))
+	if strings.Contains(html, "collab-lease-badge") || strings.Contains(html, "claimed by") {
+		t.Fatal("a claim on a private repository shown to an anonymous visitor")
+	}
+	b.takeErrors() // Gitea's own 404 page logs a failed load
+
+	// Carol signs in to Gitea (she may read acme/secret); the sidecar does
+	// not know her yet: no badge, a sign-in link instead.
+	b.run(t, "sign in to Gitea",
+		chromedp.Navigate(g.URL+"/user/login"),
+		chromedp.SendKeys("#user_name", w.Carol.Login, chromedp.ByQuery),
+		chromedp.SendKeys("#password", w.Carol.Password, chromedp.ByQuery),
+		chromedp.Submit("#password", chromedp.ByQuery),
+		chromedp.WaitNotPresent("#password", chromedp.ByQuery),
+		chromedp.Navigate(list),
+		chromedp.WaitVisible(".collab-lease-signin a", chromedp.ByQuery),
+	)
+	if got := b.badges(t, 0); len(got) != 0 {
+		t.Fatalf("badges before signing in to the sidecar: %v", got)
+	}
+	b.takeErrors() // the 404 of the lease request before sign-in
+
+	// Follow the link: Gitea asks Carol to authorize the application once,
+	// then she is back on the list, and the claim shows.
+	b.run(t, "follow sign in", chromedp.Click(".collab-lease-signin a", chromedp.ByQuery))
+	b.run(t, "authorize", chromedp.WaitVisible("#authorize-app", chromedp.ByQuery), chromedp.Click("#authorize-app", chromedp.ByQuery))
+	got := b.badges(t, 1)
+	if !strings.HasPrefix(got[fmt.Sprint(w.SecretIssue)], "claimed by alice") {
+		t.Fatalf("after signing in: badges %v", got)
+	}
+	var loc string
+	b.run(t, "location", chromedp.Location(&loc))
+	if !strings.HasPrefix(loc, list) {
+		t.Fatalf("sign-in returned to %s, not the list", loc)
+	}
+	var links int
+	b.run(t, "no sign-in link", chromedp.Evaluate(`document.querySelectorAll('.collab-lease-signin').length`, &links))
+	if links != 0 {
+		t.Fatal("sign-in link still shown after signing in")
+	}
+	if errs := b.takeErrors(); len(errs) != 0 {
+		t.Fatalf("console errors after sign-in:\n%s", strings.Join(errs, "\n"))
+	}
+}
