@@ -63,6 +63,8 @@ type Options struct {
 	// Ready reports whether Gitea answers (for /readyz); nil means only
 	// the ledger is checked.
 	Ready func(ctx context.Context) error
+	// Metrics serves GET /metrics (Prometheus text format); nil: 404.
+	Metrics http.Handler
 	// RequestTimeout bounds each request's calls to the forge, the ledger
 	// and Gitea's OAuth2 endpoints. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -120,6 +122,9 @@ func New(o Options) (http.Handler, error) {
 
 	r.GET("/healthz", h.healthz)
 	r.GET("/readyz", h.readyz)
+	if o.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(o.Metrics))
+	}
 
 	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)

@@ -51,6 +51,9 @@ type Server struct {
 
 	// Observe, if set, is told about every command (for metrics).
 	Observe func(verb Verb, outcome string, d time.Duration)
+	// ConnDelta, if set, is told +1 when a connection is accepted and -1
+	// when it closes (for metrics).
+	ConnDelta func(delta int)
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -171,6 +174,10 @@ func (s *Server) Serve(l net.Listener) error {
 
 func (s *Server) handleConn(raw net.Conn, cfg *gossh.ServerConfig) {
 	defer func() { <-s.slots }()
+	if s.ConnDelta != nil {
+		s.ConnDelta(1)
+		defer s.ConnDelta(-1)
+	}
 	idle := newIdleConn(raw, s.IdleTimeout)
 	c := &serverConn{Conn: idle}
 	defer c.Close()
@@ -269,6 +276,7 @@ func (s *Server) exec(c *serverConn, ch gossh.Channel, line string) {
 	case unavailable:
 		r = errorReply(errForgeUnavailable)
 	default:
+		s.Logger.Debug("command started", "user", login, "verb", string(cmd.Verb), "repo", cmd.Repo(), "issue", cmd.Issue)
 		ctx, cancel := context.WithTimeout(context.Background(), s.CommandTimeout)
 		d := dispatcher{forge: s.Forge, ledger: s.Ledger}
 		r = d.run(ctx, login, cmd)

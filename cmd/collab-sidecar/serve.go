@@ -59,8 +59,10 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		return err
 	}
 	defer store.Close()
+	met := newMetrics(store)
 	forge, err := gitea.New(gitea.Options{URL: cfg.GiteaURL, Token: cfg.GiteaToken, Timeout: cfg.ForgeTimeout,
-		KeyCacheTTL: orDisabled(cfg.KeyCacheTTL), PermCacheTTL: orDisabled(cfg.PermCacheTTL)})
+		KeyCacheTTL: orDisabled(cfg.KeyCacheTTL), PermCacheTTL: orDisabled(cfg.PermCacheTTL),
+		WrapTransport: met.wrapGitea})
 	if err != nil {
 		return err
 	}
@@ -68,7 +70,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	web, err := newHTTPHandler(cfg, store, forge, log)
+	web, err := newHTTPHandler(cfg, store, forge, met.handler(), log)
 	if err != nil {
 		return err
 	}
@@ -83,7 +85,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		return fmt.Errorf("http-listen: %w", err)
 	}
 	srv := &ssh.Server{HostKey: hostKey, Forge: forge, Ledger: store, Logger: log, MaxTTL: cfg.MaxTTL,
-		CommandTimeout: 3 * cfg.ForgeTimeout}
+		CommandTimeout: 3 * cfg.ForgeTimeout, Observe: met.observe, ConnDelta: met.connDelta}
 	hs := &http.Server{
 		Handler:           web,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
@@ -144,7 +146,7 @@ func requestTimeout(cfg Config) time.Duration { return 3 * cfg.ForgeTimeout }
 
 // newHTTPHandler wires the HTTP API: the badge assets, the session key and,
 // if `collab-sidecar install` registered one, the OAuth2 application.
-func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, log *slog.Logger) (http.Handler, error) {
+func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics http.Handler, log *slog.Logger) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -161,6 +163,7 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, log *sl
 		Ledger: store, Forge: forge, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		OAuth: oauth, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: requestTimeout(cfg),
+		Metrics:        metrics,
 		Ready: func(ctx context.Context) error {
 			_, err := forge.Check(ctx)
 			return err

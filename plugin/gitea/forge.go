@@ -52,6 +52,9 @@ type Options struct {
 	HTTPClient *http.Client
 	// Clock tells the time for cache expiry. Nil means time.Now.
 	Clock func() time.Time
+	// WrapTransport, if set, wraps the transport of the Forge's own client
+	// (e.g. to count requests for metrics); ignored with HTTPClient.
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // Forge answers the sidecar's questions from Gitea. It is safe for
@@ -84,6 +87,9 @@ func New(opts Options) (*Forge, error) {
 	}
 	if f.http == nil {
 		f.http = newHTTPClient(base.Host)
+		if opts.WrapTransport != nil {
+			f.http.Transport = opts.WrapTransport(f.http.Transport)
+		}
 	}
 	clock := opts.Clock
 	if clock == nil {

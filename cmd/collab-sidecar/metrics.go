@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/ssh"
+)
+
+// metrics are the sidecar's Prometheus series, on a registry of its own
+// (prometheus/client_golang: the reference implementation of the format,
+// with the Go runtime and process collectors for free).
+type metrics struct {
+	reg         *prometheus.Registry
+	ops         *prometheus.CounterVec
+	opSeconds   *prometheus.HistogramVec
+	giteaReqs   *prometheus.CounterVec
+	giteaSecs   *prometheus.HistogramVec
+	giteaErrors prometheus.Counter
+	sshConns    prometheus.Gauge
+}
+
+func newMetrics(store *models.Store) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collab_lease_operations_total",
+			Help: "collab-lease commands over SSH, by verb and outcome (acquired, held, renewed, not_holder, released, listed, repo_not_found, forge_unavailable, busy, usage, …).",
+		}, []string{"verb", "outcome"}),
+		opSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "collab_lease_operation_duration_seconds",
+			Help:    "Time to answer a collab-lease command, forge calls and ledger transaction included, by verb.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}, []string{"verb"}),
+		giteaReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collab_lease_gitea_requests_total",
+			Help: "Requests to Gitea's API, by HTTP method and status code.",
+		}, []string{"method", "code"}),
+		giteaSecs: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "collab_lease_gitea_request_duration_seconds",
+			Help:    "Latency of requests to Gitea's API.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}, []string{"method"}),
+		giteaErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "collab_lease_gitea_request_errors_total",
+			Help: "Requests to Gitea that got no HTTP answer (refused, timed out, reset).",
+		}),
+		sshConns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "collab_lease_ssh_connections",
+			Help: "Open SSH connections.",
+		}),
+	}
+	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "collab_lease_live_leases",
+		Help: "Live leases across all repositories.",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		n, err := store.CountLive(ctx)
+		if err != nil {
+			return -1
+		}
+		return float64(n)
+	})
+	m.reg.MustRegister(m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// observe is ssh.Server.Observe.
+func (m *metrics) observe(verb ssh.Verb, outcome string, d time.Duration) {
+	v := string(verb)
+	if v == "" {
+		v = "invalid"
+	}
+	m.ops.WithLabelValues(v, outcome).Inc()
+	m.opSeconds.WithLabelValues(v).Observe(d.Seconds())
+}
+
+// connDelta is ssh.Server.ConnDelta.
+func (m *metrics) connDelta(d int) { m.sshConns.Add(float64(d)) }
+
+// wrapGitea counts the forge's requests to Gitea.
+func (m *metrics) wrapGitea(next http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		start := time.Now()
+		resp, err := next.RoundTrip(req)
+		m.giteaSecs.WithLabelValues(req.Method).Observe(time.Since(start).Seconds())
+		if err != nil {
+			m.giteaErrors.Inc()
+			return nil, err
+		}
+		m.giteaReqs.WithLabelValues(req.Method, strconv.Itoa(resp.StatusCode)).Inc()
+		return resp, nil
+	})
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
