@@ -225,3 +225,23 @@ func resolved(path string) string {
 	}
 	return path
 }
+
+// FooterInstalled reports whether the footer holds exactly the block
+// InstallFooter would write for publicURL (so Gitea's pages load this
+// sidecar's badge script). Damaged markers are an error.
+func FooterInstalled(customDir, publicURL string) (bool, error) {
+	block, err := FooterBlock(publicURL)
+	if err != nil {
+		return false, err
+	}
+	path := resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
+	old, _, err := readFooter(path)
+	if err != nil {
+		return false, err
+	}
+	next, err := spliceFooter(old, block)
+	if err != nil {
+		return false, fmt.Errorf("%s: %w", path, err)
+	}
+	return old != nil && bytes.Equal(old, next), nil
+}

@@ -22,6 +22,9 @@ Usage:
   collab-sidecar serve [flags]     run the SSH and HTTP servers (see: collab-sidecar serve --help)
   collab-sidecar install [flags]   wire a Gitea to this sidecar: badge tags in its custom footer,
                                    the OAuth2 application for sign-in (--uninstall removes the tags)
+  collab-sidecar doctor [flags]    check the Gitea URL, token, footer, sign-in and data directory;
+                                   says what to fix (exit 0 only when all pass)
+  collab-sidecar healthcheck       ask the running server's /healthz (for container health checks)
   collab-sidecar help              show this text
 `
 
@@ -54,6 +57,18 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		cfg, err = loadConfig("install", args[1:], getenv, stdout, f.define)
 		if err == nil {
 			err = install(ctx, cfg, f, stdout)
+		}
+	case "doctor":
+		var cfg Config
+		cfg, err = loadConfig("doctor", args[1:], getenv, stdout)
+		if err == nil {
+			err = doctor(ctx, cfg, stdout)
+		}
+	case "healthcheck":
+		var cfg Config
+		cfg, err = loadConfig("healthcheck", args[1:], getenv, stdout)
+		if err == nil {
+			err = healthcheck(ctx, cfg)
 		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
