@@ -172,7 +172,12 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 		curMu.Unlock()
 	}
 	// Some load on the last process too, then stop everything.
-	for target := acked.Load() + 5; acked.Load() < target; {
+	for target, deadline := acked.Load()+5, time.Now().Add(30*time.Second); acked.Load() < target; {
+		if time.Now().After(deadline) {
+			stop.Store(true)
+			wg.Wait()
+			t.Fatal("no acquire succeeded within 30s after the last restart")
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	stop.Store(true)

@@ -41,6 +41,7 @@ func (tr timedResult) took() time.Duration { return tr.ret.Sub(tr.call) }
 
 func TestGiteaOutageUnderLoadEndToEnd(t *testing.T) {
 	const bound = 5 * time.Second
+	scale := e2eScale(t)
 	g, w, _ := shared(t)
 	s, _ := newSidecar(t, "--key-cache-ttl", "60s", "--perm-cache-ttl", "60s", "--forge-timeout", "2s")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -157,7 +158,7 @@ func TestGiteaOutageUnderLoadEndToEnd(t *testing.T) {
 	mu.Lock()
 	before := len(results)
 	mu.Unlock()
-	waitFor(before + 300)
+	waitFor(before + 300*scale)
 	stop.Store(true)
 	wg.Wait()
 
