@@ -27,7 +27,7 @@ import (
 // Linearizability of the whole service, end to end: sixteen SSH clients
 // (eight Gitea users, two persistent connections each, one session per
 // command) run acquire, renew, release and list against a real sidecar and
-// the real Gitea, with wall-clock ttls of one to three seconds so that
+// the real Gitea, with wall-clock ttls of one or two seconds so that
 // leases expire and are taken over while the clients work. The history of
 // calls and answers is checked with porcupine against the sequential
 // model of SPEC §2 below (the same rules as models/linearizability_test.go,
