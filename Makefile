@@ -3,7 +3,7 @@ GO      ?= go
 PKGS    := ./...
 BIN     := bin
 
-.PHONY: all build test fmt-check vet unit gitea bench fuzz demo clean stress
+.PHONY: all build test fmt-check vet unit gitea gitea-frontend bench fuzz demo clean stress
 
 all: build
 
@@ -22,14 +22,23 @@ vet:
 gitea:
 	./integration/build-gitea.sh
 
+# gitea-frontend builds (once, cached outside the work tree; about a minute,
+# from the npm registry) Gitea's JS and CSS, which its Go module lacks. Test
+# Gitea instances serve it when it is there and render unstyled without it;
+# make test neither needs nor builds it.
+gitea-frontend:
+	./integration/build-gitea-frontend.sh
+
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 
 test: fmt-check vet gitea unit
 
 # demo starts a real Gitea with demo users and the sidecar, prints what to
-# try, and runs until Ctrl-C.
+# try, and runs until Ctrl-C. Without Gitea's frontend it runs unstyled.
 demo: gitea
+	@$(MAKE) --no-print-directory gitea-frontend >/dev/null || \
+		echo "warning: building Gitea's frontend failed (above); the demo's pages will be unstyled" >&2
 	CGO_ENABLED=1 $(GO) run ./integration/demo
 
 # stress runs the linearizability, crash, Gitea outage and abuse suites.

@@ -117,7 +117,9 @@ func StartGitea(ctx context.Context, opts Options) (*Gitea, error) {
 		binErr     error
 		staticErr  error
 		staticRoot = opts.StaticRoot
+		frontend   string
 	)
+	wg.Go(func() { frontend = giteaFrontendDir(ctx) })
 	g.binary = opts.Binary
 	if g.binary == "" {
 		wg.Go(func() { g.binary, binErr = BuildGitea(ctx) })
@@ -136,7 +138,7 @@ func StartGitea(ctx context.Context, opts Options) (*Gitea, error) {
 	}
 	g.setAddr(port)
 	g.AdminPassword = randomHex(12) + "Aa1!"
-	if err := g.writeFiles(staticRoot, port); err != nil {
+	if err := g.writeFiles(staticRoot, frontend, port); err != nil {
 		return nil, fmt.Errorf("start gitea: %w", err)
 	}
 	if err := g.prepare(ctx); err != nil {
@@ -187,24 +189,15 @@ func NewGitea(t testing.TB) *Gitea {
 	return g
 }
 
-// writeFiles writes app.ini and the empty stand-ins for the built frontend
-// (Gitea's module carries no built JS/CSS; without them a browser shows an
-// alert for every page).
-func (g *Gitea) writeFiles(staticRoot string, port int) error {
-	for _, d := range []string{"custom/conf", "data", "repos", "log", "home",
-		"custom/public/assets/js", "custom/public/assets/css"} {
+// writeFiles writes app.ini and the frontend's files (see writeAssets).
+func (g *Gitea) writeFiles(staticRoot, frontend string, port int) error {
+	for _, d := range []string{"custom/conf", "data", "repos", "log", "home"} {
 		if err := os.MkdirAll(filepath.Join(g.Dir, d), 0o755); err != nil {
 			return err
 		}
 	}
-	for _, f := range []string{
-		"js/index.js", "js/iife.js",
-		"css/index.css", "css/theme-gitea-auto.css", "css/theme-gitea-light.css", "css/theme-gitea-dark.css",
-		"licenses.txt",
-	} {
-		if err := os.WriteFile(filepath.Join(g.Custom, "public", "assets", f), nil, 0o644); err != nil {
-			return err
-		}
+	if err := g.writeAssets(frontend); err != nil {
+		return err
 	}
 	runUser := os.Getenv("USER")
 	if u, err := user.Current(); err == nil {
@@ -219,6 +212,51 @@ func (g *Gitea) writeFiles(staticRoot string, port int) error {
 	}
 	// app.ini must be writable: Gitea stores generated secrets in it.
 	return os.WriteFile(g.AppIni, []byte(ini.String()), 0o600)
+}
+
+// writeAssets puts the built frontend (JS, CSS, …) where Gitea serves
+// custom files from, which it prefers to STATIC_ROOT_PATH's: links to the
+// cached build of integration/build-gitea-frontend.sh when frontend names
+// one, else empty stand-ins. Gitea's module carries no built frontend:
+// without either, a browser shows an alert for every page; with the
+// stand-ins, pages render unstyled and run no script.
+func (g *Gitea) writeAssets(frontend string) error {
+	assets := filepath.Join(g.Custom, "public", "assets")
+	// A reused Dir holds the files of its last start. Remove them first:
+	// writing stand-ins through links would clobber the cached build.
+	if err := os.RemoveAll(assets); err != nil {
+		return err
+	}
+	if frontend != "" {
+		if err := os.MkdirAll(assets, 0o755); err != nil {
+			return err
+		}
+		entries, err := os.ReadDir(frontend)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			if err := os.Symlink(filepath.Join(frontend, e.Name()), filepath.Join(assets, e.Name())); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, d := range []string{"js", "css"} {
+		if err := os.MkdirAll(filepath.Join(assets, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, f := range []string{
+		"js/index.js", "js/iife.js",
+		"css/index.css", "css/theme-gitea-auto.css", "css/theme-gitea-light.css", "css/theme-gitea-dark.css",
+		"licenses.txt",
+	} {
+		if err := os.WriteFile(filepath.Join(assets, f), nil, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 type appIni struct {
@@ -592,6 +630,30 @@ func BuildGitea(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("build-gitea.sh printed %q, which is not a file", bin)
 	}
 	return bin, nil
+}
+
+// giteaFrontendDir returns the directory of Gitea's built frontend that
+// integration/build-gitea-frontend.sh has cached for the current giteabin
+// module, or "" if it has built none (it is never built here: `make
+// gitea-frontend` builds it).
+func giteaFrontendDir(ctx context.Context) string {
+	dir, err := sourceDir()
+	if err != nil {
+		return ""
+	}
+	out, err := exec.CommandContext(ctx, "bash", filepath.Join(dir, "build-gitea-frontend.sh"), "--print-path").Output()
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	frontend := strings.TrimSpace(lines[len(lines)-1])
+	if !filepath.IsAbs(frontend) {
+		return ""
+	}
+	if _, err := os.Stat(filepath.Join(frontend, ".vite", "manifest.json")); err != nil {
+		return ""
+	}
+	return frontend
 }
 
 // giteaSourceDir is where the go command keeps the code.gitea.io/gitea
