@@ -17,6 +17,9 @@ type idleConn struct {
 	// armed is set once the handshake is over; until then the fixed
 	// handshake deadline must not be pushed forward by traffic.
 	armed atomic.Bool
+	// heard is set once the peer has sent anything: a client that has
+	// spoken is preferred over a silent one when handshakes are evicted.
+	heard atomic.Bool
 }
 
 func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
@@ -34,6 +37,7 @@ func (c *idleConn) Read(p []byte) (int, error) {
 	quickAck(c.Conn)
 	n, err := c.Conn.Read(p)
 	if n > 0 {
+		c.heard.Store(true)
 		c.extend()
 	}
 	return n, err

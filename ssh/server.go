@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"container/list"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -48,6 +49,18 @@ type Server struct {
 	CommandTimeout   time.Duration // one command, forge calls included (default 15s)
 	MaxConns         int           // concurrent connections (default 1024)
 	MaxAuthTries     int           // per connection (default 6)
+	// MaxStartups caps connections still in the handshake (default 128).
+	// When it is reached, a new connection evicts the oldest one that has
+	// not authenticated yet, so clients that stall cannot lock others out.
+	MaxStartups int
+	// MaxSessions caps open sessions per connection (default 10).
+	MaxSessions int
+	// SessionStartTimeout closes a session that has asked for neither exec
+	// nor shell by then (default 10s).
+	SessionStartTimeout time.Duration
+	// MaxKeyLookups caps concurrent key lookups at the forge (default 8),
+	// so a flood of unknown keys cannot flood Gitea.
+	MaxKeyLookups int
 
 	// Observe, if set, is told about every command (for metrics).
 	Observe func(verb Verb, outcome string, d time.Duration)
@@ -61,13 +74,18 @@ type Server struct {
 	closing   atomic.Bool
 	commands  sync.WaitGroup
 	slots     chan struct{}
+	lookups   chan struct{}
+	startups  *list.List // *serverConn still in the handshake, oldest first
 	initOnce  sync.Once
 }
 
 type serverConn struct {
 	net.Conn
-	ssh    *gossh.ServerConn
-	active atomic.Int32 // commands running on this connection
+	idle     *idleConn
+	ssh      *gossh.ServerConn
+	active   atomic.Int32  // commands running on this connection
+	sessions atomic.Int32  // open sessions on this connection
+	startup  *list.Element // in Server.startups while in the handshake
 }
 
 func (s *Server) init() {
@@ -93,7 +111,21 @@ func (s *Server) init() {
 		if s.MaxAuthTries <= 0 {
 			s.MaxAuthTries = 6
 		}
+		if s.MaxStartups <= 0 {
+			s.MaxStartups = 128
+		}
+		if s.MaxSessions <= 0 {
+			s.MaxSessions = 10
+		}
+		if s.SessionStartTimeout <= 0 {
+			s.SessionStartTimeout = 10 * time.Second
+		}
+		if s.MaxKeyLookups <= 0 {
+			s.MaxKeyLookups = 8
+		}
 		s.slots = make(chan struct{}, s.MaxConns)
+		s.lookups = make(chan struct{}, s.MaxKeyLookups)
+		s.startups = list.New()
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*serverConn]struct{}{}
 	})
@@ -114,8 +146,14 @@ func (s *Server) config() *gossh.ServerConfig {
 // returns is trusted only once it arrives on the authenticated connection.
 func (s *Server) authenticate(meta gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
 	fp := gossh.FingerprintSHA256(key)
-	ctx, cancel := context.WithTimeout(context.Background(), s.CommandTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.CommandTimeout, s.HandshakeTimeout))
 	defer cancel()
+	select {
+	case s.lookups <- struct{}{}:
+		defer func() { <-s.lookups }()
+	case <-ctx.Done():
+		return nil, fmt.Errorf("key lookups saturated; refusing %s", fp)
+	}
 	user, err := s.Forge.UserByKey(ctx, fp)
 	switch {
 	case err == nil:
@@ -161,9 +199,7 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			return err
 		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
+		if !s.takeSlot() {
 			s.Logger.Warn("connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.MaxConns)
 			_ = c.Close()
 			continue
@@ -179,7 +215,7 @@ func (s *Server) handleConn(raw net.Conn, cfg *gossh.ServerConfig) {
 		defer s.ConnDelta(-1)
 	}
 	idle := newIdleConn(raw, s.IdleTimeout)
-	c := &serverConn{Conn: idle}
+	c := &serverConn{Conn: idle, idle: idle}
 	defer c.Close()
 	if !s.track(c) {
 		return
@@ -187,7 +223,9 @@ func (s *Server) handleConn(raw net.Conn, cfg *gossh.ServerConfig) {
 	defer s.untrack(c)
 
 	_ = raw.SetDeadline(time.Now().Add(s.HandshakeTimeout))
+	s.beginStartup(c)
 	sconn, chans, reqs, err := gossh.NewServerConn(c, cfg)
+	s.endStartup(c)
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
 			s.Logger.Debug("handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
@@ -206,11 +244,89 @@ func (s *Server) handleConn(raw net.Conn, cfg *gossh.ServerConfig) {
 			_ = ch.Reject(gossh.ResourceShortage, "server shutting down")
 			continue
 		}
-		channel, requests, err := ch.Accept()
-		if err != nil {
+		if c.sessions.Add(1) > int32(s.MaxSessions) {
+			c.sessions.Add(-1)
+			_ = ch.Reject(gossh.ResourceShortage, "too many sessions on one connection")
 			continue
 		}
-		go s.handleSession(c, channel, requests)
+		channel, requests, err := ch.Accept()
+		if err != nil {
+			c.sessions.Add(-1)
+			continue
+		}
+		go func() {
+			defer c.sessions.Add(-1)
+			s.handleSession(c, channel, requests)
+		}()
+	}
+}
+
+// takeSlot reserves one of MaxConns for a new connection. When all are
+// taken, a connection still in its handshake gives way (the oldest), so
+// stalled handshakes cannot hold every slot; authenticated connections are
+// never pushed out.
+func (s *Server) takeSlot() bool {
+	select {
+	case s.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if !s.evictOldestStartup() {
+		return false
+	}
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case s.slots <- struct{}{}: // the evicted connection's goroutine frees its slot
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func (s *Server) evictOldestStartup() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.evictLocked()
+}
+
+// evictLocked closes the connection in the handshake that has waited
+// longest without sending a byte, or else the oldest one. A client that
+// has spoken is thus pushed out only when every other is speaking too.
+func (s *Server) evictLocked() bool {
+	victim := s.startups.Front()
+	for e := victim; e != nil; e = e.Next() {
+		if !e.Value.(*serverConn).idle.heard.Load() {
+			victim = e
+			break
+		}
+	}
+	if victim == nil {
+		return false
+	}
+	c := s.startups.Remove(victim).(*serverConn)
+	c.startup = nil
+	_ = c.Close()
+	return true
+}
+
+// beginStartup counts c among the connections in the handshake, evicting
+// one (see evictLocked) when there are MaxStartups already, so stalled
+// clients cannot keep others from authenticating.
+func (s *Server) beginStartup(c *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.startups.Len() >= s.MaxStartups && s.evictLocked() {
+	}
+	c.startup = s.startups.PushBack(c)
+}
+
+func (s *Server) endStartup(c *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.startup != nil {
+		s.startups.Remove(c.startup)
+		c.startup = nil
 	}
 }
 
@@ -218,7 +334,14 @@ func (s *Server) handleConn(raw net.Conn, cfg *gossh.ServerConfig) {
 // exits 1, everything else (pty, env, subsystem, agent, x11) is refused.
 func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gossh.Request) {
 	defer ch.Close()
+	// A session that never asks for anything is closed, so idle sessions
+	// cannot pile up on a connection that keeps itself alive.
+	start := time.AfterFunc(s.SessionStartTimeout, func() { _ = ch.Close() })
+	defer start.Stop()
 	for req := range reqs {
+		if req.Type == "exec" || req.Type == "shell" {
+			start.Stop()
+		}
 		switch req.Type {
 		case "exec":
 			line, ok := execPayload(req.Payload)

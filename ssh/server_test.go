@@ -175,10 +175,11 @@ type world struct {
 	hostKey  string
 	logs     *bytes.Buffer
 	logMu    *lockedWriter
+	tweak    func(*Server) // adjusts the server's limits before it starts
 	serveErr chan error
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, tweak ...func(*Server)) *world {
 	t.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatal("the OpenSSH client is required (apt-get install openssh-client)")
@@ -208,6 +209,9 @@ func newWorld(t *testing.T) *world {
 	w.forge.issues["acme/widgets#8"] = plugin.Issue{Number: 8, IsPull: true}
 	w.forge.issues["acme/secret#1"] = plugin.Issue{Number: 1}
 	w.hostKey = filepath.Join(w.dir, "ssh_host_ed25519_key")
+	if len(tweak) > 0 {
+		w.tweak = tweak[0]
+	}
 	w.start("127.0.0.1:0")
 	return w
 }
@@ -228,6 +232,9 @@ func (w *world) start(addr string) {
 	}
 	w.srv = &Server{HostKey: signer, Forge: w.forge, Ledger: w.ledger,
 		Logger: slog.New(slog.NewTextHandler(w.logMu, nil))}
+	if w.tweak != nil {
+		w.tweak(w.srv)
+	}
 	w.serveErr = make(chan error, 1)
 	go func() { w.serveErr <- w.srv.Serve(l) }()
 	if w.known == "" {
@@ -637,5 +644,149 @@ func TestOneLogLinePerCommandWithoutKeyMaterial(t *testing.T) {
 	}
 	if strings.Contains(logs, "ssh-ed25519") || strings.Contains(logs, "PRIVATE KEY") {
 		t.Fatalf("key material in logs:\n%s", logs)
+	}
+}
+
+// One connection may hold at most MaxSessions sessions, and a session that
+// asks for nothing is closed after SessionStartTimeout.
+func TestSessionLimits(t *testing.T) {
+	w := newWorld(t, func(s *Server) { s.MaxSessions = 3; s.SessionStartTimeout = 200 * time.Millisecond })
+	client := w.dial(t, "alice")
+	defer client.Close()
+	var sessions []*gossh.Session
+	for i := 0; i < 3; i++ {
+		sess, err := client.NewSession()
+		if err != nil {
+			t.Fatalf("session %d: %v", i, err)
+		}
+		sessions = append(sessions, sess)
+	}
+	if _, err := client.NewSession(); err == nil {
+		t.Fatal("a fourth session was accepted")
+	}
+	// The idle ones are closed by the server; then there is room again.
+	for i, sess := range sessions {
+		done := make(chan error, 1)
+		go func() { done <- sess.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("idle session %d was not closed", i)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sess, err := client.NewSession()
+		if err == nil {
+			out, err := sess.Output("collab-lease help")
+			if err != nil || string(out) != Usage {
+				t.Fatalf("help after the idle sessions closed: %q %v", out, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no room for a session after the idle ones closed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Connections that never finish the handshake cannot lock others out: past
+// MaxStartups the oldest is evicted, and a real client still gets in.
+func TestStalledHandshakesDoNotLockOthersOut(t *testing.T) {
+	w := newWorld(t, func(s *Server) { s.MaxStartups = 8; s.MaxConns = 64 })
+	var (
+		mu      sync.Mutex
+		stalled []net.Conn
+	)
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	dial := func(n int) {
+		for i := 0; i < n; i++ {
+			c, err := net.Dial("tcp", w.addr.String())
+			if err != nil {
+				return // refused: fine, the server protects itself
+			}
+			mu.Lock()
+			stalled = append(stalled, c)
+			mu.Unlock()
+		}
+	}
+	dial(200)
+	// The flood goes on while the real client connects.
+	flood := make(chan struct{})
+	go func() { defer close(flood); dial(300) }()
+	r := w.ssh("alice", "collab-lease acquire acme/widgets 42")
+	<-flood
+	if r.code != 0 {
+		w.logMu.mu.Lock()
+		defer w.logMu.mu.Unlock()
+		t.Fatalf("a real client among stalled ones: %+v\n%s", r, w.logs.String())
+	}
+	w.srv.mu.Lock()
+	n := w.srv.startups.Len()
+	w.srv.mu.Unlock()
+	if n > 8 {
+		t.Fatalf("%d connections in the handshake, above MaxStartups 8", n)
+	}
+}
+
+// countingForge counts concurrent key lookups.
+type countingForge struct {
+	*fakeForge
+	mu        sync.Mutex
+	now, peak int
+	release   chan struct{}
+}
+
+func (f *countingForge) UserByKey(ctx context.Context, fp string) (plugin.User, error) {
+	f.mu.Lock()
+	f.now++
+	f.peak = max(f.peak, f.now)
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.now--; f.mu.Unlock() }()
+	select {
+	case <-f.release:
+	case <-ctx.Done():
+	}
+	return f.fakeForge.UserByKey(ctx, fp)
+}
+
+// Unknown keys cannot flood the forge: at most MaxKeyLookups at once.
+func TestKeyLookupsAreCapped(t *testing.T) {
+	cf := &countingForge{release: make(chan struct{})}
+	w := newWorld(t, func(s *Server) {
+		cf.fakeForge = s.Forge.(*fakeForge)
+		s.Forge = cf
+		s.MaxKeyLookups = 3
+		s.HandshakeTimeout = 5 * time.Second
+	})
+	var wg sync.WaitGroup
+	for i := 0; i < 12; i++ {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.ssh("mallory", "collab-lease help") }()
+	}
+	// Wait until lookups are waiting, then let them all through.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cf.mu.Lock()
+		now := cf.now
+		cf.mu.Unlock()
+		if now >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(cf.release)
+	wg.Wait()
+	cf.mu.Lock()
+	defer cf.mu.Unlock()
+	if cf.peak != 3 {
+		t.Fatalf("peak concurrent key lookups %d, want exactly the cap 3", cf.peak)
 	}
 }
