@@ -53,5 +53,17 @@ bench: gitea
 	CGO_ENABLED=1 $(GO) test -run '^$$' -bench . -benchtime 2s ./models/
 	CGO_ENABLED=1 $(GO) test -run '^$$' -bench SSHFresh -benchtime 50x ./integration/
 
+# fuzz runs every fuzz target for FUZZTIME each (their seed corpora also
+# run as plain tests in make test).
+FUZZTIME ?= 30s
+FUZZ_TARGETS := ./ssh:FuzzParseCommand ./ssh:FuzzParseDuration ./ssh:FuzzSplitWords \
+	./cmd/git-collab:FuzzParseRemoteURL ./cmd/collab-sidecar:FuzzConfig
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+		CGO_ENABLED=1 $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
 clean:
 	rm -rf $(BIN)
