@@ -56,14 +56,7 @@ func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := s.Stop(20 * time.Second); err != nil {
-			t.Errorf("sidecar stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("sidecar log:\n%s", s.Logs())
-		}
-	})
+	stopAtEnd(t, s)
 	return s, g, w
 }
 

@@ -74,15 +74,21 @@ func newSidecar(t *testing.T, args ...string) (*Sidecar, *World) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopAtEnd(t, s)
+	return s, w
+}
+
+// stopAtEnd stops s (SIGTERM, bounded) when the test ends, and shows the
+// tail of its log if the test failed.
+func stopAtEnd(t *testing.T, s *Sidecar) {
 	t.Cleanup(func() {
 		if err := s.Stop(20 * time.Second); err != nil {
 			t.Errorf("sidecar stop: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("sidecar log:\n%s", s.Logs())
+			t.Logf("sidecar log:\n%s", tail(s.Logs(), 60))
 		}
 	})
-	return s, w
 }
 
 func run(t *testing.T, s *Sidecar, u *User, words ...string) SSHResult {

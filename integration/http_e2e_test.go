@@ -236,14 +236,7 @@ func signInSidecar(t *testing.T) (*Sidecar, *World) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := s.Stop(20 * time.Second); err != nil {
-			t.Errorf("sidecar stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("sidecar log:\n%s", s.Logs())
-		}
-	})
+	stopAtEnd(t, s)
 	if !strings.Contains(s.Logs(), `msg="sign-in enabled"`) {
 		t.Fatalf("sign-in not enabled:\n%s", s.Logs())
 	}

@@ -318,14 +318,7 @@ func TestGiteaHangsUnderLoadEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := s.Stop(20 * time.Second); err != nil {
-			t.Errorf("sidecar stop: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("sidecar log:\n%s", tail(s.Logs(), 40))
-		}
-	})
+	stopAtEnd(t, s)
 	var agents []*agent
 	for i, u := range users {
 		a, err := newAgent(s, u)
