@@ -8,6 +8,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -70,20 +72,13 @@ func run(dir, sshAddr string, once bool) error {
 		return err
 	}
 	done()
-	done = step("starting collab-sidecar")
-	s, err := integration.StartSidecar(setup, integration.SidecarOptions{Binary: bin, Gitea: g,
-		DataDir: filepath.Join(abs, "sidecar"), SSHAddr: sshAddr})
+	done = step("starting collab-sidecar and installing its badges into Gitea")
+	s, err := startSidecar(setup, bin, g, filepath.Join(abs, "sidecar"), sshAddr)
 	if err != nil {
-		// The demo port may be taken; any free one will do.
-		s, err = integration.StartSidecar(setup, integration.SidecarOptions{Binary: bin, Gitea: g,
-			DataDir: filepath.Join(abs, "sidecar"), SSHAddr: "127.0.0.1:0"})
-		if err != nil {
-			return err
-		}
+		return err
 	}
-	defer s.Stop(20 * time.Second)
+	defer func() { s.Stop(20 * time.Second) }()
 	done()
-
 	// An ssh config with one Host per demo user keeps the printed
 	// commands short: `ssh -F .demo/ssh_config alice collab-lease …`.
 	cfgPath := filepath.Join(abs, "ssh_config")
@@ -120,6 +115,14 @@ func run(dir, sshAddr string, once bool) error {
 		if r.Code != 0 {
 			return fmt.Errorf("claim through the demo failed (exit %d): %s", r.Code, r.Stderr)
 		}
+		// Gitea's pages load the badge script from this sidecar.
+		page, err := fetch(setup, g.URL+"/acme/widgets/issues")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(page, s.HTTPURL+"/assets/collab-lease.js") {
+			return fmt.Errorf("Gitea's issue list does not load %s/assets/collab-lease.js", s.HTTPURL)
+		}
 		cmd := exec.CommandContext(setup, "git", "collab", "claims")
 		cmd.Dir = checkout
 		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(gitCollab)+string(os.PathListSeparator)+os.Getenv("PATH"))
@@ -152,13 +155,64 @@ The same through git collab, from a checkout of acme/widgets:
   git collab claims
   git collab claim %[3]d --ttl 30m
 
-The issue list: %[1]s/acme/widgets/issues
+The issue list, with its claim badges: %[1]s/acme/widgets/issues
+(acme/secret is private: sign in to Gitea as carol / %[9]s, open
+%[1]s/acme/secret/issues and follow "sign in to see claims")
 
 Ctrl-C stops everything.
-`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath), rel(checkout), filepath.Dir(gitCollab))
+`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath), rel(checkout), filepath.Dir(gitCollab), w.Carol.Password)
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\ndemo: stopping")
 	return nil
+}
+
+// startSidecar starts the sidecar once to learn its addresses (the
+// preferred ones if free), installs it into Gitea (footer tags pointing at
+// its HTTP address, OAuth2 application), restarts Gitea so it loads the
+// footer, and starts the sidecar again on the same addresses.
+func startSidecar(ctx context.Context, bin string, g *integration.Gitea, dataDir, sshAddr string) (*integration.Sidecar, error) {
+	opts := integration.SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir, SSHAddr: sshAddr, HTTPAddr: "127.0.0.1:8787"}
+	first, err := integration.StartSidecar(ctx, opts)
+	if err != nil {
+		// The demo ports may be taken; any free ones will do.
+		opts.SSHAddr, opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
+		if first, err = integration.StartSidecar(ctx, opts); err != nil {
+			return nil, err
+		}
+	}
+	opts.SSHAddr, opts.HTTPAddr = first.SSHAddr, first.HTTPAddr
+	if err := first.Stop(20 * time.Second); err != nil {
+		return nil, err
+	}
+	public := "http://" + opts.HTTPAddr
+	install := exec.CommandContext(ctx, bin, "install", "--gitea-url", g.URL,
+		"--gitea-token-file", filepath.Join(dataDir, "gitea-token"), "--data-dir", dataDir,
+		"--public-url", public, "--gitea-custom", g.Custom)
+	if out, err := install.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("collab-sidecar install: %v\n%s", err, out)
+	}
+	if err := g.Restart(ctx); err != nil {
+		return nil, err
+	}
+	opts.Args = []string{"--public-url", public}
+	return integration.StartSidecar(ctx, opts)
+}
+
+func fetch(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return string(b), err
 }
 
 // buildGitCollab builds cmd/git-collab into dir.
