@@ -17,9 +17,10 @@ type idleConn struct {
 	// armed is set once the handshake is over; until then the fixed
 	// handshake deadline must not be pushed forward by traffic.
 	armed atomic.Bool
-	// heard is set once the peer has sent anything: a client that has
-	// spoken is preferred over a silent one when handshakes are evicted.
-	heard atomic.Bool
+	// got counts the bytes the peer has sent: when handshakes must be
+	// evicted, the one that got furthest (a real client is past its key
+	// exchange within a round trip) is kept over one that stalls.
+	got atomic.Int64
 }
 
 func newIdleConn(c net.Conn, idle time.Duration) *idleConn {
@@ -37,7 +38,7 @@ func (c *idleConn) Read(p []byte) (int, error) {
 	quickAck(c.Conn)
 	n, err := c.Conn.Read(p)
 	if n > 0 {
-		c.heard.Store(true)
+		c.got.Add(int64(n))
 		c.extend()
 	}
 	return n, err

@@ -86,6 +86,7 @@ type serverConn struct {
 	active   atomic.Int32  // commands running on this connection
 	sessions atomic.Int32  // open sessions on this connection
 	startup  *list.Element // in Server.startups while in the handshake
+	since    time.Time     // when the connection was accepted
 }
 
 func (s *Server) init() {
@@ -204,35 +205,38 @@ func (s *Server) Serve(l net.Listener) error {
 			_ = c.Close()
 			continue
 		}
-		go s.handleConn(c, cfg)
+		// Counted among the handshakes here, in arrival order, so that
+		// eviction's "oldest" means the first accepted.
+		idle := newIdleConn(c, s.IdleTimeout)
+		sc := &serverConn{Conn: idle, idle: idle, since: time.Now()}
+		_ = c.SetDeadline(sc.since.Add(s.HandshakeTimeout))
+		s.beginStartup(sc)
+		go s.handleConn(sc, cfg)
 	}
 }
 
-func (s *Server) handleConn(raw net.Conn, cfg *gossh.ServerConfig) {
+func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 	defer func() { <-s.slots }()
+	defer s.endStartup(c)
 	if s.ConnDelta != nil {
 		s.ConnDelta(1)
 		defer s.ConnDelta(-1)
 	}
-	idle := newIdleConn(raw, s.IdleTimeout)
-	c := &serverConn{Conn: idle, idle: idle}
 	defer c.Close()
 	if !s.track(c) {
 		return
 	}
 	defer s.untrack(c)
 
-	_ = raw.SetDeadline(time.Now().Add(s.HandshakeTimeout))
-	s.beginStartup(c)
 	sconn, chans, reqs, err := gossh.NewServerConn(c, cfg)
 	s.endStartup(c)
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
-			s.Logger.Debug("handshake failed", "remote", raw.RemoteAddr().String(), "err", err)
+			s.Logger.Debug("handshake failed", "remote", c.RemoteAddr().String(), "err", err)
 		}
 		return
 	}
-	idle.arm()
+	c.idle.arm()
 	c.ssh = sconn
 	go gossh.DiscardRequests(reqs) // tcpip-forward and friends: refused
 	for ch := range chans {
@@ -290,16 +294,33 @@ func (s *Server) evictOldestStartup() bool {
 	return s.evictLocked()
 }
 
-// evictLocked closes the connection in the handshake that has waited
-// longest without sending a byte, or else the oldest one. A client that
-// has spoken is thus pushed out only when every other is speaking too.
+// startupGrace is how long a new connection is spared from eviction by
+// bytes: within it a real client has sent its version line and key
+// exchange offer (one round trip), while a staller has sent nothing or its
+// version line only.
+const startupGrace = 500 * time.Millisecond
+
+// evictLocked closes one connection in the handshake. Among those past
+// startupGrace, it picks the one that has sent the fewest bytes (the
+// oldest, on a tie), so a client that stalls goes before a client that is
+// exchanging keys; if every connection is younger than that, the oldest.
+// (A flood of more than MaxStartups new connections within startupGrace
+// can therefore push out a real client that arrived amid it: it must
+// retry, as with OpenSSH's MaxStartups.)
 func (s *Server) evictLocked() bool {
-	victim := s.startups.Front()
-	for e := victim; e != nil; e = e.Next() {
-		if !e.Value.(*serverConn).idle.heard.Load() {
-			victim = e
-			break
+	var victim *list.Element
+	least := int64(-1)
+	for e := s.startups.Front(); e != nil; e = e.Next() {
+		c := e.Value.(*serverConn)
+		if time.Since(c.since) < startupGrace {
+			break // the list is in arrival order: the rest are younger still
 		}
+		if got := c.idle.got.Load(); least < 0 || got < least {
+			victim, least = e, got
+		}
+	}
+	if victim == nil {
+		victim = s.startups.Front()
 	}
 	if victim == nil {
 		return false
