@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/models/leasemodel"
 )
 
 // Crashes under load: eight SSH clients acquire, renew and release three
@@ -92,14 +93,14 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 			rng := rand.New(rand.NewSource(time.Now().UnixNano() + int64(c)))
 			for !stop.Load() {
 				n := issues[rng.Intn(len(issues))]
-				in := e2eInput{Issue: n, Holder: a.user.Login}
+				in := leasemodel.Input{Key: leasemodel.Key{RepoID: w.Widgets.ID, Issue: n}, Holder: a.user.Login}
 				switch roll := rng.Intn(10); {
 				case roll < 6:
-					in.Kind, in.TTL = e2eAcquire, int64(1+rng.Intn(3))
+					in.Kind, in.TTL = leasemodel.Acquire, int64(1+rng.Intn(3))
 				case roll < 7:
-					in.Kind, in.TTL = e2eRenew, 2
+					in.Kind, in.TTL = leasemodel.Renew, 2
 				default:
-					in.Kind = e2eRelease
+					in.Kind = leasemodel.Release
 				}
 				call := time.Since(start)
 				cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
@@ -123,7 +124,7 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 					unexpected <- fmt.Errorf("%s: %v", a.user.Login, err)
 					return
 				}
-				if in.Kind == e2eAcquire && len(outs) == 1 && outs[0].Result == e2eOK {
+				if in.Kind == leasemodel.Acquire && len(outs) == 1 && outs[0].Result == leasemodel.OK {
 					o := outs[0]
 					mu.Lock()
 					seen = append(seen, seenAcquire{issue: n, holder: o.Holder, token: o.Token, acquiredAt: o.AcquiredAt, expiresAt: o.ExpiresAt, call: call, ret: ret})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/models/leasemodel"
 )
 
 // Linearizability of the whole service, end to end: sixteen SSH clients
@@ -30,189 +30,26 @@ import (
 // the real Gitea, with wall-clock ttls of one or two seconds so that
 // leases expire and are taken over while the clients work. The history of
 // calls and answers is checked with porcupine against the sequential
-// model of SPEC §2 below (the same rules as models/linearizability_test.go,
-// restated here because a test file cannot import another package's).
+// model of SPEC §2 in package leasemodel, the one the store's own check in
+// models/ uses.
 //
 // Time. The sidecar decides with its wall clock in whole seconds, and the
 // clients share that clock (same machine). So the `now` a command used
-// lies in [floor(call), floor(return)] of the client's own readings, and
-// the model tries each second of that window: an operation whose window
-// straddles an expiry may be judged either way, and nothing else may.
-// That is sound (no false alarm) as long as the wall clock is not stepped
-// during the run, which the test checks against the monotonic clock.
-// Writes decide with the clock read under the ledger's write lock, so
-// their seconds never decrease in the ledger's order; the model holds
-// them to that. A release does not say whether it freed a live lease, so
-// the model does not ask. Exit 75 means nothing was done (SPEC §3).
+// lies in [floor(call), floor(return)] of the client's own readings: that
+// is the window the model tries each second of. That is sound (no false
+// alarm) as long as the wall clock is not stepped during the run, which
+// the test checks against the monotonic clock. A release does not say
+// whether it freed a live lease, so the model does not ask. Exit 75 means
+// nothing was done (SPEC §3).
 //
 // The check is only worth its silence if it can fail: two corrupted copies
 // of the real history — one answer's token set one lower (a token going
 // backwards), one "held" answer turned into a grant of the holder's
 // tenure (two holders at once) — must each be Illegal.
 
-type e2eKind uint8
-
-const (
-	e2eAcquire e2eKind = iota
-	e2eRenew
-	e2eRelease
-	e2eList // one issue's part of a list of the repository
-)
-
-func (k e2eKind) String() string { return [...]string{"acquire", "renew", "release", "list"}[k] }
-
-type e2eInput struct {
-	Kind   e2eKind
-	Issue  int64
-	Holder string
-	TTL    int64  // seconds; 0: open-ended acquire
-	Lo, Hi int64  // Unix seconds just before the call and just after the answer
-	Client string // for messages only
-}
-
-type e2eResult uint8
-
-const (
-	e2eOK e2eResult = iota
-	e2eHeld
-	e2eNotHolder
-	e2eUnavailable // exit 75: nothing was done
-)
-
-type e2eOutput struct {
-	Result     e2eResult
-	Present    bool   // list: the issue has a live lease
-	Holder     string // ok: the holder; held/not_holder: the live holder ("" none)
-	Token      int64
-	AcquiredAt int64
-	ExpiresAt  int64 // 0: open-ended, or none
-}
-
-type e2eState struct {
-	Holder     string
-	Token      int64
-	AcquiredAt int64
-	ExpiresAt  int64
-	LastWrite  int64
-}
-
-func (s e2eState) live(now int64) bool {
-	return s.Holder != "" && (s.ExpiresAt == 0 || s.ExpiresAt > now)
-}
-
-// e2eSpec is SPEC §2 as a sequential function (see linSpec in models/).
-func e2eSpec(s e2eState, in e2eInput, now int64) (e2eOutput, e2eState) {
-	live := s.live(now)
-	exp := int64(0)
-	if in.TTL > 0 {
-		exp = now + in.TTL
-	}
-	refused := func(r e2eResult) (e2eOutput, e2eState) {
-		if !live {
-			return e2eOutput{Result: r}, s
-		}
-		return e2eOutput{Result: r, Holder: s.Holder, ExpiresAt: s.ExpiresAt}, s
-	}
-	granted := func(s e2eState) (e2eOutput, e2eState) {
-		return e2eOutput{Result: e2eOK, Holder: s.Holder, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
-	}
-	switch in.Kind {
-	case e2eAcquire:
-		switch {
-		case live && s.Holder != in.Holder:
-			return refused(e2eHeld)
-		case live:
-			s.ExpiresAt = exp
-			return granted(s)
-		default:
-			return granted(e2eState{Holder: in.Holder, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite})
-		}
-	case e2eRenew:
-		if !live || s.Holder != in.Holder {
-			return refused(e2eNotHolder)
-		}
-		s.ExpiresAt = exp
-		return granted(s)
-	case e2eRelease:
-		if live && s.Holder != in.Holder {
-			return refused(e2eNotHolder)
-		}
-		if s.Holder != "" {
-			s.Holder, s.AcquiredAt, s.ExpiresAt = "", 0, 0
-		}
-		return e2eOutput{Result: e2eOK}, s
-	case e2eList:
-		if !live {
-			return e2eOutput{Result: e2eOK}, s
-		}
-		return e2eOutput{Result: e2eOK, Present: true, Holder: s.Holder, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
-	}
-	panic("unknown operation kind")
-}
-
-func e2eStep(s e2eState, in e2eInput, out e2eOutput) []any {
-	if out.Result == e2eUnavailable {
-		return []any{s}
-	}
-	lo := in.Lo
-	if in.Kind != e2eList {
-		lo = max(lo, s.LastWrite)
-	}
-	var next []any
-	for now := lo; now <= in.Hi; now++ {
-		want, ns := e2eSpec(s, in, now)
-		if want != out {
-			continue
-		}
-		if in.Kind != e2eList {
-			ns.LastWrite = now
-		}
-		// One successor per distinct row, with the earliest clock: it
-		// allows whatever a later one would.
-		if !slices.ContainsFunc(next, func(x any) bool {
-			o := x.(e2eState)
-			o.LastWrite = ns.LastWrite
-			return o == ns
-		}) {
-			next = append(next, ns)
-		}
-	}
-	return next
-}
-
-var e2eModel = (&porcupine.NondeterministicModel{
-	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
-		by := map[int64][]porcupine.Operation{}
-		var issues []int64
-		for _, op := range history {
-			n := op.Input.(e2eInput).Issue
-			if _, ok := by[n]; !ok {
-				issues = append(issues, n)
-			}
-			by[n] = append(by[n], op)
-		}
-		var out [][]porcupine.Operation
-		for _, n := range issues {
-			out = append(out, by[n])
-		}
-		return out
-	},
-	Init: func() []any { return []any{e2eState{}} },
-	Step: func(state, input, output any) []any {
-		return e2eStep(state.(e2eState), input.(e2eInput), output.(e2eOutput))
-	},
-	Hash: func(state any) uint64 {
-		s := state.(e2eState)
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s|%d|%d|%d|%d", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite)
-		return h.Sum64()
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(e2eInput), output.(e2eOutput)
-		return fmt.Sprintf("%s #%d by %s (%s) ttl %d @[%d,%d] -> %+v", in.Kind, in.Issue, in.Holder, in.Client, in.TTL, in.Lo, in.Hi, out)
-	},
-	DescribeState: func(state any) string { return fmt.Sprintf("%+v", state.(e2eState)) },
-}).ToModel()
+// e2eModel is the model as the SSH verb answers: "released" does not say
+// whether a live lease was freed.
+var e2eModel = leasemodel.New(leasemodel.Options{IgnoreFreed: true})
 
 // agent is one persistent SSH connection of a Gitea user to a sidecar,
 // through the Go SSH client; each command is a session of its own.
@@ -374,17 +211,17 @@ func unixOf(t *models.Time) int64 {
 // e2eAnswer translates one command's result into the model's outputs (a
 // list: one per issue in issues). Anything the contract does not allow
 // is an error.
-func e2eAnswer(in e2eInput, r SSHResult, issues []int64) ([]e2eOutput, error) {
+func e2eAnswer(in leasemodel.Input, r SSHResult, issues []int64) ([]leasemodel.Output, error) {
 	if r.Code == 75 {
 		if r.Stdout != "" || !strings.HasPrefix(r.Stderr, "error: ") {
 			return nil, fmt.Errorf("exit 75 with %+v", r)
 		}
-		if in.Kind == e2eList {
+		if in.Kind == leasemodel.List {
 			return nil, nil // a failed read says nothing
 		}
-		return []e2eOutput{{Result: e2eUnavailable}}, nil
+		return []leasemodel.Output{{Result: leasemodel.Unavailable}}, nil
 	}
-	if in.Kind == e2eList {
+	if in.Kind == leasemodel.List {
 		var list models.ListView
 		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &list) != nil {
 			return nil, fmt.Errorf("list: %+v", r)
@@ -402,11 +239,11 @@ func e2eAnswer(in e2eInput, r SSHResult, issues []int64) ([]e2eOutput, error) {
 			}
 			by[l.Issue] = l
 		}
-		var outs []e2eOutput
+		var outs []leasemodel.Output
 		for _, n := range issues {
-			o := e2eOutput{Result: e2eOK}
+			o := leasemodel.Output{Result: leasemodel.OK}
 			if l, ok := by[n]; ok {
-				o = e2eOutput{Result: e2eOK, Present: true, Holder: l.Holder, Token: l.Token, AcquiredAt: time.Time(l.AcquiredAt).Unix(), ExpiresAt: unixOf(l.ExpiresAt)}
+				o = leasemodel.Output{Result: leasemodel.OK, Present: true, Holder: l.Holder, Token: l.Token, AcquiredAt: time.Time(l.AcquiredAt).Unix(), ExpiresAt: unixOf(l.ExpiresAt)}
 			}
 			outs = append(outs, o)
 		}
@@ -421,29 +258,29 @@ func e2eAnswer(in e2eInput, r SSHResult, issues []int64) ([]e2eOutput, error) {
 		holder = *v.Holder
 	}
 	switch {
-	case r.Code == 0 && in.Kind == e2eRelease && v.Status == "released":
-		return []e2eOutput{{Result: e2eOK}}, nil
-	case r.Code == 0 && (in.Kind == e2eAcquire && v.Status == "acquired" || in.Kind == e2eRenew && v.Status == "renewed"):
+	case r.Code == 0 && in.Kind == leasemodel.Release && v.Status == "released":
+		return []leasemodel.Output{{Result: leasemodel.OK}}, nil
+	case r.Code == 0 && (in.Kind == leasemodel.Acquire && v.Status == "acquired" || in.Kind == leasemodel.Renew && v.Status == "renewed"):
 		if holder != in.Holder || v.AcquiredAt == nil {
 			return nil, fmt.Errorf("%s by %s: %s", in.Kind, in.Holder, r.Stdout)
 		}
-		return []e2eOutput{{Result: e2eOK, Holder: holder, Token: v.Token, AcquiredAt: unixOf(v.AcquiredAt), ExpiresAt: unixOf(v.ExpiresAt)}}, nil
-	case r.Code == 4 && in.Kind == e2eAcquire && v.Status == "held":
-		return []e2eOutput{{Result: e2eHeld, Holder: holder, ExpiresAt: unixOf(v.ExpiresAt)}}, nil
-	case r.Code == 4 && in.Kind != e2eAcquire && v.Status == "not_holder":
-		return []e2eOutput{{Result: e2eNotHolder, Holder: holder, ExpiresAt: unixOf(v.ExpiresAt)}}, nil
+		return []leasemodel.Output{{Result: leasemodel.OK, Holder: holder, Token: v.Token, AcquiredAt: unixOf(v.AcquiredAt), ExpiresAt: unixOf(v.ExpiresAt)}}, nil
+	case r.Code == 4 && in.Kind == leasemodel.Acquire && v.Status == "held":
+		return []leasemodel.Output{{Result: leasemodel.Held, Holder: holder, ExpiresAt: unixOf(v.ExpiresAt)}}, nil
+	case r.Code == 4 && in.Kind != leasemodel.Acquire && v.Status == "not_holder":
+		return []leasemodel.Output{{Result: leasemodel.NotHolder, Holder: holder, ExpiresAt: unixOf(v.ExpiresAt)}}, nil
 	}
 	return nil, fmt.Errorf("%s: %+v", in.Kind, r)
 }
 
-func e2eCommand(in e2eInput, repo string) string {
+func e2eCommand(in leasemodel.Input, repo string) string {
 	switch in.Kind {
-	case e2eList:
+	case leasemodel.List:
 		return "collab-lease list " + repo
-	case e2eRelease:
-		return fmt.Sprintf("collab-lease release %s %d", repo, in.Issue)
+	case leasemodel.Release:
+		return fmt.Sprintf("collab-lease release %s %d", repo, in.Key.Issue)
 	}
-	cmd := fmt.Sprintf("collab-lease %s %s %d", in.Kind, repo, in.Issue)
+	cmd := fmt.Sprintf("collab-lease %s %s %d", in.Kind, repo, in.Key.Issue)
 	if in.TTL > 0 {
 		cmd += fmt.Sprintf(" --ttl %ds", in.TTL)
 	}
@@ -513,32 +350,32 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 			var local []porcupine.Operation
 			un := 0
 			for made.Add(1) <= int64(target) && time.Now().Before(deadline) && !failed.Load() {
-				in := e2eInput{Issue: issues[rng.Intn(len(issues))], Holder: a.user.Login, Client: fmt.Sprintf("client %d", c)}
+				in := leasemodel.Input{Key: leasemodel.Key{RepoID: w.Widgets.ID, Issue: issues[rng.Intn(len(issues))]}, Holder: a.user.Login}
 				roll := rng.Intn(20)
-				if holds(a.user.Login, in.Issue) {
+				if holds(a.user.Login, in.Key.Issue) {
 					switch {
 					case roll < 1:
-						in.Kind, in.TTL = e2eAcquire, int64(1+rng.Intn(2))
+						in.Kind, in.TTL = leasemodel.Acquire, int64(1+rng.Intn(2))
 					case roll < 2:
-						in.Kind, in.TTL = e2eRenew, int64(1+rng.Intn(2))
+						in.Kind, in.TTL = leasemodel.Renew, int64(1+rng.Intn(2))
 					case roll < 3:
-						in.Kind = e2eRelease
+						in.Kind = leasemodel.Release
 					default:
-						in.Kind = e2eList
+						in.Kind = leasemodel.List
 					}
 				} else {
 					switch {
 					case roll < 12:
-						in.Kind = e2eAcquire
+						in.Kind = leasemodel.Acquire
 						if rng.Intn(20) > 0 { // one in twenty open-ended
 							in.TTL = int64(1 + rng.Intn(2))
 						}
 					case roll < 14:
-						in.Kind, in.TTL = e2eRenew, int64(1+rng.Intn(2))
+						in.Kind, in.TTL = leasemodel.Renew, int64(1+rng.Intn(2))
 					case roll < 16:
-						in.Kind = e2eRelease
+						in.Kind = leasemodel.Release
 					default:
-						in.Kind = e2eList
+						in.Kind = leasemodel.List
 					}
 				}
 				cmd := e2eCommand(in, w.Widgets.FullName())
@@ -549,26 +386,26 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 				in.Hi = time.Now().Unix()
 				if err != nil {
 					if failed.CompareAndSwap(false, true) {
-						t.Errorf("%s (%s): %s: %v", in.Client, in.Holder, cmd, err)
+						t.Errorf("client %d (%s): %s: %v", c, in.Holder, cmd, err)
 					}
 					return
 				}
 				outs, err := e2eAnswer(in, r, issues)
 				if err != nil {
 					if failed.CompareAndSwap(false, true) {
-						t.Errorf("%s (%s): %s: %v", in.Client, in.Holder, cmd, err)
+						t.Errorf("client %d (%s): %s: %v", c, in.Holder, cmd, err)
 					}
 					return
 				}
-				if in.Kind != e2eList && len(outs) == 1 && outs[0].Result != e2eUnavailable {
-					believe(in.Holder, in.Issue, outs[0].Result == e2eOK && in.Kind != e2eRelease)
+				if in.Kind != leasemodel.List && len(outs) == 1 && outs[0].Result != leasemodel.Unavailable {
+					believe(in.Holder, in.Key.Issue, outs[0].Result == leasemodel.OK && in.Kind != leasemodel.Release)
 				}
 				for i, o := range outs {
 					in := in
-					if in.Kind == e2eList {
-						in.Issue = issues[i]
+					if in.Kind == leasemodel.List {
+						in.Key.Issue = issues[i]
 					}
-					if o.Result == e2eUnavailable {
+					if o.Result == leasemodel.Unavailable {
 						un++
 					}
 					local = append(local, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: o, Return: ret})
@@ -600,11 +437,11 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 	tenures := map[[2]int64]string{} // (issue, token) -> holder
 	held := 0
 	for _, op := range history {
-		in, out := op.Input.(e2eInput), op.Output.(e2eOutput)
-		if out.Result == e2eOK && (in.Kind == e2eAcquire || in.Kind == e2eRenew) {
-			tenures[[2]int64{in.Issue, out.Token}] = out.Holder
+		in, out := op.Input.(leasemodel.Input), op.Output.(leasemodel.Output)
+		if out.Result == leasemodel.OK && (in.Kind == leasemodel.Acquire || in.Kind == leasemodel.Renew) {
+			tenures[[2]int64{in.Key.Issue, out.Token}] = out.Holder
 		}
-		if out.Result == e2eHeld {
+		if out.Result == leasemodel.Held {
 			held++
 		}
 	}
@@ -637,7 +474,7 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 		t.Errorf("the workload does not exercise expiry: %v", actions)
 	}
 
-	res := checkE2E(t, history, time.Duration(scale)*2*time.Minute, true)
+	res := leasemodel.Check(t, e2eModel, history, time.Duration(scale)*2*time.Minute, true)
 	if res != porcupine.Ok {
 		t.Fatalf("the service's history is %s, want Ok", res)
 	}
@@ -648,9 +485,9 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 	mutant := slices.Clone(history)
 	picked := -1
 	for i, op := range mutant {
-		in, out := op.Input.(e2eInput), op.Output.(e2eOutput)
-		prev, ok := tenures[[2]int64{in.Issue, out.Token - 1}]
-		if out.Result == e2eOK && in.Kind == e2eAcquire && out.Token >= 2 && ok && prev != out.Holder {
+		in, out := op.Input.(leasemodel.Input), op.Output.(leasemodel.Output)
+		prev, ok := tenures[[2]int64{in.Key.Issue, out.Token - 1}]
+		if out.Result == leasemodel.OK && in.Kind == leasemodel.Acquire && out.Token >= 2 && ok && prev != out.Holder {
 			out.Token--
 			mutant[i].Output = out
 			picked = i
@@ -660,7 +497,7 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 	if picked < 0 {
 		t.Fatal("no answer to make a token go backwards with")
 	}
-	if res := checkE2E(t, mutant, 2*time.Minute, false); res != porcupine.Illegal {
+	if res := leasemodel.Check(t, e2eModel, mutant, 2*time.Minute, false); res != porcupine.Illegal {
 		t.Errorf("a token going backwards (%s) was called %s, want Illegal", e2eModel.DescribeOperation(mutant[picked].Input, mutant[picked].Output), res)
 	}
 	// Two holders: a "held" answer turned into a grant of the holder's
@@ -668,20 +505,20 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 	mutant = slices.Clone(history)
 	picked = -1
 	for i, op := range mutant {
-		in, out := op.Input.(e2eInput), op.Output.(e2eOutput)
-		if out.Result != e2eHeld {
+		in, out := op.Input.(leasemodel.Input), op.Output.(leasemodel.Output)
+		if out.Result != leasemodel.Held {
 			continue
 		}
 		for key, h := range tenures {
-			if key[0] == in.Issue && h == out.Holder && h != in.Holder {
+			if key[0] == in.Key.Issue && h == out.Holder && h != in.Holder {
 				var acquiredAt int64
 				for _, o := range history {
-					if oi, oo := o.Input.(e2eInput), o.Output.(e2eOutput); oi.Issue == in.Issue && oo.Result == e2eOK && oo.Token == key[1] && oo.AcquiredAt != 0 {
+					if oi, oo := o.Input.(leasemodel.Input), o.Output.(leasemodel.Output); oi.Key.Issue == in.Key.Issue && oo.Result == leasemodel.OK && oo.Token == key[1] && oo.AcquiredAt != 0 {
 						acquiredAt = oo.AcquiredAt
 						break
 					}
 				}
-				mutant[i].Output = e2eOutput{Result: e2eOK, Holder: in.Holder, Token: key[1], AcquiredAt: acquiredAt, ExpiresAt: out.ExpiresAt}
+				mutant[i].Output = leasemodel.Output{Result: leasemodel.OK, Holder: in.Holder, Token: key[1], AcquiredAt: acquiredAt, ExpiresAt: out.ExpiresAt}
 				picked = i
 				break
 			}
@@ -693,23 +530,7 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 	if picked < 0 {
 		t.Fatal("no held answer to turn into a second holder")
 	}
-	if res := checkE2E(t, mutant, 2*time.Minute, false); res != porcupine.Illegal {
+	if res := leasemodel.Check(t, e2eModel, mutant, 2*time.Minute, false); res != porcupine.Illegal {
 		t.Errorf("two holders at once (%s) was called %s, want Illegal", e2eModel.DescribeOperation(mutant[picked].Input, mutant[picked].Output), res)
 	}
-}
-
-func checkE2E(t *testing.T, history []porcupine.Operation, timeout time.Duration, visualize bool) porcupine.CheckResult {
-	t.Helper()
-	start := time.Now()
-	res, info := porcupine.CheckOperationsVerbose(e2eModel, history, timeout)
-	t.Logf("checked %d recorded operations in %s: %s", len(history), time.Since(start).Round(time.Millisecond), res)
-	if res == porcupine.Illegal && visualize {
-		if f, err := os.CreateTemp("", "e2e-linearizability-*.html"); err == nil {
-			if porcupine.Visualize(e2eModel, info, f) == nil {
-				t.Logf("visualization of the violation: %s", f.Name())
-			}
-			_ = f.Close()
-		}
-	}
-	return res
 }

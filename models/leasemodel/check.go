@@ -1,0 +1,29 @@
+package leasemodel
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Check runs porcupine on history against m and returns its verdict. On a
+// violation, if visualize, it writes porcupine's visualization of it to a
+// temporary file and logs the file's name.
+func Check(t testing.TB, m porcupine.Model, history []porcupine.Operation, timeout time.Duration, visualize bool) porcupine.CheckResult {
+	t.Helper()
+	start := time.Now()
+	res, info := porcupine.CheckOperationsVerbose(m, history, timeout)
+	t.Logf("checked %d recorded operations in %s: %s", len(history), time.Since(start).Round(time.Millisecond), res)
+	if res == porcupine.Illegal && visualize {
+		f, err := os.CreateTemp("", "linearizability-*.html")
+		if err == nil {
+			if err := porcupine.Visualize(m, info, f); err == nil {
+				t.Logf("visualization of the violation: %s", f.Name())
+			}
+			_ = f.Close()
+		}
+	}
+	return res
+}

@@ -1,0 +1,231 @@
+package leasemodel
+
+import (
+	"fmt"
+	"hash/fnv"
+	"slices"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Key is an issue of a repository (the same fields as the ledger's key,
+// so that one converts to the other).
+type Key struct {
+	RepoID int64
+	Issue  int64
+}
+
+// Kind is the operation a call makes.
+type Kind uint8
+
+const (
+	Acquire Kind = iota
+	Renew
+	Release
+	List // one issue's part of a list of its repository
+)
+
+func (k Kind) String() string {
+	return [...]string{"acquire", "renew", "release", "list"}[k]
+}
+
+// Input is one call. TTL is in seconds (0: open-ended acquire).
+type Input struct {
+	Kind   Kind
+	Key    Key
+	Holder string
+	TTL    int64
+	Lo, Hi int64 // the clock (Unix seconds) just before the call and just after the answer
+}
+
+// Result is the kind of an answer.
+type Result uint8
+
+const (
+	OK          Result = iota
+	Held               // acquire: the issue has another live holder
+	NotHolder          // renew, release: the caller does not hold the issue
+	Unavailable        // nothing was done (the store's ErrBusy, the SSH verb's exit 75)
+)
+
+// Output is one answer, with only the fields the answer carries set, so
+// that two answers compare with ==.
+type Output struct {
+	Result     Result
+	Present    bool   // list: the issue has a live lease
+	Holder     string // ok: the holder; held/not_holder: the live holder ("" none)
+	Token      int64
+	AcquiredAt int64
+	ExpiresAt  int64 // 0: open-ended, or none
+	Freed      bool  // release: it freed a live lease
+}
+
+// State is one issue's lease row as the model sees it.
+type State struct {
+	Holder     string // "": free
+	Token      int64
+	AcquiredAt int64
+	ExpiresAt  int64 // 0: open-ended (or free)
+	LastWrite  int64 // the clock value of the latest write on this issue
+}
+
+// Live says whether the row is a live lease at clock value now: a lease is
+// not live at its exact expiry instant.
+func (s State) Live(now int64) bool {
+	return s.Holder != "" && (s.ExpiresAt == 0 || s.ExpiresAt > now)
+}
+
+func (s State) sameRow(o State) bool {
+	s.LastWrite, o.LastWrite = 0, 0
+	return s == o
+}
+
+// Spec is SPEC §2 as a sequential function: the answer to in on state s at
+// clock value now, and the state after it.
+func Spec(s State, in Input, now int64) (Output, State) {
+	live := s.Live(now)
+	exp := int64(0)
+	if in.TTL > 0 {
+		exp = now + in.TTL
+	}
+	refused := func(r Result) (Output, State) {
+		if !live {
+			return Output{Result: r}, s
+		}
+		return Output{Result: r, Holder: s.Holder, ExpiresAt: s.ExpiresAt}, s
+	}
+	granted := func(s State) (Output, State) {
+		return Output{Result: OK, Holder: s.Holder, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
+	}
+	switch in.Kind {
+	case Acquire:
+		switch {
+		case live && s.Holder != in.Holder:
+			return refused(Held)
+		case live: // idempotent: same tenure, expiry from this call
+			s.ExpiresAt = exp
+			return granted(s)
+		default: // a new tenure, token old+1
+			return granted(State{Holder: in.Holder, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite})
+		}
+	case Renew:
+		if !live || s.Holder != in.Holder {
+			return refused(NotHolder)
+		}
+		s.ExpiresAt = exp
+		return granted(s)
+	case Release:
+		if live && s.Holder != in.Holder {
+			return refused(NotHolder)
+		}
+		if s.Holder != "" { // the row is freed and keeps its token
+			s.Holder, s.AcquiredAt, s.ExpiresAt = "", 0, 0
+		}
+		return Output{Result: OK, Freed: live}, s
+	case List:
+		if !live {
+			return Output{Result: OK}, s
+		}
+		return Output{Result: OK, Present: true, Holder: s.Holder, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
+	}
+	panic("unknown operation kind")
+}
+
+// Options are what the places that check the rules see differently.
+type Options struct {
+	// IgnoreFreed: a release's answer does not say whether it freed a
+	// live lease (the SSH verb's does not), so the model does not ask;
+	// Output.Freed of a release is not compared.
+	IgnoreFreed bool
+}
+
+// New returns the rules as a porcupine model.
+func New(o Options) porcupine.Model {
+	return (&porcupine.NondeterministicModel{
+		Partition: partition,
+		Init:      func() []any { return []any{State{}} },
+		Step: func(state, input, output any) []any {
+			return o.step(state.(State), input.(Input), output.(Output))
+		},
+		Hash: func(state any) uint64 {
+			s := state.(State)
+			h := fnv.New64a()
+			fmt.Fprintf(h, "%s|%d|%d|%d|%d", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite)
+			return h.Sum64()
+		},
+		DescribeOperation: describeOperation,
+		DescribeState: func(state any) string {
+			s := state.(State)
+			return fmt.Sprintf("%q token %d at %d until %d (last write %d)", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite)
+		},
+	}).ToModel()
+}
+
+// step returns every state the model can be in after in answered out on
+// s, trying each clock value of the operation's window.
+func (o Options) step(s State, in Input, out Output) []any {
+	if out.Result == Unavailable {
+		return []any{s} // nothing was written
+	}
+	lo := in.Lo
+	if in.Kind != List {
+		lo = max(lo, s.LastWrite)
+	}
+	var next []any
+	for now := lo; now <= in.Hi; now++ {
+		want, ns := Spec(s, in, now)
+		if o.IgnoreFreed {
+			want.Freed = out.Freed
+		}
+		if want != out {
+			continue
+		}
+		if in.Kind != List {
+			ns.LastWrite = now
+		}
+		if !slices.ContainsFunc(next, func(x any) bool { return x.(State).sameRow(ns) }) {
+			next = append(next, ns)
+		}
+	}
+	return next
+}
+
+// partition splits a history by issue.
+func partition(history []porcupine.Operation) [][]porcupine.Operation {
+	by := map[Key][]porcupine.Operation{}
+	var keys []Key
+	for _, op := range history {
+		k := op.Input.(Input).Key
+		if _, ok := by[k]; !ok {
+			keys = append(keys, k)
+		}
+		by[k] = append(by[k], op)
+	}
+	out := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, by[k])
+	}
+	return out
+}
+
+func describeOperation(input, output any) string {
+	in, out := input.(Input), output.(Output)
+	call := fmt.Sprintf("%s %d#%d by %s ttl %d @[%d,%d]", in.Kind, in.Key.RepoID, in.Key.Issue, in.Holder, in.TTL, in.Lo, in.Hi)
+	switch out.Result {
+	case Held:
+		return fmt.Sprintf("%s -> held by %s until %d", call, out.Holder, out.ExpiresAt)
+	case NotHolder:
+		return fmt.Sprintf("%s -> not_holder (%q until %d)", call, out.Holder, out.ExpiresAt)
+	case Unavailable:
+		return call + " -> unavailable"
+	}
+	switch in.Kind {
+	case Release:
+		return fmt.Sprintf("%s -> released (freed %v)", call, out.Freed)
+	case List:
+		if !out.Present {
+			return call + " -> not listed"
+		}
+	}
+	return fmt.Sprintf("%s -> %s token %d at %d until %d", call, out.Holder, out.Token, out.AcquiredAt, out.ExpiresAt)
+}
