@@ -1,62 +1,104 @@
 package integration
 
+// The benchmarks of this package measure the service end to end, against
+// the shared Gitea and the real sidecar binary. Each one does its whole
+// measurement once per iteration and reports its results as metrics, so
+// run them with -benchtime 1x (bench/run.sh does, and renders
+// bench/RESULTS.md from what they report):
+//
+//	go test -run '^$' -bench . -benchtime 1x ./integration/
+//
+// A benchmark that compares two things measures them side by side in the
+// same run, interleaved, so that a busy machine slows both alike and the
+// ratio stays meaningful when the absolute figures do not.
+
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"sort"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
+
+// freshSamples is how many fresh connections each side of
+// BenchmarkSSHFreshConnection makes per iteration.
+const freshSamples = 60
 
 // BenchmarkSSHFreshConnection compares, in one run, the wall time of one
 // `ssh … collab-lease acquire` (a fresh OpenSSH connection, key lookup and
 // permission check with warm caches, one ledger transaction) with a no-op
-// exec on the same server (`collab-lease help`), and reports the medians.
-//
-//	go test -run '^$' -bench SSHFresh -benchtime 50x ./integration/
+// exec on the same server (`collab-lease help`), interleaved, and reports
+// the medians and their ratio.
 func BenchmarkSSHFreshConnection(b *testing.B) {
 	g, w, bin := sharedB(b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	s, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: b.TempDir() + "/data"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Stop(20 * time.Second)
+	s := startBenchSidecar(b, ctx, g, bin, b.TempDir())
 	acquire := fmt.Sprintf("collab-lease acquire acme/widgets %d --ttl 1h", w.OpenIssue)
-	// Warm the key and permission caches.
+	// Warm the key and permission caches, and the OpenSSH binary.
 	for _, cmd := range []string{"collab-lease help", acquire} {
 		if r := s.SSH(ctx, w.Alice.Key.Path, cmd); r.Code != 0 {
 			b.Fatalf("%s: %+v", cmd, r)
 		}
 	}
 	var help, acq []time.Duration
-	b.ResetTimer()
 	for b.Loop() {
-		for _, c := range []struct {
-			cmd string
-			out *[]time.Duration
-		}{{"collab-lease help", &help}, {acquire, &acq}} {
-			start := time.Now()
-			if r := s.SSH(ctx, w.Alice.Key.Path, c.cmd); r.Code != 0 {
-				b.Fatalf("%s: %+v", c.cmd, r)
+		for range freshSamples {
+			for _, c := range []struct {
+				cmd string
+				out *[]time.Duration
+			}{{"collab-lease help", &help}, {acquire, &acq}} {
+				start := time.Now()
+				if r := s.SSH(ctx, w.Alice.Key.Path, c.cmd); r.Code != 0 {
+					b.Fatalf("%s: %+v", c.cmd, r)
+				}
+				*c.out = append(*c.out, time.Since(start))
 			}
-			*c.out = append(*c.out, time.Since(start))
 		}
 	}
 	mh, ma := median(help), median(acq)
-	b.ReportMetric(float64(mh.Microseconds())/1000, "help-median-ms")
-	b.ReportMetric(float64(ma.Microseconds())/1000, "acquire-median-ms")
+	reportMs(b, "help-p50-ms", mh)
+	reportMs(b, "acquire-p50-ms", ma)
+	reportMs(b, "help-p90-ms", percentile(help, 90))
+	reportMs(b, "acquire-p90-ms", percentile(acq, 90))
+	b.ReportMetric(float64(len(acq)), "samples-each")
 	b.ReportMetric(float64(ma)/float64(mh), "acquire/help")
 }
 
-func median(d []time.Duration) time.Duration {
+func median(d []time.Duration) time.Duration { return percentile(d, 50) }
+
+func mean(d []time.Duration) time.Duration {
 	if len(d) == 0 {
 		return 0
 	}
-	s := append([]time.Duration(nil), d...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	return s[len(s)/2]
+	var sum time.Duration
+	for _, x := range d {
+		sum += x
+	}
+	return sum / time.Duration(len(d))
+}
+
+// percentile is the nearest-rank p-th percentile of d (0 < p <= 100).
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	rank := int(math.Ceil(p / 100 * float64(len(s))))
+	return s[min(max(rank, 1), len(s))-1]
+}
+
+func reportMs(b *testing.B, unit string, d time.Duration) {
+	b.ReportMetric(float64(d.Microseconds())/1000, unit)
 }
 
 // sharedB is shared for benchmarks.
@@ -66,5 +108,182 @@ func sharedB(b *testing.B) (*Gitea, *World, string) {
 	if fixture.err != nil {
 		b.Fatalf("shared fixture: %v", fixture.err)
 	}
+	if !fixture.g.Running() {
+		b.Fatal("the shared Gitea is stopped")
+	}
 	return fixture.g, fixture.w, fixture.bin
+}
+
+// startBenchSidecar starts a sidecar on a fresh data directory under dir
+// (or on the ledger already there) and stops it when the benchmark ends.
+func startBenchSidecar(b *testing.B, ctx context.Context, g *Gitea, bin, dir string, args ...string) *Sidecar {
+	b.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := StartSidecar(sctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(dir, "data"), Args: args})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := s.Stop(20 * time.Second); err != nil {
+			b.Errorf("sidecar stop: %v", err)
+		}
+		if b.Failed() {
+			b.Logf("sidecar log:\n%s", tail(s.Logs(), 60))
+		}
+	})
+	return s
+}
+
+// benchAgentCount is how many agents the benchmarks can use.
+const benchAgentCount = 64
+
+// benchAgents are users bench00…bench63, each with a key and an API token,
+// write collaborators on Widgets; created once per process.
+var benchAgents struct {
+	once  sync.Once
+	users []*User
+	err   error
+}
+
+// agentsB returns the first n bench agents, creating all of them on first use.
+func agentsB(b *testing.B, g *Gitea, w *World, n int) []*User {
+	b.Helper()
+	if n > benchAgentCount {
+		b.Fatalf("%d agents asked for, %d exist", n, benchAgentCount)
+	}
+	benchAgents.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		users := make([]*User, benchAgentCount)
+		for i := range users {
+			u := &User{Login: fmt.Sprintf("bench%02d", i), Password: randomHex(8) + "Aa1!"}
+			k, err := newKey(w.KeyDir, u.Login)
+			if err != nil {
+				benchAgents.err = err
+				return
+			}
+			u.Key, users[i] = k, u
+		}
+		benchAgents.err = inParallel(8, len(users), func(i int) error {
+			u := users[i]
+			if err := createUser(ctx, g, u, true); err != nil {
+				return err
+			}
+			return g.Admin().Do(ctx, "PUT", "/repos/"+w.Widgets.FullName()+"/collaborators/"+u.Login,
+				map[string]any{"permission": "write"}, nil)
+		})
+		benchAgents.users = users
+	})
+	if benchAgents.err != nil {
+		b.Fatalf("bench agents: %v", benchAgents.err)
+	}
+	return benchAgents.users[:n]
+}
+
+// openIssuesB opens n new issues in Widgets and returns their numbers.
+func openIssuesB(b *testing.B, g *Gitea, w *World, n int, title string) []int64 {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out := make([]int64, n)
+	err := inParallel(8, n, func(i int) error {
+		var is struct{ Number int64 }
+		err := g.Admin().Do(ctx, "POST", "/repos/"+w.Widgets.FullName()+"/issues",
+			map[string]any{"title": fmt.Sprintf("%s %d", title, i+1)}, &is)
+		out[i] = is.Number
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// inParallel runs f(0)…f(n-1) with at most width at a time and returns
+// their errors joined.
+func inParallel(width, n int, f func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, width)
+	)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := f(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// benchClientConfig is the x/crypto/ssh client configuration of u against
+// the sidecar s, checking s's host key.
+func benchClientConfig(s *Sidecar, u *User) (*ssh.ClientConfig, error) {
+	read := func(path string) (ssh.Signer, error) {
+		pemBytes, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		return ssh.ParsePrivateKey(pemBytes)
+	}
+	signer, err := read(u.Key.Path)
+	if err != nil {
+		return nil, err
+	}
+	host, err := read(filepath.Join(s.DataDir, "ssh_host_ed25519_key"))
+	if err != nil {
+		return nil, err
+	}
+	return &ssh.ClientConfig{
+		User:            "git",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(host.PublicKey()),
+		Timeout:         30 * time.Second,
+	}, nil
+}
+
+// dialB opens a persistent SSH connection of u to s.
+func dialB(b *testing.B, s *Sidecar, u *User) *ssh.Client {
+	b.Helper()
+	cfg, err := benchClientConfig(s, u)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := ssh.Dial("tcp", s.SSHAddr, cfg)
+	if err != nil {
+		b.Fatalf("dial as %s: %v", u.Login, err)
+	}
+	b.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// runOn runs one command in a new session on c, as an agent with a
+// persistent connection does.
+func runOn(c *ssh.Client, cmd string) (SSHResult, error) {
+	sess, err := c.NewSession()
+	if err != nil {
+		return SSHResult{}, err
+	}
+	defer sess.Close()
+	var out, errb bytes.Buffer
+	sess.Stdout, sess.Stderr = &out, &errb
+	err = sess.Run(cmd)
+	r := SSHResult{Stdout: out.String(), Stderr: errb.String()}
+	var exit *ssh.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.Code = exit.ExitStatus()
+	default:
+		return r, fmt.Errorf("%s: %w", cmd, err)
+	}
+	return r, nil
 }

@@ -1,0 +1,151 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/assets"
+	"github.com/collab-lease/collab-lease/models"
+)
+
+const (
+	listLeases  = 10000 // live leases in the listed repository
+	listSamples = 200   // timed GETs
+	listSeeders = 16    // goroutines seeding the ledger
+)
+
+// BenchmarkListLeases10k seeds the ledger with 10,000 live leases on
+// Widgets (through models.Store.Acquire, before the sidecar starts, from
+// 16 goroutines sharing one Store; half with a ttl, half open-ended), starts
+// the sidecar on it and times GET /api/v1/repos/acme/widgets/leases as an
+// anonymous visitor of the public repository, as the badge script asks.
+func BenchmarkListLeases10k(b *testing.B) {
+	g, w, bin := sharedB(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for b.Loop() {
+		dir := b.TempDir()
+		if err := os.MkdirAll(filepath.Join(dir, "data"), 0o700); err != nil {
+			b.Fatal(err)
+		}
+		seed := time.Now()
+		if err := seedLeases(ctx, filepath.Join(dir, "data", "collab.db"), w.Widgets.ID, listLeases); err != nil {
+			b.Fatal(err)
+		}
+		seeded := time.Since(seed)
+		s := startBenchSidecar(b, ctx, g, bin, dir)
+		url := s.HTTPURL + "/api/v1/repos/" + w.Widgets.FullName() + "/leases"
+		hc := &http.Client{}
+		get := func() (time.Duration, int, error) {
+			start := time.Now()
+			resp, err := hc.Get(url)
+			if err != nil {
+				return 0, 0, err
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			d := time.Since(start)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				return 0, 0, fmt.Errorf("GET %s: HTTP %d %v", url, resp.StatusCode, err)
+			}
+			var list models.ListView
+			if err := json.Unmarshal(body, &list); err != nil || len(list.Leases) != listLeases {
+				return 0, 0, fmt.Errorf("GET %s: %d leases, want %d (%v)", url, len(list.Leases), listLeases, err)
+			}
+			return d, len(body), nil
+		}
+		// The first request fills the permission cache and checks the answer.
+		_, size, err := get()
+		if err != nil {
+			b.Fatal(err)
+		}
+		// Side by side: the page whose badges ask for this list,
+		// Gitea's issue list of the repository, as the same visitor.
+		page := g.URL + "/" + w.Widgets.FullName() + "/issues"
+		timed := func(u string) time.Duration {
+			start := time.Now()
+			resp, err := hc.Get(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Fatalf("GET %s: HTTP %d %v", u, resp.StatusCode, err)
+			}
+			return time.Since(start)
+		}
+		timed(page)
+		var lat, pageLat []time.Duration
+		for range listSamples {
+			lat = append(lat, timed(url))
+			pageLat = append(pageLat, timed(page))
+		}
+		p50, p99, pageP50 := percentile(lat, 50), percentile(lat, 99), percentile(pageLat, 50)
+		reportMs(b, "p50-ms", p50)
+		reportMs(b, "p99-ms", p99)
+		reportMs(b, "gitea-page-p50-ms", pageP50)
+		b.ReportMetric(float64(p50)/float64(pageP50), "leases/page")
+		b.ReportMetric(float64(size)/1024, "body-KiB")
+		b.ReportMetric(seeded.Seconds(), "seed-s")
+		b.Logf("GET …/leases with %d live leases: p50 %s, p99 %s over %d requests, %d KiB each (Gitea's issue list page: p50 %s); seeding took %.1fs",
+			listLeases, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond),
+			listSamples, size/1024, pageP50.Round(100*time.Microsecond), seeded.Seconds())
+	}
+}
+
+// seedLeases acquires issues 1…n of repository repoID in the ledger at
+// path, holders agent-00…agent-49, from listSeeders goroutines.
+func seedLeases(ctx context.Context, path string, repoID int64, n int) error {
+	store, err := models.Open(path)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return inParallel(listSeeders, listSeeders, func(g int) error {
+		for i := g + 1; i <= n; i += listSeeders {
+			ttl := 24 * time.Hour
+			if i%2 == 0 {
+				ttl = 0 // open-ended, like a human assignment
+			}
+			k := models.Key{RepoID: repoID, Issue: int64(i)}
+			if _, err := store.Acquire(ctx, k, fmt.Sprintf("agent-%02d", i%50), ttl); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BenchmarkAssetBundle reports the size of the badge bundle as served to
+// browsers that accept gzip.
+func BenchmarkAssetBundle(b *testing.B) {
+	for b.Loop() {
+		bundle, err := assets.Load()
+		if err != nil {
+			b.Fatal(err)
+		}
+		names := make([]string, 0, len(bundle))
+		for n := range bundle {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		var raw, gz int
+		for _, n := range names {
+			a := bundle[n]
+			raw, gz = raw+len(a.Body), gz+len(a.Gzip)
+			b.Logf("asset %s: %d bytes, %d gzipped", n, len(a.Body), len(a.Gzip))
+		}
+		b.ReportMetric(float64(gz), "gzip-bytes")
+		b.ReportMetric(float64(raw), "raw-bytes")
+		b.ReportMetric(float64(gz)/float64(raw), "gzip/raw")
+	}
+}
