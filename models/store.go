@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -38,9 +39,13 @@ type Store struct {
 	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach
 	// SQLite, so they queue in Go (cancellable by context) instead of
-	// spinning in SQLite's busy handler. Other processes still meet the
-	// file lock and the busy timeout.
+	// spinning in SQLite's busy handler; whoever holds it commits for the
+	// writers queued behind it (group commit, see write). Other processes
+	// still meet the file lock and the busy timeout.
 	writeSlot chan struct{}
+	mu        sync.Mutex
+	queue     []*writeReq // writes waiting for the slot, oldest first
+	maxBatch  int         // writes per transaction at most; 1: no group commit
 }
 
 // Option configures Open.
@@ -104,7 +109,8 @@ func Open(path string, opts ...Option) (*Store, error) {
 	}
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout, writeSlot: make(chan struct{}, 1)}
+	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout,
+		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch}
 	if err := s.migrate(); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -157,26 +163,6 @@ func (s *Store) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping ledger: %w", mapDBError(err))
 	}
 	return nil
-}
-
-// write runs fn in one write transaction: the in-process slot, then BEGIN
-// IMMEDIATE, then fn, then COMMIT. now is read after the lock is held, so
-// the decision and its timestamp belong to the same instant of the ledger's
-// history.
-func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB, now int64) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.busyTimeout)
-	defer cancel()
-	select {
-	case s.writeSlot <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("%w: %v", ErrBusy, ctx.Err())
-	}
-	defer func() { <-s.writeSlot }()
-	return s.retryBusy(ctx, func(db *gorm.DB) error {
-		return db.Transaction(func(tx *gorm.DB) error {
-			return fn(tx, s.clock.Now().Unix())
-		})
-	})
 }
 
 // retryBusy runs txn until it does not meet a locked database, or until ctx

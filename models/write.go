@@ -1,0 +1,208 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"gorm.io/gorm"
+)
+
+// Group commit. Every write is one decision taken under SQLite's write
+// lock, and what makes it durable is the fsync of its COMMIT
+// (synchronous=FULL), which costs milliseconds on a busy disk while the
+// decision itself costs microseconds. So writers that arrive while another
+// one holds the lock queue up, and the next one to get the lock decides for
+// everyone queued, in arrival order, each at its own turn and with its own
+// reading of the clock, inside one transaction, and commits once.
+//
+// Why this keeps every promise of a lone transaction:
+//   - Durability: nobody learns the outcome of its write before the COMMIT
+//     that contains it has returned, so an acknowledged write survived the
+//     same fsync it always did.
+//   - Atomicity per operation: each decision runs inside a savepoint, and
+//     a refusal (held, not the holder) is rolled back to it; any other
+//     failure rolls the whole batch back, and its members then run one by
+//     one, each in a transaction of its own, exactly as without batching.
+//   - Linearizability: decisions run one at a time under the write lock,
+//     each reading the rows as the previous ones left them, so the batch
+//     is a sequence of operations, all made visible to readers by one
+//     COMMIT, which happens after every member was called and before any
+//     of them returns. A refusal can be based on an earlier member's
+//     write, which is why refusals, too, are reported only after COMMIT.
+//   - Time: each decision reads the clock at its own turn while the lock is
+//     held, so in the ledger's order the decisions' clock readings never
+//     decrease.
+//
+// A write that is alone runs as before: BEGIN IMMEDIATE, fn, COMMIT.
+
+// defaultMaxBatch bounds how many writes one transaction decides.
+const defaultMaxBatch = 128
+
+// writeReq is one queued write.
+type writeReq struct {
+	ctx   context.Context
+	fn    func(tx *gorm.DB, now int64) error
+	taken bool // popped off the queue by the slot holder; guarded by Store.mu
+	err   error
+	done  chan struct{} // closed once err is final
+}
+
+func (r *writeReq) finish(err error) {
+	r.err = err
+	close(r.done)
+}
+
+func (r *writeReq) finished() bool {
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// write runs fn in a write transaction: the in-process slot, then BEGIN
+// IMMEDIATE, then fn, then COMMIT, possibly together with other writers'
+// fns (see above). now is read after the lock is held, so the decision and
+// its timestamp belong to the same instant of the ledger's history. fn
+// must return a refusal (*HeldError, *NotHolderError) only if it wrote
+// nothing it wants kept; other errors fail the whole transaction.
+func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB, now int64) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.busyTimeout)
+	defer cancel()
+	r := &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}
+	s.mu.Lock()
+	s.queue = append(s.queue, r)
+	s.mu.Unlock()
+	select {
+	case s.writeSlot <- struct{}{}:
+		s.lead(r)
+	case <-r.done:
+	case <-ctx.Done():
+		if s.withdraw(r) {
+			return fmt.Errorf("%w: %v", ErrBusy, ctx.Err())
+		}
+		// A slot holder has taken it; the outcome follows within that
+		// holder's bounded transaction.
+		<-r.done
+	}
+	return r.err
+}
+
+// lead runs queued writes, oldest first, in batches until own's outcome is
+// known, then gives up the slot to the next waiting writer. own is always
+// still queued or finished here: only the slot holder takes from the
+// queue, and it finishes all it takes before it lets go of the slot.
+func (s *Store) lead(own *writeReq) {
+	defer func() { <-s.writeSlot }()
+	for !own.finished() {
+		s.runBatch(s.take())
+	}
+}
+
+// take pops up to s.maxBatch writes off the queue. Those whose deadline has
+// already passed are answered ErrBusy without running.
+func (s *Store) take() []*writeReq {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.queue), s.maxBatch)
+	batch := make([]*writeReq, 0, n)
+	for _, r := range s.queue[:n] {
+		r.taken = true
+		if err := r.ctx.Err(); err != nil {
+			r.finish(fmt.Errorf("%w: %v", ErrBusy, err))
+			continue
+		}
+		batch = append(batch, r)
+	}
+	rest := copy(s.queue, s.queue[n:])
+	clear(s.queue[rest:])
+	s.queue = s.queue[:rest]
+	return batch
+}
+
+// withdraw removes r from the queue unless a slot holder has taken it.
+func (s *Store) withdraw(r *writeReq) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.taken {
+		return false
+	}
+	i := slices.Index(s.queue, r)
+	s.queue = slices.Delete(s.queue, i, i+1)
+	return true
+}
+
+// runBatch decides every write of batch in one transaction and answers
+// each of them after COMMIT.
+func (s *Store) runBatch(batch []*writeReq) {
+	switch len(batch) {
+	case 0:
+		return
+	case 1:
+		batch[0].finish(s.writeAlone(batch[0].ctx, batch[0].fn))
+		return
+	}
+	// Bounded by the earliest deadline of its members: none of them
+	// waits longer than it would have alone.
+	deadline, _ := batch[0].ctx.Deadline()
+	for _, r := range batch[1:] {
+		if d, _ := r.ctx.Deadline(); d.Before(deadline) {
+			deadline = d
+		}
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	errs := make([]error, len(batch))
+	memberFailed := false
+	err := s.retryBusy(ctx, func(db *gorm.DB) error {
+		return db.Transaction(func(tx *gorm.DB) error {
+			memberFailed = false
+			for i, r := range batch {
+				// A nested transaction is a savepoint, rolled back if fn fails.
+				errs[i] = tx.Transaction(func(sp *gorm.DB) error {
+					return r.fn(sp, s.clock.Now().Unix())
+				})
+				if errs[i] != nil && !isRefusal(errs[i]) {
+					memberFailed = true
+					return errs[i]
+				}
+			}
+			return nil
+		})
+	})
+	switch {
+	case err == nil:
+		for i, r := range batch {
+			r.finish(errs[i])
+		}
+	case memberFailed || errors.Is(err, ErrBusy):
+		// Rolled back, nothing of the batch was written: let each
+		// member run alone, within its own deadline.
+		for _, r := range batch {
+			r.finish(s.writeAlone(r.ctx, r.fn))
+		}
+	default:
+		// COMMIT itself failed: report it to everyone, as a lone
+		// writer would have, rather than guess what it left behind.
+		for _, r := range batch {
+			r.finish(err)
+		}
+	}
+}
+
+// writeAlone runs fn in a transaction of its own.
+func (s *Store) writeAlone(ctx context.Context, fn func(tx *gorm.DB, now int64) error) error {
+	return s.retryBusy(ctx, func(db *gorm.DB) error {
+		return db.Transaction(func(tx *gorm.DB) error {
+			return fn(tx, s.clock.Now().Unix())
+		})
+	})
+}
+
+// isRefusal tells a lease decision that said no from a failure.
+func isRefusal(err error) bool {
+	return errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHolder)
+}

@@ -1,0 +1,136 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// queued runs write calls one after another into s's queue while the test
+// holds the write slot, so that they all end up in one batch, in this
+// order, once the slot is given back. It returns their errors.
+func queued(t *testing.T, s *Store, fns ...func() error) []error {
+	t.Helper()
+	s.writeSlot <- struct{}{} // as if a writer were committing
+	errs := make([]error, len(fns))
+	done := make(chan int, len(fns))
+	for i, fn := range fns {
+		go func() {
+			errs[i] = fn()
+			done <- i
+		}()
+		waitQueue(t, s, i+1)
+	}
+	<-s.writeSlot
+	for range fns {
+		<-done
+	}
+	return errs
+}
+
+func waitQueue(t *testing.T, s *Store, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.mu.Lock()
+		got := len(s.queue)
+		s.mu.Unlock()
+		if got == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue has %d writes, want %d", got, n)
+		}
+	}
+}
+
+// Writes queued behind another are decided in arrival order, in one
+// transaction: the first acquirer wins, the later ones are told who holds
+// the lease, and the history records one tenure.
+func TestBatchedWritesDecideInArrivalOrder(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	acquire := func(who string) func() error {
+		return func() error { _, err := s.Acquire(bg, k42, who, time.Minute); return err }
+	}
+	errs := queued(t, s, acquire("alice"), acquire("bob"), acquire("alice"), acquire("carol"))
+	var held *HeldError
+	if errs[0] != nil || errs[2] != nil {
+		t.Fatalf("alice's acquires: %v, %v", errs[0], errs[2])
+	}
+	for _, err := range []error{errs[1], errs[3]} {
+		if !errors.As(err, &held) || held.Holder != "alice" {
+			t.Fatalf("later acquirer: %v, want held by alice", err)
+		}
+	}
+	h, err := s.History(bg, k42)
+	if err != nil || len(h) != 2 || h[0].Action != ActionAcquire || h[1].Action != ActionReacquire || h[1].Token != 1 {
+		t.Fatalf("history %+v, %v", h, err)
+	}
+}
+
+// A refusal inside a batch leaves no trace of what its decision wrote, and
+// a member that fails outright sends the others to run on their own: they
+// still succeed, and the failed one writes nothing.
+func TestBatchMembersFailAlone(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	boom := errors.New("boom")
+	writeThen := func(issue int64, err error) func() error {
+		return func() error {
+			return s.write(bg, func(tx *gorm.DB, now int64) error {
+				h := "mallory"
+				if e := tx.Create(&leaseRow{RepoID: 1, Issue: issue, Holder: &h, Token: 1, AcquiredAt: now}).Error; e != nil {
+					return e
+				}
+				return err
+			})
+		}
+	}
+	acquire := func(issue int64, who string) func() error {
+		return func() error { _, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who, 0); return err }
+	}
+	errs := queued(t, s, acquire(1, "alice"), writeThen(2, &HeldError{Holder: "x"}), acquire(3, "bob"))
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrHeld) {
+		t.Fatalf("refusal in a batch: %v", errs)
+	}
+	errs = queued(t, s, acquire(4, "alice"), writeThen(5, boom), acquire(6, "bob"))
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], boom) {
+		t.Fatalf("failure in a batch: %v", errs)
+	}
+	for issue, want := range map[int64]string{1: "alice", 2: "", 3: "bob", 4: "alice", 5: "", 6: "bob"} {
+		cur, err := s.Current(bg, Key{RepoID: 1, Issue: issue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if cur != nil {
+			got = cur.Holder
+		}
+		if got != want {
+			t.Errorf("#%d held by %q, want %q (\"\" = free)", issue, got, want)
+		}
+	}
+}
+
+// A write still waiting in the queue when its deadline passes is answered
+// ErrBusy at once and never runs.
+func TestQueuedWritePastItsDeadlineIsBusy(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	s.writeSlot <- struct{}{}
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := s.Acquire(ctx, k42, "alice", 0)
+	if !errors.Is(err, ErrBusy) || time.Since(start) > 5*time.Second {
+		t.Fatalf("acquire stuck in the queue: %v after %s", err, time.Since(start))
+	}
+	waitQueue(t, s, 0)
+	<-s.writeSlot
+	if cur, _ := s.Current(bg, k42); cur != nil {
+		t.Fatalf("a write that gave up ran anyway: %+v", cur)
+	}
+	if l := mustAcquire(t, s, k42, "bob", 0); l.Token != 1 {
+		t.Fatalf("next acquire: %+v", l)
+	}
+}
