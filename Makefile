@@ -49,9 +49,11 @@ stress: gitea
 	CGO_ENABLED=1 $(GO) test -race -count=1 -v -timeout $(STRESS_TIMEOUT) \
 		-run 'Linearizab|Crash|Outage|Hangs|Abuse' ./models/ ./integration/
 
+# bench runs the benchmarks (ledger, and end to end against a real Gitea)
+# in a few minutes, prints the summary and writes bench/RESULTS.md; see
+# bench/README.md. BENCH_BASELINE= make bench skips the before/after part.
 bench: gitea
-	CGO_ENABLED=1 $(GO) test -run '^$$' -bench . -benchtime 2s ./models/
-	CGO_ENABLED=1 $(GO) test -run '^$$' -bench SSHFresh -benchtime 50x ./integration/
+	GO=$(GO) ./bench/run.sh
 
 # fuzz runs every fuzz target for FUZZTIME each (their seed corpora also
 # run as plain tests in make test).
