@@ -35,6 +35,8 @@ func benchDuration(b *testing.B) time.Duration {
 // persistent SSH connection (one session per command) cycling acquire,
 // renew and release on an issue of its own, and reports the completed
 // operations per second and the latency percentiles, overall and by verb.
+// A command answered with exit 75 (retry) is run again, as an agent
+// would, and counted; its latency runs from the first attempt.
 // Acquire asks Gitea about the issue every time; renew and release work
 // on the ledger alone (the permission answer is cached).
 func BenchmarkSSHThroughput(b *testing.B) {
@@ -69,6 +71,7 @@ func BenchmarkSSHThroughput(b *testing.B) {
 	d := benchDuration(b)
 	var byVerb [3][]time.Duration
 	var elapsed, cpuSidecar, cpuGitea, cpuClients time.Duration
+	var retried atomic.Int64 // commands answered exit 75 and run again
 	for b.Loop() {
 		sc, gc, cc := cpuTime(b, s.PID()), cpuTime(b, giteaPID(b, g)), cpuTime(b, 0)
 		lat := make([][3][]time.Duration, throughputClients)
@@ -83,6 +86,12 @@ func BenchmarkSSHThroughput(b *testing.B) {
 				for n := 0; time.Now().Before(deadline); n = (n + 1) % 3 {
 					t0 := time.Now()
 					r, err := runOn(conns[i], cmds[n])
+					for err == nil && r.Code == 75 && time.Now().Before(deadline) {
+						// Temporary (Gitea too slow to answer within
+						// the forge timeout): an agent retries.
+						retried.Add(1)
+						r, err = runOn(conns[i], cmds[n])
+					}
 					if err == nil && r.Code != 0 {
 						err = fmt.Errorf("%s: exit %d: %s%s", cmds[n], r.Code, r.Stdout, r.Stderr)
 					}
@@ -114,6 +123,7 @@ func BenchmarkSSHThroughput(b *testing.B) {
 	ops := len(all)
 	b.ReportMetric(float64(ops)/elapsed.Seconds(), "ops/s")
 	b.ReportMetric(float64(ops), "ops")
+	b.ReportMetric(float64(retried.Load()), "exit75-retries")
 	b.ReportMetric(elapsed.Seconds(), "seconds")
 	reportMs(b, "p50-ms", percentile(all, 50))
 	reportMs(b, "p99-ms", percentile(all, 99))
