@@ -49,9 +49,10 @@ type Server struct {
 	CommandTimeout   time.Duration // one command, forge calls included (default 15s)
 	MaxConns         int           // concurrent connections (default 1024)
 	MaxAuthTries     int           // per connection (default 6)
-	// MaxStartups caps connections still in the handshake (default 128).
-	// When it is reached, a new connection evicts the oldest one that has
-	// not authenticated yet, so clients that stall cannot lock others out.
+	// MaxStartups caps connections still in the handshake (default:
+	// MaxConns). When it is reached, or all MaxConns are taken, a new
+	// connection evicts one that has not authenticated yet (see
+	// evictLocked), so clients that stall cannot lock others out.
 	MaxStartups int
 	// MaxSessions caps open sessions per connection (default 10).
 	MaxSessions int
@@ -113,7 +114,7 @@ func (s *Server) init() {
 			s.MaxAuthTries = 6
 		}
 		if s.MaxStartups <= 0 {
-			s.MaxStartups = 128
+			s.MaxStartups = s.MaxConns
 		}
 		if s.MaxSessions <= 0 {
 			s.MaxSessions = 10
