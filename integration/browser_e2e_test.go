@@ -28,19 +28,8 @@ func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
 	g, w, bin := shared(t)
 	footer := filepath.Join(g.Custom, "templates", "custom", "footer.tmpl")
 	before, beforeErr := os.ReadFile(footer)
-	dataDir := filepath.Join(t.TempDir(), "data")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	first, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := first.HTTPAddr
-	if err := first.Stop(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	public := "http://" + addr
-	installSidecar(t, dataDir, public, g.Custom)
 	t.Cleanup(func() {
 		if beforeErr != nil {
 			_ = os.Remove(footer)
@@ -48,11 +37,7 @@ func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
 			_ = os.WriteFile(footer, before, 0o644)
 		}
 	})
-	if err := g.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir, HTTPAddr: addr,
-		Args: []string{"--public-url", public}})
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}, g.Custom)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -192,47 +191,25 @@ func TestHTTPWhileGiteaIsDown(t *testing.T) {
 func installSidecar(t *testing.T, dataDir, public, custom string, extra ...string) string {
 	t.Helper()
 	g, _, bin := shared(t)
-	tokenFile := filepath.Join(t.TempDir(), "admin-token")
-	if err := os.WriteFile(tokenFile, []byte(g.AdminToken), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	args := append([]string{"install", "--gitea-url", g.URL, "--gitea-token-file", tokenFile, "--data-dir", dataDir,
-		"--public-url", public, "--gitea-custom", custom}, extra...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = cleanEnv()
-	out, err := cmd.CombinedOutput()
+	out, err := Install(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir}, public, custom, extra...)
 	if err != nil {
-		t.Fatalf("collab-sidecar %s: %v\n%s", strings.Join(args, " "), err, out)
+		t.Fatal(err)
 	}
-	return string(out)
+	return out
 }
 
 // signInSidecar is a sidecar whose public URL is its own HTTP address,
-// installed (OAuth2 application registered) in the shared Gitea. The port
-// is learned from a first start, then the sidecar is installed and started
-// again on it with that public URL.
+// installed (OAuth2 application registered) in the shared Gitea, with a
+// custom directory of its own: this test needs the application, not
+// Gitea's footer.
 func signInSidecar(t *testing.T) (*Sidecar, *World) {
 	t.Helper()
 	g, w, bin := shared(t)
-	dataDir := filepath.Join(t.TempDir(), "data")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	first, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := first.HTTPAddr
-	if err := first.Stop(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	public := "http://" + addr
-	// A custom directory of its own: this test needs the application,
-	// not Gitea's footer.
-	installSidecar(t, dataDir, public, t.TempDir())
-	s, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir, HTTPAddr: addr,
-		Args: []string{"--public-url", public}})
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

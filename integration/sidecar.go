@@ -222,6 +222,55 @@ func (s *Sidecar) Restart(ctx context.Context) (*Sidecar, error) {
 	return StartSidecar(ctx, o)
 }
 
+// Install runs `collab-sidecar install` against o.Gitea for a sidecar with
+// its data in o.DataDir that browsers reach at public, writing the footer
+// into the custom directory custom. It returns what install printed.
+func Install(ctx context.Context, o SidecarOptions, public, custom string, extra ...string) (string, error) {
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return "", err
+	}
+	tokenFile := filepath.Join(o.DataDir, "gitea-token")
+	if err := os.WriteFile(tokenFile, []byte(o.Gitea.AdminToken+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	args := append([]string{"install", "--gitea-url", o.Gitea.URL, "--gitea-token-file", tokenFile,
+		"--data-dir", o.DataDir, "--public-url", public, "--gitea-custom", custom}, extra...)
+	cmd := exec.CommandContext(ctx, o.Binary, args...)
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("collab-sidecar %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+// StartInstalled starts a sidecar whose public URL is its own HTTP address
+// and which is installed (footer in custom, OAuth2 application registered)
+// into o.Gitea: it starts once to learn its addresses, stops, installs,
+// restarts Gitea if custom is Gitea's own custom directory (Gitea reads its
+// templates at start), and starts again on the same addresses.
+func StartInstalled(ctx context.Context, o SidecarOptions, custom string) (*Sidecar, error) {
+	first, err := StartSidecar(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	o.SSHAddr, o.HTTPAddr = first.SSHAddr, first.HTTPAddr
+	if err := first.Stop(20 * time.Second); err != nil {
+		return nil, err
+	}
+	public := "http://" + o.HTTPAddr
+	if _, err := Install(ctx, o, public, custom); err != nil {
+		return nil, err
+	}
+	if custom == o.Gitea.Custom {
+		if err := o.Gitea.Restart(ctx); err != nil {
+			return nil, err
+		}
+	}
+	o.Args = append(append([]string(nil), o.Args...), "--public-url", public)
+	return StartSidecar(ctx, o)
+}
+
 // SSHResult is what one run of the OpenSSH client produced.
 type SSHResult struct {
 	Stdout, Stderr string

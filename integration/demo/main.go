@@ -166,36 +166,18 @@ Ctrl-C stops everything.
 	return nil
 }
 
-// startSidecar starts the sidecar once to learn its addresses (the
-// preferred ones if free), installs it into Gitea (footer tags pointing at
-// its HTTP address, OAuth2 application), restarts Gitea so it loads the
-// footer, and starts the sidecar again on the same addresses.
+// startSidecar starts the sidecar installed into Gitea (footer tags
+// pointing at its HTTP address, OAuth2 application), on the preferred
+// addresses if they are free.
 func startSidecar(ctx context.Context, bin string, g *integration.Gitea, dataDir, sshAddr string) (*integration.Sidecar, error) {
 	opts := integration.SidecarOptions{Binary: bin, Gitea: g, DataDir: dataDir, SSHAddr: sshAddr, HTTPAddr: "127.0.0.1:8787"}
-	first, err := integration.StartSidecar(ctx, opts)
+	s, err := integration.StartInstalled(ctx, opts, g.Custom)
 	if err != nil {
 		// The demo ports may be taken; any free ones will do.
 		opts.SSHAddr, opts.HTTPAddr = "127.0.0.1:0", "127.0.0.1:0"
-		if first, err = integration.StartSidecar(ctx, opts); err != nil {
-			return nil, err
-		}
+		s, err = integration.StartInstalled(ctx, opts, g.Custom)
 	}
-	opts.SSHAddr, opts.HTTPAddr = first.SSHAddr, first.HTTPAddr
-	if err := first.Stop(20 * time.Second); err != nil {
-		return nil, err
-	}
-	public := "http://" + opts.HTTPAddr
-	install := exec.CommandContext(ctx, bin, "install", "--gitea-url", g.URL,
-		"--gitea-token-file", filepath.Join(dataDir, "gitea-token"), "--data-dir", dataDir,
-		"--public-url", public, "--gitea-custom", g.Custom)
-	if out, err := install.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("collab-sidecar install: %v\n%s", err, out)
-	}
-	if err := g.Restart(ctx); err != nil {
-		return nil, err
-	}
-	opts.Args = []string{"--public-url", public}
-	return integration.StartSidecar(ctx, opts)
+	return s, err
 }
 
 func fetch(ctx context.Context, url string) (string, error) {
