@@ -150,3 +150,27 @@ func TestSIGTERMLetsARunningAcquireFinishAgainstGitea(t *testing.T) {
 		t.Fatalf("no clean stop in the log:\n%s", s.Logs())
 	}
 }
+
+// The container's health probe: exit 0 against a running sidecar, 1 when
+// nothing answers.
+func TestHealthcheckCommandAgainstGitea(t *testing.T) {
+	s, _ := newSidecar(t)
+	_, _, bin := shared(t)
+	probe := func(addr string) (string, int) {
+		cmd := exec.Command(bin, "healthcheck", "--http-listen", addr)
+		cmd.Env = cleanEnv()
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), 0
+	}
+	if out, code := probe(s.HTTPAddr); code != 0 {
+		t.Fatalf("healthcheck of a running sidecar: exit %d: %s", code, out)
+	}
+	if out, code := probe("127.0.0.1:1"); code != 1 || !strings.Contains(out, "not healthy") {
+		t.Fatalf("healthcheck of nothing: exit %d: %s", code, out)
+	}
+}

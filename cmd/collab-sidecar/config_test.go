@@ -112,3 +112,14 @@ func TestServeHelpListsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+func TestHealthcheckNeedsOnlyTheHTTPAddress(t *testing.T) {
+	cfg, err := loadConfig("healthcheck", []string{"--http-listen", ":9999"}, probeEnv(envOf(nil)), io.Discard)
+	if err != nil || cfg.HTTPListen != ":9999" {
+		t.Fatalf("healthcheck config: %+v %v", cfg, err)
+	}
+	cfg, err = loadConfig("healthcheck", nil, probeEnv(envOf(map[string]string{"COLLAB_HTTP_LISTEN": "127.0.0.1:8000", "COLLAB_GITEA_URL": "http://g"})), io.Discard)
+	if err != nil || cfg.HTTPListen != "127.0.0.1:8000" || cfg.GiteaURL != "http://g" {
+		t.Fatalf("healthcheck config from env: %+v %v", cfg, err)
+	}
+}

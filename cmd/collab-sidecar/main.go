@@ -66,7 +66,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	case "healthcheck":
 		var cfg Config
-		cfg, err = loadConfig("healthcheck", args[1:], getenv, stdout)
+		// The probe needs only the HTTP address: Gitea's URL and token
+		// may be absent from its environment.
+		cfg, err = loadConfig("healthcheck", args[1:], probeEnv(getenv), stdout)
 		if err == nil {
 			err = healthcheck(ctx, cfg)
 		}
