@@ -267,16 +267,16 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 }
 
 // takeSlot reserves one of MaxConns for a new connection. When all are
-// taken, a connection still in its handshake gives way (the oldest), so
-// stalled handshakes cannot hold every slot; authenticated connections are
-// never pushed out.
+// taken, a connection still in its handshake gives way (see evictLocked),
+// so stalled handshakes cannot hold every slot; authenticated connections
+// are never pushed out.
 func (s *Server) takeSlot() bool {
 	select {
 	case s.slots <- struct{}{}:
 		return true
 	default:
 	}
-	if !s.evictOldestStartup() {
+	if !s.evictStartup() {
 		return false
 	}
 	t := time.NewTimer(time.Second)
@@ -289,7 +289,7 @@ func (s *Server) takeSlot() bool {
 	}
 }
 
-func (s *Server) evictOldestStartup() bool {
+func (s *Server) evictStartup() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.evictLocked()
