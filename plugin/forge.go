@@ -43,6 +43,11 @@ type Repo struct {
 	CanRead        bool
 	CanWriteIssues bool
 	CanWritePulls  bool
+	// Whether the viewer may see the repository's issues and its pull
+	// requests. A member of a team limited to one unit may read the
+	// repository yet see only one kind (see Visible).
+	CanReadIssues bool
+	CanReadPulls  bool
 }
 
 // Issue is an issue or pull request of a repository.

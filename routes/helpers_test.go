@@ -109,7 +109,9 @@ func (f *fakeForge) Repo(ctx context.Context, login, owner, name string) (plugin
 	if !ok || (r.Private && !r.readers[login]) {
 		return plugin.Repo{}, fmt.Errorf("repository %s/%s: %w", owner, name, plugin.ErrNotFound)
 	}
-	return r.Repo, nil
+	out := r.Repo
+	out.CanReadIssues, out.CanReadPulls = true, true // unit-limited readers: ssh and integration tests
+	return out, nil
 }
 
 func (f *fakeForge) Issue(ctx context.Context, login, owner, name string, n int64) (plugin.Issue, error) {

@@ -22,7 +22,7 @@ type issueLeaseView struct {
 // listLeases answers GET /api/v1/repos/{owner}/{repo}/leases with the
 // reply of `collab-lease list`.
 func (h *handler) listLeases(c *gin.Context) {
-	repo, err := h.visibleRepo(c)
+	login, repo, err := h.visibleRepo(c)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -32,7 +32,22 @@ func (h *handler) listLeases(c *gin.Context) {
 		h.fail(c, fmt.Errorf("leases of %s: %w", repo.FullName, err))
 		return
 	}
-	h.reply(c, models.NewListView(repo.FullName, leases))
+	numbers := make([]int64, len(leases))
+	for i, l := range leases {
+		numbers[i] = l.Issue
+	}
+	seen, err := plugin.Visible(c.Request.Context(), h.forge, login, repo, numbers)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	shown := leases[:0]
+	for _, l := range leases {
+		if seen[l.Issue] {
+			shown = append(shown, l)
+		}
+	}
+	h.reply(c, models.NewListView(repo.FullName, shown))
 }
 
 // issueLease answers GET /api/v1/repos/{owner}/{repo}/issues/{n}/lease.
@@ -44,7 +59,7 @@ func (h *handler) issueLease(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	repo, err := h.visibleRepo(c)
+	login, repo, err := h.visibleRepo(c)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -53,6 +68,16 @@ func (h *handler) issueLease(c *gin.Context) {
 	if err != nil {
 		h.fail(c, fmt.Errorf("lease of %s#%d: %w", repo.FullName, n, err))
 		return
+	}
+	if l != nil {
+		seen, err := plugin.Visible(c.Request.Context(), h.forge, login, repo, []int64{n})
+		if err != nil {
+			h.fail(c, err)
+			return
+		}
+		if !seen[n] {
+			l = nil
+		}
 	}
 	out := issueLeaseView{}
 	if l != nil {
@@ -80,19 +105,19 @@ func issueNumber(s string) (int64, error) {
 // visibleRepo is the one visibility check of the API: the repository of
 // the path as seen by the request's viewer. Whether the repository does
 // not exist or the viewer may not read it, the error is plugin.ErrNotFound.
-func (h *handler) visibleRepo(c *gin.Context) (plugin.Repo, error) {
+func (h *handler) visibleRepo(c *gin.Context) (string, plugin.Repo, error) {
 	login, err := h.viewer(c)
 	if err != nil {
-		return plugin.Repo{}, err
+		return "", plugin.Repo{}, err
 	}
 	repo, err := h.forge.Repo(c.Request.Context(), login, c.Param("owner"), c.Param("repo"))
 	if err != nil {
-		return plugin.Repo{}, err
+		return "", plugin.Repo{}, err
 	}
 	if !repo.CanRead {
-		return plugin.Repo{}, fmt.Errorf("repository %s: %w", repo.FullName, plugin.ErrNotFound)
+		return "", plugin.Repo{}, fmt.Errorf("repository %s: %w", repo.FullName, plugin.ErrNotFound)
 	}
-	return repo, nil
+	return login, repo, nil
 }
 
 // viewer names who is asking: the owner of the API token in the

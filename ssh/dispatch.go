@@ -120,6 +120,9 @@ func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
 		if err != nil {
 			return errorReply(err)
 		}
+		if leases, err = visibleLeases(ctx, d.forge, login, repo, leases); err != nil {
+			return errorReply(err)
+		}
 		return jsonReply(exitOK, "listed", models.NewListView(repo.FullName, leases))
 	}
 	return errorReply(&UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
@@ -180,6 +183,26 @@ func (d *dispatcher) lookup(ctx context.Context, login string, cmd Command) (plu
 		}
 		return repo, issue, nil
 	}
+}
+
+// visibleLeases keeps the leases on issues and pull requests login may see
+// (plugin.Visible).
+func visibleLeases(ctx context.Context, f plugin.Forge, login string, repo plugin.Repo, leases []models.Lease) ([]models.Lease, error) {
+	numbers := make([]int64, len(leases))
+	for i, l := range leases {
+		numbers[i] = l.Issue
+	}
+	seen, err := plugin.Visible(ctx, f, login, repo, numbers)
+	if err != nil {
+		return nil, err
+	}
+	out := leases[:0]
+	for _, l := range leases {
+		if seen[l.Issue] {
+			out = append(out, l)
+		}
+	}
+	return out, nil
 }
 
 func tenure(status, repo string, l models.Lease) tenureJSON {

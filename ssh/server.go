@@ -73,7 +73,8 @@ type Server struct {
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
 	closing   atomic.Bool
-	commands  sync.WaitGroup
+	commands  sync.WaitGroup // commands running
+	open      sync.WaitGroup // tracked connections
 	slots     chan struct{}
 	lookups   chan struct{}
 	startups  *list.List // *serverConn still in the handshake, oldest first
@@ -377,6 +378,7 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 			}
 			_ = req.Reply(true, nil)
 			s.exec(c, ch, line)
+			_ = ch.Close() // the whole answer, then the channel's close
 			s.endCommand(c)
 			return
 		case "shell":
@@ -404,8 +406,25 @@ func (s *Server) endCommand(c *serverConn) {
 	c.active.Add(-1)
 	s.commands.Done()
 	if s.closing.Load() {
-		_ = c.Close()
+		c.finish()
 	}
+}
+
+// lingerAfterReply bounds how long a connection whose last command has
+// answered may stay open during shutdown, waiting for the client to close.
+const lingerAfterReply = time.Second
+
+// finish ends a connection whose answers have been sent without losing
+// them: it stops sending (FIN after the queued reply) and lets the client
+// close its side, within lingerAfterReply. Closing at once could reset the
+// connection if the client's last packets are still unread, and a reset
+// may destroy a reply (its exit status) the client has not read yet.
+func (c *serverConn) finish() {
+	c.idle.armed.Store(false) // traffic must not push the deadline on
+	if cw, ok := c.idle.Conn.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
+	_ = c.idle.Conn.SetDeadline(time.Now().Add(lingerAfterReply))
 }
 
 func (s *Server) exec(c *serverConn, ch gossh.Channel, line string) {
@@ -500,6 +519,7 @@ func (s *Server) track(c *serverConn) bool {
 		return false
 	}
 	s.conns[c] = struct{}{}
+	s.open.Add(1)
 	return true
 }
 
@@ -507,6 +527,7 @@ func (s *Server) untrack(c *serverConn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.conns, c)
+	s.open.Done()
 }
 
 // Shutdown stops accepting connections and new commands, closes idle
@@ -537,6 +558,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 	case <-ctx.Done():
 		err = ctx.Err()
+	}
+	if err == nil {
+		// Every command has answered and its connection is finishing
+		// (see finish); wait for them to go, within ctx.
+		closed := make(chan struct{})
+		go func() {
+			s.open.Wait()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
 	s.closeAll()
 	return err

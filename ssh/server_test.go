@@ -95,12 +95,16 @@ func (f *fakeForge) Repo(ctx context.Context, login, owner, name string) (plugin
 		r.CanRead, r.CanWriteIssues, r.CanWritePulls = true, true, true
 	case "read":
 		r.CanRead = true
+	case "issues-only": // a team limited to the Issues unit
+		r.CanRead, r.CanWriteIssues, r.CanReadIssues = true, true, true
+		return r, nil
 	default:
 		if r.Private {
 			return plugin.Repo{}, plugin.ErrNotFound
 		}
 		r.CanRead = true
 	}
+	r.CanReadIssues, r.CanReadPulls = true, true
 	return r, nil
 }
 
@@ -111,7 +115,7 @@ func (f *fakeForge) Issue(_ context.Context, login, owner, name string, n int64)
 		return plugin.Issue{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
 	}
 	is, ok := f.issues[fmt.Sprintf("%s/%s#%d", owner, name, n)]
-	if !ok {
+	if !ok || (is.IsPull && f.perms[owner+"/"+name][login] == "issues-only") {
 		return plugin.Issue{}, plugin.ErrNotFound
 	}
 	return is, nil
@@ -784,5 +788,30 @@ func TestKeyLookupsAreCapped(t *testing.T) {
 	defer cf.mu.Unlock()
 	if cf.peak != 3 {
 		t.Fatalf("peak concurrent key lookups %d, want exactly the cap 3", cf.peak)
+	}
+}
+
+// A reader limited to the Issues unit does not see leases on pull
+// requests in list.
+func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
+	w := newWorld(t)
+	w.forge.mu.Lock()
+	w.forge.keys[w.keys["carol"].fp] = "carol"
+	w.forge.perms["acme/widgets"]["carol"] = "issues-only"
+	w.forge.mu.Unlock()
+	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
+		t.Fatal(r)
+	}
+	if r := w.ssh("alice", "collab-lease acquire acme/widgets 8"); r.code != 0 { // a pull request
+		t.Fatal(r)
+	}
+	var all, limited models.ListView
+	_ = json.Unmarshal([]byte(w.ssh("bob", "collab-lease list acme/widgets").stdout), &all)
+	r := w.ssh("carol", "collab-lease list acme/widgets")
+	if err := json.Unmarshal([]byte(r.stdout), &limited); err != nil {
+		t.Fatalf("carol's list: %+v", r)
+	}
+	if len(all.Leases) != 2 || len(limited.Leases) != 1 || limited.Leases[0].Issue != 42 {
+		t.Fatalf("bob sees %+v, carol (issues only) sees %+v", all.Leases, limited.Leases)
 	}
 }

@@ -331,7 +331,7 @@ func TestRepoRequests(t *testing.T) {
 			"member of a team with write on issues",
 			repoRoutes(widgets(false, false, true), "none", false,
 				[]map[string]any{issuesTeam, otherOrgTeam, uncovered}, []map[string]any{issuesTeam}),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true},
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanReadIssues: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets":                                "alice",
 				"/api/v1/user/teams":                                        "alice",
@@ -343,7 +343,7 @@ func TestRepoRequests(t *testing.T) {
 		{
 			"in no team of the organization: push tells",
 			repoRoutes(widgets(false, true, true), "write", true, []map[string]any{otherOrgTeam}, nil),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true},
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets": "alice",
 				"/api/v1/user/teams":         "alice",
@@ -352,7 +352,7 @@ func TestRepoRequests(t *testing.T) {
 		{
 			"in no team, no Code unit: the access mode tells",
 			repoRoutes(widgets(false, false, false), "write", true, nil, nil),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true},
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets":                                "alice",
 				"/api/v1/user/teams":                                        "alice",
@@ -362,7 +362,7 @@ func TestRepoRequests(t *testing.T) {
 		{
 			"repository admin",
 			repoRoutes(widgets(true, true, true), "admin", true, []map[string]any{issuesTeam}, nil),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true},
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets": "alice",
 				"/api/v1/user/teams":         "alice",

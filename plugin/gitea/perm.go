@@ -85,6 +85,24 @@ func canWrite(g grants, unit string, enabled bool) bool {
 	return false
 }
 
+// canRead tells whether g lets the user see the unit, if enabled, of a
+// repository the user may read at all: everyone reads a public
+// repository's units; otherwise as canWrite, one level lower.
+func canRead(g grants, unit string, enabled, public bool) bool {
+	switch {
+	case !enabled:
+		return false
+	case g.admin, public, len(g.teams) == 0, g.collaborator:
+		return true
+	}
+	for _, t := range g.teams {
+		if m := sdk.AccessMode(t.UnitsMap[unit]); m == sdk.AccessModeRead || atLeastWrite(m) || atLeastAdmin(t.Permission) {
+			return true
+		}
+	}
+	return false
+}
+
 func atLeastWrite(m sdk.AccessMode) bool {
 	return m == sdk.AccessModeWrite || atLeastAdmin(m)
 }
@@ -172,6 +190,8 @@ func toRepo(repo *sdk.Repository, g grants) plugin.Repo {
 		CanRead:        true,
 		CanWriteIssues: writable && canWrite(g, unitIssues, issues),
 		CanWritePulls:  writable && canWrite(g, unitPulls, repo.HasPullRequests),
+		CanReadIssues:  canRead(g, unitIssues, issues, !repo.Private),
+		CanReadPulls:   canRead(g, unitPulls, repo.HasPullRequests, !repo.Private),
 	}
 }
 

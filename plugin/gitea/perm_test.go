@@ -58,9 +58,48 @@ func TestWriteRules(t *testing.T) {
 				repo.InternalTracker = &sdk.InternalTracker{}
 			}
 			got := toRepo(repo, tt.g)
+			got.CanReadIssues, got.CanReadPulls = false, false // TestReadRules
 			want := plugin.Repo{ID: 9, FullName: "acme/widgets", CanRead: true, CanWriteIssues: tt.wantIssues, CanWritePulls: tt.wantPulls}
 			if got != want {
 				t.Errorf("toRepo = %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+// The read rules of a repository the user may read at all: which of its
+// issues and pull requests they see.
+func TestReadRules(t *testing.T) {
+	team := func(perm string, units map[string]string) *sdk.Team {
+		return &sdk.Team{ID: 1, Permission: sdk.AccessMode(perm), UnitsMap: units}
+	}
+	issuesOnly := team("none", map[string]string{"repo.issues": "write"})
+	pullsRead := team("none", map[string]string{"repo.pulls": "read"})
+	tests := []struct {
+		name                   string
+		g                      grants
+		private, issues, pulls bool
+		wantIssues, wantPulls  bool
+	}{
+		{"admin", grants{admin: true}, true, true, true, true, true},
+		{"collaborator", grants{mode: "read", collaborator: true, teams: []*sdk.Team{issuesOnly}}, true, true, true, true, true},
+		{"no team covers it", grants{mode: "read"}, true, true, true, true, true},
+		{"team: issues only", grants{teams: []*sdk.Team{issuesOnly}}, true, true, true, true, false},
+		{"team: pulls read only", grants{teams: []*sdk.Team{pullsRead}}, true, true, true, false, true},
+		{"team: issues only, public repository", grants{teams: []*sdk.Team{issuesOnly}}, false, true, true, true, true},
+		{"pulls disabled", grants{mode: "read"}, true, true, false, true, false},
+		{"issues disabled", grants{mode: "read"}, true, false, true, false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			repo := &sdk.Repository{ID: 9, FullName: "acme/widgets", Private: tt.private,
+				HasIssues: tt.issues, HasPullRequests: tt.pulls, Permissions: &sdk.Permission{Admin: tt.g.admin}}
+			if tt.issues {
+				repo.InternalTracker = &sdk.InternalTracker{}
+			}
+			got := toRepo(repo, tt.g)
+			if got.CanReadIssues != tt.wantIssues || got.CanReadPulls != tt.wantPulls {
+				t.Errorf("reads issues %v, pulls %v; want %v, %v", got.CanReadIssues, got.CanReadPulls, tt.wantIssues, tt.wantPulls)
 			}
 		})
 	}
