@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -354,5 +355,40 @@ func TestSSHRestartKeepsHostKeyAndLeasesAgainstGitea(t *testing.T) {
 	expect(t, r, 4, "bob after restart")
 	if v := parse(t, r); deref(v.Holder) != "alice" {
 		t.Fatalf("lease lost across restart: %+v", v)
+	}
+}
+
+// Dave's team grants only the Issues unit of acme/secret: Gitea hides its
+// pull requests from him, and so does list, over SSH and HTTP.
+func TestListHidesPullRequestsFromIssuesOnlyReadersAgainstGitea(t *testing.T) {
+	s, w := newSidecar(t)
+	expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretIssue)), 0, "alice claims the issue")
+	expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretPull)), 0, "alice claims the pull request")
+	issues := func(body string) []int64 {
+		var v models.ListView
+		if err := json.Unmarshal([]byte(body), &v); err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		var out []int64
+		for _, l := range v.Leases {
+			out = append(out, l.Issue)
+		}
+		return out
+	}
+	r := run(t, s, w.Heidi, "collab-lease list acme/secret")
+	if got := issues(r.Stdout); len(got) != 2 {
+		t.Fatalf("heidi (admin collaborator) sees %v", got)
+	}
+	r = run(t, s, w.Dave, "collab-lease list acme/secret")
+	if got := issues(r.Stdout); len(got) != 1 || got[0] != w.SecretIssue {
+		t.Fatalf("dave (issues only) sees %v over SSH, want only #%d", got, w.SecretIssue)
+	}
+	code, _, body := apiGet(t, http.DefaultClient, s.HTTPURL+"/api/v1/repos/acme/secret/leases", "Authorization: token "+w.Dave.Token)
+	if got := issues(body); code != 200 || len(got) != 1 || got[0] != w.SecretIssue {
+		t.Fatalf("dave (issues only) sees %d %v over HTTP", code, got)
+	}
+	code, _, body = apiGet(t, http.DefaultClient, fmt.Sprintf("%s/api/v1/repos/acme/secret/issues/%d/lease", s.HTTPURL, w.SecretPull), "Authorization: token "+w.Dave.Token)
+	if code != 200 || body != `{"lease":null}` {
+		t.Fatalf("dave asks for the pull request's lease: %d %s", code, body)
 	}
 }
