@@ -149,13 +149,20 @@ func (s *Server) config() *gossh.ServerConfig {
 // returns is trusted only once it arrives on the authenticated connection.
 func (s *Server) authenticate(meta gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
 	fp := gossh.FingerprintSHA256(key)
-	ctx, cancel := context.WithTimeout(context.Background(), min(s.CommandTimeout, s.HandshakeTimeout))
+	// Half the handshake deadline: a slow or saturated forge must leave
+	// time to finish the handshake and answer exit 75.
+	ctx, cancel := context.WithTimeout(context.Background(), min(s.CommandTimeout, s.HandshakeTimeout/2))
 	defer cancel()
 	select {
 	case s.lookups <- struct{}{}:
 		defer func() { <-s.lookups }()
 	case <-ctx.Done():
-		return nil, fmt.Errorf("key lookups saturated; refusing %s", fp)
+		// The forge is too slow to keep up: like an unreachable forge,
+		// let the client in to be told to retry (exit 75), rather than
+		// refuse a key that may well be valid.
+		s.Logger.Warn("key lookups saturated; letting the connection in to answer exit 75",
+			"fingerprint", fp, "remote", meta.RemoteAddr().String())
+		return &gossh.Permissions{Extensions: map[string]string{extUnavailable: "1", extFingerprint: fp}}, nil
 	}
 	user, err := s.Forge.UserByKey(ctx, fp)
 	switch {

@@ -753,6 +753,7 @@ func (f *countingForge) UserByKey(ctx context.Context, fp string) (plugin.User, 
 	select {
 	case <-f.release:
 	case <-ctx.Done():
+		return plugin.User{}, fmt.Errorf("slow forge: %w", plugin.ErrUnavailable)
 	}
 	return f.fakeForge.UserByKey(ctx, fp)
 }
@@ -813,5 +814,44 @@ func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
 	}
 	if len(all.Leases) != 2 || len(limited.Leases) != 1 || limited.Leases[0].Issue != 42 {
 		t.Fatalf("bob sees %+v, carol (issues only) sees %+v", all.Leases, limited.Leases)
+	}
+}
+
+// When key lookups stay saturated past the handshake deadline, a client is
+// let in to be told to retry (exit 75), as when the forge is unreachable.
+func TestSaturatedKeyLookupsAnswerRetry(t *testing.T) {
+	cf := &countingForge{release: make(chan struct{})}
+	w := newWorld(t, func(s *Server) {
+		cf.fakeForge = s.Forge.(*fakeForge)
+		s.Forge = cf
+		s.MaxKeyLookups = 1
+		s.HandshakeTimeout = 2 * time.Second
+	})
+	// One lookup holds the only slot until released.
+	blocked := make(chan result, 1)
+	go func() { blocked <- w.ssh("bob", "collab-lease help") }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cf.mu.Lock()
+		now := cf.now
+		cf.mu.Unlock()
+		if now == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first lookup never started")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := w.ssh("alice", "collab-lease acquire acme/widgets 42")
+	close(cf.release)
+	if r.code != 75 || r.stderr != "error: forge unavailable, try again\n" {
+		t.Fatalf("with key lookups saturated: %+v", r)
+	}
+	if b := <-blocked; b.code != 0 && b.code != 75 {
+		t.Fatalf("the lookup that held the slot: %+v", b)
+	}
+	if n, _ := w.ledger.CountLive(context.Background()); n != 0 {
+		t.Fatal("a command ran without a verified identity")
 	}
 }
