@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"github.com/collab-lease/collab-lease/models/leasemodel"
 )
 
 // Abuse of the SSH port while legitimate agents work: 500 connections
@@ -54,7 +56,7 @@ func procStatus(pid int) (rssKiB, threads int, err error) {
 }
 
 func TestAbuseEndToEnd(t *testing.T) {
-	scale := e2eScale(t)
+	scale := leasemodel.Scale(t)
 	const (
 		stalled     = 500
 		garbage     = 200

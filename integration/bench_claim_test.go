@@ -41,7 +41,7 @@ func BenchmarkClaimSidecarVsGitea(b *testing.B) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	s := startBenchSidecar(b, ctx, g, bin, b.TempDir())
-	cfg, err := benchClientConfig(s, me)
+	cfg, err := clientConfig(s, me)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -27,7 +27,7 @@ func BenchmarkSidecarMemory(b *testing.B) {
 		s := startBenchSidecar(b, ctx, g, bin, b.TempDir())
 		cfgs := make([]*ssh.ClientConfig, len(agents))
 		for i, u := range agents {
-			cfg, err := benchClientConfig(s, u)
+			cfg, err := clientConfig(s, u)
 			if err != nil {
 				b.Fatal(err)
 			}

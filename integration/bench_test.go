@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -224,36 +223,10 @@ func inParallel(width, n int, f func(i int) error) error {
 	return errors.Join(errs...)
 }
 
-// benchClientConfig is the x/crypto/ssh client configuration of u against
-// the sidecar s, checking s's host key.
-func benchClientConfig(s *Sidecar, u *User) (*ssh.ClientConfig, error) {
-	read := func(path string) (ssh.Signer, error) {
-		pemBytes, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		return ssh.ParsePrivateKey(pemBytes)
-	}
-	signer, err := read(u.Key.Path)
-	if err != nil {
-		return nil, err
-	}
-	host, err := read(filepath.Join(s.DataDir, "ssh_host_ed25519_key"))
-	if err != nil {
-		return nil, err
-	}
-	return &ssh.ClientConfig{
-		User:            "git",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.FixedHostKey(host.PublicKey()),
-		Timeout:         30 * time.Second,
-	}, nil
-}
-
 // dialB opens a persistent SSH connection of u to s.
 func dialB(b *testing.B, s *Sidecar, u *User) *ssh.Client {
 	b.Helper()
-	cfg, err := benchClientConfig(s, u)
+	cfg, err := clientConfig(s, u)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -37,7 +37,7 @@ type seenAcquire struct {
 }
 
 func TestCrashUnderLoadEndToEnd(t *testing.T) {
-	scale := e2eScale(t)
+	scale := leasemodel.Scale(t)
 	kills := 30 * scale
 	g, w, bin := shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

@@ -21,14 +21,11 @@ func doctorRun(t *testing.T, bin, token string, args ...string) (string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, append([]string{"doctor", "--gitea-token-file", tokenFile}, args...)...)
 	cmd.Env = cleanEnv()
-	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
+	r, err := RunCommand(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return string(out), code
+	return r.Stdout + r.Stderr, r.Code
 }
 
 func TestDoctorAgainstGitea(t *testing.T) {

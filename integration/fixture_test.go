@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/ssh"
 )
 
 // One Gitea, seeded once, serves every end-to-end test of this package that
@@ -76,6 +78,62 @@ func newSidecar(t *testing.T, args ...string) (*Sidecar, *World) {
 	}
 	stopAtEnd(t, s)
 	return s, w
+}
+
+// stopGitea stops the shared Gitea for an outage; however the test ends,
+// Gitea runs again after it.
+func stopGitea(t *testing.T, g *Gitea) {
+	t.Helper()
+	t.Cleanup(func() {
+		if !g.Running() {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if err := g.Start(ctx); err != nil {
+				t.Errorf("start the shared Gitea again: %v", err)
+			}
+		}
+	})
+	if err := g.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startGitea ends the outage stopGitea began.
+func startGitea(t *testing.T, g *Gitea) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clientConfig is the x/crypto/ssh client configuration of u against the
+// sidecar s, checking s's host key.
+func clientConfig(s *Sidecar, u *User) (*ssh.ClientConfig, error) {
+	signer, err := loadSigner(u.Key.Path)
+	if err != nil {
+		return nil, err
+	}
+	host, err := loadSigner(filepath.Join(s.DataDir, "ssh_host_ed25519_key"))
+	if err != nil {
+		return nil, err
+	}
+	return &ssh.ClientConfig{
+		User:            "git",
+		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback: ssh.FixedHostKey(host.PublicKey()),
+		Timeout:         30 * time.Second,
+	}, nil
+}
+
+// loadSigner reads an OpenSSH private key file.
+func loadSigner(path string) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return ssh.ParsePrivateKey(b)
 }
 
 // stopAtEnd stops s (SIGTERM, bounded) when the test ends, and shows the

@@ -3,7 +3,6 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -127,17 +126,11 @@ func (c *checkout) run(name string, args ...string) SSHResult {
 	if _, err := os.Stat(c.dir); err != nil {
 		cmd.Dir = "" // git init has not made it yet
 	}
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
+	r, err := RunCommand(cmd)
+	if err != nil {
 		c.t.Fatalf("%s: %v", name, err)
 	}
-	return SSHResult{Stdout: out.String(), Stderr: errb.String(), Code: code}
+	return r
 }
 
 // collab runs `git collab args...` through git.

@@ -153,19 +153,7 @@ func TestHTTPLeasesAgainstGitea(t *testing.T) {
 func TestHTTPWhileGiteaIsDown(t *testing.T) {
 	s, w := newSidecar(t, "--perm-cache-ttl", "0")
 	g := fixture.g
-	if err := g.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			if err := g.Start(ctx); err != nil {
-				t.Errorf("restart Gitea: %v", err)
-			}
-		}
-	})
+	stopGitea(t, g)
 	for _, p := range []string{w.Widgets.FullName() + "/leases", w.Secret.FullName() + "/leases", "acme/does-not-exist/leases"} {
 		code, hdr, body := apiGet(t, nil, s.HTTPURL+"/api/v1/repos/"+p)
 		if code != 503 || body != `{"error":"temporarily unavailable, try again"}` || hdr.Get("Retry-After") == "" {
@@ -175,12 +163,7 @@ func TestHTTPWhileGiteaIsDown(t *testing.T) {
 	if code, _, body := apiGet(t, nil, s.HTTPURL+"/readyz"); code != 503 || !strings.Contains(body, `"gitea":"unreachable"`) {
 		t.Fatalf("readyz with Gitea down: %d %s", code, body)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	startGitea(t, g)
 	if code, _, body := apiGet(t, nil, s.HTTPURL+"/api/v1/repos/"+w.Widgets.FullName()+"/leases"); code != 200 {
 		t.Fatalf("after Gitea is back: %d %s", code, body)
 	}

@@ -7,10 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,28 +61,11 @@ type agent struct {
 
 // newAgent prepares a connection of u to s (it dials on first use).
 func newAgent(s *Sidecar, u *User) (*agent, error) {
-	signer, err := loadSigner(u.Key.Path)
+	cfg, err := clientConfig(s, u)
 	if err != nil {
 		return nil, err
 	}
-	hostKey, err := loadSigner(filepath.Join(s.DataDir, "ssh_host_ed25519_key"))
-	if err != nil {
-		return nil, err
-	}
-	return &agent{user: u, addr: s.SSHAddr, config: &ssh.ClientConfig{
-		User:            "git",
-		Auth:            []ssh.AuthMethod{ssh.PublicKeys(signer)},
-		HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey()),
-		Timeout:         10 * time.Second,
-	}}, nil
-}
-
-func loadSigner(path string) (ssh.Signer, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ssh.ParsePrivateKey(b)
+	return &agent{user: u, addr: s.SSHAddr, config: cfg}, nil
 }
 
 // errTransport marks a command whose fate is unknown: the connection
@@ -176,20 +156,6 @@ func newIssues(t *testing.T, g *Gitea, w *World, n int, title string) []int64 {
 		out = append(out, is.Number)
 	}
 	return out
-}
-
-// e2eScale is COLLAB_STRESS_SCALE (default 1: the size CI runs).
-func e2eScale(t testing.TB) int {
-	t.Helper()
-	v := os.Getenv("COLLAB_STRESS_SCALE")
-	if v == "" {
-		return 1
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("COLLAB_STRESS_SCALE=%q: want a positive integer", v)
-	}
-	return n
 }
 
 // tenureReply is the JSON of acquired, renewed, held and not_holder.
@@ -288,7 +254,7 @@ func e2eCommand(in leasemodel.Input, repo string) string {
 }
 
 func TestLinearizabilityEndToEnd(t *testing.T) {
-	scale := e2eScale(t)
+	scale := leasemodel.Scale(t)
 	s, w := newSidecar(t)
 	g, _, _ := shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)

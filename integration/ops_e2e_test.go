@@ -159,13 +159,11 @@ func TestHealthcheckCommandAgainstGitea(t *testing.T) {
 	probe := func(addr string) (string, int) {
 		cmd := exec.Command(bin, "healthcheck", "--http-listen", addr)
 		cmd.Env = cleanEnv()
-		out, err := cmd.CombinedOutput()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return string(out), ee.ExitCode()
-		} else if err != nil {
+		r, err := RunCommand(cmd)
+		if err != nil {
 			t.Fatal(err)
 		}
-		return string(out), 0
+		return r.Stdout + r.Stderr, r.Code
 	}
 	if out, code := probe(s.HTTPAddr); code != 0 {
 		t.Fatalf("healthcheck of a running sidecar: exit %d: %s", code, out)

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/models/leasemodel"
 )
 
 // Gitea goes away under load. Six SSH clients, each holding a lease on an
@@ -41,7 +43,7 @@ func (tr timedResult) took() time.Duration { return tr.ret.Sub(tr.call) }
 
 func TestGiteaOutageUnderLoadEndToEnd(t *testing.T) {
 	const bound = 5 * time.Second
-	scale := e2eScale(t)
+	scale := leasemodel.Scale(t)
 	g, w, _ := shared(t)
 	s, _ := newSidecar(t, "--key-cache-ttl", "60s", "--perm-cache-ttl", "60s", "--forge-timeout", "2s")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -51,17 +53,6 @@ func TestGiteaOutageUnderLoadEndToEnd(t *testing.T) {
 	issues := newIssues(t, g, w, len(users), "Outage")
 	repo := w.Widgets.FullName()
 	pid := s.PID()
-
-	// However this test ends, the shared Gitea is running again after it.
-	t.Cleanup(func() {
-		if !g.Running() {
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			if err := g.Start(ctx); err != nil {
-				t.Errorf("start the shared Gitea again: %v", err)
-			}
-		}
-	})
 
 	var agents []*agent
 	for _, u := range users {
@@ -150,9 +141,7 @@ func TestGiteaOutageUnderLoadEndToEnd(t *testing.T) {
 	must(warm, 0)
 
 	stopBegan := time.Now()
-	if err := g.Stop(); err != nil {
-		t.Fatal(err)
-	}
+	stopGitea(t, g)
 	down := time.Now()
 	t.Logf("Gitea stopped in %s", down.Sub(stopBegan).Round(time.Millisecond))
 	mu.Lock()

@@ -294,19 +294,26 @@ func (s *Sidecar) SSH(ctx context.Context, keyPath string, words ...string) SSHR
 		}
 	}
 	args = append(append(args, "git@"+host), words...)
-	cmd := exec.CommandContext(ctx, "ssh", args...)
+	r, err := RunCommand(exec.CommandContext(ctx, "ssh", args...))
+	if err != nil {
+		r.Code = -1
+		r.Stderr += err.Error()
+	}
+	return r
+}
+
+// RunCommand runs cmd and returns what it printed and its exit status; the
+// error says only that it could not run at all.
+func RunCommand(cmd *exec.Cmd) (SSHResult, error) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	code := 0
+	r := SSHResult{Stdout: out.String(), Stderr: errb.String()}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = -1
-		errb.WriteString(err.Error())
+		r.Code, err = ee.ExitCode(), nil
 	}
-	return SSHResult{Stdout: out.String(), Stderr: errb.String(), Code: code}
+	return r, err
 }
 
 type syncBuffer struct {

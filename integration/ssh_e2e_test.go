@@ -206,17 +206,7 @@ func TestSSHGiteaOutageAgainstGitea(t *testing.T) {
 	g, _, _ := shared(t)
 	expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue)), 0, "acquire before the outage")
 
-	if err := g.Stop(); err != nil {
-		t.Fatal(err)
-	}
-	restarted := false
-	t.Cleanup(func() {
-		if !restarted {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			_ = g.Start(ctx)
-		}
-	})
+	stopGitea(t, g)
 	for _, cmd := range []string{
 		lease("acquire", w.Widgets, w.ClosedIssue+1000),
 		lease("release", w.Widgets, w.OpenIssue),
@@ -227,12 +217,7 @@ func TestSSHGiteaOutageAgainstGitea(t *testing.T) {
 			t.Fatalf("%s during the outage: %+v", cmd, r)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if err := g.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
+	startGitea(t, g)
 	r := run(t, s, w.Bob, "collab-lease list acme/widgets")
 	expect(t, r, 0, "list after the outage")
 	var list models.ListView

@@ -240,21 +240,6 @@ func unixOr0(t *time.Time) int64 {
 	return t.Unix()
 }
 
-// stressScale multiplies the sizes of the stress tests (COLLAB_STRESS_SCALE,
-// default 1: the size CI runs).
-func stressScale(t testing.TB) int {
-	t.Helper()
-	v := os.Getenv("COLLAB_STRESS_SCALE")
-	if v == "" {
-		return 1
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 {
-		t.Fatalf("COLLAB_STRESS_SCALE=%q: want a positive integer", v)
-	}
-	return n
-}
-
 func linSeed(t testing.TB) int64 {
 	t.Helper()
 	if v := os.Getenv("COLLAB_LIN_SEED"); v != "" {
@@ -271,7 +256,7 @@ func linSeed(t testing.TB) int64 {
 // have), at least 10,000 operations at CI size, short ttls and a moving
 // clock: the recorded history must be linearizable.
 func TestLinearizabilityOfTheLedger(t *testing.T) {
-	scale := stressScale(t)
+	scale := leasemodel.Scale(t)
 	seed := linSeed(t)
 	t.Logf("seed %d (COLLAB_LIN_SEED), scale %d (COLLAB_STRESS_SCALE)", seed, scale)
 	clock := &linClock{}

@@ -2,6 +2,7 @@ package leasemodel
 
 import (
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -26,4 +27,20 @@ func Check(t testing.TB, m porcupine.Model, history []porcupine.Operation, timeo
 		}
 	}
 	return res
+}
+
+// Scale is COLLAB_STRESS_SCALE, the factor by which the stress suites
+// (linearizability, crash, outage, abuse) grow; 1, the size CI runs, when
+// it is unset.
+func Scale(t testing.TB) int {
+	t.Helper()
+	v := os.Getenv("COLLAB_STRESS_SCALE")
+	if v == "" {
+		return 1
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		t.Fatalf("COLLAB_STRESS_SCALE=%q: want a positive integer", v)
+	}
+	return n
 }
