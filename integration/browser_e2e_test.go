@@ -252,6 +252,23 @@ func TestBadgesInChromiumAgainstGitea(t *testing.T) {
 	if errs := b.takeErrors(); len(errs) != 0 {
 		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
+
+	// The sidecar goes away (and with it the badge script Gitea's footer
+	// loads from it): no badge, and Gitea's page still works; the failed
+	// loads are the only complaint, with no exception and no dialog.
+	if err := s.Stop(20 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t, "the issue list without the sidecar", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"),
+		chromedp.WaitVisible("#issue-list a.issue-title", chromedp.ByQuery))
+	if got := b.badges(t, 0); len(got) != 0 {
+		t.Fatalf("badges with the sidecar down: %v", got)
+	}
+	for _, e := range b.takeErrors() {
+		if !strings.HasPrefix(e, "log: ") {
+			t.Fatalf("with the sidecar down: %s", e)
+		}
+	}
 }
 
 // A private repository: no claim for a viewer the sidecar does not know;
