@@ -78,7 +78,7 @@ func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
 	}
 	defer s.Close()
 	cur, err := s.Current(bg, k42)
-	if err != nil || cur == nil || cur.Holder != "alice" || cur.Token != 5 {
+	if err != nil || cur == nil || cur.Holder.Login != "alice" || cur.Token != 5 {
 		t.Fatalf("old live lease after migration: %+v %v", cur, err)
 	}
 	if l := mustAcquire(t, s, Key{7, 43}, "bob", 0); l.Token != 10 {
@@ -107,14 +107,14 @@ func TestBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T) {
 	if tx.Error != nil {
 		t.Fatal(tx.Error)
 	}
-	_, err = s.Acquire(bg, k42, "alice", 0)
+	_, err = s.Acquire(bg, k42, who("alice"), 0, KindIssue)
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("acquire under a held write lock: %v, want ErrBusy", err)
 	}
 	// A caller's own deadline ends the wait the same way.
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
-	if _, err := patient.Acquire(ctx, k42, "alice", 0); !errors.Is(err, ErrBusy) {
+	if _, err := patient.Acquire(ctx, k42, who("alice"), 0, KindIssue); !errors.Is(err, ErrBusy) {
 		t.Fatalf("acquire past the caller's deadline: %v, want ErrBusy", err)
 	}
 	tx.Rollback()
@@ -201,7 +201,7 @@ func TestCrashKeepsEveryAcknowledgedAcquire(t *testing.T) {
 			if want, ok := heldAtKill[issue]; ok {
 				cur, _ := s.Current(bg, k)
 				last := h[len(h)-1]
-				if (cur == nil && last.Action != ActionRelease) || (cur != nil && (cur.Token < want || cur.Holder != "crasher")) {
+				if (cur == nil && last.Action != ActionRelease) || (cur != nil && (cur.Token < want || cur.Holder.Login != "crasher")) {
 					t.Fatalf("acknowledged live lease #%d token %d lost: %+v", issue, want, cur)
 				}
 			}
@@ -214,7 +214,7 @@ func TestCrashKeepsEveryAcknowledgedAcquire(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if cur != nil && cur.Holder == "crasher" {
+			if cur != nil && cur.Holder.Login == "crasher" {
 				heldAtKill[issue], reported[issue] = cur.Token, max(reported[issue], cur.Token)
 			} else {
 				delete(heldAtKill, issue)
@@ -230,7 +230,7 @@ func TestCrashKeepsEveryAcknowledgedAcquire(t *testing.T) {
 	defer s.Close()
 	for issue, token := range reported {
 		k := Key{RepoID: 1, Issue: issue}
-		if _, err := s.Release(bg, k, "crasher"); err != nil {
+		if _, err := s.Release(bg, k, who("crasher")); err != nil {
 			t.Fatal(err)
 		}
 		l := mustAcquire(t, s, k, "after", 0)
@@ -254,7 +254,7 @@ func TestCrasherChild(t *testing.T) {
 		k := Key{RepoID: 1, Issue: i%5 + 1}
 		if i%2 == 0 {
 			// Leave some leases live at the moment of the kill.
-			l, err := s.Acquire(bg, k, "crasher", 0)
+			l, err := s.Acquire(bg, k, who("crasher"), 0, KindIssue)
 			if err != nil {
 				continue
 			}
@@ -263,7 +263,7 @@ func TestCrasherChild(t *testing.T) {
 			if i%7 == 0 {
 				continue
 			}
-			if _, err := s.Release(bg, k, "crasher"); err != nil {
+			if _, err := s.Release(bg, k, who("crasher")); err != nil {
 				continue
 			}
 			fmt.Fprintf(w, "released %d 0\n", k.Issue)

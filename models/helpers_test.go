@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"hash/fnv"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -52,9 +53,13 @@ var bg = context.Background()
 
 func mustAcquire(t testing.TB, s *Store, k Key, holder string, ttl time.Duration) Lease {
 	t.Helper()
-	l, err := s.Acquire(bg, k, holder, ttl)
-	if err != nil {
-		t.Fatalf("Acquire(%v, %q, %s): %v", k, holder, ttl, err)
-	}
-	return l
+	return mustAcquireAs(t, s, k, who(holder), ttl)
+}
+
+// who is the test account with this login: the ID is derived from the
+// login, so the same name is always the same account.
+func who(login string) Holder {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(login))
+	return Holder{ID: int64(h.Sum32()) + 1, Login: login}
 }

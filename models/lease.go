@@ -11,10 +11,36 @@ type Key struct {
 	Issue  int64
 }
 
+// Holder is a forge account as the ledger keeps it: its ID decides who
+// holds a lease, its login is only shown. Logins can be renamed and then
+// taken by a new account; IDs are never reused, so a new account with an
+// old login inherits nothing.
+type Holder struct {
+	ID    int64 // the forge's user ID, > 0
+	Login string
+}
+
+// Kind says whether a number is an issue or a pull request (they share one
+// number space). The ledger records it at acquire, so readers can filter
+// by unit without asking the forge about every lease; rows written before
+// it was recorded are KindUnknown.
+type Kind int8
+
+// The kinds of a leased number.
+const (
+	KindUnknown Kind = iota
+	KindIssue
+	KindPull
+)
+
 // Lease is a live claim on an issue.
 type Lease struct {
 	Key
-	Holder     string
+	// Holder of the tenure. Holder.ID is 0 for a lease written before the
+	// ledger kept account IDs whose login no longer names an account (or
+	// not yet resolved): it matches nobody.
+	Holder     Holder
+	Kind       Kind
 	Token      int64 // fencing token of this tenure; never reused for the issue
 	AcquiredAt time.Time
 	ExpiresAt  *time.Time // nil: open-ended (a human assignment)
@@ -25,11 +51,16 @@ type Lease struct {
 // next tenure gets a larger one, and a zombie holder's token can never be
 // valid again.
 type leaseRow struct {
-	RepoID     int64   `gorm:"primaryKey;autoIncrement:false;index:idx_leases_repo_acquired,priority:1"`
-	Issue      int64   `gorm:"primaryKey;autoIncrement:false"`
+	RepoID int64 `gorm:"primaryKey;autoIncrement:false;index:idx_leases_repo_acquired,priority:1"`
+	Issue  int64 `gorm:"primaryKey;autoIncrement:false"`
+	// Holder is the holder's login as of its latest write (shown only);
+	// HolderID is who holds it. NULL HolderID on a held row: written by
+	// schema 1 and not resolved yet; 0: resolved to no account.
 	Holder     *string `gorm:"size:255"`
-	Token      int64   `gorm:"not null"`
-	AcquiredAt int64   `gorm:"not null;index:idx_leases_repo_acquired,priority:2"`
+	HolderID   *int64
+	Kind       Kind  `gorm:"not null;default:0"`
+	Token      int64 `gorm:"not null"`
+	AcquiredAt int64 `gorm:"not null;index:idx_leases_repo_acquired,priority:2"`
 	ExpiresAt  *int64
 }
 
@@ -41,15 +72,26 @@ func (r *leaseRow) live(now int64) bool {
 	return r.Holder != nil && (r.ExpiresAt == nil || *r.ExpiresAt > now)
 }
 
+// heldBy is the one definition of "h holds this row" (live or not): the
+// account IDs match. A row whose holder was never resolved to an account
+// is held by nobody.
+func (r *leaseRow) heldBy(h Holder) bool {
+	return r.Holder != nil && r.HolderID != nil && *r.HolderID > 0 && *r.HolderID == h.ID
+}
+
 func (r *leaseRow) lease() Lease {
 	l := Lease{
 		Key:        Key{RepoID: r.RepoID, Issue: r.Issue},
+		Kind:       r.Kind,
 		Token:      r.Token,
 		AcquiredAt: time.Unix(r.AcquiredAt, 0).UTC(),
 		ExpiresAt:  unixPtr(r.ExpiresAt),
 	}
 	if r.Holder != nil {
-		l.Holder = *r.Holder
+		l.Holder.Login = *r.Holder
+	}
+	if r.HolderID != nil {
+		l.Holder.ID = *r.HolderID
 	}
 	return l
 }
@@ -70,12 +112,15 @@ const (
 // which issue, with which token, when. It answers "who held #42 last
 // Tuesday" long after the lease row has moved on.
 type Event struct {
-	ID         int64  `gorm:"primaryKey;autoIncrement"`
-	RepoID     int64  `gorm:"not null;index:idx_lease_events_issue,priority:1"`
-	Issue      int64  `gorm:"not null;index:idx_lease_events_issue,priority:2"`
-	Action     Action `gorm:"size:16;not null"`
-	Holder     string `gorm:"size:255;not null"` // who acted (the new holder, or who released)
-	Previous   string `gorm:"size:255"`          // takeover: whose expired lease was replaced
+	ID     int64  `gorm:"primaryKey;autoIncrement"`
+	RepoID int64  `gorm:"not null;index:idx_lease_events_issue,priority:1"`
+	Issue  int64  `gorm:"not null;index:idx_lease_events_issue,priority:2"`
+	Action Action `gorm:"size:16;not null"`
+	// Holder is who acted (the new holder, or who released), by login at
+	// the time; HolderID is that account (0 in events written by schema 1).
+	Holder     string `gorm:"size:255;not null"`
+	HolderID   int64  `gorm:"not null;default:0"`
+	Previous   string `gorm:"size:255"` // takeover, release: whose lease was replaced or freed
 	Token      int64  `gorm:"not null"`
 	At         int64  `gorm:"not null"`
 	ExpiresAt  *int64 // the expiry this action set, if any

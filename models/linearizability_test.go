@@ -49,9 +49,9 @@ var linHolders = []string{"alice", "bob", "carol", "dave"}
 
 // linLedger is what the clients call: the Store, or a broken variant of it.
 type linLedger interface {
-	Acquire(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error)
-	Renew(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error)
-	Release(ctx context.Context, k Key, holder string) (*Lease, error)
+	Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error)
+	Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error)
+	Release(ctx context.Context, k Key, h Holder) (*Lease, error)
 	List(ctx context.Context, repoID int64) ([]Lease, error)
 }
 
@@ -161,10 +161,10 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 		var nh *NotHolderError
 		switch {
 		case err == nil:
-			if l.Holder != in.Holder || l.Key != k {
+			if l.Holder != who(in.Holder) || l.Key != k {
 				return nil, fmt.Errorf("granted %+v to the wrong caller or issue", l)
 			}
-			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
+			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
 		case errors.As(err, &held) && in.Kind == leasemodel.Acquire:
 			return one(leasemodel.Output{Result: leasemodel.Held, Holder: held.Holder, ExpiresAt: unixOr0(held.ExpiresAt)})
 		case errors.As(err, &nh) && in.Kind == leasemodel.Renew:
@@ -176,15 +176,15 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 	}
 	switch in.Kind {
 	case leasemodel.Acquire:
-		return granted(led.Acquire(ctx, k, in.Holder, ttl))
+		return granted(led.Acquire(ctx, k, who(in.Holder), ttl, KindIssue))
 	case leasemodel.Renew:
-		return granted(led.Renew(ctx, k, in.Holder, ttl))
+		return granted(led.Renew(ctx, k, who(in.Holder), ttl))
 	case leasemodel.Release:
-		l, err := led.Release(ctx, k, in.Holder)
+		l, err := led.Release(ctx, k, who(in.Holder))
 		var nh *NotHolderError
 		switch {
 		case err == nil:
-			if l != nil && (l.Holder != in.Holder || l.Key != k) {
+			if l != nil && (l.Holder != who(in.Holder) || l.Key != k) {
 				return nil, fmt.Errorf("release freed %+v, not the caller's", *l)
 			}
 			return one(leasemodel.Output{Result: leasemodel.OK, Freed: l != nil})
@@ -224,7 +224,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 			}
 			o := leasemodel.Output{Result: leasemodel.OK}
 			if l, ok := byIssue[lk.Issue]; ok {
-				o = leasemodel.Output{Result: leasemodel.OK, Present: true, Holder: l.Holder, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}
+				o = leasemodel.Output{Result: leasemodel.OK, Present: true, Holder: l.Holder.Login, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}
 			}
 			outs = append(outs, linKeyedOutput{key: lk, out: o})
 		}
@@ -353,14 +353,14 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 // the same refusal as the real Release).
 type deletingRelease struct{ *Store }
 
-func (d deletingRelease) Release(ctx context.Context, k Key, holder string) (*Lease, error) {
+func (d deletingRelease) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
 	var out *Lease
 	err := d.write(ctx, func(tx *gorm.DB, now int64) error {
 		row, found, err := load(tx, k)
 		if err != nil || !found || row.Holder == nil {
 			return err
 		}
-		if row.live(now) && *row.Holder != holder {
+		if row.live(now) && !row.heldBy(h) {
 			return notHolder(row, found, now)
 		}
 		if row.live(now) {
@@ -376,15 +376,15 @@ func (d deletingRelease) Release(ctx context.Context, k Key, holder string) (*Le
 // a new tenure without checking again.
 type staleAcquire struct{ *Store }
 
-func (s staleAcquire) Acquire(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error) {
+func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error) {
 	cur, err := s.Current(ctx, k)
 	switch {
 	case err != nil:
 		return Lease{}, err
-	case cur != nil && cur.Holder != holder:
-		return Lease{}, &HeldError{Holder: cur.Holder, ExpiresAt: cur.ExpiresAt}
+	case cur != nil && cur.Holder != h:
+		return Lease{}, &HeldError{Holder: cur.Holder.Login, ExpiresAt: cur.ExpiresAt}
 	case cur != nil:
-		return s.Store.Acquire(ctx, k, holder, ttl)
+		return s.Store.Acquire(ctx, k, h, ttl, kind)
 	}
 	runtime.Gosched()
 	var out Lease
@@ -393,7 +393,8 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, holder string, ttl tim
 		if err != nil {
 			return err
 		}
-		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &holder, Token: row.Token + 1, AcquiredAt: now, ExpiresAt: expiry(now, ttl)}
+		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: kind,
+			Token: row.Token + 1, AcquiredAt: now, ExpiresAt: expiry(now, ttl)}
 		if found {
 			err = tx.Save(&row).Error
 		} else {
@@ -409,21 +410,21 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, holder string, ttl tim
 // lease is still live at the instant it claims to expire.
 type liveAtExpiry struct{ *Store }
 
-func (l liveAtExpiry) Acquire(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error) {
+func (l liveAtExpiry) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error) {
 	if ttl > 0 {
 		ttl += time.Second
 	}
-	lease, err := l.Store.Acquire(ctx, k, holder, ttl)
+	lease, err := l.Store.Acquire(ctx, k, h, ttl, kind)
 	return earlier(lease), earlierErr(err)
 }
 
-func (l liveAtExpiry) Renew(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error) {
-	lease, err := l.Store.Renew(ctx, k, holder, ttl+time.Second)
+func (l liveAtExpiry) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error) {
+	lease, err := l.Store.Renew(ctx, k, h, ttl+time.Second)
 	return earlier(lease), earlierErr(err)
 }
 
-func (l liveAtExpiry) Release(ctx context.Context, k Key, holder string) (*Lease, error) {
-	lease, err := l.Store.Release(ctx, k, holder)
+func (l liveAtExpiry) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
+	lease, err := l.Store.Release(ctx, k, h)
 	return lease, earlierErr(err)
 }
 

@@ -14,17 +14,21 @@ import (
 // write lock is held from BEGIN, so two callers can never both decide on
 // the same stale read.
 
-// Acquire claims k for holder. ttl 0 means open-ended; otherwise the lease
-// expires ttl after now.
+// Acquire claims k, an issue or pull request (kind), for h. ttl 0 means
+// open-ended; otherwise the lease expires ttl after now.
 //
 //   - no row, or a row that is not live: a new tenure with token old+1 (1
 //     for a first claim);
-//   - live and held by holder: idempotent, same token, expiry re-set from
-//     this call's ttl;
+//   - live and held by h (same account ID): idempotent, same token, expiry
+//     re-set from this call's ttl, and the login shown becomes h's current
+//     one;
 //   - live and held by someone else: *HeldError.
-func (s *Store) Acquire(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error) {
-	if err := s.validate(k, holder, ttl, false); err != nil {
+func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error) {
+	if err := s.validate(k, h, ttl, false); err != nil {
 		return Lease{}, fmt.Errorf("acquire %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	if kind != KindIssue && kind != KindPull {
+		return Lease{}, fmt.Errorf("acquire %d#%d: %w: unknown kind %d", k.RepoID, k.Issue, ErrInvalid, kind)
 	}
 	var out Lease
 	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
@@ -33,27 +37,30 @@ func (s *Store) Acquire(ctx context.Context, k Key, holder string, ttl time.Dura
 			return err
 		}
 		expires := expiry(now, ttl)
-		ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: holder, At: now, ExpiresAt: expires}
+		ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, At: now, ExpiresAt: expires}
 		switch {
-		case found && row.live(now) && *row.Holder != holder:
+		case found && row.live(now) && !row.heldBy(h):
 			return &HeldError{Holder: *row.Holder, ExpiresAt: unixPtr(row.ExpiresAt)}
 		case found && row.live(now):
-			row.ExpiresAt = expires
+			row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
 			ev.Action = ActionReacquire
 			err = tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-				Update("expires_at", expires).Error
+				Updates(map[string]any{"holder": h.Login, "expires_at": expires, "kind": kind}).Error
 		case found:
 			if row.Holder != nil {
 				ev.Action, ev.Previous = ActionTakeover, *row.Holder
 			} else {
 				ev.Action = ActionAcquire
 			}
-			row.Holder, row.Token, row.AcquiredAt, row.ExpiresAt = &holder, row.Token+1, now, expires
+			row.Holder, row.HolderID, row.Kind = &h.Login, &h.ID, kind
+			row.Token, row.AcquiredAt, row.ExpiresAt = row.Token+1, now, expires
 			err = tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-				Updates(map[string]any{"holder": holder, "token": row.Token, "acquired_at": now, "expires_at": expires}).Error
+				Updates(map[string]any{"holder": h.Login, "holder_id": h.ID, "kind": kind, "token": row.Token,
+					"acquired_at": now, "expires_at": expires}).Error
 		default:
 			ev.Action = ActionAcquire
-			row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &holder, Token: 1, AcquiredAt: now, ExpiresAt: expires}
+			row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: kind,
+				Token: 1, AcquiredAt: now, ExpiresAt: expires}
 			err = tx.Create(&row).Error
 		}
 		if err != nil {
@@ -72,10 +79,11 @@ func (s *Store) Acquire(ctx context.Context, k Key, holder string, ttl time.Dura
 	return out, nil
 }
 
-// Renew extends holder's live lease on k to now+ttl, keeping its token.
-// Anything else (free, expired, someone else's) is a *NotHolderError.
-func (s *Store) Renew(ctx context.Context, k Key, holder string, ttl time.Duration) (Lease, error) {
-	if err := s.validate(k, holder, ttl, true); err != nil {
+// Renew extends h's live lease on k to now+ttl, keeping its token; the
+// login shown becomes h's current one. Anything else (free, expired,
+// someone else's) is a *NotHolderError.
+func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error) {
+	if err := s.validate(k, h, ttl, true); err != nil {
 		return Lease{}, fmt.Errorf("renew %d#%d: %w", k.RepoID, k.Issue, err)
 	}
 	var out Lease
@@ -84,15 +92,15 @@ func (s *Store) Renew(ctx context.Context, k Key, holder string, ttl time.Durati
 		if err != nil {
 			return err
 		}
-		if !found || !row.live(now) || *row.Holder != holder {
+		if !found || !row.live(now) || !row.heldBy(h) {
 			return notHolder(row, found, now)
 		}
-		row.ExpiresAt = expiry(now, ttl)
+		row.Holder, row.ExpiresAt = &h.Login, expiry(now, ttl)
 		if err := tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-			Update("expires_at", row.ExpiresAt).Error; err != nil {
+			Updates(map[string]any{"holder": h.Login, "expires_at": row.ExpiresAt}).Error; err != nil {
 			return err
 		}
-		if err := tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: holder,
+		if err := tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID,
 			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt}).Error; err != nil {
 			return err
 		}
@@ -109,8 +117,8 @@ func (s *Store) Renew(ctx context.Context, k Key, holder string, ttl time.Durati
 // (*NotHolderError). The row keeps its token. Releasing a free or expired
 // lease succeeds, so a client retrying after a dropped connection does not
 // fail. It returns the lease it freed, or nil when there was none.
-func (s *Store) Release(ctx context.Context, k Key, holder string) (*Lease, error) {
-	if err := s.validate(k, holder, 0, false); err != nil {
+func (s *Store) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
+	if err := s.validate(k, h, 0, false); err != nil {
 		return nil, fmt.Errorf("release %d#%d: %w", k.RepoID, k.Issue, err)
 	}
 	var out *Lease
@@ -122,7 +130,7 @@ func (s *Store) Release(ctx context.Context, k Key, holder string) (*Lease, erro
 		if !found || row.Holder == nil {
 			return nil // nothing to free, nothing to record
 		}
-		if row.live(now) && *row.Holder != holder {
+		if row.live(now) && !row.heldBy(h) {
 			return notHolder(row, found, now)
 		}
 		if row.live(now) {
@@ -130,10 +138,10 @@ func (s *Store) Release(ctx context.Context, k Key, holder string) (*Lease, erro
 			out = &l
 		}
 		if err := tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-			Updates(map[string]any{"holder": nil, "expires_at": nil}).Error; err != nil {
+			Updates(map[string]any{"holder": nil, "holder_id": nil, "expires_at": nil}).Error; err != nil {
 			return err
 		}
-		return tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: holder,
+		return tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: h.Login, HolderID: h.ID,
 			Previous: *row.Holder, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt}).Error
 	})
 	if err != nil {
@@ -172,7 +180,7 @@ func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
 	// lists every live lease of a repository, and for thousands of rows
 	// the reflection cost more than SQLite did.
 	rows, err := liveRows(s.db.WithContext(ctx), now).
-		Select("repo_id, issue, holder, token, acquired_at, expires_at").
+		Select("repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at").
 		Where("repo_id = ?", repoID).Order("acquired_at, issue").Rows()
 	if err != nil {
 		return nil, fmt.Errorf("list %d: %w", repoID, mapDBError(err))
@@ -181,7 +189,7 @@ func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
 	var out []Lease
 	for rows.Next() {
 		var r leaseRow
-		if err := rows.Scan(&r.RepoID, &r.Issue, &r.Holder, &r.Token, &r.AcquiredAt, &r.ExpiresAt); err != nil {
+		if err := rows.Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt); err != nil {
 			return nil, fmt.Errorf("list %d: %w", repoID, mapDBError(err))
 		}
 		out = append(out, r.lease())
@@ -245,13 +253,15 @@ func expiry(now int64, ttl time.Duration) *int64 {
 }
 
 // validate rejects what no transport should have let through.
-func (s *Store) validate(k Key, holder string, ttl time.Duration, needTTL bool) error {
+func (s *Store) validate(k Key, h Holder, ttl time.Duration, needTTL bool) error {
 	switch {
 	case k.RepoID <= 0 || k.Issue <= 0:
 		return fmt.Errorf("%w: repository and issue must be positive", ErrInvalid)
-	case holder == "":
+	case h.ID <= 0:
+		return fmt.Errorf("%w: holder account ID must be positive", ErrInvalid)
+	case h.Login == "":
 		return fmt.Errorf("%w: empty holder", ErrInvalid)
-	case len(holder) > 255:
+	case len(h.Login) > 255:
 		return fmt.Errorf("%w: holder name longer than 255 bytes", ErrInvalid)
 	case ttl < 0 || (needTTL && ttl == 0):
 		return fmt.Errorf("%w: ttl must be at least 1s", ErrInvalid)

@@ -12,7 +12,7 @@ var k42 = Key{RepoID: 7, Issue: 42}
 func TestAcquireFreeIssueReturnsToken1(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	l := mustAcquire(t, s, k42, "alice", 0)
-	if l.Token != 1 || l.Holder != "alice" || l.Key != k42 {
+	if l.Token != 1 || l.Holder.Login != "alice" || l.Key != k42 {
 		t.Fatalf("got %+v, want alice token 1", l)
 	}
 	if !l.AcquiredAt.Equal(clock.Now()) {
@@ -35,7 +35,7 @@ func TestAcquireTTLSetsExpiryAndNoTTLIsOpenEnded(t *testing.T) {
 func TestSecondAcquirerIsHeld(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
-	_, err := s.Acquire(bg, k42, "bob", time.Minute)
+	_, err := s.Acquire(bg, k42, who("bob"), time.Minute, KindIssue)
 	var held *HeldError
 	if !errors.As(err, &held) || !errors.Is(err, ErrHeld) {
 		t.Fatalf("err %v, want *HeldError", err)
@@ -68,7 +68,7 @@ func TestAcquireAfterExpiryTakesOverAndBumpsToken(t *testing.T) {
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(time.Minute + time.Second)
 	l := mustAcquire(t, s, k42, "bob", time.Minute)
-	if l.Token != 2 || l.Holder != "bob" {
+	if l.Token != 2 || l.Holder.Login != "bob" {
 		t.Fatalf("takeover %+v, want bob token 2", l)
 	}
 }
@@ -77,7 +77,7 @@ func TestAcquireAtExactExpiryInstantTakesOver(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(time.Minute - time.Second)
-	if _, err := s.Acquire(bg, k42, "bob", time.Minute); !errors.Is(err, ErrHeld) {
+	if _, err := s.Acquire(bg, k42, who("bob"), time.Minute, KindIssue); !errors.Is(err, ErrHeld) {
 		t.Fatalf("one second before expiry: err %v, want held", err)
 	}
 	clock.Advance(time.Second) // now == expires_at: not live any more
@@ -94,7 +94,7 @@ func TestRenewExtendsAndKeepsToken(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	first := mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(50 * time.Second)
-	l, err := s.Renew(bg, k42, "alice", time.Hour)
+	l, err := s.Renew(bg, k42, who("alice"), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestRenewExtendsAndKeepsToken(t *testing.T) {
 		t.Fatalf("renewed %+v", l)
 	}
 	clock.Advance(30 * time.Minute) // past the original expiry, within the renewed one
-	if cur, _ := s.Current(bg, k42); cur == nil || cur.Holder != "alice" {
+	if cur, _ := s.Current(bg, k42); cur == nil || cur.Holder.Login != "alice" {
 		t.Fatalf("lease lost after renew: %+v", cur)
 	}
 }
@@ -110,17 +110,17 @@ func TestRenewExtendsAndKeepsToken(t *testing.T) {
 func TestRenewByNonHolderOrAfterExpiryIsNotHolder(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
-	_, err := s.Renew(bg, k42, "bob", time.Minute)
+	_, err := s.Renew(bg, k42, who("bob"), time.Minute)
 	var nh *NotHolderError
 	if !errors.As(err, &nh) || nh.Holder != "alice" || nh.ExpiresAt == nil {
 		t.Fatalf("renew by bob: %v (%+v)", err, nh)
 	}
 	clock.Advance(time.Minute)
-	_, err = s.Renew(bg, k42, "alice", time.Minute)
+	_, err = s.Renew(bg, k42, who("alice"), time.Minute)
 	if !errors.As(err, &nh) || nh.Holder != "" || nh.ExpiresAt != nil {
 		t.Fatalf("renew after expiry: %v (%+v)", err, nh)
 	}
-	if _, err := s.Renew(bg, Key{7, 99}, "alice", time.Minute); !errors.Is(err, ErrNotHolder) {
+	if _, err := s.Renew(bg, Key{7, 99}, who("alice"), time.Minute); !errors.Is(err, ErrNotHolder) {
 		t.Fatalf("renew of a never-claimed issue: %v", err)
 	}
 }
@@ -129,13 +129,13 @@ func TestReleaseRules(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 
-	_, err := s.Release(bg, k42, "bob")
+	_, err := s.Release(bg, k42, who("bob"))
 	var nh *NotHolderError
 	if !errors.As(err, &nh) || nh.Holder != "alice" {
 		t.Fatalf("release by non-holder: %v", err)
 	}
-	freed, err := s.Release(bg, k42, "alice")
-	if err != nil || freed == nil || freed.Holder != "alice" {
+	freed, err := s.Release(bg, k42, who("alice"))
+	if err != nil || freed == nil || freed.Holder.Login != "alice" {
 		t.Fatalf("release by holder: %+v %v", freed, err)
 	}
 	if cur, _ := s.Current(bg, k42); cur != nil {
@@ -143,7 +143,7 @@ func TestReleaseRules(t *testing.T) {
 	}
 	// Releasing nothing succeeds: twice, and on a never-claimed issue.
 	for _, k := range []Key{k42, {7, 1000}} {
-		if freed, err := s.Release(bg, k, "alice"); err != nil || freed != nil {
+		if freed, err := s.Release(bg, k, who("alice")); err != nil || freed != nil {
 			t.Fatalf("release of nothing on %v: %+v %v", k, freed, err)
 		}
 	}
@@ -153,7 +153,7 @@ func TestReleaseRules(t *testing.T) {
 	}
 	// An expired lease may be released by anyone.
 	clock.Advance(2 * time.Minute)
-	if _, err := s.Release(bg, k42, "carol"); err != nil {
+	if _, err := s.Release(bg, k42, who("carol")); err != nil {
 		t.Fatalf("release of expired lease by carol: %v", err)
 	}
 	if l := mustAcquire(t, s, k42, "alice", 0); l.Token != 3 {
@@ -171,7 +171,7 @@ func TestListShowsOnlyLiveLeasesOldestFirst(t *testing.T) {
 	clock.Advance(time.Second)
 	mustAcquire(t, s, Key{7, 1}, "dave", time.Hour)
 	mustAcquire(t, s, Key{7, 2}, "erin", time.Hour)
-	if _, err := s.Release(bg, Key{7, 2}, "erin"); err != nil {
+	if _, err := s.Release(bg, Key{7, 2}, who("erin")); err != nil {
 		t.Fatal(err)
 	}
 	clock.Advance(time.Minute)
@@ -208,7 +208,7 @@ func TestCurrentNoneAfterExpiryAndOpenEndedNeverExpires(t *testing.T) {
 	}
 	clock.Set(time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC))
 	cur, err := s.Current(bg, Key{7, 43})
-	if err != nil || cur == nil || cur.Holder != "bob" {
+	if err != nil || cur == nil || cur.Holder.Login != "bob" {
 		t.Fatalf("open-ended lease after 170 years: %+v %v", cur, err)
 	}
 }
@@ -227,7 +227,7 @@ func TestTokensIncreaseAcrossHolders(t *testing.T) {
 func TestTokenNeverResetsAfterReleaseExpiryOrReads(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
-	if _, err := s.Release(bg, k42, "alice"); err != nil {
+	if _, err := s.Release(bg, k42, who("alice")); err != nil {
 		t.Fatal(err)
 	}
 	if l := mustAcquire(t, s, k42, "alice", time.Minute); l.Token != 2 {
@@ -256,13 +256,13 @@ func TestZombieHolderCannotRenewOrReleaseAfterTakeover(t *testing.T) {
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(time.Minute)
 	bob := mustAcquire(t, s, k42, "bob", time.Minute)
-	if _, err := s.Renew(bg, k42, "alice", time.Minute); !errors.Is(err, ErrNotHolder) {
+	if _, err := s.Renew(bg, k42, who("alice"), time.Minute); !errors.Is(err, ErrNotHolder) {
 		t.Fatalf("zombie renew: %v", err)
 	}
-	if _, err := s.Release(bg, k42, "alice"); !errors.Is(err, ErrNotHolder) {
+	if _, err := s.Release(bg, k42, who("alice")); !errors.Is(err, ErrNotHolder) {
 		t.Fatalf("zombie release: %v", err)
 	}
-	if cur, _ := s.Current(bg, k42); cur == nil || cur.Holder != "bob" || cur.Token != bob.Token {
+	if cur, _ := s.Current(bg, k42); cur == nil || cur.Holder.Login != "bob" || cur.Token != bob.Token {
 		t.Fatalf("bob's lease damaged by zombie: %+v", cur)
 	}
 }
@@ -276,7 +276,7 @@ func TestBoundaries(t *testing.T) {
 	}
 	// The largest allowed ttl, and one second more.
 	mustAcquire(t, s, Key{1, 2}, "alice", 168*time.Hour)
-	if _, err := s.Acquire(bg, Key{1, 3}, "alice", 168*time.Hour+time.Second); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Acquire(bg, Key{1, 3}, who("alice"), 168*time.Hour+time.Second, KindIssue); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("ttl above max: %v", err)
 	}
 	// Largest issue number and repository ID.
@@ -290,10 +290,10 @@ func TestBoundaries(t *testing.T) {
 	// Unicode holder names survive byte for byte.
 	name := "Zoë-李-🚀"
 	mustAcquire(t, s, Key{1, 4}, name, 0)
-	if cur, _ := s.Current(bg, Key{1, 4}); cur == nil || cur.Holder != name {
+	if cur, _ := s.Current(bg, Key{1, 4}); cur == nil || cur.Holder.Login != name {
 		t.Fatalf("unicode holder: %+v", cur)
 	}
-	if _, err := s.Acquire(bg, Key{1, 4}, "Zoe-李-🚀", 0); !errors.Is(err, ErrHeld) {
+	if _, err := s.Acquire(bg, Key{1, 4}, who("Zoe-李-🚀"), 0, KindIssue); !errors.Is(err, ErrHeld) {
 		t.Fatalf("near-identical name is a different holder: %v", err)
 	}
 }
@@ -304,14 +304,14 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"zero issue", func() error { _, err := s.Acquire(bg, Key{1, 0}, "a", 0); return err }},
-		{"negative repo", func() error { _, err := s.Acquire(bg, Key{-1, 1}, "a", 0); return err }},
-		{"empty holder", func() error { _, err := s.Acquire(bg, Key{1, 1}, "", 0); return err }},
-		{"negative ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, "a", -time.Second); return err }},
-		{"sub-second ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, "a", 500*time.Millisecond); return err }},
-		{"fractional ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, "a", 1500*time.Millisecond); return err }},
-		{"renew without ttl", func() error { _, err := s.Renew(bg, Key{1, 1}, "a", 0); return err }},
-		{"release empty holder", func() error { _, err := s.Release(bg, Key{1, 1}, ""); return err }},
+		{"zero issue", func() error { _, err := s.Acquire(bg, Key{1, 0}, who("a"), 0, KindIssue); return err }},
+		{"negative repo", func() error { _, err := s.Acquire(bg, Key{-1, 1}, who("a"), 0, KindIssue); return err }},
+		{"empty holder", func() error { _, err := s.Acquire(bg, Key{1, 1}, who(""), 0, KindIssue); return err }},
+		{"negative ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), -time.Second, KindIssue); return err }},
+		{"sub-second ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), 500*time.Millisecond, KindIssue); return err }},
+		{"fractional ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), 1500*time.Millisecond, KindIssue); return err }},
+		{"renew without ttl", func() error { _, err := s.Renew(bg, Key{1, 1}, who("a"), 0); return err }},
+		{"release empty holder", func() error { _, err := s.Release(bg, Key{1, 1}, who("")); return err }},
 		{"current zero", func() error { _, err := s.Current(bg, Key{0, 1}); return err }},
 		{"list zero", func() error { _, err := s.List(bg, 0); return err }},
 	}
@@ -332,16 +332,16 @@ func TestHistoryRecordsEveryChange(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)                    // acquire 1
 	mustAcquire(t, s, k42, "alice", 2*time.Minute)                  // reacquire 1
-	if _, err := s.Renew(bg, k42, "alice", time.Hour); err != nil { // renew 1
+	if _, err := s.Renew(bg, k42, who("alice"), time.Hour); err != nil { // renew 1
 		t.Fatal(err)
 	}
-	_, _ = s.Acquire(bg, k42, "bob", 0) // held: no event
+	_, _ = s.Acquire(bg, k42, who("bob"), 0, KindIssue) // held: no event
 	clock.Advance(2 * time.Hour)
 	mustAcquire(t, s, k42, "bob", 0)                     // takeover 2
-	if _, err := s.Release(bg, k42, "bob"); err != nil { // release 2
+	if _, err := s.Release(bg, k42, who("bob")); err != nil { // release 2
 		t.Fatal(err)
 	}
-	_, _ = s.Release(bg, k42, "bob") // nothing: no event
+	_, _ = s.Release(bg, k42, who("bob")) // nothing: no event
 
 	h, err := s.History(bg, k42)
 	if err != nil {

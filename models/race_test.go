@@ -35,7 +35,7 @@ func TestRaceSeparateHandlesExactlyOneAcquires(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			_, results[i] = stores[i].Acquire(bg, k42, fmt.Sprintf("agent-%02d", i), time.Minute)
+			_, results[i] = stores[i].Acquire(bg, k42, who(fmt.Sprintf("agent-%02d", i)), time.Minute, KindIssue)
 		}(i)
 	}
 	close(start)
@@ -132,7 +132,7 @@ func TestRacerChild(t *testing.T) {
 	defer s.Close()
 	fmt.Println("ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // EOF is the signal
-	_, err = s.Acquire(bg, k42, os.Getenv("COLLAB_TEST_HOLDER"), time.Minute)
+	_, err = s.Acquire(bg, k42, who(os.Getenv("COLLAB_TEST_HOLDER")), time.Minute, KindIssue)
 	switch {
 	case err == nil:
 		fmt.Println("acquired")
@@ -199,7 +199,7 @@ func TestRandomOperationsMatchModel(t *testing.T) {
 		switch op := rng.Intn(5); op {
 		case 0, 1:
 			wantToken, wantHeld := m.acquire(k, h, ttl, now)
-			l, err := s.Acquire(bg, k, h, time.Duration(ttl)*time.Second)
+			l, err := s.Acquire(bg, k, who(h), time.Duration(ttl)*time.Second, KindIssue)
 			var he *HeldError
 			switch {
 			case wantHeld != "" && (!errors.As(err, &he) || he.Holder != wantHeld):
@@ -218,7 +218,7 @@ func TestRandomOperationsMatchModel(t *testing.T) {
 				ttl = 5
 			}
 			r := m.live(k, now)
-			_, err := s.Renew(bg, k, h, time.Duration(ttl)*time.Second)
+			_, err := s.Renew(bg, k, who(h), time.Duration(ttl)*time.Second)
 			if r != nil && r.holder == h {
 				if err != nil {
 					t.Fatalf("step %d renew %v by holder %s: %v", step, k, h, err)
@@ -229,7 +229,7 @@ func TestRandomOperationsMatchModel(t *testing.T) {
 			}
 		case 3:
 			r := m.live(k, now)
-			_, err := s.Release(bg, k, h)
+			_, err := s.Release(bg, k, who(h))
 			if r != nil && r.holder != h {
 				if !errors.Is(err, ErrNotHolder) {
 					t.Fatalf("step %d release %v by non-holder %s: %v", step, k, h, err)
@@ -258,7 +258,7 @@ func TestRandomOperationsMatchModel(t *testing.T) {
 			switch {
 			case r == nil && cur != nil:
 				t.Fatalf("step %d: ledger has %+v live on %v, model has none", step, cur, k)
-			case r != nil && (cur == nil || cur.Holder != r.holder || cur.Token != r.token):
+			case r != nil && (cur == nil || cur.Holder.Login != r.holder || cur.Token != r.token):
 				t.Fatalf("step %d: ledger %+v on %v, model %+v", step, cur, k, r)
 			}
 		}

@@ -18,7 +18,13 @@ import (
 
 // schemaVersion is stored in SQLite's user_version. A database written by a
 // newer schema is refused rather than silently misread.
-const schemaVersion = 1
+//
+//   - 1: holders by login.
+//   - 2: holders by forge account ID (holder_id; the login is only shown),
+//     and the kind (issue or pull request) of each leased number. Rows of
+//     schema 1 keep their holder, token and times; their holder_id stays
+//     NULL (held by nobody) until ResolveHolder names the account, once.
+const schemaVersion = 2
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).

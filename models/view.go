@@ -50,7 +50,7 @@ type View struct {
 
 // ViewOf renders l.
 func ViewOf(l Lease) View {
-	return View{Issue: l.Issue, Holder: l.Holder, Token: l.Token, AcquiredAt: Time(l.AcquiredAt), ExpiresAt: TimePtr(l.ExpiresAt)}
+	return View{Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token, AcquiredAt: Time(l.AcquiredAt), ExpiresAt: TimePtr(l.ExpiresAt)}
 }
 
 // ListView is the reply of `collab-lease list` and of GET …/leases.

@@ -9,8 +9,8 @@ import (
 func TestListViewJSON(t *testing.T) {
 	exp := time.Date(2026, 9, 5, 14, 5, 0, 999, time.FixedZone("CEST", 2*3600))
 	v := NewListView("acme/widgets", []Lease{
-		{Key: Key{1, 42}, Holder: "alice", Token: 2, AcquiredAt: time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)},
-		{Key: Key{1, 7}, Holder: "bob", Token: 1, AcquiredAt: time.Date(2026, 9, 5, 12, 1, 0, 0, time.UTC), ExpiresAt: &exp},
+		{Key: Key{1, 42}, Holder: Holder{ID: 1, Login: "alice"}, Token: 2, AcquiredAt: time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)},
+		{Key: Key{1, 7}, Holder: Holder{ID: 1, Login: "bob"}, Token: 1, AcquiredAt: time.Date(2026, 9, 5, 12, 1, 0, 0, time.UTC), ExpiresAt: &exp},
 	})
 	b, err := json.Marshal(v)
 	if err != nil {

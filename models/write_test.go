@@ -51,8 +51,8 @@ func waitQueue(t *testing.T, s *Store, n int) {
 // the lease, and the history records one tenure.
 func TestBatchedWritesDecideInArrivalOrder(t *testing.T) {
 	s, _, _ := openTestStore(t)
-	acquire := func(who string) func() error {
-		return func() error { _, err := s.Acquire(bg, k42, who, time.Minute); return err }
+	acquire := func(name string) func() error {
+		return func() error { _, err := s.Acquire(bg, k42, who(name), time.Minute, KindIssue); return err }
 	}
 	errs := queued(t, s, acquire("alice"), acquire("bob"), acquire("alice"), acquire("carol"))
 	var held *HeldError
@@ -87,8 +87,8 @@ func TestBatchMembersFailAlone(t *testing.T) {
 			})
 		}
 	}
-	acquire := func(issue int64, who string) func() error {
-		return func() error { _, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who, 0); return err }
+	acquire := func(issue int64, name string) func() error {
+		return func() error { _, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who(name), 0, KindIssue); return err }
 	}
 	errs := queued(t, s, acquire(1, "alice"), writeThen(2, &HeldError{Holder: "x"}), acquire(3, "bob"))
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrHeld) {
@@ -105,7 +105,7 @@ func TestBatchMembersFailAlone(t *testing.T) {
 		}
 		got := ""
 		if cur != nil {
-			got = cur.Holder
+			got = cur.Holder.Login
 		}
 		if got != want {
 			t.Errorf("#%d held by %q, want %q (\"\" = free)", issue, got, want)
@@ -121,7 +121,7 @@ func TestQueuedWritePastItsDeadlineIsBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := s.Acquire(ctx, k42, "alice", 0)
+	_, err := s.Acquire(ctx, k42, who("alice"), 0, KindIssue)
 	if !errors.Is(err, ErrBusy) || time.Since(start) > 5*time.Second {
 		t.Fatalf("acquire stuck in the queue: %v after %s", err, time.Since(start))
 	}
