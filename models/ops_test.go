@@ -308,8 +308,14 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 		{"negative repo", func() error { _, err := s.Acquire(bg, Key{-1, 1}, who("a"), 0, KindIssue); return err }},
 		{"empty holder", func() error { _, err := s.Acquire(bg, Key{1, 1}, who(""), 0, KindIssue); return err }},
 		{"negative ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), -time.Second, KindIssue); return err }},
-		{"sub-second ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), 500*time.Millisecond, KindIssue); return err }},
-		{"fractional ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), 1500*time.Millisecond, KindIssue); return err }},
+		{"sub-second ttl", func() error {
+			_, err := s.Acquire(bg, Key{1, 1}, who("a"), 500*time.Millisecond, KindIssue)
+			return err
+		}},
+		{"fractional ttl", func() error {
+			_, err := s.Acquire(bg, Key{1, 1}, who("a"), 1500*time.Millisecond, KindIssue)
+			return err
+		}},
 		{"renew without ttl", func() error { _, err := s.Renew(bg, Key{1, 1}, who("a"), 0); return err }},
 		{"release empty holder", func() error { _, err := s.Release(bg, Key{1, 1}, who("")); return err }},
 		{"current zero", func() error { _, err := s.Current(bg, Key{0, 1}); return err }},
@@ -330,14 +336,14 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 
 func TestHistoryRecordsEveryChange(t *testing.T) {
 	s, clock, _ := openTestStore(t)
-	mustAcquire(t, s, k42, "alice", time.Minute)                    // acquire 1
-	mustAcquire(t, s, k42, "alice", 2*time.Minute)                  // reacquire 1
+	mustAcquire(t, s, k42, "alice", time.Minute)                         // acquire 1
+	mustAcquire(t, s, k42, "alice", 2*time.Minute)                       // reacquire 1
 	if _, err := s.Renew(bg, k42, who("alice"), time.Hour); err != nil { // renew 1
 		t.Fatal(err)
 	}
 	_, _ = s.Acquire(bg, k42, who("bob"), 0, KindIssue) // held: no event
 	clock.Advance(2 * time.Hour)
-	mustAcquire(t, s, k42, "bob", 0)                     // takeover 2
+	mustAcquire(t, s, k42, "bob", 0)                          // takeover 2
 	if _, err := s.Release(bg, k42, who("bob")); err != nil { // release 2
 		t.Fatal(err)
 	}

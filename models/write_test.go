@@ -88,7 +88,10 @@ func TestBatchMembersFailAlone(t *testing.T) {
 		}
 	}
 	acquire := func(issue int64, name string) func() error {
-		return func() error { _, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who(name), 0, KindIssue); return err }
+		return func() error {
+			_, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who(name), 0, KindIssue)
+			return err
+		}
 	}
 	errs := queued(t, s, acquire(1, "alice"), writeThen(2, &HeldError{Holder: "x"}), acquire(3, "bob"))
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrHeld) {
