@@ -6,28 +6,51 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/collab-lease/collab-lease/models"
 )
 
-// maxVisibleChecks bounds the forge calls Visible makes at once.
+// maxVisibleChecks bounds the forge calls visibleNumbers makes at once.
 const maxVisibleChecks = 8
 
-// Visible returns which of numbers (issues or pull requests of repo) login
-// may see. A viewer who may read both issues and pull requests sees them
-// all, at no cost; one whose access is limited to one unit (a team granting
-// only Issues, say) is asked about each number, as that user, so a lease on
-// a pull request they cannot see is not shown to them. Numbers the forge
-// does not know are not visible.
-func Visible(ctx context.Context, f Forge, login string, repo Repo, numbers []int64) (map[int64]bool, error) {
-	seen := make(map[int64]bool, len(numbers))
-	if repo.CanReadIssues && repo.CanReadPulls {
-		for _, n := range numbers {
-			seen[n] = true
+// visibleLeases keeps the leases of r the viewer may see. The ledger
+// records each number's kind at acquire, so only leases written before it
+// did (KindUnknown) are asked of the forge, and only for a viewer limited
+// to one unit.
+func (s *Service) visibleLeases(ctx context.Context, v Viewer, r Repo, leases []models.Lease) ([]models.Lease, error) {
+	if readsAll(r) {
+		return leases, nil
+	}
+	var unknown []int64
+	for _, l := range leases {
+		if l.Kind == models.KindUnknown {
+			unknown = append(unknown, l.Issue)
 		}
+	}
+	seen, err := s.visibleNumbers(ctx, v, r, unknown)
+	if err != nil {
+		return nil, err
+	}
+	out := leases[:0]
+	for _, l := range leases {
+		if mayRead(r, l.Kind) || (l.Kind == models.KindUnknown && seen[l.Issue]) {
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// visibleNumbers asks the forge, as the viewer, about each number of r
+// whose kind is not known, and returns those of a unit the viewer may
+// read. Numbers the forge does not know are not visible.
+func (s *Service) visibleNumbers(ctx context.Context, v Viewer, r Repo, numbers []int64) (map[int64]bool, error) {
+	seen := make(map[int64]bool, len(numbers))
+	if len(numbers) == 0 {
 		return seen, nil
 	}
-	owner, name, ok := strings.Cut(repo.FullName, "/")
+	owner, name, ok := strings.Cut(r.FullName, "/")
 	if !ok {
-		return nil, fmt.Errorf("visible in %q: not owner/name", repo.FullName)
+		return nil, fmt.Errorf("visible in %q: not owner/name", r.FullName)
 	}
 	var (
 		mu   sync.Mutex
@@ -39,7 +62,7 @@ func Visible(ctx context.Context, f Forge, login string, repo Repo, numbers []in
 		wg.Go(func() {
 			slot <- struct{}{}
 			defer func() { <-slot }()
-			is, err := f.Issue(ctx, login, owner, name, n)
+			is, err := s.forge.Issue(ctx, v.Login, owner, name, n)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -47,13 +70,13 @@ func Visible(ctx context.Context, f Forge, login string, repo Repo, numbers []in
 			case err != nil:
 				fail = err
 			default:
-				seen[n] = (is.IsPull && repo.CanReadPulls) || (!is.IsPull && repo.CanReadIssues)
+				seen[n] = mayRead(r, kindOf(is))
 			}
 		})
 	}
 	wg.Wait()
 	if fail != nil {
-		return nil, fmt.Errorf("visible in %s: %w", repo.FullName, fail)
+		return nil, fmt.Errorf("visible in %s: %w", r.FullName, fail)
 	}
 	return seen, nil
 }

@@ -1,0 +1,110 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/collab-lease/collab-lease/models"
+)
+
+// Who may do what. Every permission decision of the sidecar is made in
+// this file, from what the forge says about the viewer:
+//
+//   - list, and reading one issue's lease: read access to the repository;
+//     a lease is shown only on a number of a unit (issues, pull requests)
+//     the viewer may read;
+//   - acquire: write access to the unit of the number (issues, or pull
+//     requests), which must exist and be open;
+//   - renew, release: write access to the repository's issues or pull
+//     requests, and read access to the unit of the number, whose lease
+//     they would otherwise reveal;
+//   - a repository that does not exist and one the viewer may not read are
+//     the same ErrRepoNotFound; a number of a unit the viewer may not read
+//     and a number that does not exist are the same ErrIssueNotFound.
+
+// repo returns the repository owner/name as v sees it, or ErrRepoNotFound.
+// A viewer who came with an API token sees it through the token's scopes.
+func (s *Service) repo(ctx context.Context, v Viewer, owner, name string) (Repo, error) {
+	var (
+		r   Repo
+		err error
+	)
+	if v.Token != "" {
+		r, err = s.forge.TokenRepo(ctx, v.User, v.Token, owner, name)
+	} else {
+		r, err = s.forge.Repo(ctx, v.Login, owner, name)
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Repo{}, fmt.Errorf("%s/%s: %w", owner, name, ErrRepoNotFound)
+	case err != nil:
+		return Repo{}, err
+	case !r.CanRead:
+		return Repo{}, fmt.Errorf("%s/%s: %w", owner, name, ErrRepoNotFound)
+	}
+	return r, nil
+}
+
+// mayAcquire decides whether the viewer of r may claim is.
+func mayAcquire(r Repo, is Issue) error {
+	switch {
+	case !mayRead(r, kindOf(is)):
+		return fmt.Errorf("%s#%d: %w", r.FullName, is.Number, ErrIssueNotFound)
+	case is.IsPull && !r.CanWritePulls:
+		return &WriteRequiredError{Repo: r.FullName, Unit: "pulls"}
+	case !is.IsPull && !r.CanWriteIssues:
+		return &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
+	case is.Closed:
+		return fmt.Errorf("%s#%d: %w", r.FullName, is.Number, ErrIssueClosed)
+	}
+	return nil
+}
+
+// mayChange decides whether the viewer of r may renew or release its own
+// lease at all. Which unit the number is of is checked by visible.
+func mayChange(r Repo) error {
+	if !r.CanWriteIssues && !r.CanWritePulls {
+		return &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
+	}
+	return nil
+}
+
+// mayRead says whether the viewer of r may read numbers of this kind.
+// KindUnknown is readable only by who may read both units.
+func mayRead(r Repo, k models.Kind) bool {
+	switch k {
+	case models.KindIssue:
+		return r.CanReadIssues
+	case models.KindPull:
+		return r.CanReadPulls
+	}
+	return r.CanReadIssues && r.CanReadPulls
+}
+
+// readsAll says whether the viewer of r may read every number, so that
+// nothing needs to be asked about any one of them.
+func readsAll(r Repo) bool { return r.CanReadIssues && r.CanReadPulls }
+
+// visible tells whether the viewer of r may see number n, whose kind the
+// ledger may know (known) or not. A viewer who reads both units sees
+// every number at no cost; otherwise an unknown kind is asked of the
+// forge, as the viewer, and a number the forge does not know is not
+// visible.
+func (s *Service) visible(ctx context.Context, v Viewer, r Repo, n int64, known models.Kind) (bool, error) {
+	if readsAll(r) {
+		return true, nil
+	}
+	if known != models.KindUnknown {
+		return mayRead(r, known), nil
+	}
+	seen, err := s.visibleNumbers(ctx, v, r, []int64{n})
+	return seen[n], err
+}
+
+func kindOf(is Issue) models.Kind {
+	if is.IsPull {
+		return models.KindPull
+	}
+	return models.KindIssue
+}

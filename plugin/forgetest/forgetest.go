@@ -1,0 +1,344 @@
+// Package forgetest is an in-memory plugin.Forge for fast tests of the
+// lease service and its transports: accounts with keys and tokens,
+// repositories with per-user access (including access limited to one
+// unit), issues and pull requests, and switches for an unreachable or hung
+// forge. It counts calls, so tests can check what reached the forge. The
+// real Gitea is exercised in plugin/gitea and integration/.
+package forgetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// Access is what a user may do in a repository.
+type Access int
+
+// Levels of access, as Gitea grants them.
+const (
+	None       Access = iota
+	Read              // read the repository, its issues and pull requests
+	Write             // write issues and pull requests
+	IssuesOnly        // a team unit grant: read and write issues only
+	PullsOnly         // read and write pull requests only
+)
+
+// Scopes are what an API token may do.
+type Scopes struct {
+	Repository bool // read:repository
+	Issue      bool // read:issue
+	PublicOnly bool
+}
+
+// AllScopes may read everything its owner may.
+var AllScopes = Scopes{Repository: true, Issue: true}
+
+type repo struct {
+	plugin.Repo
+	access map[string]Access // login -> access
+}
+
+type token struct {
+	userID int64
+	scopes Scopes
+}
+
+// Forge is the fake. The zero value is not usable: call New.
+type Forge struct {
+	mu     sync.Mutex
+	nextID int64
+	users  map[string]plugin.User // login -> account
+	keys   map[string]int64       // fingerprint -> user ID
+	tokens map[string]token
+	repos  map[string]*repo        // lower-case "owner/name"
+	issues map[string]plugin.Issue // lower-case "owner/name#n"
+	down   bool
+	hang   bool
+	calls  map[string]int
+}
+
+var _ plugin.Forge = (*Forge)(nil)
+
+// New returns an empty forge.
+func New() *Forge {
+	return &Forge{users: map[string]plugin.User{}, keys: map[string]int64{}, tokens: map[string]token{},
+		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, calls: map[string]int{}}
+}
+
+// AddUser creates an account and returns it.
+func (f *Forge) AddUser(login string) plugin.User {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.nextID++
+	u := plugin.User{ID: f.nextID, Login: login}
+	f.users[login] = u
+	return u
+}
+
+// User returns the account with this login (the zero User if none).
+func (f *Forge) User(login string) plugin.User {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.users[login]
+}
+
+// Rename gives the account with login from the login to.
+func (f *Forge) Rename(from, to string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	u := f.users[from]
+	delete(f.users, from)
+	u.Login = to
+	f.users[to] = u
+	for _, r := range f.repos {
+		if a, ok := r.access[from]; ok {
+			delete(r.access, from)
+			r.access[to] = a
+		}
+	}
+}
+
+// Disable makes the account with this login one that may not log in.
+func (f *Forge) Disable(login string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	id := f.users[login].ID
+	delete(f.users, login)
+	for fp, owner := range f.keys {
+		if owner == id {
+			delete(f.keys, fp)
+		}
+	}
+}
+
+// AddKey gives the account login the key with this fingerprint.
+func (f *Forge) AddKey(login, fingerprint string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keys[fingerprint] = f.users[login].ID
+}
+
+// DeleteKey removes a key.
+func (f *Forge) DeleteKey(fingerprint string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.keys, fingerprint)
+}
+
+// AddToken gives the account login an API token with these scopes.
+func (f *Forge) AddToken(login, t string, s Scopes) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.tokens[t] = token{userID: f.users[login].ID, scopes: s}
+}
+
+// AddRepo creates a repository; fullName is "owner/name".
+func (f *Forge) AddRepo(fullName string, id int64, private bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(fullName)] = &repo{Repo: plugin.Repo{ID: id, FullName: fullName, Private: private},
+		access: map[string]Access{}}
+}
+
+// Alias makes another name lead to the repository fullName (as after a
+// rename or transfer).
+func (f *Forge) Alias(alias, fullName string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(alias)] = f.repos[strings.ToLower(fullName)]
+}
+
+// Grant sets what login may do in the repository fullName.
+func (f *Forge) Grant(fullName, login string, a Access) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.repos[strings.ToLower(fullName)].access[login] = a
+}
+
+// AddIssue creates issue (or pull request) n of the repository fullName.
+func (f *Forge) AddIssue(fullName string, n int64, pull, closed bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.issues[fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)] = plugin.Issue{Number: n, IsPull: pull, Closed: closed}
+}
+
+// SetDown makes every call fail with plugin.ErrUnavailable (or not).
+func (f *Forge) SetDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+// SetHang makes every call wait for its caller's deadline (or not).
+func (f *Forge) SetHang(hang bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hang = hang
+}
+
+// Calls returns how many calls of the method named (e.g. "Repo") reached
+// the forge; "" counts them all.
+func (f *Forge) Calls(method string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if method == "" {
+		n := 0
+		for _, c := range f.calls {
+			n += c
+		}
+		return n
+	}
+	return f.calls[method]
+}
+
+// enter counts a call and applies the outage switches.
+func (f *Forge) enter(ctx context.Context, method string) error {
+	f.mu.Lock()
+	f.calls[method]++
+	down, hang := f.down, f.hang
+	f.mu.Unlock()
+	switch {
+	case hang:
+		<-ctx.Done()
+		return fmt.Errorf("forgetest %s: %w: %w", method, plugin.ErrUnavailable, ctx.Err())
+	case down:
+		return fmt.Errorf("forgetest %s: %w", method, plugin.ErrUnavailable)
+	}
+	return nil
+}
+
+func (f *Forge) userByID(id int64) (plugin.User, bool) {
+	for _, u := range f.users {
+		if u.ID == id {
+			return u, true
+		}
+	}
+	return plugin.User{}, false
+}
+
+// UserByKey implements plugin.Forge.
+func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User, error) {
+	if err := f.enter(ctx, "UserByKey"); err != nil {
+		return plugin.User{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u, ok := f.userByID(f.keys[fingerprint]); ok {
+		return u, nil
+	}
+	return plugin.User{}, fmt.Errorf("key %s: %w", fingerprint, plugin.ErrNotFound)
+}
+
+// UserByToken implements plugin.Forge.
+func (f *Forge) UserByToken(ctx context.Context, t string) (plugin.User, error) {
+	if err := f.enter(ctx, "UserByToken"); err != nil {
+		return plugin.User{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if tok, ok := f.tokens[t]; ok {
+		if u, ok := f.userByID(tok.userID); ok {
+			return u, nil
+		}
+	}
+	return plugin.User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
+}
+
+// UserByLogin implements plugin.Forge.
+func (f *Forge) UserByLogin(ctx context.Context, login string) (plugin.User, error) {
+	if err := f.enter(ctx, "UserByLogin"); err != nil {
+		return plugin.User{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if u, ok := f.users[login]; ok {
+		return u, nil
+	}
+	return plugin.User{}, fmt.Errorf("user %s: %w", login, plugin.ErrNotFound)
+}
+
+// Repo implements plugin.Forge.
+func (f *Forge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
+	if err := f.enter(ctx, "Repo"); err != nil {
+		return plugin.Repo{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.view(login, owner, name)
+}
+
+func (f *Forge) view(login, owner, name string) (plugin.Repo, error) {
+	r, ok := f.repos[strings.ToLower(owner+"/"+name)]
+	if !ok {
+		return plugin.Repo{}, fmt.Errorf("repository %s/%s: %w", owner, name, plugin.ErrNotFound)
+	}
+	out := r.Repo
+	a := r.access[login]
+	if login == "" {
+		a = None
+	}
+	switch a {
+	case None:
+		if r.Private {
+			return plugin.Repo{}, fmt.Errorf("repository %s/%s: %w", owner, name, plugin.ErrNotFound)
+		}
+		out.CanRead, out.CanReadIssues, out.CanReadPulls = true, true, true
+	case Read:
+		out.CanRead, out.CanReadIssues, out.CanReadPulls = true, true, true
+	case Write:
+		out.CanRead, out.CanReadIssues, out.CanReadPulls = true, true, true
+		out.CanWriteIssues, out.CanWritePulls = true, true
+	case IssuesOnly:
+		out.CanRead, out.CanReadIssues, out.CanWriteIssues = true, true, true
+		out.CanReadPulls = !r.Private
+	case PullsOnly:
+		out.CanRead, out.CanReadPulls, out.CanWritePulls = true, true, true
+		out.CanReadIssues = !r.Private
+	}
+	return out, nil
+}
+
+// Issue implements plugin.Forge.
+func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (plugin.Issue, error) {
+	if err := f.enter(ctx, "Issue"); err != nil {
+		return plugin.Issue{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, err := f.view(login, owner, name)
+	if err != nil {
+		return plugin.Issue{}, err
+	}
+	is, ok := f.issues[fmt.Sprintf("%s#%d", strings.ToLower(r.FullName), n)]
+	if !ok || (is.IsPull && !r.CanReadPulls) || (!is.IsPull && !r.CanReadIssues) {
+		return plugin.Issue{}, fmt.Errorf("issue %s#%d: %w", r.FullName, n, plugin.ErrNotFound)
+	}
+	return is, nil
+}
+
+// TokenRepo implements plugin.Forge.
+func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name string) (plugin.Repo, error) {
+	if err := f.enter(ctx, "TokenRepo"); err != nil {
+		return plugin.Repo{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	tok, ok := f.tokens[t]
+	if !ok || tok.userID != u.ID {
+		return plugin.Repo{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
+	}
+	r, err := f.view(u.Login, owner, name)
+	switch {
+	case err != nil:
+		return plugin.Repo{}, err
+	case !tok.scopes.Repository || (tok.scopes.PublicOnly && r.Private):
+		return plugin.Repo{}, fmt.Errorf("repository %s/%s through the token: %w", owner, name, plugin.ErrNotFound)
+	case !tok.scopes.Issue:
+		r.CanReadIssues, r.CanReadPulls, r.CanWriteIssues, r.CanWritePulls = false, false, false, false
+	}
+	return r, nil
+}

@@ -1,0 +1,190 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// What each verb does: ask the forge what access.go needs to decide, make
+// the one ledger call, and render the contract's reply. Every method takes
+// the viewer, the repository as the caller named it, and the issue number.
+
+// Acquire claims issue n of owner/name for v (SPEC §2): ttl 0 is
+// open-ended. The issue must exist, be open and be of a unit v may write.
+func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error) {
+	if v.Anonymous() {
+		return contract.Tenure{}, fmt.Errorf("acquire: %w: no account", ErrInvalid)
+	}
+	// The repository and the issue are asked at once: each is a round
+	// trip to the forge.
+	var (
+		is    Issue
+		isErr error
+		done  = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		is, isErr = s.forge.Issue(ctx, v.Login, owner, name, n)
+	}()
+	r, err := s.repo(ctx, v, owner, name)
+	<-done
+	if err != nil {
+		return contract.Tenure{}, err
+	}
+	switch {
+	case errors.Is(isErr, ErrNotFound):
+		return contract.Tenure{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+	case isErr != nil:
+		return contract.Tenure{}, isErr
+	}
+	if err := mayAcquire(r, is); err != nil {
+		return contract.Tenure{}, err
+	}
+	l, err := s.ledger.Acquire(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder(), ttl, kindOf(is))
+	if err != nil {
+		return contract.Tenure{}, conflict(r, n, err)
+	}
+	return tenure(contract.StatusAcquired, r, l), nil
+}
+
+// Renew extends v's live lease on issue n of owner/name to now+ttl.
+func (s *Service) Renew(ctx context.Context, v Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error) {
+	r, err := s.changeable(ctx, v, owner, name, n)
+	if err != nil {
+		return contract.Tenure{}, err
+	}
+	l, err := s.ledger.Renew(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder(), ttl)
+	if err != nil {
+		return contract.Tenure{}, conflict(r, n, err)
+	}
+	return tenure(contract.StatusRenewed, r, l), nil
+}
+
+// Release frees v's lease on issue n of owner/name; releasing nothing
+// succeeds.
+func (s *Service) Release(ctx context.Context, v Viewer, owner, name string, n int64) (contract.Released, error) {
+	r, err := s.changeable(ctx, v, owner, name, n)
+	if err != nil {
+		return contract.Released{}, err
+	}
+	if _, err := s.ledger.Release(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder()); err != nil {
+		return contract.Released{}, conflict(r, n, err)
+	}
+	return contract.Released{Status: contract.StatusReleased, Repo: r.FullName, Issue: n}, nil
+}
+
+// changeable is the access check of renew and release: v may write the
+// repository's issues or pull requests, and may read the unit of n. A
+// number whose kind the ledger does not know (no lease, or one written
+// before kinds were kept) is asked of the forge, for a viewer limited to
+// one unit only, so that nobody learns of a lease on a number they
+// cannot see.
+func (s *Service) changeable(ctx context.Context, v Viewer, owner, name string, n int64) (Repo, error) {
+	if v.Anonymous() {
+		return Repo{}, fmt.Errorf("%w: no account", ErrInvalid)
+	}
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return Repo{}, err
+	}
+	if err := mayChange(r); err != nil {
+		return Repo{}, err
+	}
+	if readsAll(r) {
+		return r, nil
+	}
+	kind := models.KindUnknown
+	cur, err := s.ledger.Current(ctx, models.Key{RepoID: r.ID, Issue: n})
+	if err != nil {
+		return Repo{}, err
+	}
+	if cur != nil {
+		kind = cur.Kind
+	}
+	ok, err := s.visible(ctx, v, r, n, kind)
+	switch {
+	case err != nil:
+		return Repo{}, err
+	case !ok:
+		return Repo{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+	}
+	return r, nil
+}
+
+// List returns the live leases of owner/name that v may see, oldest first.
+func (s *Service) List(ctx context.Context, v Viewer, owner, name string) (contract.List, error) {
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return contract.List{}, err
+	}
+	leases, err := s.ledger.List(ctx, r.ID)
+	if err != nil {
+		return contract.List{}, fmt.Errorf("leases of %s: %w", r.FullName, err)
+	}
+	if leases, err = s.visibleLeases(ctx, v, r, leases); err != nil {
+		return contract.List{}, err
+	}
+	out := contract.List{Repo: r.FullName, Leases: make([]contract.LeaseView, len(leases))}
+	for i, l := range leases {
+		out.Leases[i] = leaseView(l)
+	}
+	return out, nil
+}
+
+// Lease returns the live lease on issue n of owner/name, if v may see it.
+// Like renew and release it reads the ledger alone and does not ask
+// whether the issue exists: an unknown issue has no lease.
+func (s *Service) Lease(ctx context.Context, v Viewer, owner, name string, n int64) (contract.IssueLease, error) {
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return contract.IssueLease{}, err
+	}
+	l, err := s.ledger.Current(ctx, models.Key{RepoID: r.ID, Issue: n})
+	if err != nil {
+		return contract.IssueLease{}, fmt.Errorf("lease of %s#%d: %w", r.FullName, n, err)
+	}
+	if l == nil {
+		return contract.IssueLease{}, nil
+	}
+	ok, err := s.visible(ctx, v, r, n, l.Kind)
+	if err != nil || !ok {
+		return contract.IssueLease{}, err
+	}
+	view := leaseView(*l)
+	return contract.IssueLease{Lease: &view}, nil
+}
+
+// conflict renders a refusal of the ledger as the contract's reply; other
+// errors pass unchanged.
+func conflict(r Repo, n int64, err error) error {
+	var held *models.HeldError
+	var notHolder *models.NotHolderError
+	switch {
+	case errors.As(err, &held):
+		return &ConflictError{Reply: contract.Conflict{Status: contract.StatusHeld, Repo: r.FullName, Issue: n,
+			Holder: &held.Holder, ExpiresAt: contract.TimePtr(held.ExpiresAt)}}
+	case errors.As(err, &notHolder):
+		c := contract.Conflict{Status: contract.StatusNotHolder, Repo: r.FullName, Issue: n,
+			ExpiresAt: contract.TimePtr(notHolder.ExpiresAt)}
+		if notHolder.Holder != "" {
+			c.Holder = &notHolder.Holder
+		}
+		return &ConflictError{Reply: c}
+	}
+	return err
+}
+
+func tenure(status string, r Repo, l models.Lease) contract.Tenure {
+	return contract.Tenure{Status: status, Repo: r.FullName, Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token,
+		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
+}
+
+func leaseView(l models.Lease) contract.LeaseView {
+	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token,
+		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
+}

@@ -1,0 +1,55 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+)
+
+// Ledger is what the lease service needs of the lease store (models.Store).
+type Ledger interface {
+	Acquire(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, kind models.Kind) (models.Lease, error)
+	Renew(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration) (models.Lease, error)
+	Release(ctx context.Context, k models.Key, h models.Holder) (*models.Lease, error)
+	Current(ctx context.Context, k models.Key) (*models.Lease, error)
+	List(ctx context.Context, repoID int64) ([]models.Lease, error)
+}
+
+var _ Ledger = (*models.Store)(nil)
+
+// Viewer is who asks: a forge account, or anonymous (the zero Viewer).
+type Viewer struct {
+	User
+	// Token is the API token an HTTP caller authenticated with; such a
+	// viewer sees only what the token's scopes allow. "" for SSH and for
+	// signed-in browsers.
+	Token string
+}
+
+// Anonymous reports whether v is nobody in particular.
+func (v Viewer) Anonymous() bool { return v.ID == 0 }
+
+func (v Viewer) holder() models.Holder { return models.Holder{ID: v.ID, Login: v.Login} }
+
+// Service is the lease service every transport calls: for a viewer, a
+// repository and an issue it decides who may do what (access.go), asks the
+// forge only what it cannot know, makes the one ledger call and returns
+// the reply of the contract, or a sentinel error (errors.go). What each
+// verb does is in leases.go; who is asking, in identity.go.
+//
+// It never writes the ledger except through Ledger, and it makes no
+// network call while a ledger call is in progress.
+type Service struct {
+	forge  Forge
+	ledger Ledger
+}
+
+// NewService returns the lease service over forge and ledger.
+func NewService(forge Forge, ledger Ledger) (*Service, error) {
+	if forge == nil || ledger == nil {
+		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
+	}
+	return &Service{forge: forge, ledger: ledger}, nil
+}
