@@ -9,6 +9,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Ledger is what the verb needs of the lease store (models.Store).
@@ -88,9 +89,9 @@ type dispatcher struct {
 	ledger Ledger
 }
 
-func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
-	if cmd.Verb == VerbHelp {
-		return reply{stdout: []byte(Usage), outcome: "help"}
+func (d *dispatcher) run(ctx context.Context, login string, cmd contract.Command) reply {
+	if cmd.Verb == contract.VerbHelp {
+		return reply{stdout: []byte(contract.Usage), outcome: "help"}
 	}
 	repo, _, err := d.lookup(ctx, login, cmd)
 	if err != nil {
@@ -98,24 +99,24 @@ func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
 	}
 	k := models.Key{RepoID: repo.ID, Issue: cmd.Issue}
 	switch cmd.Verb {
-	case VerbAcquire:
+	case contract.VerbAcquire:
 		l, err := d.ledger.Acquire(ctx, k, login, cmd.TTL)
 		if err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
 		return jsonReply(exitOK, "acquired", tenure("acquired", repo.FullName, l))
-	case VerbRenew:
+	case contract.VerbRenew:
 		l, err := d.ledger.Renew(ctx, k, login, cmd.TTL)
 		if err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
 		return jsonReply(exitOK, "renewed", tenure("renewed", repo.FullName, l))
-	case VerbRelease:
+	case contract.VerbRelease:
 		if _, err := d.ledger.Release(ctx, k, login); err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
 		return jsonReply(exitOK, "released", releasedJSON{Status: "released", Repo: repo.FullName, Issue: cmd.Issue})
-	case VerbList:
+	case contract.VerbList:
 		leases, err := d.ledger.List(ctx, repo.ID)
 		if err != nil {
 			return errorReply(err)
@@ -125,20 +126,20 @@ func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
 		}
 		return jsonReply(exitOK, "listed", models.NewListView(repo.FullName, leases))
 	}
-	return errorReply(&UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
+	return errorReply(&contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
 }
 
 // lookup asks the forge for the repository as login sees it and, for
 // acquire, for the issue (both at once: each call costs a round trip), and
 // decides whether login may run cmd. Who may do what is decided here and
 // nowhere else.
-func (d *dispatcher) lookup(ctx context.Context, login string, cmd Command) (plugin.Repo, plugin.Issue, error) {
+func (d *dispatcher) lookup(ctx context.Context, login string, cmd contract.Command) (plugin.Repo, plugin.Issue, error) {
 	var (
 		issue    plugin.Issue
 		issueErr error
 		done     chan struct{}
 	)
-	if cmd.Verb == VerbAcquire {
+	if cmd.Verb == contract.VerbAcquire {
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
@@ -158,9 +159,9 @@ func (d *dispatcher) lookup(ctx context.Context, login string, cmd Command) (plu
 		return repo, issue, errRepoNotFound
 	}
 	switch cmd.Verb {
-	case VerbList:
+	case contract.VerbList:
 		return repo, issue, nil
-	case VerbAcquire:
+	case contract.VerbAcquire:
 		switch {
 		case errors.Is(issueErr, plugin.ErrNotFound):
 			return repo, issue, errIssueNotFound
@@ -241,7 +242,7 @@ func jsonReply(code int, outcome string, v any) reply {
 // and error lines. Nothing else in this package chooses an exit code for
 // an error.
 func errorReply(err error) reply {
-	var usage *UsageError
+	var usage *contract.UsageError
 	var write *writeRequiredError
 	switch {
 	case errors.As(err, &usage):

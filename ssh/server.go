@@ -16,6 +16,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
@@ -64,7 +65,7 @@ type Server struct {
 	MaxKeyLookups int
 
 	// Observe, if set, is told about every command (for metrics).
-	Observe func(verb Verb, outcome string, d time.Duration)
+	Observe func(verb contract.Verb, outcome string, d time.Duration)
 	// ConnDelta, if set, is told +1 when a connection is accepted and -1
 	// when it closes (for metrics).
 	ConnDelta func(delta int)
@@ -437,13 +438,13 @@ func (c *serverConn) finish() {
 func (s *Server) exec(c *serverConn, ch gossh.Channel, line string) {
 	start := time.Now()
 	login, unavailable := identity(c.ssh.Permissions)
-	cmd, err := ParseCommand(line, s.MaxTTL)
+	cmd, err := contract.ParseCommand(line, s.MaxTTL)
 	var r reply
 	switch {
 	case err != nil:
 		r = errorReply(err)
-	case cmd.Verb == VerbHelp:
-		r = reply{stdout: []byte(Usage), outcome: "help"}
+	case cmd.Verb == contract.VerbHelp:
+		r = reply{stdout: []byte(contract.Usage), outcome: "help"}
 	case unavailable:
 		r = errorReply(errForgeUnavailable)
 	default:
@@ -474,7 +475,7 @@ func (s *Server) exec(c *serverConn, ch gossh.Channel, line string) {
 
 func (s *Server) greet(c *serverConn, ch gossh.Channel) {
 	login, unavailable := identity(c.ssh.Permissions)
-	msg := fmt.Sprintf("Hi %s! You've authenticated, but collab-lease offers no shell.\nUsage: ssh <host> <command>, where <command> is one of:\n%s", login, Usage)
+	msg := fmt.Sprintf("Hi %s! You've authenticated, but collab-lease offers no shell.\nUsage: ssh <host> <command>, where <command> is one of:\n%s", login, contract.Usage)
 	if unavailable {
 		msg = "Your key could not be checked right now: the forge is unavailable. Try again.\n"
 	}

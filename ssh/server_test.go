@@ -24,6 +24,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // fakeForge is an in-memory forge for the server's own tests (the real
@@ -401,7 +402,7 @@ func TestVerbErrors(t *testing.T) {
 		t.Fatalf("failed commands wrote %d leases", n)
 	}
 	r := w.ssh("alice", "collab-lease help")
-	if r.code != 0 || r.stdout != Usage {
+	if r.code != 0 || r.stdout != contract.Usage {
 		t.Fatalf("help: %+v", r)
 	}
 }
@@ -683,7 +684,7 @@ func TestSessionLimits(t *testing.T) {
 		sess, err := client.NewSession()
 		if err == nil {
 			out, err := sess.Output("collab-lease help")
-			if err != nil || string(out) != Usage {
+			if err != nil || string(out) != contract.Usage {
 				t.Fatalf("help after the idle sessions closed: %q %v", out, err)
 			}
 			break
