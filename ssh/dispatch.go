@@ -22,14 +22,6 @@ type Ledger interface {
 
 var _ Ledger = (*models.Store)(nil)
 
-// Exit codes of the verb (SPEC §3).
-const (
-	exitOK       = 0
-	exitError    = 1
-	exitConflict = 4
-	exitTempFail = 75 // EX_TEMPFAIL: retry
-)
-
 // Errors of the dispatch that are not the ledger's or the forge's.
 var (
 	errRepoNotFound  = errors.New("repository not found")
@@ -57,31 +49,6 @@ type reply struct {
 	outcome string
 }
 
-// Wire shapes of SPEC §3, with fields in the contract's order.
-type (
-	tenureJSON struct {
-		Status     string       `json:"status"`
-		Repo       string       `json:"repo"`
-		Issue      int64        `json:"issue"`
-		Holder     string       `json:"holder"`
-		Token      int64        `json:"token"`
-		AcquiredAt models.Time  `json:"acquired_at"`
-		ExpiresAt  *models.Time `json:"expires_at"`
-	}
-	conflictJSON struct {
-		Status    string       `json:"status"`
-		Repo      string       `json:"repo"`
-		Issue     int64        `json:"issue"`
-		Holder    *string      `json:"holder"`
-		ExpiresAt *models.Time `json:"expires_at"`
-	}
-	releasedJSON struct {
-		Status string `json:"status"`
-		Repo   string `json:"repo"`
-		Issue  int64  `json:"issue"`
-	}
-)
-
 // dispatcher runs one parsed command for one authenticated user: ask the
 // forge who may do what, then make exactly one ledger call.
 type dispatcher struct {
@@ -104,18 +71,18 @@ func (d *dispatcher) run(ctx context.Context, login string, cmd contract.Command
 		if err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
-		return jsonReply(exitOK, "acquired", tenure("acquired", repo.FullName, l))
+		return jsonReply(contract.ExitOK, "acquired", tenure(contract.StatusAcquired, repo.FullName, l))
 	case contract.VerbRenew:
 		l, err := d.ledger.Renew(ctx, k, login, cmd.TTL)
 		if err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
-		return jsonReply(exitOK, "renewed", tenure("renewed", repo.FullName, l))
+		return jsonReply(contract.ExitOK, "renewed", tenure(contract.StatusRenewed, repo.FullName, l))
 	case contract.VerbRelease:
 		if _, err := d.ledger.Release(ctx, k, login); err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
-		return jsonReply(exitOK, "released", releasedJSON{Status: "released", Repo: repo.FullName, Issue: cmd.Issue})
+		return jsonReply(contract.ExitOK, "released", contract.Released{Status: contract.StatusReleased, Repo: repo.FullName, Issue: cmd.Issue})
 	case contract.VerbList:
 		leases, err := d.ledger.List(ctx, repo.ID)
 		if err != nil {
@@ -124,7 +91,7 @@ func (d *dispatcher) run(ctx context.Context, login string, cmd contract.Command
 		if leases, err = visibleLeases(ctx, d.forge, login, repo, leases); err != nil {
 			return errorReply(err)
 		}
-		return jsonReply(exitOK, "listed", models.NewListView(repo.FullName, leases))
+		return jsonReply(contract.ExitOK, "listed", listOf(repo.FullName, leases))
 	}
 	return errorReply(&contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
 }
@@ -206,9 +173,24 @@ func visibleLeases(ctx context.Context, f plugin.Forge, login string, repo plugi
 	return out, nil
 }
 
-func tenure(status, repo string, l models.Lease) tenureJSON {
-	return tenureJSON{Status: status, Repo: repo, Issue: l.Issue, Holder: l.Holder, Token: l.Token,
-		AcquiredAt: models.Time(l.AcquiredAt), ExpiresAt: models.TimePtr(l.ExpiresAt)}
+// tenure, listOf and leaseView render ledger rows in the contract's
+// shapes.
+func tenure(status, repo string, l models.Lease) contract.Tenure {
+	return contract.Tenure{Status: status, Repo: repo, Issue: l.Issue, Holder: l.Holder, Token: l.Token,
+		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
+}
+
+func listOf(repo string, leases []models.Lease) contract.List {
+	v := contract.List{Repo: repo, Leases: make([]contract.LeaseView, len(leases))}
+	for i, l := range leases {
+		v.Leases[i] = leaseView(l)
+	}
+	return v
+}
+
+func leaseView(l models.Lease) contract.LeaseView {
+	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder, Token: l.Token,
+		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
 }
 
 // outcomeReply maps a ledger refusal to its JSON (exit 4), anything else
@@ -218,14 +200,14 @@ func outcomeReply(repo string, issue int64, err error) reply {
 	var notHolder *models.NotHolderError
 	switch {
 	case errors.As(err, &held):
-		return jsonReply(exitConflict, "held", conflictJSON{Status: "held", Repo: repo, Issue: issue,
-			Holder: &held.Holder, ExpiresAt: models.TimePtr(held.ExpiresAt)})
+		return jsonReply(contract.ExitConflict, "held", contract.Conflict{Status: contract.StatusHeld, Repo: repo, Issue: issue,
+			Holder: &held.Holder, ExpiresAt: contract.TimePtr(held.ExpiresAt)})
 	case errors.As(err, &notHolder):
-		v := conflictJSON{Status: "not_holder", Repo: repo, Issue: issue, ExpiresAt: models.TimePtr(notHolder.ExpiresAt)}
+		v := contract.Conflict{Status: contract.StatusNotHolder, Repo: repo, Issue: issue, ExpiresAt: contract.TimePtr(notHolder.ExpiresAt)}
 		if notHolder.Holder != "" {
 			v.Holder = &notHolder.Holder
 		}
-		return jsonReply(exitConflict, "not_holder", v)
+		return jsonReply(contract.ExitConflict, "not_holder", v)
 	}
 	return errorReply(err)
 }
@@ -246,23 +228,23 @@ func errorReply(err error) reply {
 	var write *writeRequiredError
 	switch {
 	case errors.As(err, &usage):
-		return reply{stderr: "error: " + usage.Error(), code: exitError, outcome: "usage"}
+		return reply{stderr: contract.ErrorLine(usage.Error()), code: contract.ExitError, outcome: "usage"}
 	case errors.Is(err, errRepoNotFound):
-		return reply{stderr: "error: repository not found", code: exitError, outcome: "repo_not_found"}
+		return reply{stderr: contract.LineRepoNotFound, code: contract.ExitError, outcome: "repo_not_found"}
 	case errors.As(err, &write):
-		return reply{stderr: "error: " + write.Error(), code: exitError, outcome: "forbidden"}
+		return reply{stderr: contract.ErrorLine(write.Error()), code: contract.ExitError, outcome: "forbidden"}
 	case errors.Is(err, errIssueNotFound):
-		return reply{stderr: "error: issue not found", code: exitError, outcome: "issue_not_found"}
+		return reply{stderr: contract.LineIssueNotFound, code: contract.ExitError, outcome: "issue_not_found"}
 	case errors.Is(err, errIssueClosed):
-		return reply{stderr: "error: issue is closed", code: exitError, outcome: "issue_closed"}
+		return reply{stderr: contract.LineIssueClosed, code: contract.ExitError, outcome: "issue_closed"}
 	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, errForgeUnavailable):
-		return reply{stderr: "error: forge unavailable, try again", code: exitTempFail, outcome: "forge_unavailable"}
+		return reply{stderr: contract.LineForgeUnavailable, code: contract.ExitTempFail, outcome: "forge_unavailable"}
 	case errors.Is(err, models.ErrBusy), errors.Is(err, context.DeadlineExceeded):
-		return reply{stderr: "error: lease database busy, try again", code: exitTempFail, outcome: "busy"}
+		return reply{stderr: contract.LineBusy, code: contract.ExitTempFail, outcome: "busy"}
 	case errors.Is(err, plugin.ErrConfig):
-		return reply{stderr: "error: the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor", code: exitTempFail, outcome: "config"}
+		return reply{stderr: contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), code: contract.ExitTempFail, outcome: "config"}
 	case errors.Is(err, models.ErrInvalid):
-		return reply{stderr: "error: usage: " + err.Error(), code: exitError, outcome: "invalid"}
+		return reply{stderr: contract.ErrorLine("usage: " + err.Error()), code: contract.ExitError, outcome: "invalid"}
 	}
-	return reply{stderr: "error: internal error", code: exitError, outcome: "internal"}
+	return reply{stderr: contract.ErrorLine("internal error"), code: contract.ExitError, outcome: "internal"}
 }

@@ -480,7 +480,7 @@ func (s *Server) greet(c *serverConn, ch gossh.Channel) {
 		msg = "Your key could not be checked right now: the forge is unavailable. Try again.\n"
 	}
 	_, _ = io.WriteString(ch.Stderr(), msg)
-	sendExit(ch, exitError)
+	sendExit(ch, contract.ExitError)
 }
 
 // identity reads the verified user from the authenticated connection.

@@ -807,7 +807,7 @@ func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
 	if r := w.ssh("alice", "collab-lease acquire acme/widgets 8"); r.code != 0 { // a pull request
 		t.Fatal(r)
 	}
-	var all, limited models.ListView
+	var all, limited contract.List
 	_ = json.Unmarshal([]byte(w.ssh("bob", "collab-lease list acme/widgets").stdout), &all)
 	r := w.ssh("carol", "collab-lease list acme/widgets")
 	if err := json.Unmarshal([]byte(r.stdout), &limited); err != nil {
