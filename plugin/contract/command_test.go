@@ -14,7 +14,7 @@ const cmdTestMaxTTL = 168 * time.Hour
 type parseCase struct {
 	line string
 	want Command // checked when err is ""
-	err  string  // substring of the error's detail; "" means success
+	err  string  // the whole error line the server prints; "" means success
 }
 
 func acq(owner, name string, issue int64, ttl time.Duration) Command {
@@ -73,131 +73,131 @@ var parseCases = []parseCase{
 	{line: "collab-lease list acme/widgets \n \n", want: Command{Verb: VerbList, Owner: "acme", Name: "widgets"}},
 
 	// Not collab-lease at all.
-	{line: "", err: "empty command; try: collab-lease help"},
-	{line: " \t ", err: "empty command"},
-	{line: "\n", err: "empty command"},
-	{line: "git-upload-pack 'acme/widgets.git'", err: `unknown command "git-upload-pack"`},
-	{line: "Collab-lease help", err: `unknown command "Collab-lease"`},
-	{line: "collab-lease", err: "missing sub-verb; try: collab-lease help"},
+	{line: "", err: "error: usage: empty command; try: collab-lease help"},
+	{line: " \t ", err: "error: usage: empty command; try: collab-lease help"},
+	{line: "\n", err: "error: usage: empty command; try: collab-lease help"},
+	{line: "git-upload-pack 'acme/widgets.git'", err: `error: usage: unknown command "git-upload-pack"; this server runs only collab-lease (try: collab-lease help)`},
+	{line: "Collab-lease help", err: `error: usage: unknown command "Collab-lease"; this server runs only collab-lease (try: collab-lease help)`},
+	{line: "collab-lease", err: "error: usage: missing sub-verb; try: collab-lease help"},
 
 	// Sub-verbs.
-	{line: "collab-lease foo", err: `unknown verb "foo"; try: collab-lease help`},
-	{line: "collab-lease ACQUIRE acme/widgets 42", err: `unknown verb "ACQUIRE"`},
-	{line: "collab-lease --help", err: `unknown verb "--help"`},
-	{line: "collab-lease help me", err: `help takes no arguments, got "me"`},
-	{line: "collab-lease help --ttl 5m", err: "help takes no arguments"},
+	{line: "collab-lease foo", err: `error: usage: unknown verb "foo"; try: collab-lease help`},
+	{line: "collab-lease ACQUIRE acme/widgets 42", err: `error: usage: unknown verb "ACQUIRE"; try: collab-lease help`},
+	{line: "collab-lease --help", err: `error: usage: unknown verb "--help"; try: collab-lease help`},
+	{line: "collab-lease help me", err: `error: usage: help takes no arguments, got "me"`},
+	{line: "collab-lease help --ttl 5m", err: `error: usage: help takes no arguments, got "--ttl"`},
 
 	// Arity.
-	{line: "collab-lease acquire", err: "acquire needs <owner>/<repo>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"},
-	{line: "collab-lease acquire acme/widgets", err: "acquire needs <issue>"},
-	{line: "collab-lease acquire acme/widgets --ttl 5m", err: "acquire needs <issue>"},
-	{line: "collab-lease release acme/widgets", err: "release needs <issue>; expected: collab-lease release <owner>/<repo> <issue>"},
-	{line: "collab-lease renew", err: "renew needs <owner>/<repo>"},
-	{line: "collab-lease list", err: "list needs <owner>/<repo>; expected: collab-lease list <owner>/<repo>"},
-	{line: "collab-lease acquire acme/widgets 42 43", err: `unexpected argument "43"`},
-	{line: "collab-lease release acme/widgets 42 now", err: `unexpected argument "now"`},
-	{line: "collab-lease list acme/widgets 42", err: `unexpected argument "42"; expected: collab-lease list <owner>/<repo>`},
-	{line: "collab-lease acquire acme widgets 42", err: `unexpected argument "42"`},
+	{line: "collab-lease acquire", err: "error: usage: acquire needs <owner>/<repo>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"},
+	{line: "collab-lease acquire acme/widgets", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"},
+	{line: "collab-lease acquire acme/widgets --ttl 5m", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"},
+	{line: "collab-lease release acme/widgets", err: "error: usage: release needs <issue>; expected: collab-lease release <owner>/<repo> <issue>"},
+	{line: "collab-lease renew", err: "error: usage: renew needs <owner>/<repo>; expected: collab-lease renew <owner>/<repo> <issue> --ttl <dur>"},
+	{line: "collab-lease list", err: "error: usage: list needs <owner>/<repo>; expected: collab-lease list <owner>/<repo>"},
+	{line: "collab-lease acquire acme/widgets 42 43", err: `error: usage: unexpected argument "43"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease release acme/widgets 42 now", err: `error: usage: unexpected argument "now"; expected: collab-lease release <owner>/<repo> <issue>`},
+	{line: "collab-lease list acme/widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease list <owner>/<repo>`},
+	{line: "collab-lease acquire acme widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
 
 	// --ttl placement and shape.
-	{line: "collab-lease renew acme/widgets 42", err: "renew needs --ttl <dur>"},
-	{line: "collab-lease release acme/widgets 42 --ttl 5m", err: "release takes no --ttl"},
-	{line: "collab-lease list acme/widgets --ttl=5m", err: "list takes no --ttl"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl", err: "--ttl needs a duration"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl=", err: "--ttl is empty"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 5m --ttl 6m", err: "--ttl given more than once"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl=5m --ttl=5m", err: "--ttl given more than once"},
-	{line: "collab-lease acquire acme/widgets 42 --force", err: `unknown flag "--force"`},
-	{line: "collab-lease acquire acme/widgets 42 -t 5m", err: `unknown flag "-t"`},
-	{line: "collab-lease acquire acme/widgets 42 --TTL 5m", err: `unknown flag "--TTL"`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl-x=5m", err: `unknown flag "--ttl-x=5m"`},
-	{line: "collab-lease acquire acme/widgets 42 -- 5m", err: `unknown flag "--"`},
-	{line: "collab-lease acquire acme/widgets 42 -", err: `unknown flag "-"`},
-	{line: "collab-lease list acme/widgets -1", err: `unknown flag "-1"`},
+	{line: "collab-lease renew acme/widgets 42", err: "error: usage: renew needs --ttl <dur>; expected: collab-lease renew <owner>/<repo> <issue> --ttl <dur>"},
+	{line: "collab-lease release acme/widgets 42 --ttl 5m", err: "error: usage: release takes no --ttl; expected: collab-lease release <owner>/<repo> <issue>"},
+	{line: "collab-lease list acme/widgets --ttl=5m", err: "error: usage: list takes no --ttl; expected: collab-lease list <owner>/<repo>"},
+	{line: "collab-lease acquire acme/widgets 42 --ttl", err: "error: usage: --ttl needs a duration, e.g. --ttl 30m"},
+	{line: "collab-lease acquire acme/widgets 42 --ttl=", err: "error: usage: --ttl is empty; use whole seconds (300) or a Go duration (90s, 30m, 2h)"},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 5m --ttl 6m", err: "error: usage: --ttl given more than once"},
+	{line: "collab-lease acquire acme/widgets 42 --ttl=5m --ttl=5m", err: "error: usage: --ttl given more than once"},
+	{line: "collab-lease acquire acme/widgets 42 --force", err: `error: usage: unknown flag "--force"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 -t 5m", err: `error: usage: unknown flag "-t"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 --TTL 5m", err: `error: usage: unknown flag "--TTL"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl-x=5m", err: `error: usage: unknown flag "--ttl-x=5m"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 -- 5m", err: `error: usage: unknown flag "--"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 -", err: `error: usage: unknown flag "-"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease list acme/widgets -1", err: `error: usage: unknown flag "-1"; expected: collab-lease list <owner>/<repo>`},
 
 	// <dur> values.
-	{line: "collab-lease acquire acme/widgets 42 --ttl 0", err: `--ttl "0" must be at least 1s`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 0s", err: "must be at least 1s"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 500ms", err: "must be at least 1s"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl -5m", err: `--ttl "-5m" must be at least 1s`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl=-5", err: "must be at least 1s"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl +5m", err: `--ttl "+5m" is not a duration`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 1.5s", err: `--ttl "1.5s" must be a whole number of seconds`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 1500ms", err: "must be a whole number of seconds"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 169h", err: `--ttl "169h" is more than the maximum of 168h`},
-	{line: "collab-lease renew acme/widgets 42 --ttl 604801", err: "is more than the maximum of 168h"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 99999999999999999999", err: "is more than the maximum of 168h"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 9999999999999h", err: "is more than the maximum of 168h"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl 1d", err: `--ttl "1d" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl '5 m'", err: "is not a duration"},
-	{line: "collab-lease acquire acme/widgets 42 --ttl m", err: "is not a duration"},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 0", err: `error: usage: --ttl "0" must be at least 1s`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 0s", err: `error: usage: --ttl "0s" must be at least 1s`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 500ms", err: `error: usage: --ttl "500ms" must be at least 1s`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl -5m", err: `error: usage: --ttl "-5m" must be at least 1s`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl=-5", err: `error: usage: --ttl "-5" must be at least 1s`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl +5m", err: `error: usage: --ttl "+5m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 1.5s", err: `error: usage: --ttl "1.5s" must be a whole number of seconds`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 1500ms", err: `error: usage: --ttl "1500ms" must be a whole number of seconds`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 169h", err: `error: usage: --ttl "169h" is more than the maximum of 168h`},
+	{line: "collab-lease renew acme/widgets 42 --ttl 604801", err: `error: usage: --ttl "604801" is more than the maximum of 168h`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 99999999999999999999", err: `error: usage: --ttl "99999999999999999999" is more than the maximum of 168h`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 9999999999999h", err: `error: usage: --ttl "9999999999999h" is more than the maximum of 168h`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl 1d", err: `error: usage: --ttl "1d" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl '5 m'", err: `error: usage: --ttl "5 m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl m", err: `error: usage: --ttl "m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
 
 	// <issue> values.
-	{line: "collab-lease acquire acme/widgets 0", err: `issue must be a positive number, got "0"`},
-	{line: "collab-lease acquire acme/widgets #0", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets 000", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets 042", err: `issue must not have a leading zero, got "042"`},
-	{line: "collab-lease acquire acme/widgets -1", err: `issue must be a positive number, got "-1"`},
-	{line: "collab-lease acquire acme/widgets +1", err: "issue must be a positive number like 42 or #42"},
-	{line: "collab-lease acquire acme/widgets #", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets ##42", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets #-1", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets 4.2", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets 1e3", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets 0x2a", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets ４２", err: "issue must be a positive number"},
-	{line: "collab-lease acquire acme/widgets 9223372036854775808", err: `issue number too large, got "9223372036854775808"`},
-	{line: "collab-lease acquire acme/widgets 99999999999999999999999", err: "issue number too large"},
+	{line: "collab-lease acquire acme/widgets 0", err: `error: usage: issue must be a positive number, got "0"`},
+	{line: "collab-lease acquire acme/widgets #0", err: `error: usage: issue must be a positive number, got "#0"`},
+	{line: "collab-lease acquire acme/widgets 000", err: `error: usage: issue must be a positive number, got "000"`},
+	{line: "collab-lease acquire acme/widgets 042", err: `error: usage: issue must not have a leading zero, got "042"`},
+	{line: "collab-lease acquire acme/widgets -1", err: `error: usage: issue must be a positive number, got "-1"`},
+	{line: "collab-lease acquire acme/widgets +1", err: `error: usage: issue must be a positive number like 42 or #42, got "+1"`},
+	{line: "collab-lease acquire acme/widgets #", err: `error: usage: issue must be a positive number like 42 or #42, got "#"`},
+	{line: "collab-lease acquire acme/widgets ##42", err: `error: usage: issue must be a positive number like 42 or #42, got "##42"`},
+	{line: "collab-lease acquire acme/widgets #-1", err: `error: usage: issue must be a positive number like 42 or #42, got "#-1"`},
+	{line: "collab-lease acquire acme/widgets 4.2", err: `error: usage: issue must be a positive number like 42 or #42, got "4.2"`},
+	{line: "collab-lease acquire acme/widgets 1e3", err: `error: usage: issue must be a positive number like 42 or #42, got "1e3"`},
+	{line: "collab-lease acquire acme/widgets 0x2a", err: `error: usage: issue must be a positive number like 42 or #42, got "0x2a"`},
+	{line: "collab-lease acquire acme/widgets ４２", err: `error: usage: issue must be a positive number like 42 or #42, got "４２"`},
+	{line: "collab-lease acquire acme/widgets 9223372036854775808", err: `error: usage: issue number too large, got "9223372036854775808"`},
+	{line: "collab-lease acquire acme/widgets 99999999999999999999999", err: `error: usage: issue number too large, got "99999999999999999999999"`},
 
 	// <owner>/<repo> values.
-	{line: "collab-lease list acme", err: `repository must be <owner>/<repo>, got "acme"`},
-	{line: "collab-lease list acme.git", err: "repository must be <owner>/<repo>"},
-	{line: "collab-lease list /widgets", err: "repository must be <owner>/<repo>"},
-	{line: "collab-lease list acme/widgets/extra", err: "repository must be <owner>/<repo>"},
-	{line: "collab-lease list acme//widgets", err: "repository must be <owner>/<repo>"},
-	{line: "collab-lease list //acme/widgets", err: "repository must be <owner>/<repo>"},
-	{line: "collab-lease list //widgets", err: `owner is empty in "//widgets"`},
-	{line: "collab-lease list /", err: "repository must be <owner>/<repo>"},
-	{line: "collab-lease list acme/", err: `repository name is empty in "acme/"`},
-	{line: "collab-lease list acme/.git", err: "repository name is empty"},
-	{line: "collab-lease list /acme/", err: "repository name is empty"},
-	{line: "collab-lease list acme/widgets.git.git", err: "repository name may not end in .git"},
-	{line: "collab-lease list acme/widgets.wiki", err: "repository name may not end in .wiki"},
-	{line: "collab-lease list acme/widgets.wiki.git", err: "repository name may not end in .wiki"},
-	{line: "collab-lease list acme/widgets.RSS", err: "repository name may not end in .rss"},
-	{line: "collab-lease list acme/widgets.atom", err: "repository name may not end in .atom"},
-	{line: "collab-lease list acme/-", err: `repository name may not be "-"`},
-	{line: "collab-lease list acme/.", err: `repository name may not be "." or contain ".."`},
-	{line: "collab-lease list acme/..", err: "repository name may not be"},
-	{line: "collab-lease list acme/a..b", err: "repository name may not be"},
-	{line: "collab-lease list ../widgets", err: `owner may not be "." or contain ".."`},
-	{line: "collab-lease list ./widgets", err: "owner may not be"},
-	{line: "collab-lease list /-acme/widgets", err: `owner may not start with "-"`},
-	{line: "collab-lease list acme/widgets!", err: "repository name may contain only letters, digits, '-', '_' and '.'"},
-	{line: "collab-lease list 'ac me/widgets'", err: "owner may contain only letters"},
-	{line: "collab-lease list acme/wídgets", err: "repository name may contain only letters"},
-	{line: "collab-lease list acme/$REPO", err: "repository name may contain only letters"},
-	{line: "collab-lease list acme/" + strings.Repeat("r", 101), err: "repository name is longer than 100 characters"},
-	{line: "collab-lease list " + strings.Repeat("o", 101) + "/r", err: "owner is longer than 100 characters"},
+	{line: "collab-lease list acme", err: `error: usage: repository must be <owner>/<repo>, got "acme"`},
+	{line: "collab-lease list acme.git", err: `error: usage: repository must be <owner>/<repo>, got "acme.git"`},
+	{line: "collab-lease list /widgets", err: `error: usage: repository must be <owner>/<repo>, got "/widgets"`},
+	{line: "collab-lease list acme/widgets/extra", err: `error: usage: repository must be <owner>/<repo>, got "acme/widgets/extra"`},
+	{line: "collab-lease list acme//widgets", err: `error: usage: repository must be <owner>/<repo>, got "acme//widgets"`},
+	{line: "collab-lease list //acme/widgets", err: `error: usage: repository must be <owner>/<repo>, got "//acme/widgets"`},
+	{line: "collab-lease list //widgets", err: `error: usage: owner is empty in "//widgets"; expected <owner>/<repo>`},
+	{line: "collab-lease list /", err: `error: usage: repository must be <owner>/<repo>, got "/"`},
+	{line: "collab-lease list acme/", err: `error: usage: repository name is empty in "acme/"; expected <owner>/<repo>`},
+	{line: "collab-lease list acme/.git", err: `error: usage: repository name is empty in "acme/.git"; expected <owner>/<repo>`},
+	{line: "collab-lease list /acme/", err: `error: usage: repository name is empty in "/acme/"; expected <owner>/<repo>`},
+	{line: "collab-lease list acme/widgets.git.git", err: `error: usage: repository name may not end in .git in "acme/widgets.git.git"`},
+	{line: "collab-lease list acme/widgets.wiki", err: `error: usage: repository name may not end in .wiki in "acme/widgets.wiki"`},
+	{line: "collab-lease list acme/widgets.wiki.git", err: `error: usage: repository name may not end in .wiki in "acme/widgets.wiki.git"`},
+	{line: "collab-lease list acme/widgets.RSS", err: `error: usage: repository name may not end in .rss in "acme/widgets.RSS"`},
+	{line: "collab-lease list acme/widgets.atom", err: `error: usage: repository name may not end in .atom in "acme/widgets.atom"`},
+	{line: "collab-lease list acme/-", err: `error: usage: repository name may not be "-" in "acme/-"`},
+	{line: "collab-lease list acme/.", err: `error: usage: repository name may not be "." or contain ".." in "acme/."`},
+	{line: "collab-lease list acme/..", err: `error: usage: repository name may not be "." or contain ".." in "acme/.."`},
+	{line: "collab-lease list acme/a..b", err: `error: usage: repository name may not be "." or contain ".." in "acme/a..b"`},
+	{line: "collab-lease list ../widgets", err: `error: usage: owner may not be "." or contain ".." in "../widgets"`},
+	{line: "collab-lease list ./widgets", err: `error: usage: owner may not be "." or contain ".." in "./widgets"`},
+	{line: "collab-lease list /-acme/widgets", err: `error: usage: owner may not start with "-" in "/-acme/widgets"`},
+	{line: "collab-lease list acme/widgets!", err: `error: usage: repository name may contain only letters, digits, '-', '_' and '.', got "acme/widgets!"`},
+	{line: "collab-lease list 'ac me/widgets'", err: `error: usage: owner may contain only letters, digits, '-', '_' and '.', got "ac me/widgets"`},
+	{line: "collab-lease list acme/wídgets", err: `error: usage: repository name may contain only letters, digits, '-', '_' and '.', got "acme/wídgets"`},
+	{line: "collab-lease list acme/$REPO", err: `error: usage: repository name may contain only letters, digits, '-', '_' and '.', got "acme/$REPO"`},
+	{line: "collab-lease list acme/" + strings.Repeat("r", 101), err: `error: usage: repository name is longer than 100 characters in "acme/` + strings.Repeat("r", 59) + `"…`},
+	{line: "collab-lease list " + strings.Repeat("o", 101) + "/r", err: `error: usage: owner is longer than 100 characters in "` + strings.Repeat("o", 64) + `"…`},
 
 	// Quoting and whitespace errors.
-	{line: "collab-lease acquire 'acme/widgets 42", err: "unclosed single quote"},
-	{line: `collab-lease acquire "acme/widgets 42`, err: "unclosed double quote"},
-	{line: `collab-lease acquire "acme/widgets\" 42`, err: "unclosed double quote"},
-	{line: `collab-lease acquire acme/widgets 42 \`, err: "command ends in a backslash"},
-	{line: "collab-lease acquire '' 42", err: `empty argument ('' or "")`},
-	{line: `collab-lease acquire acme/widgets ""`, err: "empty argument"},
-	{line: `collab-lease "" acquire acme/widgets 42`, err: "empty argument"},
-	{line: "collab-lease list acme/widgets\x00", err: "command contains a control character (0x00)"},
-	{line: "collab-lease list 'acme/widgets\x1b[31m'", err: "control character (0x1b)"},
-	{line: "collab-lease list acme/widgets\x7f", err: "control character (0x7f)"},
-	{line: "collab-lease list acme/widgets\nrm -rf /", err: "command spans more than one line"},
-	{line: "collab-lease list\nacme/widgets", err: "command spans more than one line"},
-	{line: "\ncollab-lease list acme/widgets", err: "command spans more than one line"},
-	{line: "collab-lease list 'acme/widgets\n'", err: "control character (0x0a)"},
-	{line: "collab-lease list \"acme/widgets\r\"", err: "control character (0x0d)"},
-	{line: "collab-lease list acme/widgets\\\n", err: "control character (0x0a)"},
-	{line: "collab-lease list acme/" + strings.Repeat("w", MaxCommandLen), err: "command too long (over 4096 bytes)"},
+	{line: "collab-lease acquire 'acme/widgets 42", err: `error: usage: unclosed single quote in "'acme/widgets 42"`},
+	{line: `collab-lease acquire "acme/widgets 42`, err: `error: usage: unclosed double quote in "\"acme/widgets 42"`},
+	{line: `collab-lease acquire "acme/widgets\" 42`, err: `error: usage: unclosed double quote in "\"acme/widgets\\\" 42"`},
+	{line: `collab-lease acquire acme/widgets 42 \`, err: "error: usage: command ends in a backslash"},
+	{line: "collab-lease acquire '' 42", err: `error: usage: empty argument ('' or "")`},
+	{line: `collab-lease acquire acme/widgets ""`, err: `error: usage: empty argument ('' or "")`},
+	{line: `collab-lease "" acquire acme/widgets 42`, err: `error: usage: empty argument ('' or "")`},
+	{line: "collab-lease list acme/widgets\x00", err: "error: usage: command contains a control character (0x00)"},
+	{line: "collab-lease list 'acme/widgets\x1b[31m'", err: "error: usage: command contains a control character (0x1b)"},
+	{line: "collab-lease list acme/widgets\x7f", err: "error: usage: command contains a control character (0x7f)"},
+	{line: "collab-lease list acme/widgets\nrm -rf /", err: "error: usage: command spans more than one line"},
+	{line: "collab-lease list\nacme/widgets", err: "error: usage: command spans more than one line"},
+	{line: "\ncollab-lease list acme/widgets", err: "error: usage: command spans more than one line"},
+	{line: "collab-lease list 'acme/widgets\n'", err: "error: usage: command contains a control character (0x0a)"},
+	{line: "collab-lease list \"acme/widgets\r\"", err: "error: usage: command contains a control character (0x0d)"},
+	{line: "collab-lease list acme/widgets\\\n", err: "error: usage: command contains a control character (0x0a)"},
+	{line: "collab-lease list acme/" + strings.Repeat("w", MaxCommandLen), err: "error: usage: command too long (over 4096 bytes)"},
 }
 
 func TestParseCommand(t *testing.T) {
@@ -212,12 +212,12 @@ func TestParseCommand(t *testing.T) {
 			continue
 		}
 		if err == nil {
-			t.Errorf("ParseCommand(%q) = %+v, want error containing %q", tc.line, got, tc.err)
+			t.Errorf("ParseCommand(%q) = %+v, want %s", tc.line, got, tc.err)
 			continue
 		}
 		checkUsageError(t, tc.line, err)
-		if !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("ParseCommand(%q) error = %q, want it to contain %q", tc.line, err, tc.err)
+		if got := ErrorLine(err.Error()); got != tc.err {
+			t.Errorf("ParseCommand(%q):\n got %s\nwant %s", tc.line, got, tc.err)
 		}
 		if got != (Command{}) {
 			t.Errorf("ParseCommand(%q) returned %+v alongside an error", tc.line, got)
@@ -225,8 +225,7 @@ func TestParseCommand(t *testing.T) {
 	}
 }
 
-// checkUsageError holds every parse failure to what the SSH dispatcher
-// relies on: the category, the type, and a single printable line.
+// checkUsageError holds every parse failure to what the server relies on: the category, the type, and a single printable line.
 func checkUsageError(t *testing.T, input string, err error) {
 	t.Helper()
 	if !errors.Is(err, ErrUsage) {
@@ -282,8 +281,8 @@ func TestParseCommandLongInputIsCheap(t *testing.T) {
 		t.Errorf("rejecting a 1 MiB command took %v allocations", allocs)
 	}
 	_, err := ParseCommand(huge, cmdTestMaxTTL)
-	if !strings.Contains(err.Error(), "command too long") {
-		t.Errorf("error = %v, want command too long", err)
+	if got, want := ErrorLine(err.Error()), "error: usage: command too long (over 4096 bytes)"; got != want {
+		t.Errorf("error line = %q, want %q", got, want)
 	}
 	// Exactly at the limit is still parsed on its merits.
 	atLimit := "collab-lease list a/" + strings.Repeat("b", MaxCommandLen-len("collab-lease list a/"))
@@ -312,8 +311,8 @@ func TestParseCommandNoMaximum(t *testing.T) {
 			t.Errorf("limit %v: got %+v, %v; want a 100000h TTL", limit, got, err)
 		}
 		_, err = ParseCommand("collab-lease acquire a/b 1 --ttl 9999999999999h", limit)
-		if err == nil || !strings.Contains(err.Error(), `--ttl "9999999999999h" is too large`) {
-			t.Errorf("limit %v: overflow error = %v", limit, err)
+		if want := `error: usage: --ttl "9999999999999h" is too large`; err == nil || ErrorLine(err.Error()) != want {
+			t.Errorf("limit %v: overflow error = %v, want %s", limit, err, want)
 		}
 	}
 }
@@ -362,31 +361,31 @@ func TestSplitWords(t *testing.T) {
 			t.Errorf("SplitWords(%q) = %q, want %q", tc.line, got, tc.want)
 		}
 	}
-	for line, wantErr := range map[string]string{
-		"'a":                                 "unclosed single quote",
-		`"a`:                                 "unclosed double quote",
-		`"a\"`:                               "unclosed double quote",
-		`a\`:                                 "command ends in a backslash",
-		"''":                                 "empty argument",
-		`a "" b`:                             "empty argument",
-		"a\nb":                               "command spans more than one line",
-		"a\rb":                               "command spans more than one line",
-		"a\x00":                              "control character (0x00)",
-		"'a\x01'":                            "control character (0x01)",
-		"a\x1f":                              "control character (0x1f)",
-		"'a\nb'":                             "control character (0x0a)",
-		"\"a\r\"":                            "control character (0x0d)",
-		"a\\\r\n":                            "control character (0x0d)",
-		strings.Repeat(" ", MaxCommandLen+1): "command too long",
+	for _, tc := range []struct{ line, err string }{
+		{"'a", `error: usage: unclosed single quote in "'a"`},
+		{`"a`, `error: usage: unclosed double quote in "\"a"`},
+		{`"a\"`, `error: usage: unclosed double quote in "\"a\\\""`},
+		{`a\`, "error: usage: command ends in a backslash"},
+		{"''", `error: usage: empty argument ('' or "")`},
+		{`a "" b`, `error: usage: empty argument ('' or "")`},
+		{"a\nb", "error: usage: command spans more than one line"},
+		{"a\rb", "error: usage: command spans more than one line"},
+		{"a\x00", "error: usage: command contains a control character (0x00)"},
+		{"'a\x01'", "error: usage: command contains a control character (0x01)"},
+		{"a\x1f", "error: usage: command contains a control character (0x1f)"},
+		{"'a\nb'", "error: usage: command contains a control character (0x0a)"},
+		{"\"a\r\"", "error: usage: command contains a control character (0x0d)"},
+		{"a\\\r\n", "error: usage: command contains a control character (0x0d)"},
+		{strings.Repeat(" ", MaxCommandLen+1), "error: usage: command too long (over 4096 bytes)"},
 	} {
-		got, err := SplitWords(line)
+		got, err := SplitWords(tc.line)
 		if err == nil {
-			t.Errorf("SplitWords(%q) = %q, want error %q", line, got, wantErr)
+			t.Errorf("SplitWords(%q) = %q, want %s", tc.line, got, tc.err)
 			continue
 		}
-		checkUsageError(t, line, err)
-		if !strings.Contains(err.Error(), wantErr) {
-			t.Errorf("SplitWords(%q) error = %q, want %q", line, err, wantErr)
+		checkUsageError(t, tc.line, err)
+		if line := ErrorLine(err.Error()); line != tc.err {
+			t.Errorf("SplitWords(%q):\n got %s\nwant %s", tc.line, line, tc.err)
 		}
 	}
 }
@@ -430,51 +429,51 @@ func TestParseDuration(t *testing.T) {
 		limit time.Duration
 		err   string
 	}{
-		{"", cmdTestMaxTTL, "duration is empty"},
-		{"0", cmdTestMaxTTL, `duration "0" must be at least 1s`},
-		{"0s", cmdTestMaxTTL, "must be at least 1s"},
-		{"999ms", cmdTestMaxTTL, "must be at least 1s"},
-		{"-1s", cmdTestMaxTTL, "must be at least 1s"},
-		{"-5", cmdTestMaxTTL, "must be at least 1s"},
-		{"1.5s", cmdTestMaxTTL, `duration "1.5s" must be a whole number of seconds`},
-		{"1500ms", cmdTestMaxTTL, "must be a whole number of seconds"},
-		{"1s1ns", cmdTestMaxTTL, "must be a whole number of seconds"},
-		{"169h", cmdTestMaxTTL, `duration "169h" is more than the maximum of 168h`},
-		{"604801", cmdTestMaxTTL, "is more than the maximum of 168h"},
-		{"2s", time.Second, "is more than the maximum of 1s"},
-		{"2h", 90 * time.Minute, "is more than the maximum of 1h30m"},
-		{"99999999999999999999", cmdTestMaxTTL, "is more than the maximum of 168h"},
-		{"9223372037", 0, `duration "9223372037" is too large`},
-		{"2562048h", 0, "is too large"},
-		{"9223372036854775807s", 0, "is too large"},
-		{"+5", cmdTestMaxTTL, `duration "+5" is not a duration`},
-		{"+5m", cmdTestMaxTTL, "is not a duration"},
-		{"-", cmdTestMaxTTL, "is not a duration"},
-		{"--5m", cmdTestMaxTTL, "is not a duration"},
-		{"1d", cmdTestMaxTTL, "is not a duration"},
-		{"5 m", cmdTestMaxTTL, "is not a duration"},
-		{" 5m", cmdTestMaxTTL, "is not a duration"},
-		{"m", cmdTestMaxTTL, "is not a duration"},
-		{"s", cmdTestMaxTTL, "is not a duration"},
-		{".s", cmdTestMaxTTL, "is not a duration"},
-		{"5.", cmdTestMaxTTL, "is not a duration"},
-		{"1e3", cmdTestMaxTTL, "is not a duration"},
-		{"1_000", cmdTestMaxTTL, "is not a duration"},
-		{"0x10", cmdTestMaxTTL, "is not a duration"},
-		{"NaN", cmdTestMaxTTL, "is not a duration"},
-		{"1h-5m", cmdTestMaxTTL, "is not a duration"},
-		{"1h+5m", cmdTestMaxTTL, "is not a duration"},
-		{"١٢", cmdTestMaxTTL, "is not a duration"},
-		{"5M", cmdTestMaxTTL, "is not a duration"},
+		{"", cmdTestMaxTTL, "error: usage: duration is empty; use whole seconds (300) or a Go duration (90s, 30m, 2h)"},
+		{"0", cmdTestMaxTTL, `error: usage: duration "0" must be at least 1s`},
+		{"0s", cmdTestMaxTTL, `error: usage: duration "0s" must be at least 1s`},
+		{"999ms", cmdTestMaxTTL, `error: usage: duration "999ms" must be at least 1s`},
+		{"-1s", cmdTestMaxTTL, `error: usage: duration "-1s" must be at least 1s`},
+		{"-5", cmdTestMaxTTL, `error: usage: duration "-5" must be at least 1s`},
+		{"1.5s", cmdTestMaxTTL, `error: usage: duration "1.5s" must be a whole number of seconds`},
+		{"1500ms", cmdTestMaxTTL, `error: usage: duration "1500ms" must be a whole number of seconds`},
+		{"1s1ns", cmdTestMaxTTL, `error: usage: duration "1s1ns" must be a whole number of seconds`},
+		{"169h", cmdTestMaxTTL, `error: usage: duration "169h" is more than the maximum of 168h`},
+		{"604801", cmdTestMaxTTL, `error: usage: duration "604801" is more than the maximum of 168h`},
+		{"2s", time.Second, `error: usage: duration "2s" is more than the maximum of 1s`},
+		{"2h", 90 * time.Minute, `error: usage: duration "2h" is more than the maximum of 1h30m`},
+		{"99999999999999999999", cmdTestMaxTTL, `error: usage: duration "99999999999999999999" is more than the maximum of 168h`},
+		{"9223372037", 0, `error: usage: duration "9223372037" is too large`},
+		{"2562048h", 0, `error: usage: duration "2562048h" is too large`},
+		{"9223372036854775807s", 0, `error: usage: duration "9223372036854775807s" is too large`},
+		{"+5", cmdTestMaxTTL, `error: usage: duration "+5" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"+5m", cmdTestMaxTTL, `error: usage: duration "+5m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"-", cmdTestMaxTTL, `error: usage: duration "-" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"--5m", cmdTestMaxTTL, `error: usage: duration "--5m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"1d", cmdTestMaxTTL, `error: usage: duration "1d" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"5 m", cmdTestMaxTTL, `error: usage: duration "5 m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{" 5m", cmdTestMaxTTL, `error: usage: duration " 5m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"m", cmdTestMaxTTL, `error: usage: duration "m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"s", cmdTestMaxTTL, `error: usage: duration "s" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{".s", cmdTestMaxTTL, `error: usage: duration ".s" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"5.", cmdTestMaxTTL, `error: usage: duration "5." is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"1e3", cmdTestMaxTTL, `error: usage: duration "1e3" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"1_000", cmdTestMaxTTL, `error: usage: duration "1_000" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"0x10", cmdTestMaxTTL, `error: usage: duration "0x10" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"NaN", cmdTestMaxTTL, `error: usage: duration "NaN" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"1h-5m", cmdTestMaxTTL, `error: usage: duration "1h-5m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"1h+5m", cmdTestMaxTTL, `error: usage: duration "1h+5m" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"١٢", cmdTestMaxTTL, `error: usage: duration "١٢" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
+		{"5M", cmdTestMaxTTL, `error: usage: duration "5M" is not a duration; use whole seconds (300) or a Go duration (90s, 30m, 2h)`},
 	} {
 		got, err := ParseDuration(tc.s, tc.limit)
 		if err == nil {
-			t.Errorf("ParseDuration(%q, %v) = %v, want error %q", tc.s, tc.limit, got, tc.err)
+			t.Errorf("ParseDuration(%q, %v) = %v, want %s", tc.s, tc.limit, got, tc.err)
 			continue
 		}
 		checkUsageError(t, tc.s, err)
-		if !strings.Contains(err.Error(), tc.err) {
-			t.Errorf("ParseDuration(%q, %v) error = %q, want %q", tc.s, tc.limit, err, tc.err)
+		if line := ErrorLine(err.Error()); line != tc.err {
+			t.Errorf("ParseDuration(%q, %v):\n got %s\nwant %s", tc.s, tc.limit, line, tc.err)
 		}
 	}
 }
@@ -530,5 +529,34 @@ func TestCommandString(t *testing.T) {
 	}
 	if got := acq("acme", "widgets", 1, 0).Repo(); got != "acme/widgets" {
 		t.Errorf("Repo() = %q", got)
+	}
+}
+
+// A client that checks a TTL, an issue or a repository before sending it
+// reports the very line the server would.
+func TestPartsParseAsTheCommandDoes(t *testing.T) {
+	line := func(err error) string {
+		if err == nil {
+			return ""
+		}
+		return ErrorLine(err.Error())
+	}
+	for _, ttl := range []string{"30m", "0", "-5m", "1.5s", "169h", "1d", "99999999999999999999"} {
+		_, want := ParseCommand("collab-lease acquire a/b 1 --ttl "+ttl, cmdTestMaxTTL)
+		if _, got := ParseTTL(ttl, cmdTestMaxTTL); line(got) != line(want) {
+			t.Errorf("ParseTTL(%q): %q, ParseCommand: %q", ttl, line(got), line(want))
+		}
+	}
+	for _, issue := range []string{"42", "#42", "0", "042", "+1", "4x", "9223372036854775808"} {
+		_, want := ParseCommand("collab-lease release a/b "+issue, cmdTestMaxTTL)
+		if _, got := ParseIssue(issue); line(got) != line(want) {
+			t.Errorf("ParseIssue(%q): %q, ParseCommand: %q", issue, line(got), line(want))
+		}
+	}
+	for _, repo := range []string{"acme/widgets", "/acme/widgets.git", "acme", "acme/widgets.wiki", "/-acme/w", "a/b/c"} {
+		_, want := ParseCommand("collab-lease list "+repo, cmdTestMaxTTL)
+		if _, _, got := ParseRepo(repo); line(got) != line(want) {
+			t.Errorf("ParseRepo(%q): %q, ParseCommand: %q", repo, line(got), line(want))
+		}
 	}
 }
