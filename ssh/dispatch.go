@@ -39,16 +39,6 @@ func (e *writeRequiredError) Error() string {
 	return fmt.Sprintf("write access to %s %s is required", e.repo, e.unit)
 }
 
-// reply is the whole answer to one command: JSON on stdout or one error
-// line on stderr, and an exit status.
-type reply struct {
-	stdout []byte
-	stderr string
-	code   int
-	// outcome names the result for the log line and metrics.
-	outcome string
-}
-
 // dispatcher runs one parsed command for one authenticated user: ask the
 // forge who may do what, then make exactly one ledger call.
 type dispatcher struct {
@@ -56,9 +46,9 @@ type dispatcher struct {
 	ledger Ledger
 }
 
-func (d *dispatcher) run(ctx context.Context, login string, cmd contract.Command) reply {
+func (d *dispatcher) run(ctx context.Context, login string, cmd contract.Command) Reply {
 	if cmd.Verb == contract.VerbHelp {
-		return reply{stdout: []byte(contract.Usage), outcome: "help"}
+		return Reply{Stdout: []byte(contract.Usage), Outcome: "help"}
 	}
 	repo, _, err := d.lookup(ctx, login, cmd)
 	if err != nil {
@@ -195,7 +185,7 @@ func leaseView(l models.Lease) contract.LeaseView {
 
 // outcomeReply maps a ledger refusal to its JSON (exit 4), anything else
 // to an error line.
-func outcomeReply(repo string, issue int64, err error) reply {
+func outcomeReply(repo string, issue int64, err error) Reply {
 	var held *models.HeldError
 	var notHolder *models.NotHolderError
 	switch {
@@ -212,39 +202,39 @@ func outcomeReply(repo string, issue int64, err error) reply {
 	return errorReply(err)
 }
 
-func jsonReply(code int, outcome string, v any) reply {
+func jsonReply(code int, outcome string, v any) Reply {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return errorReply(err)
 	}
-	return reply{stdout: append(b, '\n'), code: code, outcome: outcome}
+	return Reply{Stdout: append(b, '\n'), Code: code, Outcome: outcome}
 }
 
 // errorReply is the one translation of errors into the verb's exit codes
 // and error lines. Nothing else in this package chooses an exit code for
 // an error.
-func errorReply(err error) reply {
+func errorReply(err error) Reply {
 	var usage *contract.UsageError
 	var write *writeRequiredError
 	switch {
 	case errors.As(err, &usage):
-		return reply{stderr: contract.ErrorLine(usage.Error()), code: contract.ExitError, outcome: "usage"}
+		return Reply{Stderr: contract.ErrorLine(usage.Error()) + "\n", Code: contract.ExitError, Outcome: "usage"}
 	case errors.Is(err, errRepoNotFound):
-		return reply{stderr: contract.LineRepoNotFound, code: contract.ExitError, outcome: "repo_not_found"}
+		return Reply{Stderr: contract.LineRepoNotFound + "\n", Code: contract.ExitError, Outcome: "repo_not_found"}
 	case errors.As(err, &write):
-		return reply{stderr: contract.ErrorLine(write.Error()), code: contract.ExitError, outcome: "forbidden"}
+		return Reply{Stderr: contract.ErrorLine(write.Error()) + "\n", Code: contract.ExitError, Outcome: "forbidden"}
 	case errors.Is(err, errIssueNotFound):
-		return reply{stderr: contract.LineIssueNotFound, code: contract.ExitError, outcome: "issue_not_found"}
+		return Reply{Stderr: contract.LineIssueNotFound + "\n", Code: contract.ExitError, Outcome: "issue_not_found"}
 	case errors.Is(err, errIssueClosed):
-		return reply{stderr: contract.LineIssueClosed, code: contract.ExitError, outcome: "issue_closed"}
+		return Reply{Stderr: contract.LineIssueClosed + "\n", Code: contract.ExitError, Outcome: "issue_closed"}
 	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, errForgeUnavailable):
-		return reply{stderr: contract.LineForgeUnavailable, code: contract.ExitTempFail, outcome: "forge_unavailable"}
+		return Reply{Stderr: contract.LineForgeUnavailable + "\n", Code: contract.ExitTempFail, Outcome: "forge_unavailable"}
 	case errors.Is(err, models.ErrBusy), errors.Is(err, context.DeadlineExceeded):
-		return reply{stderr: contract.LineBusy, code: contract.ExitTempFail, outcome: "busy"}
+		return Reply{Stderr: contract.LineBusy + "\n", Code: contract.ExitTempFail, Outcome: "busy"}
 	case errors.Is(err, plugin.ErrConfig):
-		return reply{stderr: contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), code: contract.ExitTempFail, outcome: "config"}
+		return Reply{Stderr: contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor") + "\n", Code: contract.ExitTempFail, Outcome: "config"}
 	case errors.Is(err, models.ErrInvalid):
-		return reply{stderr: contract.ErrorLine("usage: " + err.Error()), code: contract.ExitError, outcome: "invalid"}
+		return Reply{Stderr: contract.ErrorLine("usage: "+err.Error()) + "\n", Code: contract.ExitError, Outcome: "invalid"}
 	}
-	return reply{stderr: contract.ErrorLine("internal error"), code: contract.ExitError, outcome: "internal"}
+	return Reply{Stderr: contract.ErrorLine("internal error") + "\n", Code: contract.ExitError, Outcome: "internal"}
 }

@@ -235,8 +235,9 @@ func (w *world) start(addr string) {
 	if w.logMu == nil {
 		w.logMu = &lockedWriter{w: w.logs}
 	}
-	w.srv = &Server{HostKey: signer, Forge: w.forge, Ledger: w.ledger,
-		Logger: slog.New(slog.NewTextHandler(w.logMu, nil))}
+	logger := slog.New(slog.NewTextHandler(w.logMu, nil))
+	w.srv = &Server{HostKey: signer, Keys: w.forge, Logger: logger,
+		Handler: &LeaseVerb{Forge: w.forge, Ledger: w.ledger, Logger: logger}}
 	if w.tweak != nil {
 		w.tweak(w.srv)
 	}
@@ -763,8 +764,8 @@ func (f *countingForge) UserByKey(ctx context.Context, fp string) (plugin.User, 
 func TestKeyLookupsAreCapped(t *testing.T) {
 	cf := &countingForge{release: make(chan struct{})}
 	w := newWorld(t, func(s *Server) {
-		cf.fakeForge = s.Forge.(*fakeForge)
-		s.Forge = cf
+		cf.fakeForge = s.Keys.(*fakeForge)
+		s.Keys = cf
 		s.MaxKeyLookups = 3
 		s.HandshakeTimeout = 5 * time.Second
 	})
@@ -823,8 +824,8 @@ func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
 func TestSaturatedKeyLookupsAnswerRetry(t *testing.T) {
 	cf := &countingForge{release: make(chan struct{})}
 	w := newWorld(t, func(s *Server) {
-		cf.fakeForge = s.Forge.(*fakeForge)
-		s.Forge = cf
+		cf.fakeForge = s.Keys.(*fakeForge)
+		s.Keys = cf
 		s.MaxKeyLookups = 1
 		s.HandshakeTimeout = 2 * time.Second
 	})

@@ -74,7 +74,7 @@ func newMetrics(store *models.Store) *metrics {
 	return m
 }
 
-// observe is ssh.Server.Observe.
+// observe is ssh.LeaseVerb.Observe.
 func (m *metrics) observe(verb contract.Verb, outcome string, d time.Duration) {
 	v := string(verb)
 	if v == "" {

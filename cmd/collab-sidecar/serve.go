@@ -84,8 +84,9 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		sshL.Close()
 		return fmt.Errorf("http-listen: %w", err)
 	}
-	srv := &ssh.Server{HostKey: hostKey, Forge: forge, Ledger: store, Logger: log, MaxTTL: cfg.MaxTTL,
-		CommandTimeout: 3 * cfg.ForgeTimeout, Observe: met.observe, ConnDelta: met.connDelta}
+	verb := &ssh.LeaseVerb{Forge: forge, Ledger: store, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
+	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
+		CommandTimeout: 3 * cfg.ForgeTimeout, ConnDelta: met.connDelta}
 	hs := &http.Server{
 		Handler:           web,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
