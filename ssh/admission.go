@@ -46,13 +46,14 @@ const startupGrace = 500 * time.Millisecond
 // exchanging keys; if every connection is younger than that, the oldest.
 // (A flood of more than MaxStartups new connections within startupGrace
 // can therefore push out a real client that arrived amid it: it must
-// retry, as with OpenSSH's MaxStartups.)
+// retry, as with OpenSSH's MaxStartups.) Ages are read on s.Clock.
 func (s *Server) evictLocked() bool {
 	var victim *list.Element
 	least := int64(-1)
+	now := s.Clock()
 	for e := s.startups.Front(); e != nil; e = e.Next() {
 		c := e.Value.(*serverConn)
-		if time.Since(c.since) < startupGrace {
+		if now.Sub(c.since) < startupGrace {
 			break // the list is in arrival order: the rest are younger still
 		}
 		if got := c.idle.got.Load(); least < 0 || got < least {

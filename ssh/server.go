@@ -54,6 +54,10 @@ type Server struct {
 	// ConnDelta, if set, is told +1 when a connection is accepted and -1
 	// when it closes (for metrics).
 	ConnDelta func(delta int)
+	// Clock tells the time for handshake eviction (nil: time.Now), so
+	// tests can age connections without sleeping. Socket deadlines are
+	// the kernel's and always use the real time.
+	Clock func() time.Time
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -74,13 +78,16 @@ type serverConn struct {
 	active   atomic.Int32  // commands running on this connection
 	sessions atomic.Int32  // open sessions on this connection
 	startup  *list.Element // in Server.startups while in the handshake
-	since    time.Time     // when the connection was accepted
+	since    time.Time     // when the connection was accepted, on Clock
 }
 
 func (s *Server) init() {
 	s.initOnce.Do(func() {
 		if s.Logger == nil {
 			s.Logger = slog.Default()
+		}
+		if s.Clock == nil {
+			s.Clock = time.Now
 		}
 		if s.HandshakeTimeout <= 0 {
 			s.HandshakeTimeout = 10 * time.Second
@@ -167,8 +174,8 @@ func (s *Server) Serve(l net.Listener) error {
 		// Counted among the handshakes here, in arrival order, so that
 		// eviction's "oldest" means the first accepted.
 		idle := newIdleConn(c, s.IdleTimeout)
-		sc := &serverConn{Conn: idle, idle: idle, since: time.Now()}
-		_ = c.SetDeadline(sc.since.Add(s.HandshakeTimeout))
+		sc := &serverConn{Conn: idle, idle: idle, since: s.Clock()}
+		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 		s.beginStartup(sc)
 		go s.handleConn(sc, cfg)
 	}
