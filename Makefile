@@ -58,7 +58,7 @@ bench: gitea
 # fuzz runs every fuzz target for FUZZTIME each (their seed corpora also
 # run as plain tests in make test).
 FUZZTIME ?= 30s
-FUZZ_TARGETS := ./ssh:FuzzParseCommand ./ssh:FuzzParseDuration ./ssh:FuzzSplitWords \
+FUZZ_TARGETS := ./plugin/contract:FuzzParseCommand ./plugin/contract:FuzzParseDuration ./plugin/contract:FuzzSplitWords \
 	./cmd/git-collab:FuzzParseRemoteURL ./cmd/collab-sidecar:FuzzConfig
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

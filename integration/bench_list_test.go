@@ -14,6 +14,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 const (
@@ -56,7 +57,7 @@ func BenchmarkListLeases10k(b *testing.B) {
 			if err != nil || resp.StatusCode != http.StatusOK {
 				return 0, 0, fmt.Errorf("GET %s: HTTP %d %v", url, resp.StatusCode, err)
 			}
-			var list models.ListView
+			var list contract.List
 			if err := json.Unmarshal(body, &list); err != nil || len(list.Leases) != listLeases {
 				return 0, 0, fmt.Errorf("GET %s: %d leases, want %d (%v)", url, len(list.Leases), listLeases, err)
 			}

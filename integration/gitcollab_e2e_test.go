@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // End-to-end tests of the git-collab client: real git runs `git collab`
@@ -140,11 +140,11 @@ func (c *checkout) collab(args ...string) SSHResult {
 }
 
 // leases is what `git collab claims --json` says.
-func (c *checkout) leases() models.ListView {
+func (c *checkout) leases() contract.List {
 	c.t.Helper()
 	r := c.collab("claims", "--json")
 	expect(c.t, r, 0, "claims --json")
-	var l models.ListView
+	var l contract.List
 	if err := json.Unmarshal([]byte(r.Stdout), &l); err != nil {
 		c.t.Fatalf("claims --json: %v: %q", err, r.Stdout)
 	}
@@ -153,7 +153,7 @@ func (c *checkout) leases() models.ListView {
 
 // hhmm renders an expiry the way git-collab does for today ("12:05 UTC"),
 // with the date when it is not today.
-func hhmm(t models.Time) string {
+func hhmm(t contract.Time) string {
 	tt := time.Time(t).UTC()
 	if now := time.Now().UTC(); tt.YearDay() != now.YearDay() || tt.Year() != now.Year() {
 		return tt.Format("2006-01-02 15:04 UTC")

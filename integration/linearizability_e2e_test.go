@@ -19,6 +19,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/models/leasemodel"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Linearizability of the whole service, end to end: sixteen SSH clients
@@ -160,14 +161,14 @@ func newIssues(t *testing.T, g *Gitea, w *World, n int, title string) []int64 {
 
 // tenureReply is the JSON of acquired, renewed, held and not_holder.
 type tenureReply struct {
-	Status     string       `json:"status"`
-	Holder     *string      `json:"holder"`
-	Token      int64        `json:"token"`
-	AcquiredAt *models.Time `json:"acquired_at"`
-	ExpiresAt  *models.Time `json:"expires_at"`
+	Status     string         `json:"status"`
+	Holder     *string        `json:"holder"`
+	Token      int64          `json:"token"`
+	AcquiredAt *contract.Time `json:"acquired_at"`
+	ExpiresAt  *contract.Time `json:"expires_at"`
 }
 
-func unixOf(t *models.Time) int64 {
+func unixOf(t *contract.Time) int64 {
 	if t == nil {
 		return 0
 	}
@@ -188,11 +189,11 @@ func e2eAnswer(in leasemodel.Input, r SSHResult, issues []int64) ([]leasemodel.O
 		return []leasemodel.Output{{Result: leasemodel.Unavailable}}, nil
 	}
 	if in.Kind == leasemodel.List {
-		var list models.ListView
+		var list contract.List
 		if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &list) != nil {
 			return nil, fmt.Errorf("list: %+v", r)
 		}
-		by := map[int64]models.View{}
+		by := map[int64]contract.LeaseView{}
 		for i, l := range list.Leases {
 			if !slices.Contains(issues, l.Issue) {
 				return nil, fmt.Errorf("list shows issue %d, which nobody claimed: %s", l.Issue, r.Stdout)

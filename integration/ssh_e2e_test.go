@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 type leaseReply struct {
@@ -189,7 +189,7 @@ func TestSSHListAndPullRequestAgainstGitea(t *testing.T) {
 
 	r = run(t, s, w.Erin, "collab-lease list acme/widgets") // anyone may read a public repo
 	expect(t, r, 0, "list")
-	var list models.ListView
+	var list contract.List
 	if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestSSHGiteaOutageAgainstGitea(t *testing.T) {
 	startGitea(t, g)
 	r := run(t, s, w.Bob, "collab-lease list acme/widgets")
 	expect(t, r, 0, "list after the outage")
-	var list models.ListView
+	var list contract.List
 	_ = json.Unmarshal([]byte(r.Stdout), &list)
 	if len(list.Leases) != 1 || list.Leases[0].Holder != "alice" || list.Leases[0].Token != 1 {
 		t.Fatalf("the ledger changed during the outage: %s", r.Stdout)
@@ -350,7 +350,7 @@ func TestListHidesPullRequestsFromIssuesOnlyReadersAgainstGitea(t *testing.T) {
 	expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretIssue)), 0, "alice claims the issue")
 	expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretPull)), 0, "alice claims the pull request")
 	issues := func(body string) []int64 {
-		var v models.ListView
+		var v contract.List
 		if err := json.Unmarshal([]byte(body), &v); err != nil {
 			t.Fatalf("%q: %v", body, err)
 		}

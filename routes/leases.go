@@ -11,13 +11,8 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
-
-// issueLeaseView is the reply of GET …/issues/{n}/lease: the issue's live
-// lease in the shape of a list entry, or null.
-type issueLeaseView struct {
-	Lease *models.View `json:"lease"`
-}
 
 // listLeases answers GET /api/v1/repos/{owner}/{repo}/leases with the
 // reply of `collab-lease list`.
@@ -47,7 +42,11 @@ func (h *handler) listLeases(c *gin.Context) {
 			shown = append(shown, l)
 		}
 	}
-	h.reply(c, models.NewListView(repo.FullName, shown))
+	out := contract.List{Repo: repo.FullName, Leases: make([]contract.LeaseView, len(shown))}
+	for i, l := range shown {
+		out.Leases[i] = leaseView(l)
+	}
+	h.reply(c, out)
 }
 
 // issueLease answers GET /api/v1/repos/{owner}/{repo}/issues/{n}/lease.
@@ -79,12 +78,18 @@ func (h *handler) issueLease(c *gin.Context) {
 			l = nil
 		}
 	}
-	out := issueLeaseView{}
+	out := contract.IssueLease{}
 	if l != nil {
-		v := models.ViewOf(*l)
+		v := leaseView(*l)
 		out.Lease = &v
 	}
 	h.reply(c, out)
+}
+
+// leaseView renders a ledger row in the contract's shape.
+func leaseView(l models.Lease) contract.LeaseView {
+	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder, Token: l.Token,
+		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
 }
 
 // reply sends a viewer-specific JSON answer that no cache may keep.

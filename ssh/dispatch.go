@@ -9,6 +9,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Ledger is what the verb needs of the lease store (models.Store).
@@ -20,14 +21,6 @@ type Ledger interface {
 }
 
 var _ Ledger = (*models.Store)(nil)
-
-// Exit codes of the verb (SPEC §3).
-const (
-	exitOK       = 0
-	exitError    = 1
-	exitConflict = 4
-	exitTempFail = 75 // EX_TEMPFAIL: retry
-)
 
 // Errors of the dispatch that are not the ledger's or the forge's.
 var (
@@ -46,41 +39,6 @@ func (e *writeRequiredError) Error() string {
 	return fmt.Sprintf("write access to %s %s is required", e.repo, e.unit)
 }
 
-// reply is the whole answer to one command: JSON on stdout or one error
-// line on stderr, and an exit status.
-type reply struct {
-	stdout []byte
-	stderr string
-	code   int
-	// outcome names the result for the log line and metrics.
-	outcome string
-}
-
-// Wire shapes of SPEC §3, with fields in the contract's order.
-type (
-	tenureJSON struct {
-		Status     string       `json:"status"`
-		Repo       string       `json:"repo"`
-		Issue      int64        `json:"issue"`
-		Holder     string       `json:"holder"`
-		Token      int64        `json:"token"`
-		AcquiredAt models.Time  `json:"acquired_at"`
-		ExpiresAt  *models.Time `json:"expires_at"`
-	}
-	conflictJSON struct {
-		Status    string       `json:"status"`
-		Repo      string       `json:"repo"`
-		Issue     int64        `json:"issue"`
-		Holder    *string      `json:"holder"`
-		ExpiresAt *models.Time `json:"expires_at"`
-	}
-	releasedJSON struct {
-		Status string `json:"status"`
-		Repo   string `json:"repo"`
-		Issue  int64  `json:"issue"`
-	}
-)
-
 // dispatcher runs one parsed command for one authenticated user: ask the
 // forge who may do what, then make exactly one ledger call.
 type dispatcher struct {
@@ -88,9 +46,9 @@ type dispatcher struct {
 	ledger Ledger
 }
 
-func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
-	if cmd.Verb == VerbHelp {
-		return reply{stdout: []byte(Usage), outcome: "help"}
+func (d *dispatcher) run(ctx context.Context, login string, cmd contract.Command) Reply {
+	if cmd.Verb == contract.VerbHelp {
+		return Reply{Stdout: []byte(contract.Usage), Outcome: "help"}
 	}
 	repo, _, err := d.lookup(ctx, login, cmd)
 	if err != nil {
@@ -98,24 +56,24 @@ func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
 	}
 	k := models.Key{RepoID: repo.ID, Issue: cmd.Issue}
 	switch cmd.Verb {
-	case VerbAcquire:
+	case contract.VerbAcquire:
 		l, err := d.ledger.Acquire(ctx, k, login, cmd.TTL)
 		if err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
-		return jsonReply(exitOK, "acquired", tenure("acquired", repo.FullName, l))
-	case VerbRenew:
+		return jsonReply(contract.ExitOK, "acquired", tenure(contract.StatusAcquired, repo.FullName, l))
+	case contract.VerbRenew:
 		l, err := d.ledger.Renew(ctx, k, login, cmd.TTL)
 		if err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
-		return jsonReply(exitOK, "renewed", tenure("renewed", repo.FullName, l))
-	case VerbRelease:
+		return jsonReply(contract.ExitOK, "renewed", tenure(contract.StatusRenewed, repo.FullName, l))
+	case contract.VerbRelease:
 		if _, err := d.ledger.Release(ctx, k, login); err != nil {
 			return outcomeReply(repo.FullName, cmd.Issue, err)
 		}
-		return jsonReply(exitOK, "released", releasedJSON{Status: "released", Repo: repo.FullName, Issue: cmd.Issue})
-	case VerbList:
+		return jsonReply(contract.ExitOK, "released", contract.Released{Status: contract.StatusReleased, Repo: repo.FullName, Issue: cmd.Issue})
+	case contract.VerbList:
 		leases, err := d.ledger.List(ctx, repo.ID)
 		if err != nil {
 			return errorReply(err)
@@ -123,22 +81,22 @@ func (d *dispatcher) run(ctx context.Context, login string, cmd Command) reply {
 		if leases, err = visibleLeases(ctx, d.forge, login, repo, leases); err != nil {
 			return errorReply(err)
 		}
-		return jsonReply(exitOK, "listed", models.NewListView(repo.FullName, leases))
+		return jsonReply(contract.ExitOK, "listed", listOf(repo.FullName, leases))
 	}
-	return errorReply(&UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
+	return errorReply(&contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
 }
 
 // lookup asks the forge for the repository as login sees it and, for
 // acquire, for the issue (both at once: each call costs a round trip), and
 // decides whether login may run cmd. Who may do what is decided here and
 // nowhere else.
-func (d *dispatcher) lookup(ctx context.Context, login string, cmd Command) (plugin.Repo, plugin.Issue, error) {
+func (d *dispatcher) lookup(ctx context.Context, login string, cmd contract.Command) (plugin.Repo, plugin.Issue, error) {
 	var (
 		issue    plugin.Issue
 		issueErr error
 		done     chan struct{}
 	)
-	if cmd.Verb == VerbAcquire {
+	if cmd.Verb == contract.VerbAcquire {
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
@@ -158,9 +116,9 @@ func (d *dispatcher) lookup(ctx context.Context, login string, cmd Command) (plu
 		return repo, issue, errRepoNotFound
 	}
 	switch cmd.Verb {
-	case VerbList:
+	case contract.VerbList:
 		return repo, issue, nil
-	case VerbAcquire:
+	case contract.VerbAcquire:
 		switch {
 		case errors.Is(issueErr, plugin.ErrNotFound):
 			return repo, issue, errIssueNotFound
@@ -205,63 +163,78 @@ func visibleLeases(ctx context.Context, f plugin.Forge, login string, repo plugi
 	return out, nil
 }
 
-func tenure(status, repo string, l models.Lease) tenureJSON {
-	return tenureJSON{Status: status, Repo: repo, Issue: l.Issue, Holder: l.Holder, Token: l.Token,
-		AcquiredAt: models.Time(l.AcquiredAt), ExpiresAt: models.TimePtr(l.ExpiresAt)}
+// tenure, listOf and leaseView render ledger rows in the contract's
+// shapes.
+func tenure(status, repo string, l models.Lease) contract.Tenure {
+	return contract.Tenure{Status: status, Repo: repo, Issue: l.Issue, Holder: l.Holder, Token: l.Token,
+		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
+}
+
+func listOf(repo string, leases []models.Lease) contract.List {
+	v := contract.List{Repo: repo, Leases: make([]contract.LeaseView, len(leases))}
+	for i, l := range leases {
+		v.Leases[i] = leaseView(l)
+	}
+	return v
+}
+
+func leaseView(l models.Lease) contract.LeaseView {
+	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder, Token: l.Token,
+		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
 }
 
 // outcomeReply maps a ledger refusal to its JSON (exit 4), anything else
 // to an error line.
-func outcomeReply(repo string, issue int64, err error) reply {
+func outcomeReply(repo string, issue int64, err error) Reply {
 	var held *models.HeldError
 	var notHolder *models.NotHolderError
 	switch {
 	case errors.As(err, &held):
-		return jsonReply(exitConflict, "held", conflictJSON{Status: "held", Repo: repo, Issue: issue,
-			Holder: &held.Holder, ExpiresAt: models.TimePtr(held.ExpiresAt)})
+		return jsonReply(contract.ExitConflict, "held", contract.Conflict{Status: contract.StatusHeld, Repo: repo, Issue: issue,
+			Holder: &held.Holder, ExpiresAt: contract.TimePtr(held.ExpiresAt)})
 	case errors.As(err, &notHolder):
-		v := conflictJSON{Status: "not_holder", Repo: repo, Issue: issue, ExpiresAt: models.TimePtr(notHolder.ExpiresAt)}
+		v := contract.Conflict{Status: contract.StatusNotHolder, Repo: repo, Issue: issue, ExpiresAt: contract.TimePtr(notHolder.ExpiresAt)}
 		if notHolder.Holder != "" {
 			v.Holder = &notHolder.Holder
 		}
-		return jsonReply(exitConflict, "not_holder", v)
+		return jsonReply(contract.ExitConflict, "not_holder", v)
 	}
 	return errorReply(err)
 }
 
-func jsonReply(code int, outcome string, v any) reply {
+func jsonReply(code int, outcome string, v any) Reply {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return errorReply(err)
 	}
-	return reply{stdout: append(b, '\n'), code: code, outcome: outcome}
+	return Reply{Stdout: append(b, '\n'), Code: code, Outcome: outcome}
 }
 
 // errorReply is the one translation of errors into the verb's exit codes
 // and error lines. Nothing else in this package chooses an exit code for
 // an error.
-func errorReply(err error) reply {
-	var usage *UsageError
+func errorReply(err error) Reply {
+	var usage *contract.UsageError
 	var write *writeRequiredError
 	switch {
 	case errors.As(err, &usage):
-		return reply{stderr: "error: " + usage.Error(), code: exitError, outcome: "usage"}
+		return Reply{Stderr: contract.ErrorLine(usage.Error()) + "\n", Code: contract.ExitError, Outcome: "usage"}
 	case errors.Is(err, errRepoNotFound):
-		return reply{stderr: "error: repository not found", code: exitError, outcome: "repo_not_found"}
+		return Reply{Stderr: contract.LineRepoNotFound + "\n", Code: contract.ExitError, Outcome: "repo_not_found"}
 	case errors.As(err, &write):
-		return reply{stderr: "error: " + write.Error(), code: exitError, outcome: "forbidden"}
+		return Reply{Stderr: contract.ErrorLine(write.Error()) + "\n", Code: contract.ExitError, Outcome: "forbidden"}
 	case errors.Is(err, errIssueNotFound):
-		return reply{stderr: "error: issue not found", code: exitError, outcome: "issue_not_found"}
+		return Reply{Stderr: contract.LineIssueNotFound + "\n", Code: contract.ExitError, Outcome: "issue_not_found"}
 	case errors.Is(err, errIssueClosed):
-		return reply{stderr: "error: issue is closed", code: exitError, outcome: "issue_closed"}
+		return Reply{Stderr: contract.LineIssueClosed + "\n", Code: contract.ExitError, Outcome: "issue_closed"}
 	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, errForgeUnavailable):
-		return reply{stderr: "error: forge unavailable, try again", code: exitTempFail, outcome: "forge_unavailable"}
+		return Reply{Stderr: contract.LineForgeUnavailable + "\n", Code: contract.ExitTempFail, Outcome: "forge_unavailable"}
 	case errors.Is(err, models.ErrBusy), errors.Is(err, context.DeadlineExceeded):
-		return reply{stderr: "error: lease database busy, try again", code: exitTempFail, outcome: "busy"}
+		return Reply{Stderr: contract.LineBusy + "\n", Code: contract.ExitTempFail, Outcome: "busy"}
 	case errors.Is(err, plugin.ErrConfig):
-		return reply{stderr: "error: the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor", code: exitTempFail, outcome: "config"}
+		return Reply{Stderr: contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor") + "\n", Code: contract.ExitTempFail, Outcome: "config"}
 	case errors.Is(err, models.ErrInvalid):
-		return reply{stderr: "error: usage: " + err.Error(), code: exitError, outcome: "invalid"}
+		return Reply{Stderr: contract.ErrorLine("usage: "+err.Error()) + "\n", Code: contract.ExitError, Outcome: "invalid"}
 	}
-	return reply{stderr: "error: internal error", code: exitError, outcome: "internal"}
+	return Reply{Stderr: contract.ErrorLine("internal error") + "\n", Code: contract.ExitError, Outcome: "internal"}
 }

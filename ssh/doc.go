@@ -1,7 +1,12 @@
 // Package ssh serves the collab-lease verb on the sidecar's own SSH port.
 //
-// Identity comes only from the public key verified during authentication,
-// resolved through the forge; authorization and the issue check are asked of
-// the forge before one ledger call. It never writes the ledger itself and
-// never offers a shell, pty, subsystem or forwarding.
+// It has two parts, the gliderlabs way. Server is a generic SSH server for
+// exec requests: it admits connections within limits (evicting stalled
+// handshakes first), takes identity only from the public key verified
+// during authentication, resolved through Keys, and hands each exec or
+// shell request with that identity (ConnInfo) to a Handler; it never
+// offers a shell, pty, subsystem or forwarding. LeaseVerb is the Handler
+// of the collab-lease verb: it parses with plugin/contract's grammar, asks
+// the forge who may do what, and makes one ledger call. Neither writes the
+// ledger itself.
 package ssh

@@ -3,9 +3,7 @@ package ssh
 import (
 	"container/list"
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -14,36 +12,26 @@ import (
 	"time"
 
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // ErrServerClosed is returned by Serve after Shutdown or Close.
 var ErrServerClosed = errors.New("ssh: server closed")
 
-// errForgeUnavailable marks a connection whose key could not be resolved
-// because the forge was down: it is let in, and every command is answered
-// with exit 75 so the agent retries instead of seeing an auth failure.
-var errForgeUnavailable = errors.New("forge unavailable")
-
-// Permission extensions carrying the identity of the verified key. They are
-// set only by the public-key callback and read only from the
-// authenticated connection's Permissions.
-const (
-	extLogin       = "collab-lease-login"
-	extFingerprint = "collab-lease-fingerprint"
-	extUnavailable = "collab-lease-forge-unavailable"
-)
-
-// Server serves the collab-lease verb. Set the fields, then call Serve.
-// Zero values of the limits take the defaults below.
+// Server is an SSH server for exec requests of clients known by their key:
+// it admits connections (MaxConns, MaxStartups, evicting stalled
+// handshakes), resolves each key through Keys, bounds what a connection
+// may hold and how long it may idle, hands exec and shell requests to
+// Handler, and shuts down without losing replies. Everything else a client
+// may ask for (pty, env, subsystems, forwarding) is refused.
+//
+// Set the fields, then call Serve. Zero values of the limits take the
+// defaults below.
 type Server struct {
 	HostKey gossh.Signer // required
-	Forge   plugin.Forge // required
-	Ledger  Ledger       // required
+	Keys    Keys         // required: who owns a key
+	Handler Handler      // required: the answers
 	Logger  *slog.Logger // nil: slog.Default()
 
-	MaxTTL           time.Duration // largest --ttl accepted (default 168h)
 	HandshakeTimeout time.Duration // from accept to authenticated (default 10s)
 	IdleTimeout      time.Duration // no traffic on a connection (default 2m)
 	CommandTimeout   time.Duration // one command, forge calls included (default 15s)
@@ -63,11 +51,13 @@ type Server struct {
 	// so a flood of unknown keys cannot flood Gitea.
 	MaxKeyLookups int
 
-	// Observe, if set, is told about every command (for metrics).
-	Observe func(verb Verb, outcome string, d time.Duration)
 	// ConnDelta, if set, is told +1 when a connection is accepted and -1
 	// when it closes (for metrics).
 	ConnDelta func(delta int)
+	// Clock tells the time for handshake eviction (nil: time.Now), so
+	// tests can age connections without sleeping. Socket deadlines are
+	// the kernel's and always use the real time.
+	Clock func() time.Time
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
@@ -84,11 +74,11 @@ type Server struct {
 type serverConn struct {
 	net.Conn
 	idle     *idleConn
-	ssh      *gossh.ServerConn
+	info     ConnInfo      // set once authenticated
 	active   atomic.Int32  // commands running on this connection
 	sessions atomic.Int32  // open sessions on this connection
 	startup  *list.Element // in Server.startups while in the handshake
-	since    time.Time     // when the connection was accepted
+	since    time.Time     // when the connection was accepted, on Clock
 }
 
 func (s *Server) init() {
@@ -96,8 +86,8 @@ func (s *Server) init() {
 		if s.Logger == nil {
 			s.Logger = slog.Default()
 		}
-		if s.MaxTTL <= 0 {
-			s.MaxTTL = 168 * time.Hour
+		if s.Clock == nil {
+			s.Clock = time.Now
 		}
 		if s.HandshakeTimeout <= 0 {
 			s.HandshakeTimeout = 10 * time.Second
@@ -144,45 +134,12 @@ func (s *Server) config() *gossh.ServerConfig {
 	return cfg
 }
 
-// authenticate resolves an offered or signed key through the forge. The
-// library calls it for a key before checking the signature too, so what it
-// returns is trusted only once it arrives on the authenticated connection.
-func (s *Server) authenticate(meta gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
-	fp := gossh.FingerprintSHA256(key)
-	// Half the handshake deadline: a slow or saturated forge must leave
-	// time to finish the handshake and answer exit 75.
-	ctx, cancel := context.WithTimeout(context.Background(), min(s.CommandTimeout, s.HandshakeTimeout/2))
-	defer cancel()
-	select {
-	case s.lookups <- struct{}{}:
-		defer func() { <-s.lookups }()
-	case <-ctx.Done():
-		// The forge is too slow to keep up: like an unreachable forge,
-		// let the client in to be told to retry (exit 75), rather than
-		// refuse a key that may well be valid.
-		s.Logger.Warn("key lookups saturated; letting the connection in to answer exit 75",
-			"fingerprint", fp, "remote", meta.RemoteAddr().String())
-		return &gossh.Permissions{Extensions: map[string]string{extUnavailable: "1", extFingerprint: fp}}, nil
-	}
-	user, err := s.Forge.UserByKey(ctx, fp)
-	switch {
-	case err == nil:
-		return &gossh.Permissions{Extensions: map[string]string{extLogin: user.Login, extFingerprint: fp}}, nil
-	case errors.Is(err, plugin.ErrNotFound):
-		return nil, fmt.Errorf("unknown key %s", fp)
-	default:
-		s.Logger.Warn("key lookup failed; letting the connection in to answer exit 75",
-			"fingerprint", fp, "remote", meta.RemoteAddr().String(), "err", err)
-		return &gossh.Permissions{Extensions: map[string]string{extUnavailable: "1", extFingerprint: fp}}, nil
-	}
-}
-
 // Serve accepts connections on l until Shutdown or Close. It always
 // returns a non-nil error; after Shutdown or Close, ErrServerClosed.
 func (s *Server) Serve(l net.Listener) error {
 	s.init()
-	if s.HostKey == nil || s.Forge == nil || s.Ledger == nil {
-		return errors.New("ssh: Server needs HostKey, Forge and Ledger")
+	if s.HostKey == nil || s.Keys == nil || s.Handler == nil {
+		return errors.New("ssh: Server needs HostKey, Keys and Handler")
 	}
 	if s.closing.Load() {
 		return ErrServerClosed
@@ -217,8 +174,8 @@ func (s *Server) Serve(l net.Listener) error {
 		// Counted among the handshakes here, in arrival order, so that
 		// eviction's "oldest" means the first accepted.
 		idle := newIdleConn(c, s.IdleTimeout)
-		sc := &serverConn{Conn: idle, idle: idle, since: time.Now()}
-		_ = c.SetDeadline(sc.since.Add(s.HandshakeTimeout))
+		sc := &serverConn{Conn: idle, idle: idle, since: s.Clock()}
+		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 		s.beginStartup(sc)
 		go s.handleConn(sc, cfg)
 	}
@@ -246,7 +203,7 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 		return
 	}
 	c.idle.arm()
-	c.ssh = sconn
+	c.info = connInfo(sconn)
 	go gossh.DiscardRequests(reqs) // tcpip-forward and friends: refused
 	for ch := range chans {
 		if ch.ChannelType() != "session" {
@@ -271,130 +228,6 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 			defer c.sessions.Add(-1)
 			s.handleSession(c, channel, requests)
 		}()
-	}
-}
-
-// takeSlot reserves one of MaxConns for a new connection. When all are
-// taken, a connection still in its handshake gives way (see evictLocked),
-// so stalled handshakes cannot hold every slot; authenticated connections
-// are never pushed out.
-func (s *Server) takeSlot() bool {
-	select {
-	case s.slots <- struct{}{}:
-		return true
-	default:
-	}
-	if !s.evictStartup() {
-		return false
-	}
-	t := time.NewTimer(time.Second)
-	defer t.Stop()
-	select {
-	case s.slots <- struct{}{}: // the evicted connection's goroutine frees its slot
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
-func (s *Server) evictStartup() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.evictLocked()
-}
-
-// startupGrace is how long a new connection is spared from eviction by
-// bytes: within it a real client has sent its version line and key
-// exchange offer (one round trip), while a staller has sent nothing or its
-// version line only.
-const startupGrace = 500 * time.Millisecond
-
-// evictLocked closes one connection in the handshake. Among those past
-// startupGrace, it picks the one that has sent the fewest bytes (the
-// oldest, on a tie), so a client that stalls goes before a client that is
-// exchanging keys; if every connection is younger than that, the oldest.
-// (A flood of more than MaxStartups new connections within startupGrace
-// can therefore push out a real client that arrived amid it: it must
-// retry, as with OpenSSH's MaxStartups.)
-func (s *Server) evictLocked() bool {
-	var victim *list.Element
-	least := int64(-1)
-	for e := s.startups.Front(); e != nil; e = e.Next() {
-		c := e.Value.(*serverConn)
-		if time.Since(c.since) < startupGrace {
-			break // the list is in arrival order: the rest are younger still
-		}
-		if got := c.idle.got.Load(); least < 0 || got < least {
-			victim, least = e, got
-		}
-	}
-	if victim == nil {
-		victim = s.startups.Front()
-	}
-	if victim == nil {
-		return false
-	}
-	c := s.startups.Remove(victim).(*serverConn)
-	c.startup = nil
-	_ = c.Close()
-	return true
-}
-
-// beginStartup counts c among the connections in the handshake, evicting
-// one (see evictLocked) when there are MaxStartups already, so stalled
-// clients cannot keep others from authenticating.
-func (s *Server) beginStartup(c *serverConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.startups.Len() >= s.MaxStartups && s.evictLocked() {
-	}
-	c.startup = s.startups.PushBack(c)
-}
-
-func (s *Server) endStartup(c *serverConn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c.startup != nil {
-		s.startups.Remove(c.startup)
-		c.startup = nil
-	}
-}
-
-// handleSession answers one session: exec runs the verb, shell greets and
-// exits 1, everything else (pty, env, subsystem, agent, x11) is refused.
-func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gossh.Request) {
-	defer ch.Close()
-	// A session that never asks for anything is closed, so idle sessions
-	// cannot pile up on a connection that keeps itself alive.
-	start := time.AfterFunc(s.SessionStartTimeout, func() { _ = ch.Close() })
-	defer start.Stop()
-	for req := range reqs {
-		if req.Type == "exec" || req.Type == "shell" {
-			start.Stop()
-		}
-		switch req.Type {
-		case "exec":
-			line, ok := execPayload(req.Payload)
-			if !ok {
-				_ = req.Reply(false, nil)
-				continue
-			}
-			if !s.beginCommand(c) {
-				_ = req.Reply(false, nil)
-				return
-			}
-			_ = req.Reply(true, nil)
-			s.exec(c, ch, line)
-			_ = ch.Close() // the whole answer, then the channel's close
-			s.endCommand(c)
-			return
-		case "shell":
-			_ = req.Reply(true, nil)
-			s.greet(c, ch)
-			return
-		default:
-			_ = req.Reply(false, nil)
-		}
 	}
 }
 
@@ -432,91 +265,6 @@ func (c *serverConn) finish() {
 		_ = cw.CloseWrite()
 	}
 	_ = c.idle.Conn.SetDeadline(time.Now().Add(lingerAfterReply))
-}
-
-func (s *Server) exec(c *serverConn, ch gossh.Channel, line string) {
-	start := time.Now()
-	login, unavailable := identity(c.ssh.Permissions)
-	cmd, err := ParseCommand(line, s.MaxTTL)
-	var r reply
-	switch {
-	case err != nil:
-		r = errorReply(err)
-	case cmd.Verb == VerbHelp:
-		r = reply{stdout: []byte(Usage), outcome: "help"}
-	case unavailable:
-		r = errorReply(errForgeUnavailable)
-	default:
-		s.Logger.Debug("command started", "user", login, "verb", string(cmd.Verb), "repo", cmd.Repo(), "issue", cmd.Issue)
-		ctx, cancel := context.WithTimeout(context.Background(), s.CommandTimeout)
-		d := dispatcher{forge: s.Forge, ledger: s.Ledger}
-		r = d.run(ctx, login, cmd)
-		cancel()
-	}
-	send(ch, r)
-	dur := time.Since(start)
-	attrs := []any{"user", login, "verb", string(cmd.Verb), "outcome", r.outcome, "exit", r.code,
-		"duration_ms", float64(dur.Microseconds()) / 1000, "remote", c.RemoteAddr().String()}
-	if cmd.Owner != "" {
-		attrs = append(attrs, "repo", cmd.Repo())
-	}
-	if cmd.Issue != 0 {
-		attrs = append(attrs, "issue", cmd.Issue)
-	}
-	if unavailable {
-		attrs = append(attrs, "fingerprint", c.ssh.Permissions.Extensions[extFingerprint])
-	}
-	s.Logger.Info("collab-lease", attrs...)
-	if s.Observe != nil {
-		s.Observe(cmd.Verb, r.outcome, dur)
-	}
-}
-
-func (s *Server) greet(c *serverConn, ch gossh.Channel) {
-	login, unavailable := identity(c.ssh.Permissions)
-	msg := fmt.Sprintf("Hi %s! You've authenticated, but collab-lease offers no shell.\nUsage: ssh <host> <command>, where <command> is one of:\n%s", login, Usage)
-	if unavailable {
-		msg = "Your key could not be checked right now: the forge is unavailable. Try again.\n"
-	}
-	_, _ = io.WriteString(ch.Stderr(), msg)
-	sendExit(ch, exitError)
-}
-
-// identity reads the verified user from the authenticated connection.
-func identity(p *gossh.Permissions) (login string, unavailable bool) {
-	if p == nil {
-		return "", true
-	}
-	return p.Extensions[extLogin], p.Extensions[extUnavailable] != "" || p.Extensions[extLogin] == ""
-}
-
-func send(ch gossh.Channel, r reply) {
-	if len(r.stdout) > 0 {
-		_, _ = ch.Write(r.stdout)
-	}
-	if r.stderr != "" {
-		_, _ = io.WriteString(ch.Stderr(), r.stderr+"\n")
-	}
-	sendExit(ch, r.code)
-}
-
-func sendExit(ch gossh.Channel, code int) {
-	var status [4]byte
-	binary.BigEndian.PutUint32(status[:], uint32(code))
-	_, _ = ch.SendRequest("exit-status", false, status[:])
-	_ = ch.CloseWrite()
-}
-
-// execPayload decodes the string of an exec request (RFC 4254 §6.5).
-func execPayload(p []byte) (string, bool) {
-	if len(p) < 4 {
-		return "", false
-	}
-	n := binary.BigEndian.Uint32(p)
-	if uint64(n) != uint64(len(p)-4) {
-		return "", false
-	}
-	return string(p[4:]), true
 }
 
 func (s *Server) track(c *serverConn) bool {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // fakeForge is an in-memory forge for the server's own tests (the real
@@ -234,8 +235,9 @@ func (w *world) start(addr string) {
 	if w.logMu == nil {
 		w.logMu = &lockedWriter{w: w.logs}
 	}
-	w.srv = &Server{HostKey: signer, Forge: w.forge, Ledger: w.ledger,
-		Logger: slog.New(slog.NewTextHandler(w.logMu, nil))}
+	logger := slog.New(slog.NewTextHandler(w.logMu, nil))
+	w.srv = &Server{HostKey: signer, Keys: w.forge, Logger: logger,
+		Handler: &LeaseVerb{Forge: w.forge, Ledger: w.ledger, Logger: logger}}
 	if w.tweak != nil {
 		w.tweak(w.srv)
 	}
@@ -401,7 +403,7 @@ func TestVerbErrors(t *testing.T) {
 		t.Fatalf("failed commands wrote %d leases", n)
 	}
 	r := w.ssh("alice", "collab-lease help")
-	if r.code != 0 || r.stdout != Usage {
+	if r.code != 0 || r.stdout != contract.Usage {
 		t.Fatalf("help: %+v", r)
 	}
 }
@@ -683,7 +685,7 @@ func TestSessionLimits(t *testing.T) {
 		sess, err := client.NewSession()
 		if err == nil {
 			out, err := sess.Output("collab-lease help")
-			if err != nil || string(out) != Usage {
+			if err != nil || string(out) != contract.Usage {
 				t.Fatalf("help after the idle sessions closed: %q %v", out, err)
 			}
 			break
@@ -762,8 +764,8 @@ func (f *countingForge) UserByKey(ctx context.Context, fp string) (plugin.User, 
 func TestKeyLookupsAreCapped(t *testing.T) {
 	cf := &countingForge{release: make(chan struct{})}
 	w := newWorld(t, func(s *Server) {
-		cf.fakeForge = s.Forge.(*fakeForge)
-		s.Forge = cf
+		cf.fakeForge = s.Keys.(*fakeForge)
+		s.Keys = cf
 		s.MaxKeyLookups = 3
 		s.HandshakeTimeout = 5 * time.Second
 	})
@@ -806,7 +808,7 @@ func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
 	if r := w.ssh("alice", "collab-lease acquire acme/widgets 8"); r.code != 0 { // a pull request
 		t.Fatal(r)
 	}
-	var all, limited models.ListView
+	var all, limited contract.List
 	_ = json.Unmarshal([]byte(w.ssh("bob", "collab-lease list acme/widgets").stdout), &all)
 	r := w.ssh("carol", "collab-lease list acme/widgets")
 	if err := json.Unmarshal([]byte(r.stdout), &limited); err != nil {
@@ -822,8 +824,8 @@ func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
 func TestSaturatedKeyLookupsAnswerRetry(t *testing.T) {
 	cf := &countingForge{release: make(chan struct{})}
 	w := newWorld(t, func(s *Server) {
-		cf.fakeForge = s.Forge.(*fakeForge)
-		s.Forge = cf
+		cf.fakeForge = s.Keys.(*fakeForge)
+		s.Keys = cf
 		s.MaxKeyLookups = 1
 		s.HandshakeTimeout = 2 * time.Second
 	})

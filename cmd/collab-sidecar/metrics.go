@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/ssh"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // metrics are the sidecar's Prometheus series, on a registry of its own
@@ -74,8 +74,8 @@ func newMetrics(store *models.Store) *metrics {
 	return m
 }
 
-// observe is ssh.Server.Observe.
-func (m *metrics) observe(verb ssh.Verb, outcome string, d time.Duration) {
+// observe is ssh.LeaseVerb.Observe.
+func (m *metrics) observe(verb contract.Verb, outcome string, d time.Duration) {
 	v := string(verb)
 	if v == "" {
 		v = "invalid"

@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
@@ -84,8 +86,9 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		sshL.Close()
 		return fmt.Errorf("http-listen: %w", err)
 	}
-	srv := &ssh.Server{HostKey: hostKey, Forge: forge, Ledger: store, Logger: log, MaxTTL: cfg.MaxTTL,
-		CommandTimeout: 3 * cfg.ForgeTimeout, Observe: met.observe, ConnDelta: met.connDelta}
+	verb := &ssh.LeaseVerb{Forge: forge, Ledger: store, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
+	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
+		CommandTimeout: 3 * cfg.ForgeTimeout, ConnDelta: met.connDelta}
 	hs := &http.Server{
 		Handler:           web,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
@@ -98,46 +101,69 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", cfg.DB)
 	log.Info("http listening", "addr", httpL.Addr().String(), "public_url", cfg.PublicURL)
 
-	sshErr, httpErr := make(chan error, 1), make(chan error, 1)
-	go func() { sshErr <- srv.Serve(sshL) }()
-	go func() { httpErr <- hs.Serve(httpL) }()
-	var failed error
-	select {
-	case err := <-sshErr:
-		failed = fmt.Errorf("ssh server: %w", err)
-		sshErr <- nil
-	case err := <-httpErr:
-		failed = fmt.Errorf("http server: %w", err)
-		httpErr <- nil
-	case <-ctx.Done():
-	}
-	log.Info("shutting down", "grace", shutdownGrace.String())
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.Shutdown(sctx); err != nil {
-			log.Warn("shutdown cut running commands short", "err", err)
-		}
-	})
-	wg.Go(func() {
-		if err := hs.Shutdown(sctx); err != nil {
-			log.Warn("shutdown cut running requests short", "err", err)
-			_ = hs.Close()
-		}
-	})
-	wg.Wait()
-	if err := <-sshErr; err != nil && !errors.Is(err, ssh.ErrServerClosed) && failed == nil {
-		failed = fmt.Errorf("ssh server: %w", err)
-	}
-	if err := <-httpErr; err != nil && !errors.Is(err, http.ErrServerClosed) && failed == nil {
-		failed = fmt.Errorf("http server: %w", err)
-	}
-	if failed != nil {
-		return failed
+	err = runServers(ctx, log, shutdownGrace,
+		runner{name: "ssh server", serve: func() error { return srv.Serve(sshL) }, closed: ssh.ErrServerClosed,
+			shutdown: func(ctx context.Context) {
+				if err := srv.Shutdown(ctx); err != nil {
+					log.Warn("shutdown cut running commands short", "err", err)
+				}
+			}},
+		runner{name: "http server", serve: func() error { return hs.Serve(httpL) }, closed: http.ErrServerClosed,
+			shutdown: func(ctx context.Context) {
+				if err := hs.Shutdown(ctx); err != nil {
+					log.Warn("shutdown cut running requests short", "err", err)
+					_ = hs.Close()
+				}
+			}})
+	if err != nil {
+		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// runner is one server as runServers runs it.
+type runner struct {
+	name  string
+	serve func() error // blocks until the server stops
+	// closed is what serve returns once shutdown stopped it.
+	closed   error
+	shutdown func(ctx context.Context) // stop accepting, let running work finish within ctx
+}
+
+// runServers runs the servers in one errgroup until ctx ends or one of
+// them fails, whichever is first; then it shuts all of them down together
+// within grace (each stops accepting and lets running commands and
+// requests finish) and returns once every serve has returned: the first
+// failure, or nil. The caller closes what the servers used (the ledger)
+// only after that, when nothing is running any more.
+func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, servers ...runner) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for _, r := range servers {
+		g.Go(func() error {
+			err := r.serve()
+			switch {
+			case errors.Is(err, r.closed):
+				return nil
+			case err == nil:
+				err = errors.New("stopped on its own")
+			}
+			return fmt.Errorf("%s: %w", r.name, err)
+		})
+	}
+	g.Go(func() error {
+		<-gctx.Done()
+		log.Info("shutting down", "grace", grace.String())
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, r := range servers {
+			wg.Go(func() { r.shutdown(sctx) })
+		}
+		wg.Wait()
+		return nil
+	})
+	return g.Wait()
 }
 
 // requestTimeout bounds one HTTP request: a token lookup and a repository

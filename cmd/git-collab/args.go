@@ -3,9 +3,9 @@ package main
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Invocation is one parsed command line.
@@ -27,6 +27,16 @@ func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// contractUsage words an error of the contract's grammar as one of ours:
+// the same detail the sidecar would print, without its "usage: ".
+func contractUsage(err error) error {
+	var ue *contract.UsageError
+	if errors.As(err, &ue) {
+		return &usageError{msg: ue.Detail}
+	}
+	return err
 }
 
 // ParseArgs reads `git collab <verb> [<args>] [options]`. Options may come
@@ -86,8 +96,10 @@ func ParseArgs(args []string) (Invocation, error) {
 			if inv.TTL, err = takeValue(); err != nil {
 				return inv, err
 			}
-			if err := checkTTL(inv.TTL); err != nil {
-				return inv, err
+			// Checked as the sidecar checks it, except for its maximum,
+			// which only the sidecar knows.
+			if _, err := contract.ParseTTL(inv.TTL, 0); err != nil {
+				return inv, contractUsage(err)
 			}
 		default:
 			if len(a) > 1 && isDigit(a[1]) {
@@ -145,50 +157,9 @@ func ParseArgs(args []string) (Invocation, error) {
 	}
 	if v.issue {
 		var err error
-		if inv.Issue, err = parseIssue(pos[0]); err != nil {
-			return inv, err
+		if inv.Issue, err = contract.ParseIssue(pos[0]); err != nil {
+			return inv, contractUsage(err)
 		}
 	}
 	return inv, nil
-}
-
-// parseIssue accepts what the sidecar accepts: a positive decimal number
-// without a sign or a leading zero, optionally after "#".
-func parseIssue(s string) (int64, error) {
-	d := strings.TrimPrefix(s, "#")
-	if !allDigits(d) || d[0] == '0' {
-		return 0, usagef("issue must be a positive number like 42 or #42, got %s", quote(s))
-	}
-	n, err := strconv.ParseInt(d, 10, 64)
-	if err != nil {
-		return 0, usagef("issue number %s is too large", quote(s))
-	}
-	return n, nil
-}
-
-var errTTL = errors.New("use whole seconds (300) or a duration like 90s, 30m, 2h")
-
-// checkTTL accepts what the sidecar accepts (SPEC §3): whole seconds, or
-// an unsigned Go duration that is at least 1s and a whole number of
-// seconds. The sidecar alone knows its maximum.
-func checkTTL(s string) error {
-	if allDigits(s) {
-		if n, err := strconv.ParseInt(s, 10, 64); err != nil || n < 1 || n > int64(1<<63-1)/int64(time.Second) {
-			return usagef("--ttl %s must be at least 1 second and not absurdly large", quote(s))
-		}
-		return nil
-	}
-	if s == "" || !(isDigit(s[0]) || s[0] == '.') {
-		return usagef("--ttl %s is not a duration; %v", quote(s), errTTL)
-	}
-	d, err := time.ParseDuration(s)
-	switch {
-	case err != nil:
-		return usagef("--ttl %s is not a duration; %v", quote(s), errTTL)
-	case d < time.Second:
-		return usagef("--ttl %s must be at least 1s", quote(s))
-	case d%time.Second != 0:
-		return usagef("--ttl %s must be a whole number of seconds", quote(s))
-	}
-	return nil
 }

@@ -3,14 +3,16 @@ package main
 import (
 	"fmt"
 	"strings"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // verb is one git collab command and the collab-lease sub-verb it runs.
 type verb struct {
 	name        string
-	remote      string // the collab-lease sub-verb
-	issue       bool   // takes <issue>
-	ttl         bool   // takes --ttl
+	remote      contract.Verb // the collab-lease sub-verb
+	issue       bool          // takes <issue>
+	ttl         bool          // takes --ttl
 	ttlRequired bool
 	synopsis    string
 	summary     string
@@ -19,7 +21,7 @@ type verb struct {
 
 var verbs = []verb{
 	{
-		name: "claim", remote: "acquire", issue: true, ttl: true,
+		name: "claim", remote: contract.VerbAcquire, issue: true, ttl: true,
 		synopsis: "git collab claim <issue> [--ttl <dur>] [--remote <name>] [--json]",
 		summary:  "claim an issue or pull request",
 		detail: `Claim <issue> of this repository for yourself. With --ttl the claim
@@ -29,7 +31,7 @@ succeeds again, keeps its token and sets the expiry from this --ttl.
 If someone else holds it, git collab says who and until when, exit 4.`,
 	},
 	{
-		name: "renew", remote: "renew", issue: true, ttl: true, ttlRequired: true,
+		name: "renew", remote: contract.VerbRenew, issue: true, ttl: true, ttlRequired: true,
 		synopsis: "git collab renew <issue> --ttl <dur> [--remote <name>] [--json]",
 		summary:  "extend your claim: it now ends <dur> from now",
 		detail: `Renew your live claim on <issue>: it now expires <dur> from now and keeps
@@ -37,7 +39,7 @@ its token. If you do not hold it (never claimed, unclaimed, expired, or
 taken over by someone else), nothing changes, exit 4: claim it again.`,
 	},
 	{
-		name: "unclaim", remote: "release", issue: true,
+		name: "unclaim", remote: contract.VerbRelease, issue: true,
 		synopsis: "git collab unclaim <issue> [--remote <name>] [--json]",
 		summary:  "release your claim",
 		detail: `Release your claim on <issue>. Releasing an issue nobody holds succeeds
@@ -45,7 +47,7 @@ taken over by someone else), nothing changes, exit 4: claim it again.`,
 live claim is refused, exit 4.`,
 	},
 	{
-		name: "claims", remote: "list",
+		name: "claims", remote: contract.VerbList,
 		synopsis: "git collab claims [--remote <name>] [--json]",
 		summary:  "list the live claims on this repository",
 		detail:   `List the live claims on this repository, oldest first.`,

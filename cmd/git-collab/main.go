@@ -16,18 +16,15 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// Exit statuses. The sidecar's (0, 1, 4, 75) pass through unchanged;
-// git-collab's own failures before anything is sent are exitError, as the
-// sidecar's bad-argument replies are.
-const (
-	exitOK       = 0
-	exitError    = 1
-	exitConflict = 4
-	exitTempFail = 75
-	exitSSH      = 255 // ssh's own failure, as OpenSSH reports it
-)
+// Exit statuses: the sidecar's (contract.ExitOK, ExitError, ExitConflict,
+// ExitTempFail) pass through unchanged; git-collab's own failures before
+// anything is sent are contract.ExitError, as the sidecar's bad-argument
+// replies are; and ssh's own failure is exitSSH.
+const exitSSH = 255 // as OpenSSH reports it
 
 func main() {
 	a := &app{
@@ -66,16 +63,16 @@ func (a *app) run(args []string) int {
 	switch {
 	case inv.Verb == "help" && inv.Man:
 		fmt.Fprint(a.stdout, manPage())
-		return exitOK
+		return contract.ExitOK
 	case inv.Verb == "help" && inv.Topic != "":
 		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Topic)))
-		return exitOK
+		return contract.ExitOK
 	case inv.Verb == "help":
 		fmt.Fprint(a.stdout, mainHelp())
-		return exitOK
+		return contract.ExitOK
 	case inv.Help:
 		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Verb)))
-		return exitOK
+		return contract.ExitOK
 	}
 	return a.call(findVerb(inv.Verb), inv)
 }
@@ -115,8 +112,8 @@ func (a *app) call(v *verb, inv Invocation) int {
 	}
 
 	switch res.Code {
-	case exitOK, exitConflict:
-	case exitError, exitTempFail:
+	case contract.ExitOK, contract.ExitConflict:
+	case contract.ExitError, contract.ExitTempFail:
 		// The sidecar's error line is already on stderr.
 		a.stdout.Write(res.Stdout)
 		return res.Code
@@ -167,5 +164,5 @@ func transportHint(code int, sc Sidecar, c SSHCommand) string {
 // fail reports an error of git-collab itself: nothing reached the sidecar.
 func (a *app) fail(err error) int {
 	fmt.Fprintln(a.stderr, "git-collab: "+err.Error())
-	return exitError
+	return contract.ExitError
 }

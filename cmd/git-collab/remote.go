@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Remote is what a git remote's URL says about the repository: where the
@@ -213,7 +215,9 @@ func localRemote(raw, path string) (Remote, error) {
 }
 
 // ownerName takes the last two non-empty segments of path, one trailing
-// ".git" (any case) removed from the last.
+// ".git" (any case) removed from the last, and holds them to the rules the
+// sidecar applies (contract.ParseRepo), so a name that passes is safe in a
+// remote command and one that fails would only earn a usage error there.
 func ownerName(path string) (owner, name string, err error) {
 	var segs []string
 	for _, s := range strings.Split(path, "/") {
@@ -224,47 +228,11 @@ func ownerName(path string) (owner, name string, err error) {
 	if len(segs) < 2 {
 		return "", "", fmt.Errorf("path %s does not end in <owner>/<repo>", quote(path))
 	}
-	owner, name = segs[len(segs)-2], segs[len(segs)-1]
-	if n := len(name) - len(".git"); n > 0 && strings.EqualFold(name[n:], ".git") {
-		name = name[:n]
-	}
-	if err := checkRepoPart("owner", owner); err != nil {
-		return "", "", err
-	}
-	if owner[0] == '-' {
-		return "", "", fmt.Errorf("owner %s starts with \"-\"", quote(owner))
-	}
-	if err := checkRepoPart("repository name", name); err != nil {
-		return "", "", err
-	}
-	lower := strings.ToLower(name)
-	for _, suffix := range []string{".git", ".wiki", ".rss", ".atom"} {
-		if strings.HasSuffix(lower, suffix) {
-			return "", "", fmt.Errorf("repository name %s ends in %s", quote(name), suffix)
-		}
-	}
-	if name == "-" {
-		return "", "", errors.New(`repository name may not be "-"`)
+	owner, name, err = contract.ParseRepo(segs[len(segs)-2] + "/" + segs[len(segs)-1])
+	if err != nil {
+		return "", "", contractUsage(err)
 	}
 	return owner, name, nil
-}
-
-// checkRepoPart applies Gitea's rules for owner and repository names, the
-// same the sidecar applies, so a name that passes is safe in a remote
-// command and a name that fails would only earn a usage error there.
-func checkRepoPart(what, s string) error {
-	if s == "" || len(s) > 100 {
-		return fmt.Errorf("%s %s must be 1 to 100 characters", what, quote(s))
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
-			return fmt.Errorf("%s %s may contain only letters, digits, '-', '_' and '.'", what, quote(s))
-		}
-	}
-	if s == "." || strings.Contains(s, "..") {
-		return fmt.Errorf("%s %s may not be \".\" or contain \"..\"", what, quote(s))
-	}
-	return nil
 }
 
 // checkHost accepts DNS names, IPv4 and IPv6 literals (with a %zone), and

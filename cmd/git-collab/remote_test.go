@@ -6,6 +6,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 var remoteURLCases = []struct {
@@ -128,8 +130,9 @@ func FuzzParseRemoteURL(f *testing.F) {
 			}
 			return
 		}
-		if checkRepoPart("owner", r.Owner) != nil || checkRepoPart("name", r.Name) != nil || r.Owner[0] == '-' {
-			t.Fatalf("unsafe owner/name %q/%q from %q", r.Owner, r.Name, raw)
+		// What the client accepts, the sidecar's grammar reads unchanged.
+		if owner, name, err := contract.ParseRepo(r.FullName()); err != nil || owner != r.Owner || name != r.Name {
+			t.Fatalf("owner/name %q/%q from %q: the sidecar reads %q/%q, %v", r.Owner, r.Name, raw, owner, name, err)
 		}
 		if strings.HasSuffix(strings.ToLower(r.Name), ".git") {
 			t.Fatalf("name %q keeps .git", r.Name)

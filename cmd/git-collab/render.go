@@ -8,31 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-)
 
-// The sidecar's JSON replies (SPEC §3), as far as the human rendering
-// needs them. They are declared here rather than imported from models so
-// the client stays a small, pure-Go binary without the ledger's database
-// driver.
-type (
-	leaseReply struct {
-		Status     string     `json:"status"`
-		Repo       string     `json:"repo"`
-		Issue      int64      `json:"issue"`
-		Holder     *string    `json:"holder"`
-		Token      int64      `json:"token"`
-		AcquiredAt *time.Time `json:"acquired_at"`
-		ExpiresAt  *time.Time `json:"expires_at"`
-	}
-	listReply struct {
-		Repo   string `json:"repo"`
-		Leases []struct {
-			Issue     int64      `json:"issue"`
-			Holder    string     `json:"holder"`
-			Token     int64      `json:"token"`
-			ExpiresAt *time.Time `json:"expires_at"`
-		} `json:"leases"`
-	}
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // rendered is the human form of a reply: text for stdout or for stderr.
@@ -40,42 +17,71 @@ type rendered struct {
 	stdout, stderr string
 }
 
-// Render turns the sidecar's reply to v (exit status 0 or 4) into the
-// human form, reading times relative to now.
+// Render turns the sidecar's reply to v (exit status 0 or 4, in the shapes
+// of plugin/contract) into the human form, reading times relative to now.
 func Render(v *verb, code int, body []byte, now time.Time) (rendered, error) {
-	if v.remote == "list" {
-		if code != exitOK {
+	if v.remote == contract.VerbList {
+		if code != contract.ExitOK {
 			return rendered{}, fmt.Errorf("list answered with exit status %d", code)
 		}
-		var l listReply
+		var l contract.List
 		if err := decodeOne(body, &l); err != nil {
 			return rendered{}, err
 		}
 		return rendered{stdout: renderList(l, now)}, nil
 	}
-	var r leaseReply
-	if err := decodeOne(body, &r); err != nil {
-		return rendered{}, err
-	}
-	name := clean(r.Repo) + "#" + strconv.FormatInt(r.Issue, 10)
-	want := map[string]string{"acquire": "acquired", "renew": "renewed", "release": "released"}[v.remote]
-	switch {
-	case code == exitOK && r.Status == want && want == "released":
-		return rendered{stdout: "released " + name + "\n"}, nil
-	case code == exitOK && r.Status == want:
-		done := map[string]string{"acquired": "claimed", "renewed": "renewed"}[r.Status]
-		return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, name, r.Token, expiresPhrase(r.ExpiresAt, now))}, nil
-	case code == exitConflict && r.Status == "held" && r.Holder != nil:
-		return rendered{stderr: claimedBy(name, *r.Holder, r.ExpiresAt, now) + "\n"}, nil
-	case code == exitConflict && r.Status == "not_holder":
-		what := map[string]string{"renew": "not renewed", "release": "not released"}[v.remote]
-		if r.Holder == nil {
-			return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}, nil
+	named := func(repo string, issue int64) string { return clean(repo) + "#" + strconv.FormatInt(issue, 10) }
+	switch code {
+	case contract.ExitOK:
+		want := map[contract.Verb]string{contract.VerbAcquire: contract.StatusAcquired,
+			contract.VerbRenew: contract.StatusRenewed, contract.VerbRelease: contract.StatusReleased}[v.remote]
+		if want == contract.StatusReleased {
+			var r contract.Released
+			if err := decodeOne(body, &r); err != nil {
+				return rendered{}, err
+			}
+			if r.Status != want {
+				return rendered{}, unexpected(r.Status, code)
+			}
+			return rendered{stdout: "released " + named(r.Repo, r.Issue) + "\n"}, nil
 		}
-		return rendered{stderr: what + ": " + claimedBy(name, *r.Holder, r.ExpiresAt, now) + "\n"}, nil
+		var r contract.Tenure
+		if err := decodeOne(body, &r); err != nil {
+			return rendered{}, err
+		}
+		if r.Status != want {
+			return rendered{}, unexpected(r.Status, code)
+		}
+		done := map[string]string{contract.StatusAcquired: "claimed", contract.StatusRenewed: "renewed"}[r.Status]
+		return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, named(r.Repo, r.Issue), r.Token,
+			expiresPhrase(stdTime(r.ExpiresAt), now))}, nil
+	case contract.ExitConflict:
+		var r contract.Conflict
+		if err := decodeOne(body, &r); err != nil {
+			return rendered{}, err
+		}
+		name := named(r.Repo, r.Issue)
+		switch {
+		case r.Status == contract.StatusHeld && r.Holder != nil:
+			return rendered{stderr: claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
+		case r.Status == contract.StatusNotHolder:
+			what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released"}[v.remote]
+			if r.Holder == nil {
+				return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}, nil
+			}
+			return rendered{stderr: what + ": " + claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
+		}
+		return rendered{}, unexpected(r.Status, code)
 	}
-	return rendered{}, fmt.Errorf("unexpected status %s with exit status %d", quote(r.Status), code)
+	return rendered{}, fmt.Errorf("unexpected exit status %d", code)
 }
+
+func unexpected(status string, code int) error {
+	return fmt.Errorf("unexpected status %s with exit status %d", quote(status), code)
+}
+
+// stdTime reads an optional contract time (nil: open-ended).
+func stdTime(t *contract.Time) *time.Time { return (*time.Time)(t) }
 
 func claimedBy(name, holder string, exp *time.Time, now time.Time) string {
 	if exp == nil {
@@ -92,7 +98,7 @@ func expiresPhrase(exp *time.Time, now time.Time) string {
 	return fmt.Sprintf("expires %s, %s", clock(*exp, now), untilPhrase(*exp, now))
 }
 
-func renderList(l listReply, now time.Time) string {
+func renderList(l contract.List, now time.Time) string {
 	if len(l.Leases) == 0 {
 		return "no claims on " + clean(l.Repo) + "\n"
 	}
@@ -101,8 +107,8 @@ func renderList(l listReply, now time.Time) string {
 	fmt.Fprintln(tw, "ISSUE\tHOLDER\tTOKEN\tEXPIRES")
 	for _, x := range l.Leases {
 		exp := "open-ended"
-		if x.ExpiresAt != nil {
-			exp = fmt.Sprintf("%s (%s)", clock(*x.ExpiresAt, now), untilPhrase(*x.ExpiresAt, now))
+		if t := stdTime(x.ExpiresAt); t != nil {
+			exp = fmt.Sprintf("%s (%s)", clock(*t, now), untilPhrase(*t, now))
 		}
 		fmt.Fprintf(tw, "#%d\t%s\t%d\t%s\n", x.Issue, clean(x.Holder), x.Token, exp)
 	}

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // SSHCommand is how the user's git reaches SSH remotes, reused so their
@@ -54,8 +56,8 @@ func (c SSHCommand) Args(args ...string) []string {
 // RemoteCommand is the collab-lease exec line for the sidecar. Every
 // argument is single-quoted; the callers have already restricted them to
 // safe characters, so the quoting is a second fence, not the only one.
-func RemoteCommand(verb, repo string, issue int64, ttl string) string {
-	words := []string{"collab-lease", verb, shellQuote(repo)}
+func RemoteCommand(verb contract.Verb, repo string, issue int64, ttl string) string {
+	words := []string{"collab-lease", string(verb), shellQuote(repo)}
 	if issue > 0 {
 		words = append(words, shellQuote(strconv.FormatInt(issue, 10)))
 	}

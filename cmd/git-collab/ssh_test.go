@@ -4,6 +4,8 @@ import (
 	"os/exec"
 	"reflect"
 	"testing"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 func TestResolveSSH(t *testing.T) {
@@ -50,18 +52,25 @@ func TestSSHCommandArgs(t *testing.T) {
 
 func TestRemoteCommand(t *testing.T) {
 	for _, c := range []struct {
-		verb, repo string
-		issue      int64
-		ttl, want  string
+		verb      contract.Verb
+		repo      string
+		issue     int64
+		ttl, want string
 	}{
-		{"acquire", "acme/widgets", 42, "30m", "collab-lease acquire 'acme/widgets' '42' --ttl '30m'"},
-		{"acquire", "acme/widgets", 42, "", "collab-lease acquire 'acme/widgets' '42'"},
-		{"renew", "acme/widgets", 7, "7200", "collab-lease renew 'acme/widgets' '7' --ttl '7200'"},
-		{"release", "a/b", 1, "", "collab-lease release 'a/b' '1'"},
-		{"list", "acme/widgets", 0, "", "collab-lease list 'acme/widgets'"},
+		{contract.VerbAcquire, "acme/widgets", 42, "30m", "collab-lease acquire 'acme/widgets' '42' --ttl '30m'"},
+		{contract.VerbAcquire, "acme/widgets", 42, "", "collab-lease acquire 'acme/widgets' '42'"},
+		{contract.VerbRenew, "acme/widgets", 7, "7200", "collab-lease renew 'acme/widgets' '7' --ttl '7200'"},
+		{contract.VerbRelease, "a/b", 1, "", "collab-lease release 'a/b' '1'"},
+		{contract.VerbList, "acme/widgets", 0, "", "collab-lease list 'acme/widgets'"},
 	} {
-		if got := RemoteCommand(c.verb, c.repo, c.issue, c.ttl); got != c.want {
+		got := RemoteCommand(c.verb, c.repo, c.issue, c.ttl)
+		if got != c.want {
 			t.Errorf("got %s, want %s", got, c.want)
+		}
+		// The sidecar's grammar reads it as meant.
+		cmd, err := contract.ParseCommand(got, 0)
+		if err != nil || cmd.Verb != c.verb || cmd.Repo() != c.repo || cmd.Issue != c.issue {
+			t.Errorf("%s parses to %+v, %v", got, cmd, err)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package ssh
+package contract
 
 import (
 	"errors"
@@ -41,7 +41,7 @@ const (
 
 // Command is one parsed `collab-lease` exec request. It is purely syntactic:
 // whether the repository exists, or the caller may touch it, is for the
-// dispatcher to ask the forge.
+// server to ask the forge.
 type Command struct {
 	Verb  Verb
 	Owner string // without a leading "/"
@@ -74,15 +74,15 @@ func (c Command) String() string {
 	return b.String()
 }
 
-// ErrUsage is the category of every error this file returns: the request is
-// malformed, nothing was looked up, and retrying it unchanged cannot help.
+// ErrUsage is the category of every error the grammar returns: the request
+// is malformed, nothing was looked up, and retrying it unchanged cannot help.
 var ErrUsage = errors.New("usage")
 
 // UsageError says what is wrong with a command, in one line that names the
 // offending word (quoted, so control characters and escapes cannot reach a
 // terminal or a log) and, where it helps, the grammar that was expected.
-// Its Error() is "usage: <detail>", so the SSH dispatcher prints it as
-// "error: " + err.Error().
+// Its Error() is "usage: <detail>", so the server prints it as
+// ErrorLine(err.Error()): "error: usage: <detail>".
 type UsageError struct {
 	Detail string
 }
@@ -192,20 +192,20 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 	}
 
 	cmd := Command{Verb: verb}
-	if cmd.Owner, cmd.Name, err = parseRepoArg(pos[0]); err != nil {
+	if cmd.Owner, cmd.Name, err = ParseRepo(pos[0]); err != nil {
 		return Command{}, err
 	}
 	if verb == VerbList {
 		return cmd, nil
 	}
-	if cmd.Issue, err = parseIssueArg(pos[1]); err != nil {
+	if cmd.Issue, err = ParseIssue(pos[1]); err != nil {
 		return Command{}, err
 	}
 	if verb == VerbRenew && !haveTTL {
 		return Command{}, usageErrorf("renew needs --ttl <dur>; expected: %s", expected)
 	}
 	if haveTTL {
-		if cmd.TTL, err = parseTTL("--ttl", ttlText, maxTTL); err != nil {
+		if cmd.TTL, err = ParseTTL(ttlText, maxTTL); err != nil {
 			return Command{}, err
 		}
 	}
@@ -307,7 +307,7 @@ func SplitWords(line string) ([]string, error) {
 		case '\'':
 			j := strings.IndexByte(line[i+1:], '\'')
 			if j < 0 {
-				return nil, usageErrorf("unclosed single quoteArg")
+				return nil, usageErrorf("unclosed single quote in %s", quoteArg(line[i:]))
 			}
 			part := line[i+1 : i+1+j]
 			if k := strings.IndexAny(part, "\r\n"); k >= 0 {
@@ -316,10 +316,11 @@ func SplitWords(line string) ([]string, error) {
 			cur.WriteString(part)
 			i += j + 2
 		case '"':
+			open := i
 			i++
 			for {
 				if i == len(line) {
-					return nil, usageErrorf("unclosed double quoteArg")
+					return nil, usageErrorf("unclosed double quote in %s", quoteArg(line[open:]))
 				}
 				c := line[i]
 				if c == '"' {
@@ -350,7 +351,10 @@ func SplitWords(line string) ([]string, error) {
 	return words, nil
 }
 
-func parseRepoArg(s string) (owner, name string, err error) {
+// ParseRepo parses <owner>/<repo> as ParseCommand does (see there): one
+// optional leading "/" and trailing ".git", then Gitea's rules for owner
+// and repository names. Every failure is a *UsageError naming s.
+func ParseRepo(s string) (owner, name string, err error) {
 	p := strings.TrimPrefix(s, "/")
 	if n := len(p) - len(".git"); n >= 0 && strings.EqualFold(p[n:], ".git") {
 		p = p[:n]
@@ -402,7 +406,10 @@ func checkNamePart(what, n, whole string) error {
 	return nil
 }
 
-func parseIssueArg(s string) (int64, error) {
+// ParseIssue parses <issue> as ParseCommand does: ASCII decimal digits,
+// optionally after one "#", positive, without a sign or a leading zero, at
+// most 2^63-1. Every failure is a *UsageError naming s.
+func ParseIssue(s string) (int64, error) {
 	d := strings.TrimPrefix(s, "#")
 	if d == "" || !allDigitBytes(d) {
 		return 0, usageErrorf("issue must be a positive number like 42 or #42, got %s", quoteArg(s))
@@ -430,6 +437,14 @@ func parseIssueArg(s string) (int64, error) {
 // maximum.
 func ParseDuration(s string, maxTTL time.Duration) (time.Duration, error) {
 	return parseTTL("duration", s, maxTTL)
+}
+
+// ParseTTL parses the value of --ttl exactly as ParseCommand does, with
+// errors that name --ttl, so a client that checks a TTL before sending it
+// reports the line the server would. A client that does not know the
+// server's maximum passes 0.
+func ParseTTL(s string, maxTTL time.Duration) (time.Duration, error) {
+	return parseTTL("--ttl", s, maxTTL)
 }
 
 func parseTTL(what, s string, limit time.Duration) (time.Duration, error) {

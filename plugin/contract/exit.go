@@ -1,0 +1,33 @@
+package contract
+
+// Exit codes of the verb (SPEC §3). Clients pass them through unchanged.
+const (
+	// ExitOK: success, including an idempotent re-acquire and releasing
+	// nothing; the reply is JSON on stdout.
+	ExitOK = 0
+	// ExitError: bad arguments, an unknown or unauthorized repository, an
+	// unknown or closed issue; the reply is one error line on stderr.
+	ExitError = 1
+	// ExitConflict: held by another (acquire), not the holder (renew,
+	// release); the reply is JSON (Conflict) on stdout.
+	ExitConflict = 4
+	// ExitTempFail (EX_TEMPFAIL): the forge unreachable or the ledger
+	// busy past its timeout, nothing done; retry. One error line on stderr.
+	ExitTempFail = 75
+)
+
+// ErrorPrefix starts every error line on stderr.
+const ErrorPrefix = "error: "
+
+// The fixed error lines of SPEC §3, without their newline. A usage error
+// is ErrorLine(err.Error()) of a *UsageError: "error: usage: …".
+const (
+	LineRepoNotFound     = ErrorPrefix + "repository not found"
+	LineIssueNotFound    = ErrorPrefix + "issue not found"
+	LineIssueClosed      = ErrorPrefix + "issue is closed"
+	LineForgeUnavailable = ErrorPrefix + "forge unavailable, try again"
+	LineBusy             = ErrorPrefix + "lease database busy, try again"
+)
+
+// ErrorLine is the error line for msg, without its newline.
+func ErrorLine(msg string) string { return ErrorPrefix + msg }

@@ -1,0 +1,121 @@
+package contract
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Status is the "status" of a reply (SPEC §3).
+const (
+	StatusAcquired  = "acquired"
+	StatusHeld      = "held"
+	StatusRenewed   = "renewed"
+	StatusNotHolder = "not_holder"
+	StatusReleased  = "released"
+)
+
+// Tenure answers a successful acquire or renew (exit 0): the caller's live
+// tenure.
+//
+//	{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}
+type Tenure struct {
+	Status     string `json:"status"` // StatusAcquired or StatusRenewed
+	Repo       string `json:"repo"`
+	Issue      int64  `json:"issue"`
+	Holder     string `json:"holder"`
+	Token      int64  `json:"token"`
+	AcquiredAt Time   `json:"acquired_at"`
+	ExpiresAt  *Time  `json:"expires_at"` // nil: open-ended
+}
+
+// Conflict answers a refused acquire (StatusHeld) or a refused renew or
+// release (StatusNotHolder), exit 4. Holder and ExpiresAt are those of the
+// live tenure; both are nil (null) for not_holder when nobody holds it.
+//
+//	{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}
+type Conflict struct {
+	Status    string  `json:"status"`
+	Repo      string  `json:"repo"`
+	Issue     int64   `json:"issue"`
+	Holder    *string `json:"holder"`
+	ExpiresAt *Time   `json:"expires_at"`
+}
+
+// Released answers a successful release (exit 0), also of nothing.
+//
+//	{"status":"released","repo":"acme/widgets","issue":42}
+type Released struct {
+	Status string `json:"status"` // StatusReleased
+	Repo   string `json:"repo"`
+	Issue  int64  `json:"issue"`
+}
+
+// LeaseView is one live lease as List and IssueLease show it.
+type LeaseView struct {
+	Issue      int64  `json:"issue"`
+	Holder     string `json:"holder"`
+	Token      int64  `json:"token"`
+	AcquiredAt Time   `json:"acquired_at"`
+	ExpiresAt  *Time  `json:"expires_at"` // nil: open-ended
+}
+
+// List answers `collab-lease list` and GET …/leases: the live leases the
+// viewer may see, oldest first.
+//
+//	{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","token":2,"acquired_at":"…","expires_at":null}]}
+type List struct {
+	Repo   string      `json:"repo"`
+	Leases []LeaseView `json:"leases"` // marshalled as [] when empty, never null
+}
+
+// MarshalJSON writes a nil Leases as [], so a client can always iterate.
+func (l List) MarshalJSON() ([]byte, error) {
+	type plain List // without this method
+	if l.Leases == nil {
+		l.Leases = []LeaseView{}
+	}
+	return json.Marshal(plain(l))
+}
+
+// IssueLease answers GET …/issues/{n}/lease: the issue's live lease, or
+// {"lease":null}.
+type IssueLease struct {
+	Lease *LeaseView `json:"lease"`
+}
+
+// Time marshals as RFC 3339 in UTC with whole seconds and a "Z":
+// "2026-09-05T12:00:00Z".
+type Time time.Time
+
+// TimePtr converts an optional time; nil stays nil (JSON null).
+func TimePtr(t *time.Time) *Time {
+	if t == nil {
+		return nil
+	}
+	v := Time(*t)
+	return &v
+}
+
+// MarshalJSON renders t as "2026-09-05T12:00:00Z".
+func (t Time) MarshalJSON() ([]byte, error) {
+	// time.RFC3339 has no fractional seconds. Appended into one buffer:
+	// a list of thousands of leases marshals two of these per lease.
+	b := make([]byte, 0, len(`"2006-01-02T15:04:05Z"`))
+	b = append(b, '"')
+	b = time.Time(t).UTC().AppendFormat(b, time.RFC3339)
+	return append(b, '"'), nil
+}
+
+// UnmarshalJSON reads any RFC 3339 time, in UTC; null leaves t unchanged,
+// as encoding/json expects of an Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		return nil
+	}
+	var parsed time.Time
+	if err := parsed.UnmarshalJSON(b); err != nil {
+		return err
+	}
+	*t = Time(parsed.UTC())
+	return nil
+}

@@ -1,0 +1,47 @@
+package ssh
+
+import (
+	"context"
+	"net"
+)
+
+// Handler answers the requests of authenticated connections: one exec
+// request per session, or a shell request. The Server owns everything
+// around it (admission, limits, timeouts, shutdown) and calls it only for
+// connections whose key was verified; LeaseVerb is the collab-lease verb.
+type Handler interface {
+	// Exec answers the command line of one exec request. ctx ends after
+	// the server's CommandTimeout.
+	Exec(ctx context.Context, c ConnInfo, line string) Reply
+	// Greet answers an interactive login (a shell request).
+	Greet(c ConnInfo) Reply
+}
+
+// ConnInfo is what a verified connection knows of its client. It is read
+// from the authenticated connection's permissions, never from a key that
+// was only offered.
+type ConnInfo struct {
+	// Fingerprint is the "SHA256:…" fingerprint of the key the client
+	// proved it holds.
+	Fingerprint string
+	// UserID and Login name the Gitea account the key resolved to at the
+	// handshake (zero when Unavailable).
+	UserID int64
+	Login  string
+	// Unavailable: the forge could not resolve the key at the handshake
+	// (unreachable, or key lookups saturated), so the client was let in
+	// without an identity, to be told to retry.
+	Unavailable bool
+	// RemoteAddr is the client's address.
+	RemoteAddr net.Addr
+}
+
+// Reply is the whole answer to one request: what goes to stdout and to
+// stderr, written as they are, then the exit status.
+type Reply struct {
+	Stdout []byte
+	Stderr string
+	Code   int
+	// Outcome names the result for logs and metrics; it is not sent.
+	Outcome string
+}

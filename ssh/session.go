@@ -1,0 +1,76 @@
+package ssh
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"time"
+
+	gossh "golang.org/x/crypto/ssh"
+)
+
+// handleSession answers one session: exec and shell go to the Handler,
+// everything else (pty, env, subsystem, agent, x11) is refused.
+func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gossh.Request) {
+	defer ch.Close()
+	// A session that never asks for anything is closed, so idle sessions
+	// cannot pile up on a connection that keeps itself alive.
+	start := time.AfterFunc(s.SessionStartTimeout, func() { _ = ch.Close() })
+	defer start.Stop()
+	for req := range reqs {
+		if req.Type == "exec" || req.Type == "shell" {
+			start.Stop()
+		}
+		switch req.Type {
+		case "exec":
+			line, ok := execPayload(req.Payload)
+			if !ok {
+				_ = req.Reply(false, nil)
+				continue
+			}
+			if !s.beginCommand(c) {
+				_ = req.Reply(false, nil)
+				return
+			}
+			_ = req.Reply(true, nil)
+			ctx, cancel := context.WithTimeout(context.Background(), s.CommandTimeout)
+			send(ch, s.Handler.Exec(ctx, c.info, line))
+			cancel()
+			_ = ch.Close() // the whole answer, then the channel's close
+			s.endCommand(c)
+			return
+		case "shell":
+			_ = req.Reply(true, nil)
+			send(ch, s.Handler.Greet(c.info))
+			return
+		default:
+			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+// send writes r and the exit status, then ends the session's output.
+func send(ch gossh.Channel, r Reply) {
+	if len(r.Stdout) > 0 {
+		_, _ = ch.Write(r.Stdout)
+	}
+	if r.Stderr != "" {
+		_, _ = io.WriteString(ch.Stderr(), r.Stderr)
+	}
+	var status [4]byte
+	binary.BigEndian.PutUint32(status[:], uint32(r.Code))
+	_, _ = ch.SendRequest("exit-status", false, status[:])
+	_ = ch.CloseWrite()
+}
+
+// execPayload decodes the string of an exec request (RFC 4254 §6.5).
+func execPayload(p []byte) (string, bool) {
+	if len(p) < 4 {
+		return "", false
+	}
+	n := binary.BigEndian.Uint32(p)
+	if uint64(n) != uint64(len(p)-4) {
+		return "", false
+	}
+	return string(p[4:]), true
+}

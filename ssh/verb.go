@@ -1,0 +1,98 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// errForgeUnavailable marks a connection whose key could not be resolved
+// because the forge was down: it is let in, and every command is answered
+// with exit 75 so the agent retries instead of seeing an auth failure.
+var errForgeUnavailable = errors.New("forge unavailable")
+
+// LeaseVerb is the collab-lease verb (SPEC §3) as a Handler: it parses a
+// command with the contract's grammar, runs it for the connection's
+// account, and logs one line per command.
+type LeaseVerb struct {
+	Forge  plugin.Forge  // required
+	Ledger Ledger        // required
+	MaxTTL time.Duration // largest --ttl accepted (default 168h)
+	Logger *slog.Logger  // nil: slog.Default()
+	// Observe, if set, is told about every command (for metrics).
+	Observe func(verb contract.Verb, outcome string, d time.Duration)
+}
+
+var _ Handler = (*LeaseVerb)(nil)
+
+// defaultMaxTTL is SPEC §5's default --max-ttl.
+const defaultMaxTTL = 168 * time.Hour
+
+func (v *LeaseVerb) maxTTL() time.Duration {
+	if v.MaxTTL <= 0 {
+		return defaultMaxTTL
+	}
+	return v.MaxTTL
+}
+
+func (v *LeaseVerb) logger() *slog.Logger {
+	if v.Logger == nil {
+		return slog.Default()
+	}
+	return v.Logger
+}
+
+// Exec answers one command line. help needs no identity; every other
+// command of a connection the forge could not identify answers exit 75.
+func (v *LeaseVerb) Exec(ctx context.Context, c ConnInfo, line string) Reply {
+	start := time.Now()
+	cmd, err := contract.ParseCommand(line, v.maxTTL())
+	var r Reply
+	switch {
+	case err != nil:
+		r = errorReply(err)
+	case cmd.Verb == contract.VerbHelp:
+		r = Reply{Stdout: []byte(contract.Usage), Outcome: "help"}
+	case c.Unavailable:
+		r = errorReply(errForgeUnavailable)
+	default:
+		v.logger().Debug("command started", "user", c.Login, "verb", string(cmd.Verb), "repo", cmd.Repo(), "issue", cmd.Issue)
+		d := dispatcher{forge: v.Forge, ledger: v.Ledger}
+		r = d.run(ctx, c.Login, cmd)
+	}
+	dur := time.Since(start)
+	attrs := []any{"user", c.Login, "verb", string(cmd.Verb), "outcome", r.Outcome, "exit", r.Code,
+		"duration_ms", float64(dur.Microseconds()) / 1000}
+	if c.RemoteAddr != nil {
+		attrs = append(attrs, "remote", c.RemoteAddr.String())
+	}
+	if cmd.Owner != "" {
+		attrs = append(attrs, "repo", cmd.Repo())
+	}
+	if cmd.Issue != 0 {
+		attrs = append(attrs, "issue", cmd.Issue)
+	}
+	if c.Unavailable {
+		attrs = append(attrs, "fingerprint", c.Fingerprint)
+	}
+	v.logger().Info("collab-lease", attrs...)
+	if v.Observe != nil {
+		v.Observe(cmd.Verb, r.Outcome, dur)
+	}
+	return r
+}
+
+// Greet answers an interactive login: who you are and how to use the
+// verb, exit 1, since there is no shell.
+func (v *LeaseVerb) Greet(c ConnInfo) Reply {
+	msg := fmt.Sprintf("Hi %s! You've authenticated, but collab-lease offers no shell.\nUsage: ssh <host> <command>, where <command> is one of:\n%s", c.Login, contract.Usage)
+	if c.Unavailable {
+		msg = "Your key could not be checked right now: the forge is unavailable. Try again.\n"
+	}
+	return Reply{Stderr: msg, Code: contract.ExitError, Outcome: "greet"}
+}
