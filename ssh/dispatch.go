@@ -7,234 +7,113 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// Ledger is what the verb needs of the lease store (models.Store).
-type Ledger interface {
-	Acquire(ctx context.Context, k models.Key, holder string, ttl time.Duration) (models.Lease, error)
-	Renew(ctx context.Context, k models.Key, holder string, ttl time.Duration) (models.Lease, error)
-	Release(ctx context.Context, k models.Key, holder string) (*models.Lease, error)
-	List(ctx context.Context, repoID int64) ([]models.Lease, error)
+// Leases is what the verb needs of the lease service (plugin.Service): it
+// decides who may do what; the verb only parses, calls and translates.
+type Leases interface {
+	Recheck(ctx context.Context, fingerprint string, was plugin.User) (plugin.Viewer, error)
+	Acquire(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	Renew(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	Release(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
+	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
 }
 
-var _ Ledger = (*models.Store)(nil)
+var _ Leases = (*plugin.Service)(nil)
 
-// Errors of the dispatch that are not the ledger's or the forge's.
-var (
-	errRepoNotFound  = errors.New("repository not found")
-	errIssueNotFound = errors.New("issue not found")
-	errIssueClosed   = errors.New("issue is closed")
-)
-
-// writeRequiredError: the caller may read the repository, so naming it
-// reveals nothing, but may not write the unit the verb changes.
-type writeRequiredError struct {
-	repo, unit string
-}
-
-func (e *writeRequiredError) Error() string {
-	return fmt.Sprintf("write access to %s %s is required", e.repo, e.unit)
-}
-
-// dispatcher runs one parsed command for one authenticated user: ask the
-// forge who may do what, then make exactly one ledger call.
-type dispatcher struct {
-	forge  plugin.Forge
-	ledger Ledger
-}
-
-func (d *dispatcher) run(ctx context.Context, login string, cmd contract.Command) Reply {
-	if cmd.Verb == contract.VerbHelp {
-		return Reply{Stdout: []byte(contract.Usage), Outcome: "help"}
-	}
-	repo, _, err := d.lookup(ctx, login, cmd)
+// run answers one parsed command of connection c: first who is asking now
+// (the key is re-resolved on every command, so a key revoked since the
+// handshake stops working on open connections too), then the one call to
+// the lease service. It returns the reply and the login it ran as.
+func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (Reply, string) {
+	v, err := leases.Recheck(ctx, c.Fingerprint, plugin.User{ID: c.UserID, Login: c.Login})
 	if err != nil {
-		return errorReply(err)
+		return exitCode(err), c.Login
 	}
-	k := models.Key{RepoID: repo.ID, Issue: cmd.Issue}
+	var out any
 	switch cmd.Verb {
 	case contract.VerbAcquire:
-		l, err := d.ledger.Acquire(ctx, k, login, cmd.TTL)
-		if err != nil {
-			return outcomeReply(repo.FullName, cmd.Issue, err)
-		}
-		return jsonReply(contract.ExitOK, "acquired", tenure(contract.StatusAcquired, repo.FullName, l))
+		out, err = leases.Acquire(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
 	case contract.VerbRenew:
-		l, err := d.ledger.Renew(ctx, k, login, cmd.TTL)
-		if err != nil {
-			return outcomeReply(repo.FullName, cmd.Issue, err)
-		}
-		return jsonReply(contract.ExitOK, "renewed", tenure(contract.StatusRenewed, repo.FullName, l))
+		out, err = leases.Renew(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
 	case contract.VerbRelease:
-		if _, err := d.ledger.Release(ctx, k, login); err != nil {
-			return outcomeReply(repo.FullName, cmd.Issue, err)
-		}
-		return jsonReply(contract.ExitOK, "released", contract.Released{Status: contract.StatusReleased, Repo: repo.FullName, Issue: cmd.Issue})
+		out, err = leases.Release(ctx, v, cmd.Owner, cmd.Name, cmd.Issue)
 	case contract.VerbList:
-		leases, err := d.ledger.List(ctx, repo.ID)
-		if err != nil {
-			return errorReply(err)
-		}
-		if leases, err = visibleLeases(ctx, d.forge, login, repo, leases); err != nil {
-			return errorReply(err)
-		}
-		return jsonReply(contract.ExitOK, "listed", listOf(repo.FullName, leases))
-	}
-	return errorReply(&contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)})
-}
-
-// lookup asks the forge for the repository as login sees it and, for
-// acquire, for the issue (both at once: each call costs a round trip), and
-// decides whether login may run cmd. Who may do what is decided here and
-// nowhere else.
-func (d *dispatcher) lookup(ctx context.Context, login string, cmd contract.Command) (plugin.Repo, plugin.Issue, error) {
-	var (
-		issue    plugin.Issue
-		issueErr error
-		done     chan struct{}
-	)
-	if cmd.Verb == contract.VerbAcquire {
-		done = make(chan struct{})
-		go func() {
-			defer close(done)
-			issue, issueErr = d.forge.Issue(ctx, login, cmd.Owner, cmd.Name, cmd.Issue)
-		}()
-	}
-	repo, err := d.forge.Repo(ctx, login, cmd.Owner, cmd.Name)
-	if done != nil {
-		<-done
-	}
-	switch {
-	case errors.Is(err, plugin.ErrNotFound):
-		return repo, issue, errRepoNotFound
-	case err != nil:
-		return repo, issue, err
-	case !repo.CanRead:
-		return repo, issue, errRepoNotFound
-	}
-	switch cmd.Verb {
-	case contract.VerbList:
-		return repo, issue, nil
-	case contract.VerbAcquire:
-		switch {
-		case errors.Is(issueErr, plugin.ErrNotFound):
-			return repo, issue, errIssueNotFound
-		case issueErr != nil:
-			return repo, issue, issueErr
-		case issue.IsPull && !repo.CanWritePulls:
-			return repo, issue, &writeRequiredError{repo: repo.FullName, unit: "pulls"}
-		case !issue.IsPull && !repo.CanWriteIssues:
-			return repo, issue, &writeRequiredError{repo: repo.FullName, unit: "issues"}
-		case issue.Closed:
-			return repo, issue, errIssueClosed
-		}
-		return repo, issue, nil
+		out, err = leases.List(ctx, v, cmd.Owner, cmd.Name)
 	default:
-		// Renew and release work on the ledger row alone, without asking
-		// whether the number is an issue or a pull request; writing
-		// either unit is enough to touch one's own lease.
-		if !repo.CanWriteIssues && !repo.CanWritePulls {
-			return repo, issue, &writeRequiredError{repo: repo.FullName, unit: "issues"}
-		}
-		return repo, issue, nil
+		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}
-}
-
-// visibleLeases keeps the leases on issues and pull requests login may see
-// (plugin.Visible).
-func visibleLeases(ctx context.Context, f plugin.Forge, login string, repo plugin.Repo, leases []models.Lease) ([]models.Lease, error) {
-	numbers := make([]int64, len(leases))
-	for i, l := range leases {
-		numbers[i] = l.Issue
-	}
-	seen, err := plugin.Visible(ctx, f, login, repo, numbers)
 	if err != nil {
-		return nil, err
+		return exitCode(err), v.Login
 	}
-	out := leases[:0]
-	for _, l := range leases {
-		if seen[l.Issue] {
-			out = append(out, l)
-		}
-	}
-	return out, nil
-}
-
-// tenure, listOf and leaseView render ledger rows in the contract's
-// shapes.
-func tenure(status, repo string, l models.Lease) contract.Tenure {
-	return contract.Tenure{Status: status, Repo: repo, Issue: l.Issue, Holder: l.Holder, Token: l.Token,
-		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
-}
-
-func listOf(repo string, leases []models.Lease) contract.List {
-	v := contract.List{Repo: repo, Leases: make([]contract.LeaseView, len(leases))}
-	for i, l := range leases {
-		v.Leases[i] = leaseView(l)
-	}
-	return v
-}
-
-func leaseView(l models.Lease) contract.LeaseView {
-	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder, Token: l.Token,
-		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
-}
-
-// outcomeReply maps a ledger refusal to its JSON (exit 4), anything else
-// to an error line.
-func outcomeReply(repo string, issue int64, err error) Reply {
-	var held *models.HeldError
-	var notHolder *models.NotHolderError
-	switch {
-	case errors.As(err, &held):
-		return jsonReply(contract.ExitConflict, "held", contract.Conflict{Status: contract.StatusHeld, Repo: repo, Issue: issue,
-			Holder: &held.Holder, ExpiresAt: contract.TimePtr(held.ExpiresAt)})
-	case errors.As(err, &notHolder):
-		v := contract.Conflict{Status: contract.StatusNotHolder, Repo: repo, Issue: issue, ExpiresAt: contract.TimePtr(notHolder.ExpiresAt)}
-		if notHolder.Holder != "" {
-			v.Holder = &notHolder.Holder
-		}
-		return jsonReply(contract.ExitConflict, "not_holder", v)
-	}
-	return errorReply(err)
+	return jsonReply(contract.ExitOK, string(cmd.Verb), out), v.Login
 }
 
 func jsonReply(code int, outcome string, v any) Reply {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return errorReply(err)
+		return exitCode(err)
 	}
 	return Reply{Stdout: append(b, '\n'), Code: code, Outcome: outcome}
 }
 
-// errorReply is the one translation of errors into the verb's exit codes
-// and error lines. Nothing else in this package chooses an exit code for
-// an error.
-func errorReply(err error) Reply {
+// exitCodes is the one translation of the lease service's errors into the
+// verb's exit codes and error lines, in order: the first entry whose
+// sentinel the error is decides.
+var exitCodes = []struct {
+	err     error
+	code    int
+	line    string // "" means the error's own message, after "error: "
+	outcome string
+}{
+	{contract.ErrUsage, contract.ExitError, "", "usage"},
+	{plugin.ErrRevoked, contract.ExitError, contract.LineRevoked, "revoked"},
+	{plugin.ErrRepoNotFound, contract.ExitError, contract.LineRepoNotFound, "repo_not_found"},
+	{plugin.ErrIssueNotFound, contract.ExitError, contract.LineIssueNotFound, "issue_not_found"},
+	{plugin.ErrIssueClosed, contract.ExitError, contract.LineIssueClosed, "issue_closed"},
+	{errForbidden, contract.ExitError, "", "forbidden"},
+	{plugin.ErrUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
+	{errForgeUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
+	{plugin.ErrBusy, contract.ExitTempFail, contract.LineBusy, "busy"},
+	{context.DeadlineExceeded, contract.ExitTempFail, contract.LineBusy, "busy"},
+	{plugin.ErrConfig, contract.ExitTempFail, contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), "config"},
+	{plugin.ErrInvalid, contract.ExitError, "", "invalid"},
+}
+
+// errForbidden matches a *plugin.WriteRequiredError (see exitCode).
+var errForbidden = errors.New("forbidden")
+
+// exitCode answers err: a conflict is the contract's JSON with exit 4,
+// anything else one error line from the exitCodes table; an error the
+// table does not know is an internal error, whose detail stays in the log.
+func exitCode(err error) Reply {
+	var conflict *plugin.ConflictError
+	if errors.As(err, &conflict) {
+		return jsonReply(contract.ExitConflict, conflict.Reply.Status, conflict.Reply)
+	}
 	var usage *contract.UsageError
-	var write *writeRequiredError
-	switch {
-	case errors.As(err, &usage):
-		return Reply{Stderr: contract.ErrorLine(usage.Error()) + "\n", Code: contract.ExitError, Outcome: "usage"}
-	case errors.Is(err, errRepoNotFound):
-		return Reply{Stderr: contract.LineRepoNotFound + "\n", Code: contract.ExitError, Outcome: "repo_not_found"}
-	case errors.As(err, &write):
-		return Reply{Stderr: contract.ErrorLine(write.Error()) + "\n", Code: contract.ExitError, Outcome: "forbidden"}
-	case errors.Is(err, errIssueNotFound):
-		return Reply{Stderr: contract.LineIssueNotFound + "\n", Code: contract.ExitError, Outcome: "issue_not_found"}
-	case errors.Is(err, errIssueClosed):
-		return Reply{Stderr: contract.LineIssueClosed + "\n", Code: contract.ExitError, Outcome: "issue_closed"}
-	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, errForgeUnavailable):
-		return Reply{Stderr: contract.LineForgeUnavailable + "\n", Code: contract.ExitTempFail, Outcome: "forge_unavailable"}
-	case errors.Is(err, models.ErrBusy), errors.Is(err, context.DeadlineExceeded):
-		return Reply{Stderr: contract.LineBusy + "\n", Code: contract.ExitTempFail, Outcome: "busy"}
-	case errors.Is(err, plugin.ErrConfig):
-		return Reply{Stderr: contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor") + "\n", Code: contract.ExitTempFail, Outcome: "config"}
-	case errors.Is(err, models.ErrInvalid):
-		return Reply{Stderr: contract.ErrorLine("usage: "+err.Error()) + "\n", Code: contract.ExitError, Outcome: "invalid"}
+	var write *plugin.WriteRequiredError
+	for _, e := range exitCodes {
+		match := errors.Is(err, e.err)
+		if e.err == errForbidden {
+			match = errors.As(err, &write)
+		}
+		if !match {
+			continue
+		}
+		line := e.line
+		switch {
+		case line != "":
+		case errors.As(err, &usage):
+			line = contract.ErrorLine(usage.Error())
+		case write != nil:
+			line = contract.ErrorLine(write.Error())
+		default: // the ledger's ErrInvalid: a request no parser should have let through
+			line = contract.ErrorLine("usage: " + err.Error())
+		}
+		return Reply{Stderr: line + "\n", Code: e.code, Outcome: e.outcome}
 	}
 	return Reply{Stderr: contract.ErrorLine("internal error") + "\n", Code: contract.ExitError, Outcome: "internal"}
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
@@ -17,11 +16,11 @@ import (
 var errForgeUnavailable = errors.New("forge unavailable")
 
 // LeaseVerb is the collab-lease verb (SPEC §3) as a Handler: it parses a
-// command with the contract's grammar, runs it for the connection's
-// account, and logs one line per command.
+// command with the contract's grammar, has the lease service run it for
+// the connection's account, translates the outcome (exitCode), and logs
+// one line per command.
 type LeaseVerb struct {
-	Forge  plugin.Forge  // required
-	Ledger Ledger        // required
+	Leases Leases        // required: the lease service
 	MaxTTL time.Duration // largest --ttl accepted (default 168h)
 	Logger *slog.Logger  // nil: slog.Default()
 	// Observe, if set, is told about every command (for metrics).
@@ -53,20 +52,20 @@ func (v *LeaseVerb) Exec(ctx context.Context, c ConnInfo, line string) Reply {
 	start := time.Now()
 	cmd, err := contract.ParseCommand(line, v.maxTTL())
 	var r Reply
+	login := c.Login
 	switch {
 	case err != nil:
-		r = errorReply(err)
+		r = exitCode(err)
 	case cmd.Verb == contract.VerbHelp:
 		r = Reply{Stdout: []byte(contract.Usage), Outcome: "help"}
 	case c.Unavailable:
-		r = errorReply(errForgeUnavailable)
+		r = exitCode(errForgeUnavailable)
 	default:
 		v.logger().Debug("command started", "user", c.Login, "verb", string(cmd.Verb), "repo", cmd.Repo(), "issue", cmd.Issue)
-		d := dispatcher{forge: v.Forge, ledger: v.Ledger}
-		r = d.run(ctx, c.Login, cmd)
+		r, login = run(ctx, v.Leases, c, cmd)
 	}
 	dur := time.Since(start)
-	attrs := []any{"user", c.Login, "verb", string(cmd.Verb), "outcome", r.Outcome, "exit", r.Code,
+	attrs := []any{"user", login, "verb", string(cmd.Verb), "outcome", r.Outcome, "exit", r.Code,
 		"duration_ms", float64(dur.Microseconds()) / 1000}
 	if c.RemoteAddr != nil {
 		attrs = append(attrs, "remote", c.RemoteAddr.String())

@@ -27,6 +27,10 @@ const (
 	LineIssueClosed      = ErrorPrefix + "issue is closed"
 	LineForgeUnavailable = ErrorPrefix + "forge unavailable, try again"
 	LineBusy             = ErrorPrefix + "lease database busy, try again"
+	// LineRevoked answers every command on a connection whose key was
+	// deleted, or whose account was deactivated or may no longer log in,
+	// since the connection was opened (SPEC §8.2).
+	LineRevoked = ErrorPrefix + "this key no longer belongs to an active Gitea account"
 )
 
 // ErrorLine is the error line for msg, without its newline.
