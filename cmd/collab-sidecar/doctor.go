@@ -130,8 +130,8 @@ func tokenFix(err error) error {
 // checkOAuth: the application install registered exists in Gitea and
 // matches this configuration.
 func checkOAuth(ctx context.Context, c *http.Client, cfg Config, giteaUp bool) (string, error) {
-	path := filepath.Join(cfg.DataDir, plugin.OAuthAppFile)
-	app, err := plugin.LoadOAuthApp(path)
+	path := filepath.Join(cfg.DataDir, oauthAppFile)
+	app, err := gitea.LoadOAuthApp(path)
 	switch {
 	case err != nil:
 		return "", err
@@ -184,7 +184,7 @@ func checkDataDir(ctx context.Context, cfg Config) (string, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	for _, name := range []string{"ssh_host_ed25519_key", sessionKeyFile, plugin.OAuthAppFile, filepath.Base(tokenPathOrEmpty(cfg))} {
+	for _, name := range []string{"ssh_host_ed25519_key", sessionKeyFile, oauthAppFile, filepath.Base(tokenPathOrEmpty(cfg))} {
 		if name == "" || name == "." {
 			continue
 		}

@@ -16,7 +16,6 @@ import (
 
 	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/routes"
 	"github.com/collab-lease/collab-lease/ssh"
@@ -60,9 +59,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	defer store.Close()
 	met := newMetrics(store)
-	forge, err := gitea.New(gitea.Options{URL: cfg.GiteaURL, Token: cfg.GiteaToken, Timeout: cfg.ForgeTimeout,
-		KeyCacheTTL: orDisabled(cfg.KeyCacheTTL), PermCacheTTL: orDisabled(cfg.PermCacheTTL),
-		WrapTransport: met.wrapGitea})
+	forge, err := newForge(cfg, func(o *gitea.Options) { o.WrapTransport = met.wrapGitea })
 	if err != nil {
 		return err
 	}
@@ -175,8 +172,8 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics
 // one (or with one registered for another Gitea or public URL) sign-in is
 // disabled, and the log says once how to enable it.
 func loadOAuth(cfg Config, log *slog.Logger) (*routes.OAuthConfig, error) {
-	path := filepath.Join(cfg.DataDir, plugin.OAuthAppFile)
-	app, err := plugin.LoadOAuthApp(path)
+	path := filepath.Join(cfg.DataDir, oauthAppFile)
+	app, err := gitea.LoadOAuthApp(path)
 	if err != nil {
 		return nil, err
 	}
@@ -200,4 +197,15 @@ func orDisabled(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// newForge is the Gitea client of every subcommand, from the settings;
+// mod adjusts its options (serve counts its requests).
+func newForge(cfg Config, mod ...func(*gitea.Options)) (*gitea.Forge, error) {
+	o := gitea.Options{URL: cfg.GiteaURL, Token: cfg.GiteaToken, Timeout: cfg.ForgeTimeout,
+		KeyCacheTTL: orDisabled(cfg.KeyCacheTTL), PermCacheTTL: orDisabled(cfg.PermCacheTTL)}
+	for _, m := range mod {
+		m(&o)
+	}
+	return gitea.New(o)
 }

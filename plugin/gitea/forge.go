@@ -1,12 +1,17 @@
-// Package gitea implements plugin.Forge against the REST API of a Gitea (or
+// Package gitea is everything the sidecar says to Gitea over HTTP. It
+// implements plugin.Forge against the REST API of a Gitea (or
 // Gitea-compatible) server, using a site administrator's token: it resolves
 // SSH key fingerprints and API tokens to users, and tells what a user may do
-// in a repository and whether an issue exists.
+// in a repository and whether an issue exists. It also registers the
+// sidecar's OAuth2 application (for install), completes a browser's sign-in
+// at Gitea's OAuth2 provider, and runs doctor's checks of Gitea.
 //
-// It only reads from Gitea, bounds every call with a deadline, and maps every
-// failure onto plugin.ErrNotFound, plugin.ErrUnavailable or plugin.ErrConfig.
-// Its caches hold successful answers only, so a Gitea outage never turns into
-// "not found". It does not decide who holds a lease (that is models/).
+// It bounds every call with a deadline and maps every failure onto
+// plugin.ErrNotFound, plugin.ErrUnavailable or plugin.ErrConfig, in one
+// place (classify). Its caches hold successful answers only, so a Gitea
+// outage never turns into "not found". The one thing it changes in Gitea is
+// the sidecar's own OAuth2 application. It does not decide who holds a lease
+// (that is models/), and nothing outside it speaks HTTP to Gitea.
 package gitea
 
 import (
