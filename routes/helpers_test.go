@@ -165,7 +165,7 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	f := &fixture{t: t, store: store, forge: newFakeForge(), clock: clk}
 	f.opts = Options{
 		Ledger: store, Forge: f.forge, GiteaURL: giteaURL, PublicURL: publicURL,
-		OAuth:      &OAuthConfig{ClientID: "client-id", ClientSecret: "client-secret"},
+		SignIn:     newFakeSignIn(t, giteaURL),
 		SessionKey: testKey, Assets: testBundle(), Clock: clk.Now,
 	}
 	for _, m := range mod {

@@ -45,11 +45,12 @@ type Options struct {
 	// PublicURL is this sidecar's base URL as browsers reach it; the
 	// OAuth2 redirect URI is PublicURL + "/oauth/callback".
 	PublicURL string
-	// OAuth is the sidecar's OAuth2 application in Gitea; nil disables
-	// sign-in (private repositories are then visible only with a token).
-	OAuth *OAuthConfig
+	// SignIn is Gitea's OAuth2 provider, for the sidecar's registered
+	// application; nil disables sign-in (private repositories are then
+	// visible only with a token).
+	SignIn SignIn
 	// SessionKey signs the session and sign-in cookies (at least 32
-	// bytes when OAuth is set).
+	// bytes when SignIn is set).
 	SessionKey []byte
 	// SessionTTL is how long a sign-in lasts. Zero means DefaultSessionTTL.
 	SessionTTL time.Duration
@@ -66,18 +67,8 @@ type Options struct {
 	// Metrics serves GET /metrics (Prometheus text format); nil: 404.
 	Metrics http.Handler
 	// RequestTimeout bounds each request's calls to the forge, the ledger
-	// and Gitea's OAuth2 endpoints. Zero means DefaultRequestTimeout.
+	// and Gitea's OAuth2 provider. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// HTTPClient talks to Gitea's OAuth2 endpoints. Nil means a client of
-	// its own.
-	HTTPClient *http.Client
-}
-
-// OAuthConfig is the sidecar's OAuth2 application in Gitea (a confidential
-// client, registered by `collab-sidecar install`).
-type OAuthConfig struct {
-	ClientID     string
-	ClientSecret string
 }
 
 // handler holds the validated options every handler reads.
@@ -88,7 +79,7 @@ type handler struct {
 	giteaOrig  string   // "scheme://host[:port]", as browsers send Origin
 	public     *url.URL
 	publicOrig string
-	oauth      *OAuthConfig
+	signIn     SignIn
 	cookies    cookieJar
 	assets     assets.Bundle
 	log        *slog.Logger
@@ -96,7 +87,6 @@ type handler struct {
 	rand       io.Reader
 	ready      func(ctx context.Context) error
 	timeout    time.Duration
-	http       *http.Client
 	spent      *spentStates
 }
 
@@ -151,10 +141,7 @@ func newHandler(o Options) (*handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.OAuth != nil && (o.OAuth.ClientID == "" || o.OAuth.ClientSecret == "") {
-		return nil, errors.New("routes: OAuth needs a client ID and secret")
-	}
-	if o.OAuth != nil && len(o.SessionKey) < 32 {
+	if o.SignIn != nil && len(o.SessionKey) < 32 {
 		return nil, errors.New("routes: the session key must be at least 32 bytes")
 	}
 	h := &handler{
@@ -164,14 +151,13 @@ func newHandler(o Options) (*handler, error) {
 		giteaOrig:  origin(gitea),
 		public:     public,
 		publicOrig: origin(public),
-		oauth:      o.OAuth,
+		signIn:     o.SignIn,
 		assets:     o.Assets,
 		log:        o.Logger,
 		now:        o.Clock,
 		rand:       o.Rand,
 		ready:      o.Ready,
 		timeout:    o.RequestTimeout,
-		http:       o.HTTPClient,
 		spent:      newSpentStates(),
 	}
 	if h.log == nil {
@@ -185,13 +171,6 @@ func newHandler(o Options) (*handler, error) {
 	}
 	if h.timeout == 0 {
 		h.timeout = DefaultRequestTimeout
-	}
-	if h.http == nil {
-		h.http = &http.Client{
-			// Gitea's token endpoint answers directly; a redirect there
-			// would be a misconfiguration, not something to follow.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
 	}
 	ttl := o.SessionTTL
 	if ttl == 0 {

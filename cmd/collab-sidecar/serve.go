@@ -21,6 +21,8 @@ import (
 	"github.com/collab-lease/collab-lease/ssh"
 )
 
+var _ routes.SignIn = (*gitea.OAuthClient)(nil)
+
 // shutdownGrace bounds how long in-flight commands may run after SIGTERM.
 const shutdownGrace = 20 * time.Second
 
@@ -152,13 +154,17 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics
 	if err != nil {
 		return nil, err
 	}
-	oauth, err := loadOAuth(cfg, log)
+	app, err := loadOAuth(cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	var signIn routes.SignIn
+	if app != nil {
+		signIn = forge.OAuthClient(*app)
+	}
 	return routes.New(routes.Options{
 		Ledger: store, Forge: forge, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
-		OAuth: oauth, SessionKey: key, Assets: bundle, Logger: log,
+		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: requestTimeout(cfg),
 		Metrics:        metrics,
 		Ready: func(ctx context.Context) error {
@@ -171,7 +177,7 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics
 // loadOAuth reads the OAuth2 application that install registered. Without
 // one (or with one registered for another Gitea or public URL) sign-in is
 // disabled, and the log says once how to enable it.
-func loadOAuth(cfg Config, log *slog.Logger) (*routes.OAuthConfig, error) {
+func loadOAuth(cfg Config, log *slog.Logger) (*gitea.OAuthApp, error) {
 	path := filepath.Join(cfg.DataDir, oauthAppFile)
 	app, err := gitea.LoadOAuthApp(path)
 	if err != nil {
@@ -188,7 +194,7 @@ func loadOAuth(cfg Config, log *slog.Logger) (*routes.OAuthConfig, error) {
 		return nil, nil
 	}
 	log.Info("sign-in enabled", "client_id", app.ClientID)
-	return &routes.OAuthConfig{ClientID: app.ClientID, ClientSecret: app.ClientSecret}, nil
+	return app, nil
 }
 
 // orDisabled maps a configured 0 ("do not cache") to the forge's "disabled".

@@ -264,6 +264,15 @@ func (f *Forge) tokenUser(ctx context.Context, token string) (*sdk.User, error) 
 	return u, wellFormedUser(u)
 }
 
+// mayLogIn refuses an account that Gitea would not let sign in (its own
+// view of itself, or a site administrator's, carries the flags).
+func mayLogIn(u *sdk.User) error {
+	if !u.IsActive || u.ProhibitLogin {
+		return fmt.Errorf("%s may not log in: %w", u.UserName, plugin.ErrNotFound)
+	}
+	return nil
+}
+
 func wellFormedUser(u *sdk.User) error {
 	if u.ID <= 0 || u.UserName == "" {
 		return fmt.Errorf("GET /api/v1/user: %w: malformed response: no id or login", plugin.ErrUnavailable)

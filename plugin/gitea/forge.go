@@ -191,8 +191,8 @@ func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, err
 	if err != nil {
 		return plugin.User{}, fmt.Errorf("token: %w", err)
 	}
-	if !u.IsActive || u.ProhibitLogin {
-		return plugin.User{}, fmt.Errorf("token of %s, who may not log in: %w", u.UserName, plugin.ErrNotFound)
+	if err := mayLogIn(u); err != nil {
+		return plugin.User{}, fmt.Errorf("token: %w", err)
 	}
 	return plugin.User{ID: u.ID, Login: u.UserName}, nil
 }
