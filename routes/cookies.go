@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +96,11 @@ func (j cookieJar) setSession(w http.ResponseWriter, login string, now time.Time
 	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{Login: login, Expires: exp.Unix()}), exp, now)
 }
 
-func (j cookieJar) signInPath() string { return j.path + "oauth/" }
+// signInPath scopes the sign-in cookie to the sign-in's paths (the
+// directory of CallbackPath).
+func (j cookieJar) signInPath() string {
+	return strings.TrimSuffix(j.path, "/") + path.Dir(CallbackPath) + "/"
+}
 
 func (j cookieJar) setSignIn(w http.ResponseWriter, s signInClaims, now time.Time) {
 	j.set(w, signInCookie, j.signInPath(), j.seal(signInCookie, s), time.Unix(s.Expires, 0), now)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -21,6 +22,18 @@ import (
 // carried in a signed cookie from /oauth/login to /oauth/callback, the
 // session cookie, and where the browser may return. What is said to Gitea
 // is behind SignIn (plugin/gitea implements it).
+
+// The sign-in's paths under the public URL. Gitea knows the callback (install
+// registers RedirectURI), so it is written only here.
+const (
+	loginPath    = "/oauth/login"
+	CallbackPath = "/oauth/callback"
+	logoutPath   = "/oauth/logout"
+)
+
+// RedirectURI is the OAuth2 redirect URI of a sidecar whose public URL is
+// publicURL: where Gitea sends the browser back after sign-in.
+func RedirectURI(publicURL string) string { return strings.TrimRight(publicURL, "/") + CallbackPath }
 
 // SignIn is Gitea's OAuth2 provider as the sign-in uses it.
 type SignIn interface {
@@ -54,7 +67,7 @@ func (h *handler) session(c *gin.Context) {
 func (h *handler) sessionView(login *string) sessionView {
 	v := sessionView{Login: login}
 	if h.signIn != nil {
-		u := h.public.String() + "/oauth/login"
+		u := h.public.String() + loginPath
 		v.SignInURL = &u
 	}
 	return v
@@ -139,7 +152,7 @@ func (h *handler) logout(c *gin.Context) {
 	h.reply(c, h.sessionView(nil))
 }
 
-func (h *handler) redirectURI() string { return h.public.String() + "/oauth/callback" }
+func (h *handler) redirectURI() string { return RedirectURI(h.public.String()) }
 
 // random returns 32 random bytes, base64url-encoded (43 characters: also a
 // valid PKCE verifier).

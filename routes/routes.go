@@ -43,7 +43,7 @@ type Options struct {
 	// a sign-in may return only to it or to PublicURL.
 	GiteaURL string
 	// PublicURL is this sidecar's base URL as browsers reach it; the
-	// OAuth2 redirect URI is PublicURL + "/oauth/callback".
+	// OAuth2 redirect URI is RedirectURI(PublicURL).
 	PublicURL string
 	// SignIn is Gitea's OAuth2 provider, for the sidecar's registered
 	// application; nil disables sign-in (private repositories are then
@@ -120,9 +120,9 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
 	r.GET("/api/v1/session", h.session)
 
-	r.GET("/oauth/login", h.login)
-	r.GET("/oauth/callback", h.callback)
-	r.POST("/oauth/logout", h.logout)
+	r.GET(loginPath, h.login)
+	r.GET(CallbackPath, h.callback)
+	r.POST(logoutPath, h.logout)
 
 	r.GET("/assets/:name", h.asset)
 	r.HEAD("/assets/:name", h.asset)

@@ -43,7 +43,7 @@ type Server struct {
 	Ledger  Ledger       // required
 	Logger  *slog.Logger // nil: slog.Default()
 
-	MaxTTL           time.Duration // largest --ttl accepted (default 168h)
+	MaxTTL           time.Duration // largest --ttl accepted (default plugin.DefaultMaxTTL)
 	HandshakeTimeout time.Duration // from accept to authenticated (default 10s)
 	IdleTimeout      time.Duration // no traffic on a connection (default 2m)
 	CommandTimeout   time.Duration // one command, forge calls included (default 15s)
@@ -97,7 +97,7 @@ func (s *Server) init() {
 			s.Logger = slog.Default()
 		}
 		if s.MaxTTL <= 0 {
-			s.MaxTTL = 168 * time.Hour
+			s.MaxTTL = plugin.DefaultMaxTTL
 		}
 		if s.HandshakeTimeout <= 0 {
 			s.HandshakeTimeout = 10 * time.Second

@@ -9,11 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/routes"
 )
 
 // errDoctor is returned when a check failed; the checks said what to fix.
@@ -26,9 +26,6 @@ type check struct {
 	err  error  // nil: passed
 	ok   string // what was found, when passed
 }
-
-// doctorTimeout bounds all of doctor's checks together.
-const doctorTimeout = 30 * time.Second
 
 // doctor checks what serve and install depend on and prints one line per
 // check; it changes nothing. It fails unless every check passes. What is
@@ -123,7 +120,7 @@ func checkOAuth(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp boo
 		return "", err
 	case app == nil:
 		return "", fmt.Errorf("no %s: sign-in for private repositories is off; run collab-sidecar install", path)
-	case strings.TrimRight(app.GiteaURL, "/") != cfg.GiteaURL || app.RedirectURI != cfg.PublicURL+"/oauth/callback":
+	case strings.TrimRight(app.GiteaURL, "/") != cfg.GiteaURL || app.RedirectURI != routes.RedirectURI(cfg.PublicURL):
 		return "", fmt.Errorf("%s was registered for %s with redirect %s, not this configuration: run collab-sidecar install again", path, app.GiteaURL, app.RedirectURI)
 	case !giteaUp:
 		return "", errors.New("not checked: Gitea is unreachable")
@@ -160,7 +157,7 @@ func checkDataDir(ctx context.Context, cfg Config) (string, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	for _, name := range []string{"ssh_host_ed25519_key", sessionKeyFile, oauthAppFile, filepath.Base(tokenPathOrEmpty(cfg))} {
+	for _, name := range append(secretFiles, filepath.Base(tokenPathOrEmpty(cfg))) {
 		if name == "" || name == "." {
 			continue
 		}

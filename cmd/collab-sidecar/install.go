@@ -11,6 +11,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/routes"
 )
 
 // installFlags are the flags of install beyond the shared settings.
@@ -46,7 +47,7 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	if err != nil {
 		return err
 	}
-	app, how, err := forge.RegisterOAuthApp(ctx, cfg.PublicURL+"/oauth/callback", stored)
+	app, how, err := forge.RegisterOAuthApp(ctx, routes.RedirectURI(cfg.PublicURL), stored)
 	if err != nil {
 		return err
 	}

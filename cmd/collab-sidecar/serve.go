@@ -23,9 +23,6 @@ import (
 
 var _ routes.SignIn = (*gitea.OAuthClient)(nil)
 
-// shutdownGrace bounds how long in-flight commands may run after SIGTERM.
-const shutdownGrace = 20 * time.Second
-
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
@@ -35,16 +32,6 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
-
-// HTTP server bounds. Every request's own work (forge, ledger, OAuth
-// calls) is bounded by the routes' request timeout; these bound the
-// connection around it, so a slow or idle client cannot hold it.
-const (
-	httpReadHeaderTimeout = 10 * time.Second
-	httpReadTimeout       = 30 * time.Second
-	httpIdleTimeout       = 2 * time.Minute
-	httpMaxHeaderBytes    = 64 << 10
-)
 
 // serve wires the ledger, the forge, the SSH server and the HTTP server,
 // and runs until ctx ends (SIGINT, SIGTERM); then it stops accepting, lets
@@ -65,7 +52,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hostKey, err := ssh.LoadOrCreateHostKey(filepath.Join(cfg.DataDir, "ssh_host_ed25519_key"))
+	hostKey, err := ssh.LoadOrCreateHostKey(filepath.Join(cfg.DataDir, hostKeyFile))
 	if err != nil {
 		return err
 	}
@@ -84,12 +71,12 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		return fmt.Errorf("http-listen: %w", err)
 	}
 	srv := &ssh.Server{HostKey: hostKey, Forge: forge, Ledger: store, Logger: log, MaxTTL: cfg.MaxTTL,
-		CommandTimeout: 3 * cfg.ForgeTimeout, Observe: met.observe, ConnDelta: met.connDelta}
+		CommandTimeout: operationTimeout(cfg), Observe: met.observe, ConnDelta: met.connDelta}
 	hs := &http.Server{
 		Handler:           web,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
-		WriteTimeout:      requestTimeout(cfg) + 10*time.Second,
+		WriteTimeout:      httpWriteTimeout(cfg),
 		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -139,10 +126,6 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	return nil
 }
 
-// requestTimeout bounds one HTTP request: a token lookup and a repository
-// lookup at the forge (each bounded by forge-timeout), and the ledger.
-func requestTimeout(cfg Config) time.Duration { return 3 * cfg.ForgeTimeout }
-
 // newHTTPHandler wires the HTTP API: the badge assets, the session key and,
 // if `collab-sidecar install` registered one, the OAuth2 application.
 func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics http.Handler, log *slog.Logger) (http.Handler, error) {
@@ -165,7 +148,7 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics
 	return routes.New(routes.Options{
 		Ledger: store, Forge: forge, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
-		RequestTimeout: requestTimeout(cfg),
+		RequestTimeout: operationTimeout(cfg),
 		Metrics:        metrics,
 		Ready: func(ctx context.Context) error {
 			_, err := forge.Check(ctx)
@@ -183,7 +166,7 @@ func loadOAuth(cfg Config, log *slog.Logger) (*gitea.OAuthApp, error) {
 	if err != nil {
 		return nil, err
 	}
-	redirect := cfg.PublicURL + "/oauth/callback"
+	redirect := routes.RedirectURI(cfg.PublicURL)
 	switch {
 	case app == nil:
 		log.Info("sign-in disabled: no OAuth2 application registered; run collab-sidecar install to enable it", "file", path)
