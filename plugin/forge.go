@@ -75,4 +75,17 @@ type Forge interface {
 	// Issue returns issue number n of the repository owner/name as seen
 	// by login. ErrNotFound if it does not exist or may not be seen.
 	Issue(ctx context.Context, login, owner, name string, n int64) (Issue, error)
+	// TokenRepo returns owner/name as user u sees it through the API token
+	// token: u's permissions, cut to what the token's scopes allow. A
+	// repository the token may not read (no read:repository scope, or a
+	// public-only token on a private repo) is ErrNotFound; a token that may
+	// read the repository but not its issues (no read:issue) sees neither
+	// unit (CanReadIssues/CanReadPulls false). A token never grants write
+	// (CanWriteIssues/CanWritePulls false): nothing writes through one.
+	TokenRepo(ctx context.Context, u User, token, owner, name string) (Repo, error)
+	// UserByLogin returns the account that has this login now (or, if
+	// none has, the account Gitea says was renamed from it). Existence is
+	// enough: an account that may not log in is returned too.
+	// ErrNotFound if there is no such account (an organization is none).
+	UserByLogin(ctx context.Context, login string) (User, error)
 }

@@ -118,6 +118,18 @@ func (f *fakeForge) Issue(ctx context.Context, login, owner, name string, n int6
 	return plugin.Issue{}, plugin.ErrNotFound
 }
 
+// TokenRepo is the token's user's view, read only: the fake's tokens carry
+// every read scope.
+func (f *fakeForge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name string) (plugin.Repo, error) {
+	r, err := f.Repo(ctx, u.Login, owner, name)
+	r.CanWriteIssues, r.CanWritePulls = false, false
+	return r, err
+}
+
+func (f *fakeForge) UserByLogin(ctx context.Context, login string) (plugin.User, error) {
+	return plugin.User{}, fmt.Errorf("user %s: %w", login, plugin.ErrNotFound)
+}
+
 // clock is the one time of a test: the ledger and the routes read it.
 type clock struct {
 	mu sync.Mutex

@@ -66,6 +66,16 @@ func (f *fakeForge) UserByToken(context.Context, string) (plugin.User, error) {
 	return plugin.User{}, plugin.ErrNotFound
 }
 
+// TokenRepo and UserByLogin are for HTTP callers and the ledger upgrade;
+// the SSH server asks neither.
+func (f *fakeForge) TokenRepo(context.Context, plugin.User, string, string, string) (plugin.Repo, error) {
+	return plugin.Repo{}, plugin.ErrNotFound
+}
+
+func (f *fakeForge) UserByLogin(context.Context, string) (plugin.User, error) {
+	return plugin.User{}, plugin.ErrNotFound
+}
+
 func (f *fakeForge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
 	f.mu.Lock()
 	entered, block := f.entered, f.block

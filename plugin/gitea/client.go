@@ -280,6 +280,32 @@ func wellFormedUser(u *sdk.User) error {
 	return nil
 }
 
+// userByLogin is GET /users/{login} with the admin token (which follows a
+// rename), then GET /users/search?uid= to tell a person from an
+// organization: the search lists individual accounts only, the lookup by
+// name answers for both.
+func (f *Forge) userByLogin(ctx context.Context, login string) (*sdk.User, error) {
+	id := f.asAdmin()
+	c := f.sdk(ctx, id)
+	u, resp, err := c.GetUserInfo(login)
+	if err := sdkErr("GET /api/v1/users/"+login, id, resp, err); err != nil {
+		return nil, err
+	}
+	if err := wellFormedUser(u); err != nil {
+		return nil, err
+	}
+	found, resp, err := c.SearchUsers(sdk.SearchUsersOption{UID: u.ID, ListOptions: sdk.ListOptions{Page: 1, PageSize: 1}})
+	if err := sdkErr(fmt.Sprintf("GET /api/v1/users/search?uid=%d", u.ID), id, resp, err); err != nil {
+		return nil, err
+	}
+	for _, p := range found {
+		if p != nil && p.ID == u.ID {
+			return u, nil
+		}
+	}
+	return nil, fmt.Errorf("%s is an organization, not an account: %w", u.UserName, plugin.ErrNotFound)
+}
+
 // adminUser is GET /user with the admin token.
 func (f *Forge) adminUser(ctx context.Context) (*sdk.User, error) {
 	id := f.asAdmin()

@@ -182,7 +182,7 @@ func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User,
 // UserByToken returns the active user an API token belongs to.
 func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, error) {
 	token = strings.TrimSpace(token)
-	if token == "" || strings.ContainsAny(token, " \r\n\t") {
+	if !validToken(token) {
 		return plugin.User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
@@ -193,6 +193,26 @@ func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, err
 	}
 	if err := mayLogIn(u); err != nil {
 		return plugin.User{}, fmt.Errorf("token: %w", err)
+	}
+	return plugin.User{ID: u.ID, Login: u.UserName}, nil
+}
+
+// UserByLogin returns the account that has this login now or, if none
+// has, the account Gitea says was renamed from it (Gitea's user redirect):
+// a renamed holder keeps their claims. Existence is enough: an account
+// that may not log in is still returned (its keys and sign-ins are refused
+// elsewhere, and it gets its claims back if reactivated). An organization
+// is not an account: plugin.ErrNotFound. It is not cached; it is for
+// upgrading a ledger whose holders are logins, once.
+func (f *Forge) UserByLogin(ctx context.Context, login string) (plugin.User, error) {
+	if !validName(login) {
+		return plugin.User{}, fmt.Errorf("user %q: %w", login, plugin.ErrNotFound)
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	u, err := f.userByLogin(ctx, login)
+	if err != nil {
+		return plugin.User{}, fmt.Errorf("user %s: %w", login, err)
 	}
 	return plugin.User{ID: u.ID, Login: u.UserName}, nil
 }
