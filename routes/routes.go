@@ -39,8 +39,8 @@ type Options struct {
 	Ledger Ledger
 	Forge  plugin.Forge
 	// GiteaURL is Gitea's base URL as browsers reach it. Its origin is the
-	// only one answered with CORS, sign-in goes to its OAuth2 provider, and
-	// a sign-in may return only to it or to PublicURL.
+	// only one answered with CORS, and a sign-in may return only to it or
+	// to PublicURL.
 	GiteaURL string
 	// PublicURL is this sidecar's base URL as browsers reach it; the
 	// OAuth2 redirect URI is RedirectURI(PublicURL).
