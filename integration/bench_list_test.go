@@ -118,7 +118,8 @@ func seedLeases(ctx context.Context, path string, repoID int64, n int) error {
 				ttl = 0 // open-ended, like a human assignment
 			}
 			k := models.Key{RepoID: repoID, Issue: int64(i)}
-			if _, err := store.Acquire(ctx, k, fmt.Sprintf("agent-%02d", i%50), ttl); err != nil {
+			h := models.Holder{ID: int64(1000 + i%50), Login: fmt.Sprintf("agent-%02d", i%50)}
+			if _, err := store.Acquire(ctx, k, h, ttl, models.KindIssue); err != nil {
 				return err
 			}
 		}

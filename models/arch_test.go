@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	pathpkg "path"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -113,13 +114,12 @@ func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
 	return out
 }
 
-// scanTree walks the module (skipping nested modules and testdata) and
-// returns the violations and how many files it read.
-func scanTree(t *testing.T, root string) ([]violation, int) {
+// walkGo parses every Go file of the module (skipping nested modules and
+// testdata) and hands each to visit with its slash-separated path relative
+// to root.
+func walkGo(t *testing.T, root string, visit func(rel string, fset *token.FileSet, f *ast.File)) {
 	t.Helper()
 	fset := token.NewFileSet()
-	var out []violation
-	files := 0
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -143,14 +143,25 @@ func scanTree(t *testing.T, root string) ([]violation, int) {
 		if err != nil {
 			return err
 		}
-		files++
 		rel, _ := filepath.Rel(root, path)
-		out = append(out, scanFile(fset, f, filepath.Dir(rel) == "models")...)
+		visit(filepath.ToSlash(rel), fset, f)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// scanTree returns the ledger gate's violations in the module and how many
+// files it read.
+func scanTree(t *testing.T, root string) ([]violation, int) {
+	t.Helper()
+	var out []violation
+	files := 0
+	walkGo(t, root, func(rel string, fset *token.FileSet, f *ast.File) {
+		files++
+		out = append(out, scanFile(fset, f, pathpkg.Dir(rel) == "models")...)
+	})
 	return out, files
 }
 
@@ -195,5 +206,214 @@ func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 		if got := scanFile(fset, f, c.inModels); len(got) != c.want {
 			t.Errorf("%s: %d violations %v, want %d", c.name, len(got), got, c.want)
 		}
+	}
+}
+
+// The second gate: all HTTP to Gitea lives in plugin/gitea, where one
+// mapping turns Gitea's answers into the forge's errors (SPEC §8.1). No
+// other non-test Go file may import the Gitea SDK or use net/http's client
+// side: a request (NewRequest), a client (Client, DefaultClient, Get, …) or
+// a transport to send one with. Serving HTTP (handlers, Request and
+// ResponseWriter, cookies, httptest in tests) is fine. Exempt are the
+// test helpers of integration/ (they seed a real Gitea), cmd/git-collab
+// (the client, which speaks only to the sidecar) and collab-sidecar's
+// healthcheck (which asks the sidecar's own /healthz).
+
+const giteaSDK = "code.gitea.io/sdk/gitea"
+
+// httpClientSide are net/http's names for sending a request.
+var httpClientSide = map[string]bool{
+	"Get": true, "Head": true, "Post": true, "PostForm": true,
+	"NewRequest": true, "NewRequestWithContext": true,
+	"Client": true, "DefaultClient": true, "Transport": true, "DefaultTransport": true,
+}
+
+// mayRequestGitea says whether the file at rel may speak HTTP to Gitea (or
+// elsewhere) without going through plugin/gitea.
+func mayRequestGitea(rel string) bool {
+	switch {
+	case strings.HasSuffix(rel, "_test.go"),
+		pathpkg.Dir(rel) == "plugin/gitea",
+		strings.HasPrefix(rel, "integration/"),
+		strings.HasPrefix(rel, "cmd/git-collab/"),
+		rel == "cmd/collab-sidecar/healthcheck.go":
+		return true
+	}
+	return false
+}
+
+// scanHTTPClient reports the Gitea SDK and net/http's client side in one
+// parsed file.
+func scanHTTPClient(fset *token.FileSet, f *ast.File) []violation {
+	var out []violation
+	add := func(n ast.Node, what string) {
+		out = append(out, violation{pos: fset.Position(n.Pos()).String(), what: what})
+	}
+	httpName := ""
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		switch {
+		case path == giteaSDK || strings.HasPrefix(path, giteaSDK+"/"):
+			add(imp, "imports "+path+": only plugin/gitea speaks to Gitea")
+		case path == "net/http" && imp.Name != nil && imp.Name.Name == ".":
+			add(imp, "dot-imports net/http, which hides whether it sends requests")
+		case path == "net/http" && imp.Name != nil:
+			httpName = imp.Name.Name
+		case path == "net/http":
+			httpName = "http"
+		}
+	}
+	if httpName == "" || httpName == "_" {
+		return out
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok && id.Name == httpName && httpClientSide[sel.Sel.Name] {
+				add(sel, "uses net/http."+sel.Sel.Name+": only plugin/gitea sends HTTP requests to Gitea")
+			}
+		}
+		return true
+	})
+	return out
+}
+
+func TestOnlyPluginGiteaSpeaksHTTPToGitea(t *testing.T) {
+	scanned := map[string]int{}
+	walkGo(t, "..", func(rel string, fset *token.FileSet, f *ast.File) {
+		if mayRequestGitea(rel) {
+			return
+		}
+		scanned[pathpkg.Dir(rel)]++
+		for _, v := range scanHTTPClient(fset, f) {
+			t.Errorf("%s: %s", v.pos, v.what)
+		}
+	})
+	// Floor: the packages that used to send requests to Gitea were read.
+	for _, dir := range []string{"routes", "cmd/collab-sidecar", "plugin", "ssh"} {
+		if scanned[dir] == 0 {
+			t.Errorf("scanned no file of %s/; is the gate looking at the module root?", dir)
+		}
+	}
+}
+
+// Non-vacuity of the HTTP gate.
+func TestHTTPGateFlagsOffendingSources(t *testing.T) {
+	cases := []struct {
+		name, rel, src string
+		want           int
+	}{
+		{"http.Get", "routes/x.go", `package routes; import "net/http"; func f() { http.Get("http://gitea/api/v1/version") }`, 1},
+		{"a request with context", "routes/oauth.go", `package routes; import "net/http"; var _, _ = http.NewRequestWithContext(nil, "POST", "/login/oauth/access_token", nil)`, 1},
+		{"a renamed client", "cmd/collab-sidecar/doctor.go", `package main; import nethttp "net/http"; var c = &nethttp.Client{}`, 1},
+		{"the default client", "plugin/oauthapp.go", `package plugin; import "net/http"; var c = http.DefaultClient`, 1},
+		{"the Gitea SDK", "plugin/oauthapp.go", `package plugin; import sdk "code.gitea.io/sdk/gitea"; var _ sdk.Client`, 1},
+		{"dot import", "ssh/x.go", `package ssh; import . "net/http"; var _ = Get`, 1},
+		{"serving is fine", "routes/x.go", `package routes; import "net/http"; func h(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusNotFound); http.SetCookie(w, &http.Cookie{}) }`, 0},
+	}
+	for _, c := range cases {
+		if mayRequestGitea(c.rel) {
+			t.Fatalf("%s: %s is exempt; the case proves nothing", c.name, c.rel)
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, c.rel, c.src, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := scanHTTPClient(fset, f); len(got) != c.want {
+			t.Errorf("%s: %d violations %v, want %d", c.name, len(got), got, c.want)
+		}
+	}
+	for _, rel := range []string{"plugin/gitea/client.go", "integration/gitea_api.go", "cmd/git-collab/remote.go",
+		"cmd/collab-sidecar/healthcheck.go", "routes/oauth_test.go"} {
+		if !mayRequestGitea(rel) {
+			t.Errorf("%s should be exempt", rel)
+		}
+	}
+	for _, rel := range []string{"plugin/gitea/sub/x.go", "plugin/oauthapp.go", "cmd/collab-sidecar/doctor.go"} {
+		if mayRequestGitea(rel) {
+			t.Errorf("%s should not be exempt", rel)
+		}
+	}
+}
+
+// The third gate: the transports make no ledger call except through the
+// lease service in plugin/, which decides who may do what (SPEC §8.1). No
+// non-test Go file of ssh/ or routes/ may import models/ at all: without
+// it they can name neither the ledger nor its keys, so every lease read
+// or write has to go through plugin.Service.
+var transports = []string{"ssh", "routes"}
+
+// scanTransport reports the imports of the ledger in one parsed file of a
+// transport.
+func scanTransport(fset *token.FileSet, f *ast.File) []violation {
+	var out []violation
+	for _, imp := range f.Imports {
+		if path, _ := strconv.Unquote(imp.Path.Value); path == modulePath+"/models" || strings.HasPrefix(path, modulePath+"/models/") {
+			out = append(out, violation{pos: fset.Position(imp.Pos()).String(),
+				what: "imports " + path + ": transports reach the ledger only through plugin.Service"})
+		}
+	}
+	return out
+}
+
+const modulePath = "github.com/collab-lease/collab-lease"
+
+// isTransport says whether rel is a non-test Go file of a transport.
+func isTransport(rel string) bool {
+	if strings.HasSuffix(rel, "_test.go") {
+		return false
+	}
+	for _, dir := range transports {
+		if strings.HasPrefix(rel, dir+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func TestTransportsReachTheLedgerOnlyThroughTheService(t *testing.T) {
+	scanned := map[string]int{}
+	walkGo(t, "..", func(rel string, fset *token.FileSet, f *ast.File) {
+		if !isTransport(rel) {
+			return
+		}
+		scanned[strings.SplitN(rel, "/", 2)[0]]++
+		for _, v := range scanTransport(fset, f) {
+			t.Errorf("%s: %s", v.pos, v.what)
+		}
+	})
+	for _, dir := range transports {
+		if scanned[dir] < 3 {
+			t.Errorf("scanned %d files of %s/; is the gate looking at the module root?", scanned[dir], dir)
+		}
+	}
+}
+
+// Non-vacuity of the transport gate.
+func TestTransportGateFlagsOffendingSources(t *testing.T) {
+	cases := []struct {
+		name, rel, src string
+		want           int
+	}{
+		{"models", "ssh/dispatch.go", `package ssh; import "github.com/collab-lease/collab-lease/models"; var _ models.Key`, 1},
+		{"renamed models", "routes/leases.go", `package routes; import m "github.com/collab-lease/collab-lease/models"; var _ m.Lease`, 1},
+		{"a models subpackage", "routes/x.go", `package routes; import "github.com/collab-lease/collab-lease/models/leasemodel"`, 1},
+		{"the service is fine", "ssh/dispatch.go", `package ssh; import "github.com/collab-lease/collab-lease/plugin"; var _ *plugin.Service`, 0},
+	}
+	for _, c := range cases {
+		if !isTransport(c.rel) {
+			t.Fatalf("%s: %s is not a transport file; the case proves nothing", c.name, c.rel)
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, c.rel, c.src, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := scanTransport(fset, f); len(got) != c.want {
+			t.Errorf("%s: %d violations %v, want %d", c.name, len(got), got, c.want)
+		}
+	}
+	if isTransport("ssh/server_test.go") || isTransport("plugin/leases.go") {
+		t.Error("tests and the service itself are not transports")
 	}
 }

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 )
 
-// writeFileAtomic replaces path with data: written to a temporary file in
+// WriteFileAtomic replaces path with data: written to a temporary file in
 // the same directory, synced, given mode (and the old file's owner, where
 // permitted), then renamed over path, so a reader sees the old bytes or the
 // new ones and never a torn file.
-func writeFileAtomic(path string, data []byte, mode fs.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, mode fs.FileMode) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

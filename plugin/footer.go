@@ -166,7 +166,7 @@ func InstallFooter(customDir, publicURL string) (path string, changed bool, err 
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return path, false, err
 	}
-	if err := writeFileAtomic(path, next, mode); err != nil {
+	if err := WriteFileAtomic(path, next, mode); err != nil {
 		return path, false, err
 	}
 	return path, true, nil
@@ -194,7 +194,7 @@ func UninstallFooter(customDir string) (path string, changed bool, err error) {
 		}
 		return path, true, nil
 	}
-	return path, true, writeFileAtomic(path, next, mode)
+	return path, true, WriteFileAtomic(path, next, mode)
 }
 
 // readFooter returns the footer's bytes (nil if it does not exist) and the

@@ -1,15 +1,10 @@
-// Package plugin is the sidecar's core, shared by every transport: the lease
-// service (service.go; who may do what in access.go, what each verb does in
-// leases.go, who is asking in identity.go), the small Forge interface through
-// which it asks its forge what it cannot know (who owns an SSH key, what a
-// user may do in a repository, whether an issue exists), and the installer
-// of Gitea's custom templates. plugin/gitea implements Forge; plugin/contract
-// is the wire contract (grammar, exit codes, JSON replies) clients import.
+// Package plugin is the forge boundary: the small Forge interface through
+// which the sidecar asks its forge who owns an SSH key, what a user may do in
+// a repository and whether an issue exists, plus (in plugin/gitea) its Gitea
+// implementation and the installer of Gitea's custom templates.
 //
-// It decides who may act; it never decides who holds a lease (models/ does,
-// in its transaction) and it writes the ledger only through models' five
-// operations, one call per verb, with no forge call while one runs. It knows
-// nothing of SSH or HTTP.
+// It answers questions; it never decides who holds a lease (that is models/)
+// and it never writes the ledger.
 package plugin
 
 import (
@@ -85,9 +80,12 @@ type Forge interface {
 	// repository the token may not read (no read:repository scope, or a
 	// public-only token on a private repo) is ErrNotFound; a token that may
 	// read the repository but not its issues (no read:issue) sees neither
-	// unit (CanReadIssues/CanReadPulls false, no write).
+	// unit (CanReadIssues/CanReadPulls false). A token never grants write
+	// (CanWriteIssues/CanWritePulls false): nothing writes through one.
 	TokenRepo(ctx context.Context, u User, token, owner, name string) (Repo, error)
-	// UserByLogin returns the account that currently has this login.
-	// ErrNotFound if none.
+	// UserByLogin returns the account that has this login now (or, if
+	// none has, the account Gitea says was renamed from it). Existence is
+	// enough: an account that may not log in is returned too.
+	// ErrNotFound if there is no such account (an organization is none).
 	UserByLogin(ctx context.Context, login string) (User, error)
 }

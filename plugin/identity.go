@@ -30,3 +30,14 @@ func (s *Service) Recheck(ctx context.Context, fingerprint string, was User) (Vi
 	}
 	return Viewer{User: u}, nil
 }
+
+// ByToken returns the viewer an API token belongs to. The viewer carries
+// the token, so it sees only what the token's scopes allow. A token that
+// is not valid is the forge's ErrNotFound.
+func (s *Service) ByToken(ctx context.Context, token string) (Viewer, error) {
+	u, err := s.forge.UserByToken(ctx, token)
+	if err != nil {
+		return Viewer{}, err
+	}
+	return Viewer{User: u, Token: token}, nil
+}

@@ -5,7 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/collab-lease/collab-lease/plugin"
 	"net/http"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -30,8 +32,10 @@ type cookieJar struct {
 	ttl    time.Duration
 }
 
-// sessionClaims is what the session cookie says: who, until when.
+// sessionClaims is what the session cookie says: which account (its ID
+// decides, the login is shown), until when.
 type sessionClaims struct {
+	ID      int64  `json:"id"`
 	Login   string `json:"login"`
 	Expires int64  `json:"exp"`
 }
@@ -77,25 +81,31 @@ func (j cookieJar) unseal(purpose, s string, v any) bool {
 	return json.Unmarshal(payload, v) == nil
 }
 
-// session returns the login of a valid, unexpired session cookie.
-func (j cookieJar) session(r *http.Request, now time.Time) (string, bool) {
+// session returns the account of a valid, unexpired session cookie. A
+// cookie without an account ID (made before sessions carried one) is not
+// valid: its holder signs in again.
+func (j cookieJar) session(r *http.Request, now time.Time) (plugin.User, bool) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return "", false
+		return plugin.User{}, false
 	}
 	var s sessionClaims
-	if !j.unseal(sessionCookie, ck.Value, &s) || s.Login == "" || now.Unix() >= s.Expires {
-		return "", false
+	if !j.unseal(sessionCookie, ck.Value, &s) || s.ID <= 0 || s.Login == "" || now.Unix() >= s.Expires {
+		return plugin.User{}, false
 	}
-	return s.Login, true
+	return plugin.User{ID: s.ID, Login: s.Login}, true
 }
 
-func (j cookieJar) setSession(w http.ResponseWriter, login string, now time.Time) {
+func (j cookieJar) setSession(w http.ResponseWriter, u plugin.User, now time.Time) {
 	exp := now.Add(j.ttl)
-	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{Login: login, Expires: exp.Unix()}), exp, now)
+	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{ID: u.ID, Login: u.Login, Expires: exp.Unix()}), exp, now)
 }
 
-func (j cookieJar) signInPath() string { return j.path + "oauth/" }
+// signInPath scopes the sign-in cookie to the sign-in's paths (the
+// directory of CallbackPath).
+func (j cookieJar) signInPath() string {
+	return strings.TrimSuffix(j.path, "/") + path.Dir(CallbackPath) + "/"
+}
 
 func (j cookieJar) setSignIn(w http.ResponseWriter, s signInClaims, now time.Time) {
 	j.set(w, signInCookie, j.signInPath(), j.seal(signInCookie, s), time.Unix(s.Expires, 0), now)

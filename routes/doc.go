@@ -6,4 +6,5 @@
 // who may read that repository: an unknown repository and one the viewer
 // may not see get the same 404, byte for byte. It never decides who holds a
 // lease (models/) or what a user may do (the forge, plugin/); it asks them.
+// It sends no request to Gitea itself: the forge and SignIn do (plugin/gitea).
 package routes

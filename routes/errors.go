@@ -7,7 +7,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 )
 
@@ -35,14 +34,19 @@ type errorBody struct {
 // status is the one place that maps an error onto an HTTP status.
 func status(err error) int {
 	var bad *badRequestError
+	var write *plugin.WriteRequiredError
 	switch {
-	case errors.As(err, &bad), errors.Is(err, errSignIn), errors.Is(err, models.ErrInvalid):
+	case errors.As(err, &bad), errors.Is(err, errSignIn), errors.Is(err, plugin.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, errUnauthorized):
+	case errors.Is(err, errUnauthorized), errors.Is(err, plugin.ErrRevoked):
 		return http.StatusUnauthorized
-	case errors.Is(err, plugin.ErrNotFound):
+	case errors.As(err, &write):
+		return http.StatusForbidden
+	case errors.Is(err, plugin.ErrRepoNotFound), errors.Is(err, plugin.ErrIssueNotFound), errors.Is(err, plugin.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, models.ErrBusy),
+	case errors.Is(err, plugin.ErrConflict), errors.Is(err, plugin.ErrIssueClosed):
+		return http.StatusConflict
+	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, plugin.ErrBusy),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
 	default: // plugin.ErrConfig and anything unexpected
@@ -67,8 +71,19 @@ func (h *handler) fail(c *gin.Context, err error) {
 		}
 	case http.StatusUnauthorized:
 		unauthorized(c)
+	case http.StatusForbidden:
+		// Only a viewer who may read the repository is told what it may
+		// not write, so naming it reveals nothing.
+		c.AbortWithStatusJSON(http.StatusForbidden, errorBody{Error: err.Error()})
 	case http.StatusNotFound:
 		notFound(c)
+	case http.StatusConflict:
+		var conflict *plugin.ConflictError
+		if errors.As(err, &conflict) {
+			c.AbortWithStatusJSON(http.StatusConflict, conflict.Reply)
+			return
+		}
+		c.AbortWithStatusJSON(http.StatusConflict, errorBody{Error: "issue is closed"})
 	case http.StatusServiceUnavailable:
 		h.log.Warn("http request failed, retryable", "path", c.Request.URL.Path, "err", err)
 		unavailable(c)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 )
 
@@ -30,7 +29,7 @@ type readyView struct {
 // Gitea answers. Both checks run at once, within the request's deadline.
 func (h *handler) readyz(c *gin.Context) {
 	ctx := c.Request.Context()
-	checks := map[string]func(context.Context) error{"database": h.ledger.Ping}
+	checks := map[string]func(context.Context) error{"database": h.database}
 	if h.ready != nil {
 		checks["gitea"] = h.ready
 	}
@@ -70,7 +69,7 @@ func problem(err error) string {
 	switch {
 	case errors.Is(err, plugin.ErrConfig):
 		return "misconfigured (see the sidecar's log)"
-	case errors.Is(err, models.ErrBusy):
+	case errors.Is(err, plugin.ErrBusy):
 		return "busy"
 	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return "unreachable"

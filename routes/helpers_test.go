@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -118,6 +119,18 @@ func (f *fakeForge) Issue(ctx context.Context, login, owner, name string, n int6
 	return plugin.Issue{}, plugin.ErrNotFound
 }
 
+// TokenRepo is the token's user's view, read only: the fake's tokens carry
+// every read scope.
+func (f *fakeForge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name string) (plugin.Repo, error) {
+	r, err := f.Repo(ctx, u.Login, owner, name)
+	r.CanWriteIssues, r.CanWritePulls = false, false
+	return r, err
+}
+
+func (f *fakeForge) UserByLogin(ctx context.Context, login string) (plugin.User, error) {
+	return plugin.User{}, fmt.Errorf("user %s: %w", login, plugin.ErrNotFound)
+}
+
 // clock is the one time of a test: the ledger and the routes read it.
 type clock struct {
 	mu sync.Mutex
@@ -164,8 +177,8 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	t.Cleanup(func() { _ = store.Close() })
 	f := &fixture{t: t, store: store, forge: newFakeForge(), clock: clk}
 	f.opts = Options{
-		Ledger: store, Forge: f.forge, GiteaURL: giteaURL, PublicURL: publicURL,
-		OAuth:      &OAuthConfig{ClientID: "client-id", ClientSecret: "client-secret"},
+		Leases: mustService(t, f.forge, store), Database: store.Ping, GiteaURL: giteaURL, PublicURL: publicURL,
+		SignIn:     newFakeSignIn(t, giteaURL),
 		SessionKey: testKey, Assets: testBundle(), Clock: clk.Now,
 	}
 	for _, m := range mod {
@@ -185,7 +198,7 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 
 func (f *fixture) acquire(repoID, issue int64, holder string, ttl time.Duration) models.Lease {
 	f.t.Helper()
-	l, err := f.store.Acquire(bg, models.Key{RepoID: repoID, Issue: issue}, holder, ttl)
+	l, err := f.store.Acquire(bg, models.Key{RepoID: repoID, Issue: issue}, account(holder), ttl, models.KindIssue)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -217,7 +230,7 @@ func (f *fixture) do(method, path string, headers ...string) reply {
 // would set it now.
 func (f *fixture) sessionFor(login string) string {
 	rec := httptest.NewRecorder()
-	f.hd.cookies.setSession(rec, login, f.clock.Now())
+	f.hd.cookies.setSession(rec, plugin.User{ID: account(login).ID, Login: login}, f.clock.Now())
 	ck := rec.Result().Cookies()[0]
 	return "Cookie: " + ck.Name + "=" + ck.Value
 }
@@ -237,4 +250,21 @@ func testBundle() assets.Bundle {
 		"collab-lease.js":  testAsset("collab-lease.js", js, "text/javascript; charset=utf-8"),
 		"collab-lease.css": testAsset("collab-lease.css", css, "text/css; charset=utf-8"),
 	}
+}
+
+func mustService(t *testing.T, f plugin.Forge, l plugin.Ledger) *plugin.Service {
+	t.Helper()
+	svc, err := plugin.NewService(f, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+// account is the test account with this login; the same login is always
+// the same account.
+func account(login string) models.Holder {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(login))
+	return models.Holder{ID: int64(h.Sum32()) + 1, Login: login}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,25 +17,35 @@ import (
 	"github.com/collab-lease/collab-lease/plugin"
 )
 
-// Sign-in through Gitea's OAuth2 provider (authorization code flow). The
-// sidecar is a confidential client of Gitea 1.26 (routers/web/auth/
-// oauth2_provider.go), which
-//   - takes client_id and client_secret in the token request's form body
-//     (or HTTP Basic) and requires the secret of a confidential client;
-//   - accepts PKCE (S256) from confidential clients too, and then checks
-//     the verifier at the token endpoint: we always send it, so a code
-//     that leaks from the redirect is useless without this browser's
-//     sign-in cookie;
-//   - matches redirect_uri exactly against the registered ones;
-//   - reduces the access token to the requested scopes: "read:user" is all
-//     the sidecar needs, for GET /api/v1/user;
-//   - asks the user to grant access once, then redirects straight back.
-//
-// The sidecar keeps only the login it learns; Gitea's access token is
-// dropped after that one request.
+// Sign-in through Gitea's OAuth2 provider (authorization code flow with
+// PKCE). This file holds the sidecar's side of it: the state and verifier
+// carried in a signed cookie from /oauth/login to /oauth/callback, the
+// session cookie, and where the browser may return. What is said to Gitea
+// is behind SignIn (plugin/gitea implements it).
 
-// oauthScope is what the sidecar asks Gitea for.
-const oauthScope = "read:user"
+// The sign-in's paths under the public URL. Gitea knows the callback (install
+// registers RedirectURI), so it is written only here.
+const (
+	loginPath    = "/oauth/login"
+	CallbackPath = "/oauth/callback"
+	logoutPath   = "/oauth/logout"
+)
+
+// RedirectURI is the OAuth2 redirect URI of a sidecar whose public URL is
+// publicURL: where Gitea sends the browser back after sign-in.
+func RedirectURI(publicURL string) string { return strings.TrimRight(publicURL, "/") + CallbackPath }
+
+// SignIn is Gitea's OAuth2 provider as the sign-in uses it.
+type SignIn interface {
+	// AuthorizeURL is where to send the browser to ask the user for
+	// consent; Gitea sends it back to redirectURI with a code and state.
+	// challenge is the PKCE S256 challenge of the verifier Exchange gets.
+	AuthorizeURL(redirectURI, state, challenge string) string
+	// Exchange trades an authorization code and its PKCE verifier for
+	// the account that granted it. plugin.ErrNotFound: Gitea refused the
+	// code, or the account may not log in.
+	Exchange(ctx context.Context, code, verifier, redirectURI string) (plugin.User, error)
+}
 
 // sessionView is the reply of GET /api/v1/session: who the sidecar's
 // session cookie says the browser is (null: nobody), and where to send the
@@ -47,7 +56,8 @@ type sessionView struct {
 }
 
 func (h *handler) session(c *gin.Context) {
-	login, ok := h.cookies.session(c.Request, h.now())
+	u, ok := h.cookies.session(c.Request, h.now())
+	login := u.Login
 	if !ok {
 		h.reply(c, h.sessionView(nil))
 		return
@@ -57,8 +67,8 @@ func (h *handler) session(c *gin.Context) {
 
 func (h *handler) sessionView(login *string) sessionView {
 	v := sessionView{Login: login}
-	if h.oauth != nil {
-		u := h.public.String() + "/oauth/login"
+	if h.signIn != nil {
+		u := h.public.String() + loginPath
 		v.SignInURL = &u
 	}
 	return v
@@ -66,7 +76,7 @@ func (h *handler) sessionView(login *string) sessionView {
 
 // login starts a sign-in: GET /oauth/login?return_to=<url>.
 func (h *handler) login(c *gin.Context) {
-	if h.oauth == nil {
+	if h.signIn == nil {
 		notFound(c)
 		return
 	}
@@ -83,23 +93,14 @@ func (h *handler) login(c *gin.Context) {
 		Expires:  now.Add(signInTTL).Unix(),
 	}, now)
 	challenge := sha256.Sum256([]byte(verifier))
-	q := url.Values{
-		"client_id":             {h.oauth.ClientID},
-		"redirect_uri":          {h.redirectURI()},
-		"response_type":         {"code"},
-		"scope":                 {oauthScope},
-		"state":                 {state},
-		"code_challenge":        {base64.RawURLEncoding.EncodeToString(challenge[:])},
-		"code_challenge_method": {"S256"},
-	}
 	c.Header("Cache-Control", "no-store")
-	c.Redirect(http.StatusFound, h.gitea.String()+"/login/oauth/authorize?"+q.Encode())
+	c.Redirect(http.StatusFound, h.signIn.AuthorizeURL(h.redirectURI(), state, base64.RawURLEncoding.EncodeToString(challenge[:])))
 }
 
 // callback finishes a sign-in: Gitea sends the browser back here with a
 // code (or an error) and the state.
 func (h *handler) callback(c *gin.Context) {
-	if h.oauth == nil {
+	if h.signIn == nil {
 		notFound(c)
 		return
 	}
@@ -133,19 +134,16 @@ func (h *handler) callback(c *gin.Context) {
 		h.fail(c, fmt.Errorf("callback without a code: %w", errSignIn))
 		return
 	}
-	ctx := c.Request.Context()
-	token, err := h.exchange(ctx, code, s.Verifier)
+	u, err := h.signIn.Exchange(c.Request.Context(), code, s.Verifier, h.redirectURI())
+	if errors.Is(err, plugin.ErrNotFound) {
+		err = fmt.Errorf("%w: %w", errSignIn, err)
+	}
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	login, err := h.oauthUser(ctx, token)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.cookies.setSession(c.Writer, login, h.now())
-	h.log.Info("signed in", "login", login)
+	h.cookies.setSession(c.Writer, u, h.now())
+	h.log.Info("signed in", "login", u.Login)
 	c.Redirect(http.StatusFound, returnTo)
 }
 
@@ -155,7 +153,7 @@ func (h *handler) logout(c *gin.Context) {
 	h.reply(c, h.sessionView(nil))
 }
 
-func (h *handler) redirectURI() string { return h.public.String() + "/oauth/callback" }
+func (h *handler) redirectURI() string { return RedirectURI(h.public.String()) }
 
 // random returns 32 random bytes, base64url-encoded (43 characters: also a
 // valid PKCE verifier).
@@ -190,83 +188,4 @@ func (h *handler) safeReturn(raw string) string {
 		return home
 	}
 	return u.String()
-}
-
-// maxOAuthBody bounds what is read from Gitea's OAuth2 answers.
-const maxOAuthBody = 1 << 20
-
-// exchange trades the authorization code for an access token at Gitea.
-func (h *handler) exchange(ctx context.Context, code, verifier string) (string, error) {
-	form := url.Values{
-		"grant_type":    {"authorization_code"},
-		"code":          {code},
-		"redirect_uri":  {h.redirectURI()},
-		"client_id":     {h.oauth.ClientID},
-		"client_secret": {h.oauth.ClientSecret},
-		"code_verifier": {verifier},
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.gitea.String()+"/login/oauth/access_token", strings.NewReader(form.Encode()))
-	if err != nil {
-		return "", fmt.Errorf("token request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.Header.Set("Accept", "application/json")
-	var out struct {
-		AccessToken string `json:"access_token"`
-		Error       string `json:"error"`
-		Description string `json:"error_description"`
-	}
-	code2, err := h.doJSON(req, &out)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("token request: %w", err)
-	case code2 == http.StatusBadRequest || code2 == http.StatusUnauthorized:
-		return "", fmt.Errorf("token request: Gitea refused the code (%s: %s): %w", out.Error, out.Description, errSignIn)
-	case code2 != http.StatusOK || out.AccessToken == "":
-		return "", fmt.Errorf("token request: HTTP %d: %w", code2, plugin.ErrUnavailable)
-	}
-	return out.AccessToken, nil
-}
-
-// oauthUser asks Gitea whom an access token belongs to.
-func (h *handler) oauthUser(ctx context.Context, token string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.gitea.String()+"/api/v1/user", nil)
-	if err != nil {
-		return "", fmt.Errorf("user request: %w", err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "application/json")
-	var u struct {
-		Login string `json:"login"`
-	}
-	code, err := h.doJSON(req, &u)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("user request: %w", err)
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return "", fmt.Errorf("user request: HTTP %d: %w", code, errSignIn)
-	case code != http.StatusOK || u.Login == "":
-		return "", fmt.Errorf("user request: HTTP %d: %w", code, plugin.ErrUnavailable)
-	}
-	return u.Login, nil
-}
-
-// doJSON sends req and decodes a JSON body into out (whatever the status;
-// error answers carry JSON too). A failure to reach Gitea, or a 2xx answer
-// that is not JSON, is plugin.ErrUnavailable.
-func (h *handler) doJSON(req *http.Request, out any) (int, error) {
-	req.Header.Set("User-Agent", "collab-lease")
-	resp, err := h.http.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", plugin.ErrUnavailable, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxOAuthBody))
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", plugin.ErrUnavailable, err)
-	}
-	if err := json.Unmarshal(body, out); err != nil && resp.StatusCode/100 == 2 {
-		return 0, fmt.Errorf("%w: malformed answer: %w", plugin.ErrUnavailable, err)
-	}
-	return resp.StatusCode, nil
 }

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -14,29 +15,80 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
 )
 
-// fakeGitea is Gitea's OAuth2 provider as far as the sidecar sees it: the
-// authorize page (signed in as user, granting at once), the token endpoint
-// (checking the client secret, the redirect URI and the PKCE verifier, one
-// use per code) and GET /api/v1/user for the access token.
-type fakeGitea struct {
+// fakeSignIn is Gitea's OAuth2 provider as the routes see it (SignIn):
+// consent URLs on Gitea's origin, and a code exchange that checks the
+// redirect URI and the PKCE verifier, one use per code. fakeGitea serves
+// its consent page.
+type fakeSignIn struct {
 	t    *testing.T
-	srv  *httptest.Server
-	user string
+	base string // Gitea's URL
+	user plugin.User
 
-	mu         sync.Mutex
-	codes      map[string]string // code -> code_challenge
-	tokens     map[string]string // access token -> login
-	refuse     bool              // the token endpoint says invalid_grant
-	authorize  url.Values        // the last authorize request
-	tokenForms []url.Values
+	mu        sync.Mutex
+	codes     map[string]string // code -> code_challenge
+	refuse    bool              // every code is refused
+	down      bool              // Gitea cannot be reached
+	exchanges []exchange        // every Exchange call
 }
 
-func newFakeGitea(t *testing.T, user string) *fakeGitea {
-	g := &fakeGitea{t: t, user: user, codes: map[string]string{}, tokens: map[string]string{}}
+type exchange struct{ code, verifier, redirectURI string }
+
+var _ SignIn = (*fakeSignIn)(nil)
+
+func newFakeSignIn(t *testing.T, base string) *fakeSignIn {
+	return &fakeSignIn{t: t, base: base, user: plugin.User{ID: 2, Login: "alice"}, codes: map[string]string{}}
+}
+
+func (s *fakeSignIn) AuthorizeURL(redirectURI, state, challenge string) string {
+	q := url.Values{
+		"client_id": {"client-id"}, "redirect_uri": {redirectURI}, "response_type": {"code"},
+		"state": {state}, "code_challenge": {challenge}, "code_challenge_method": {"S256"},
+	}
+	return s.base + "/login/oauth/authorize?" + q.Encode()
+}
+
+func (s *fakeSignIn) Exchange(ctx context.Context, code, verifier, redirectURI string) (plugin.User, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.exchanges = append(s.exchanges, exchange{code, verifier, redirectURI})
+	if _, ok := ctx.Deadline(); !ok {
+		s.t.Errorf("Exchange without a deadline")
+	}
+	challenge, known := s.codes[code]
+	sum := sha256.Sum256([]byte(verifier))
+	switch {
+	case s.down:
+		return plugin.User{}, fmt.Errorf("sign-in: %w", plugin.ErrUnavailable)
+	case s.refuse || !known:
+		return plugin.User{}, fmt.Errorf("sign-in: code already used: %w", plugin.ErrNotFound)
+	case redirectURI != publicURLOf(s.t)+"/oauth/callback":
+		return plugin.User{}, fmt.Errorf("sign-in: redirect URI %s: %w", redirectURI, plugin.ErrNotFound)
+	case base64.RawURLEncoding.EncodeToString(sum[:]) != challenge:
+		return plugin.User{}, fmt.Errorf("sign-in: failed PKCE code challenge: %w", plugin.ErrNotFound)
+	}
+	delete(s.codes, code)
+	return s.user, nil
+}
+
+// fakeGitea is Gitea's web server as the browser sees it: the consent page
+// (signed in as the sign-in's user, granting at once) and any other page.
+type fakeGitea struct {
+	*fakeSignIn
+	srv *httptest.Server
+
+	authorize url.Values // the last authorize request
+	issued    int        // codes handed out
+}
+
+func newFakeGitea(t *testing.T) *fakeGitea {
+	g := &fakeGitea{}
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(g.srv.Close)
+	g.fakeSignIn = newFakeSignIn(t, g.srv.URL)
 	return g
 }
 
@@ -51,45 +103,12 @@ func (g *fakeGitea) serve(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad authorize request", 400)
 			return
 		}
-		code := fmt.Sprintf("code-%d", len(g.codes)+1)
+		g.issued++
+		code := fmt.Sprintf("code-%d", g.issued)
 		g.codes[code] = q.Get("code_challenge")
 		back, _ := url.Parse(q.Get("redirect_uri"))
 		back.RawQuery = url.Values{"code": {code}, "state": {q.Get("state")}}.Encode()
 		http.Redirect(w, r, back.String(), http.StatusSeeOther)
-	case "/login/oauth/access_token":
-		_ = r.ParseForm()
-		g.tokenForms = append(g.tokenForms, r.PostForm)
-		f := r.PostForm
-		challenge, known := g.codes[f.Get("code")]
-		sum := sha256.Sum256([]byte(f.Get("code_verifier")))
-		switch {
-		case g.refuse || !known:
-			w.WriteHeader(400)
-			_, _ = io.WriteString(w, `{"error":"invalid_grant","error_description":"authorization code already used"}`)
-			return
-		case r.Method != "POST" || f.Get("grant_type") != "authorization_code" || f.Get("client_id") != "client-id" ||
-			f.Get("client_secret") != "client-secret" || f.Get("redirect_uri") != publicURLOf(g.t)+"/oauth/callback":
-			w.WriteHeader(400)
-			_, _ = io.WriteString(w, `{"error":"unauthorized_client","error_description":"invalid client secret"}`)
-			return
-		case base64.RawURLEncoding.EncodeToString(sum[:]) != challenge:
-			w.WriteHeader(400)
-			_, _ = io.WriteString(w, `{"error":"unauthorized_client","error_description":"failed PKCE code challenge"}`)
-			return
-		}
-		delete(g.codes, f.Get("code"))
-		tok := "access-" + f.Get("code")
-		g.tokens[tok] = g.user
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": tok, "token_type": "bearer", "expires_in": 3600})
-	case "/api/v1/user":
-		login, ok := g.tokens[strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")]
-		if !ok {
-			w.WriteHeader(401)
-			_, _ = io.WriteString(w, `{"message":"invalid token"}`)
-			return
-		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"id": 2, "login": login})
 	default:
 		_, _ = io.WriteString(w, "a Gitea page: "+r.URL.Path)
 	}
@@ -114,7 +133,7 @@ type oauthWorld struct {
 }
 
 func newOAuthWorld(t *testing.T, mod ...func(o *Options)) *oauthWorld {
-	w := &oauthWorld{gitea: newFakeGitea(t, "alice")}
+	w := &oauthWorld{gitea: newFakeGitea(t)}
 	var h http.Handler
 	w.sidecar = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { h.ServeHTTP(rw, r) }))
 	t.Cleanup(w.sidecar.Close)
@@ -122,6 +141,7 @@ func newOAuthWorld(t *testing.T, mod ...func(o *Options)) *oauthWorld {
 	w.fixture = newFixture(t, append([]func(o *Options){func(o *Options) {
 		o.GiteaURL = w.gitea.srv.URL
 		o.PublicURL = w.sidecar.URL
+		o.SignIn = w.gitea
 	}}, mod...)...)
 	h = w.h
 	jar, _ := cookiejar.New(nil)
@@ -205,11 +225,11 @@ func TestSignInFlow(t *testing.T) {
 	}
 
 	a := w.gitea.authorize
-	if a.Get("redirect_uri") != w.sidecar.URL+"/oauth/callback" || a.Get("scope") != "read:user" || len(a.Get("state")) < 40 {
+	if a.Get("redirect_uri") != w.sidecar.URL+"/oauth/callback" || len(a.Get("state")) < 40 || len(a.Get("code_challenge")) != 43 {
 		t.Fatalf("authorize request: %v", a)
 	}
-	if form := w.gitea.tokenForms[0]; form.Get("code_verifier") == "" || form.Get("client_secret") != "client-secret" {
-		t.Fatalf("token request: %v", form)
+	if ex := w.gitea.exchanges; len(ex) != 1 || len(ex[0].verifier) != 43 || ex[0].redirectURI != w.sidecar.URL+"/oauth/callback" {
+		t.Fatalf("exchanges: %+v", ex)
 	}
 
 	// The session lasts 12 hours, then the browser is anonymous again.
@@ -247,7 +267,7 @@ func TestSignInCookieFlags(t *testing.T) {
 		}
 
 		rec := httptest.NewRecorder()
-		f.hd.cookies.setSession(rec, "alice", f.clock.Now())
+		f.hd.cookies.setSession(rec, plugin.User{ID: account("alice").ID, Login: "alice"}, f.clock.Now())
 		ss := cookieNamed(rec.Result(), sessionCookie)
 		if !ss.HttpOnly || ss.SameSite != http.SameSiteLaxMode || ss.Secure != c.secure || ss.Path != c.path ||
 			ss.MaxAge != int(DefaultSessionTTL/time.Second) || !ss.Expires.Equal(f.clock.Now().Add(DefaultSessionTTL)) {
@@ -287,7 +307,7 @@ func TestCallbackRefusesAForeignState(t *testing.T) {
 	if l := w.login(); l != "" {
 		t.Fatalf("signed in as %q", l)
 	}
-	if len(w.gitea.tokenForms) != 0 {
+	if len(w.gitea.exchanges) != 0 {
 		t.Fatalf("a code was exchanged despite the state mismatch")
 	}
 }
@@ -394,7 +414,9 @@ func TestSignInDeclinedOrRefused(t *testing.T) {
 	// Gitea unreachable during the exchange: retryable, not a sign-in
 	// failure.
 	cb = w.callbackURL(returnTo)
-	w.gitea.srv.Close()
+	w.gitea.mu.Lock()
+	w.gitea.down = true
+	w.gitea.mu.Unlock()
 	resp, body = w.noRedirects(cb.String())
 	if resp.StatusCode != 503 || body != `{"error":"temporarily unavailable, try again"}` {
 		t.Fatalf("Gitea down: %d %s", resp.StatusCode, body)
@@ -423,7 +445,7 @@ func TestLogout(t *testing.T) {
 }
 
 func TestSignInDisabled(t *testing.T) {
-	f := newFixture(t, func(o *Options) { o.OAuth = nil })
+	f := newFixture(t, func(o *Options) { o.SignIn = nil })
 	expectReply(t, "session", f.do("GET", "/api/v1/session"), 200, `{"login":null,"sign_in_url":null}`)
 	expectReply(t, "login", f.do("GET", "/oauth/login"), 404, notFoundBody)
 	expectReply(t, "callback", f.do("GET", "/oauth/callback?code=x&state=y"), 404, notFoundBody)

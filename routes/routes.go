@@ -15,18 +15,19 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/collab-lease/collab-lease/assets"
-	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// Ledger is what the HTTP API reads from the lease ledger.
-type Ledger interface {
-	List(ctx context.Context, repoID int64) ([]models.Lease, error)
-	Current(ctx context.Context, k models.Key) (*models.Lease, error)
-	Ping(ctx context.Context) error
+// Leases is what the HTTP API asks of the lease service (plugin.Service):
+// it decides who may see what; the handlers only bind, call and translate.
+type Leases interface {
+	ByToken(ctx context.Context, token string) (plugin.Viewer, error)
+	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
+	Lease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.IssueLease, error)
 }
 
-var _ Ledger = (*models.Store)(nil)
+var _ Leases = (*plugin.Service)(nil)
 
 // Defaults for the zero values of Options.
 const (
@@ -36,20 +37,22 @@ const (
 
 // Options are the dependencies and settings of the HTTP API.
 type Options struct {
-	Ledger Ledger
-	Forge  plugin.Forge
+	Leases Leases
+	// Database reports whether the ledger answers (for /readyz).
+	Database func(ctx context.Context) error
 	// GiteaURL is Gitea's base URL as browsers reach it. Its origin is the
-	// only one answered with CORS, sign-in goes to its OAuth2 provider, and
-	// a sign-in may return only to it or to PublicURL.
+	// only one answered with CORS, and a sign-in may return only to it or
+	// to PublicURL.
 	GiteaURL string
 	// PublicURL is this sidecar's base URL as browsers reach it; the
-	// OAuth2 redirect URI is PublicURL + "/oauth/callback".
+	// OAuth2 redirect URI is RedirectURI(PublicURL).
 	PublicURL string
-	// OAuth is the sidecar's OAuth2 application in Gitea; nil disables
-	// sign-in (private repositories are then visible only with a token).
-	OAuth *OAuthConfig
+	// SignIn is Gitea's OAuth2 provider, for the sidecar's registered
+	// application; nil disables sign-in (private repositories are then
+	// visible only with a token).
+	SignIn SignIn
 	// SessionKey signs the session and sign-in cookies (at least 32
-	// bytes when OAuth is set).
+	// bytes when SignIn is set).
 	SessionKey []byte
 	// SessionTTL is how long a sign-in lasts. Zero means DefaultSessionTTL.
 	SessionTTL time.Duration
@@ -66,29 +69,19 @@ type Options struct {
 	// Metrics serves GET /metrics (Prometheus text format); nil: 404.
 	Metrics http.Handler
 	// RequestTimeout bounds each request's calls to the forge, the ledger
-	// and Gitea's OAuth2 endpoints. Zero means DefaultRequestTimeout.
+	// and Gitea's OAuth2 provider. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	// HTTPClient talks to Gitea's OAuth2 endpoints. Nil means a client of
-	// its own.
-	HTTPClient *http.Client
-}
-
-// OAuthConfig is the sidecar's OAuth2 application in Gitea (a confidential
-// client, registered by `collab-sidecar install`).
-type OAuthConfig struct {
-	ClientID     string
-	ClientSecret string
 }
 
 // handler holds the validated options every handler reads.
 type handler struct {
-	ledger     Ledger
-	forge      plugin.Forge
+	leases     Leases
+	database   func(ctx context.Context) error
 	gitea      *url.URL // Gitea's base URL, no trailing slash
 	giteaOrig  string   // "scheme://host[:port]", as browsers send Origin
 	public     *url.URL
 	publicOrig string
-	oauth      *OAuthConfig
+	signIn     SignIn
 	cookies    cookieJar
 	assets     assets.Bundle
 	log        *slog.Logger
@@ -96,7 +89,6 @@ type handler struct {
 	rand       io.Reader
 	ready      func(ctx context.Context) error
 	timeout    time.Duration
-	http       *http.Client
 	spent      *spentStates
 }
 
@@ -130,9 +122,9 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
 	r.GET("/api/v1/session", h.session)
 
-	r.GET("/oauth/login", h.login)
-	r.GET("/oauth/callback", h.callback)
-	r.POST("/oauth/logout", h.logout)
+	r.GET(loginPath, h.login)
+	r.GET(CallbackPath, h.callback)
+	r.POST(logoutPath, h.logout)
 
 	r.GET("/assets/:name", h.asset)
 	r.HEAD("/assets/:name", h.asset)
@@ -140,8 +132,8 @@ func New(o Options) (http.Handler, error) {
 }
 
 func newHandler(o Options) (*handler, error) {
-	if o.Ledger == nil || o.Forge == nil {
-		return nil, errors.New("routes: Ledger and Forge are required")
+	if o.Leases == nil || o.Database == nil {
+		return nil, errors.New("routes: Leases and Database are required")
 	}
 	gitea, err := baseURL("Gitea URL", o.GiteaURL)
 	if err != nil {
@@ -151,27 +143,23 @@ func newHandler(o Options) (*handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	if o.OAuth != nil && (o.OAuth.ClientID == "" || o.OAuth.ClientSecret == "") {
-		return nil, errors.New("routes: OAuth needs a client ID and secret")
-	}
-	if o.OAuth != nil && len(o.SessionKey) < 32 {
+	if o.SignIn != nil && len(o.SessionKey) < 32 {
 		return nil, errors.New("routes: the session key must be at least 32 bytes")
 	}
 	h := &handler{
-		ledger:     o.Ledger,
-		forge:      o.Forge,
+		leases:     o.Leases,
+		database:   o.Database,
 		gitea:      gitea,
 		giteaOrig:  origin(gitea),
 		public:     public,
 		publicOrig: origin(public),
-		oauth:      o.OAuth,
+		signIn:     o.SignIn,
 		assets:     o.Assets,
 		log:        o.Logger,
 		now:        o.Clock,
 		rand:       o.Rand,
 		ready:      o.Ready,
 		timeout:    o.RequestTimeout,
-		http:       o.HTTPClient,
 		spent:      newSpentStates(),
 	}
 	if h.log == nil {
@@ -185,13 +173,6 @@ func newHandler(o Options) (*handler, error) {
 	}
 	if h.timeout == 0 {
 		h.timeout = DefaultRequestTimeout
-	}
-	if h.http == nil {
-		h.http = &http.Client{
-			// Gitea's token endpoint answers directly; a redirect there
-			// would be a misconfiguration, not something to follow.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
-		}
 	}
 	ttl := o.SessionTTL
 	if ttl == 0 {

@@ -32,23 +32,30 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (
 	if err != nil {
 		return exitCode(err), c.Login
 	}
-	var out any
+	var (
+		out     any
+		outcome string // what a success is called in logs and metrics
+	)
 	switch cmd.Verb {
 	case contract.VerbAcquire:
 		out, err = leases.Acquire(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
+		outcome = contract.StatusAcquired
 	case contract.VerbRenew:
 		out, err = leases.Renew(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
+		outcome = contract.StatusRenewed
 	case contract.VerbRelease:
 		out, err = leases.Release(ctx, v, cmd.Owner, cmd.Name, cmd.Issue)
+		outcome = contract.StatusReleased
 	case contract.VerbList:
 		out, err = leases.List(ctx, v, cmd.Owner, cmd.Name)
+		outcome = "listed"
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}
 	if err != nil {
 		return exitCode(err), v.Login
 	}
-	return jsonReply(contract.ExitOK, string(cmd.Verb), out), v.Login
+	return jsonReply(contract.ExitOK, outcome, out), v.Login
 }
 
 func jsonReply(code int, outcome string, v any) Reply {

@@ -9,6 +9,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -60,10 +61,22 @@ func (f *fakeForge) UserByKey(_ context.Context, fp string) (plugin.User, error)
 	if !ok {
 		return plugin.User{}, plugin.ErrNotFound
 	}
-	return plugin.User{ID: 1, Login: login}, nil
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(login))
+	return plugin.User{ID: int64(h.Sum32()) + 1, Login: login}, nil
 }
 
 func (f *fakeForge) UserByToken(context.Context, string) (plugin.User, error) {
+	return plugin.User{}, plugin.ErrNotFound
+}
+
+// TokenRepo and UserByLogin are for HTTP callers and the ledger upgrade;
+// the SSH server asks neither.
+func (f *fakeForge) TokenRepo(context.Context, plugin.User, string, string, string) (plugin.Repo, error) {
+	return plugin.Repo{}, plugin.ErrNotFound
+}
+
+func (f *fakeForge) UserByLogin(context.Context, string) (plugin.User, error) {
 	return plugin.User{}, plugin.ErrNotFound
 }
 
@@ -237,7 +250,7 @@ func (w *world) start(addr string) {
 	}
 	logger := slog.New(slog.NewTextHandler(w.logMu, nil))
 	w.srv = &Server{HostKey: signer, Keys: w.forge, Logger: logger,
-		Handler: &LeaseVerb{Forge: w.forge, Ledger: w.ledger, Logger: logger}}
+		Handler: &LeaseVerb{Leases: w.service(), Logger: logger}}
 	if w.tweak != nil {
 		w.tweak(w.srv)
 	}
@@ -252,6 +265,15 @@ func (w *world) start(addr string) {
 	}
 	srv := w.srv
 	w.t.Cleanup(func() { _ = srv.Close() })
+}
+
+func (w *world) service() *plugin.Service {
+	w.t.Helper()
+	svc, err := plugin.NewService(w.forge, w.ledger)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return svc
 }
 
 type lockedWriter struct {

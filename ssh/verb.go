@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
@@ -29,12 +30,9 @@ type LeaseVerb struct {
 
 var _ Handler = (*LeaseVerb)(nil)
 
-// defaultMaxTTL is SPEC §5's default --max-ttl.
-const defaultMaxTTL = 168 * time.Hour
-
 func (v *LeaseVerb) maxTTL() time.Duration {
 	if v.MaxTTL <= 0 {
-		return defaultMaxTTL
+		return plugin.DefaultMaxTTL
 	}
 	return v.MaxTTL
 }

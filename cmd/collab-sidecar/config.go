@@ -14,6 +14,9 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/gitea"
 )
 
 // Config is every setting of collab-sidecar, parsed and validated once here;
@@ -50,14 +53,14 @@ var settings = []setting{
 	{"gitea-token-file", "COLLAB_GITEA_TOKEN_FILE", "", "file holding a Gitea site-admin API token (required unless COLLAB_GITEA_TOKEN is set)"},
 	{"ssh-listen", "COLLAB_SSH_LISTEN", ":2222", "address of the SSH server (host:0 picks a free port)"},
 	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
-	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding collab.db, the SSH host key, session.key and oauth2.json"},
-	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/collab.db)"},
+	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + " and " + oauthAppFile},
+	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/" + ledgerFile + ")"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
 	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
-	{"max-ttl", "COLLAB_MAX_TTL", "168h", "largest --ttl a claim may ask for"},
-	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", "5s", "deadline of each question to Gitea"},
-	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", "60s", "how long a resolved SSH key is remembered"},
-	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", "30s", "how long a repository permission is remembered"},
+	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(plugin.DefaultMaxTTL), "largest --ttl a claim may ask for"},
+	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
+	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
+	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
@@ -197,7 +200,7 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		return c, errors.New("data-dir must not be empty")
 	}
 	if c.DB == "" {
-		c.DB = filepath.Join(c.DataDir, "collab.db")
+		c.DB = filepath.Join(c.DataDir, ledgerFile)
 	}
 	durations := []struct {
 		name     string

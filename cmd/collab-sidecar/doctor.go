@@ -2,20 +2,18 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/routes"
 )
 
 // errDoctor is returned when a check failed; the checks said what to fix.
@@ -30,35 +28,28 @@ type check struct {
 }
 
 // doctor checks what serve and install depend on and prints one line per
-// check; it changes nothing. It fails unless every check passes.
+// check; it changes nothing. It fails unless every check passes. What is
+// asked of Gitea is plugin/gitea's; this file says what each answer means
+// for the operator.
 func doctor(ctx context.Context, cfg Config, out io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, doctorTimeout)
 	defer cancel()
-	client := &http.Client{Timeout: cfg.ForgeTimeout}
 	var checks []check
 	add := func(name string, ok string, err error) { checks = append(checks, check{name, err, ok}) }
 
-	version, err := giteaVersion(ctx, client, cfg.GiteaURL)
-	add("gitea", fmt.Sprintf("%s answers, version %s", cfg.GiteaURL, version), err)
+	forge, err := newForge(cfg)
+	if err != nil {
+		return err
+	}
+	version, err := forge.Version(ctx)
+	add("gitea", fmt.Sprintf("%s answers, version %s", cfg.GiteaURL, version), giteaFix(cfg, err))
 	giteaUp := err == nil
 
 	if giteaUp {
-		forge, err := gitea.New(gitea.Options{URL: cfg.GiteaURL, Token: cfg.GiteaToken, Timeout: cfg.ForgeTimeout})
+		admin, err := forge.Check(ctx)
+		add("token", fmt.Sprintf("valid, site administrator %s (from %s)", admin.Login, cfg.TokenSource), tokenFix(err))
 		if err == nil {
-			var admin plugin.User
-			admin, err = forge.Check(ctx)
-			add("token", fmt.Sprintf("valid, site administrator %s (from %s)", admin.Login, cfg.TokenSource), tokenFix(err))
-		} else {
-			add("token", "", err)
-		}
-		if err == nil {
-			// A fingerprint no key has: the lookup must answer (an empty
-			// list), which needs the read:user scope.
-			_, err = forge.UserByKey(ctx, "SHA256:"+strings.Repeat("A", 43))
-			if errors.Is(err, plugin.ErrNotFound) {
-				err = nil
-			}
-			add("key lookup", "GET /api/v1/user/keys?fingerprint= answers", tokenFix(err))
+			add("key lookup", "GET /api/v1/user/keys?fingerprint= answers", tokenFix(forge.CheckKeySearch(ctx)))
 		}
 	}
 
@@ -73,10 +64,10 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 		add("footer", "the badge script of "+cfg.PublicURL+" is in "+filepath.Join(cfg.GiteaCustom, plugin.FooterFile), err)
 	}
 
-	add("oauth2", "", nil)
-	checks[len(checks)-1].ok, checks[len(checks)-1].err = checkOAuth(ctx, client, cfg, giteaUp)
+	found, err := checkOAuth(ctx, forge, cfg, giteaUp)
+	add("oauth2", found, err)
 
-	found, err := checkDataDir(ctx, cfg)
+	found, err = checkDataDir(ctx, cfg)
 	add("data-dir", found, err)
 
 	failed := 0
@@ -94,27 +85,19 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 	return nil
 }
 
-// giteaVersion asks Gitea's unauthenticated version endpoint.
-func giteaVersion(ctx context.Context, c *http.Client, base string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", base+"/api/v1/version", nil)
-	if err != nil {
-		return "", err
+// giteaFix says what to do when Gitea's version cannot be read.
+func giteaFix(cfg Config, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, plugin.ErrUnavailable):
+		return fmt.Errorf("cannot reach %s: %v; check --gitea-url and that Gitea runs", cfg.GiteaURL, err)
 	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("cannot reach %s: %v; check --gitea-url and that Gitea runs", base, err)
-	}
-	defer resp.Body.Close()
-	var v struct {
-		Version string `json:"version"`
-	}
-	if resp.StatusCode != 200 || json.NewDecoder(io.LimitReader(resp.Body, 1<<16)).Decode(&v) != nil || v.Version == "" {
-		return "", fmt.Errorf("%s/api/v1/version answered %s, not Gitea's version: is --gitea-url Gitea's base URL?", base, resp.Status)
-	}
-	return v.Version, nil
+	return fmt.Errorf("%s does not answer like Gitea: %v; is --gitea-url Gitea's base URL?", cfg.GiteaURL, err)
 }
 
-// tokenFix adds the fix to a token problem the forge reports.
+// tokenFix adds the fix to a token problem the forge reports (an
+// ErrConfig names its own fix).
 func tokenFix(err error) error {
 	switch {
 	case err == nil:
@@ -129,36 +112,26 @@ func tokenFix(err error) error {
 
 // checkOAuth: the application install registered exists in Gitea and
 // matches this configuration.
-func checkOAuth(ctx context.Context, c *http.Client, cfg Config, giteaUp bool) (string, error) {
-	path := filepath.Join(cfg.DataDir, plugin.OAuthAppFile)
-	app, err := plugin.LoadOAuthApp(path)
+func checkOAuth(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp bool) (string, error) {
+	path := filepath.Join(cfg.DataDir, oauthAppFile)
+	app, err := gitea.LoadOAuthApp(path)
 	switch {
 	case err != nil:
 		return "", err
 	case app == nil:
 		return "", fmt.Errorf("no %s: sign-in for private repositories is off; run collab-sidecar install", path)
-	case strings.TrimRight(app.GiteaURL, "/") != cfg.GiteaURL || app.RedirectURI != cfg.PublicURL+"/oauth/callback":
+	case strings.TrimRight(app.GiteaURL, "/") != cfg.GiteaURL || app.RedirectURI != routes.RedirectURI(cfg.PublicURL):
 		return "", fmt.Errorf("%s was registered for %s with redirect %s, not this configuration: run collab-sidecar install again", path, app.GiteaURL, app.RedirectURI)
 	case !giteaUp:
 		return "", errors.New("not checked: Gitea is unreachable")
 	}
-	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("%s/api/v1/user/applications/oauth2/%d", cfg.GiteaURL, app.ID), nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("Authorization", "token "+cfg.GiteaToken)
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", fmt.Errorf("cannot ask Gitea about application %d: %v", app.ID, err)
-	}
-	resp.Body.Close()
-	switch resp.StatusCode {
-	case http.StatusOK:
+	switch err := forge.CheckOAuthApp(ctx, *app); {
+	case err == nil:
 		return fmt.Sprintf("application %s registered, redirect %s", app.ClientID, app.RedirectURI), nil
-	case http.StatusNotFound:
-		return "", fmt.Errorf("application %d is gone from Gitea: run collab-sidecar install to register it again", app.ID)
+	case errors.Is(err, plugin.ErrNotFound):
+		return "", fmt.Errorf("application %d is gone from Gitea or changed (%v): run collab-sidecar install to register it again", app.ID, err)
 	default:
-		return "", fmt.Errorf("Gitea answered %s about application %d: the token needs the read:user scope", resp.Status, app.ID)
+		return "", fmt.Errorf("cannot ask Gitea about application %d: %v", app.ID, err)
 	}
 }
 
@@ -184,7 +157,7 @@ func checkDataDir(ctx context.Context, cfg Config) (string, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
-	for _, name := range []string{"ssh_host_ed25519_key", sessionKeyFile, plugin.OAuthAppFile, filepath.Base(tokenPathOrEmpty(cfg))} {
+	for _, name := range append(secretFiles, filepath.Base(tokenPathOrEmpty(cfg))) {
 		if name == "" || name == "." {
 			continue
 		}

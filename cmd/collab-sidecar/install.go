@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/routes"
 )
 
 // installFlags are the flags of install beyond the shared settings.
@@ -36,25 +38,25 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
-	appFile := filepath.Join(cfg.DataDir, plugin.OAuthAppFile)
-	stored, err := plugin.LoadOAuthApp(appFile)
+	appFile := filepath.Join(cfg.DataDir, oauthAppFile)
+	stored, err := gitea.LoadOAuthApp(appFile)
 	if err != nil {
 		return err
 	}
-	rctx, cancel := context.WithTimeout(ctx, 3*cfg.ForgeTimeout)
-	defer cancel()
-	app, how, err := plugin.RegisterOAuthApp(rctx, plugin.RegisterOptions{
-		GiteaURL: cfg.GiteaURL, Token: cfg.GiteaToken, RedirectURI: cfg.PublicURL + "/oauth/callback", Stored: stored,
-	})
+	forge, err := newForge(cfg)
 	if err != nil {
 		return err
 	}
-	if how != plugin.Reused {
-		if err := plugin.SaveOAuthApp(appFile, app); err != nil {
+	app, how, err := forge.RegisterOAuthApp(ctx, routes.RedirectURI(cfg.PublicURL), stored)
+	if err != nil {
+		return err
+	}
+	if how != gitea.Reused {
+		if err := gitea.SaveOAuthApp(appFile, app); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(out, "OAuth2 application %q (client ID %s): %s; credentials in %s\n", plugin.OAuthAppName, app.ClientID, how, appFile)
+	fmt.Fprintf(out, "OAuth2 application %q (client ID %s): %s; credentials in %s\n", gitea.OAuthAppName, app.ClientID, how, appFile)
 
 	footer, changed, err := plugin.InstallFooter(cfg.GiteaCustom, cfg.PublicURL)
 	if err != nil {
@@ -65,12 +67,12 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	} else {
 		fmt.Fprintf(out, "Footer: %s already has the collab-lease block; left unchanged\n", footer)
 	}
-	if changed || how != plugin.Reused {
+	if changed || how != gitea.Reused {
 		fmt.Fprintln(out, "\nNext:")
 		if changed {
 			fmt.Fprintln(out, "  - restart Gitea once: it reads custom templates when it starts")
 		}
-		if how != plugin.Reused {
+		if how != gitea.Reused {
 			fmt.Fprintln(out, "  - restart collab-sidecar serve if it is running: it reads the OAuth2 credentials when it starts")
 		}
 	}
@@ -89,6 +91,6 @@ func uninstall(cfg Config, out io.Writer) error {
 	fmt.Fprintf(out, "Footer: removed the collab-lease block from %s\n", footer)
 	fmt.Fprintln(out, "\nNext:")
 	fmt.Fprintln(out, "  - restart Gitea once so its pages stop including the badge script")
-	fmt.Fprintf(out, "  - the OAuth2 application %q stays registered in Gitea (delete it in the administrator's Settings > Applications if it is no longer wanted)\n", plugin.OAuthAppName)
+	fmt.Fprintf(out, "  - the OAuth2 application %q stays registered in Gitea (delete it in the administrator's Settings > Applications if it is no longer wanted)\n", gitea.OAuthAppName)
 	return nil
 }

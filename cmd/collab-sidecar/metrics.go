@@ -61,7 +61,7 @@ func newMetrics(store *models.Store) *metrics {
 		Name: "collab_lease_live_leases",
 		Help: "Live leases across all repositories.",
 	}, func() float64 {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), metricsLedgerTimeout)
 		defer cancel()
 		n, err := store.CountLive(ctx)
 		if err != nil {

@@ -24,8 +24,7 @@ import (
 	"github.com/collab-lease/collab-lease/ssh"
 )
 
-// shutdownGrace bounds how long in-flight commands may run after SIGTERM.
-const shutdownGrace = 20 * time.Second
+var _ routes.SignIn = (*gitea.OAuthClient)(nil)
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	var level slog.Level
@@ -36,16 +35,6 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
 }
-
-// HTTP server bounds. Every request's own work (forge, ledger, OAuth
-// calls) is bounded by the routes' request timeout; these bound the
-// connection around it, so a slow or idle client cannot hold it.
-const (
-	httpReadHeaderTimeout = 10 * time.Second
-	httpReadTimeout       = 30 * time.Second
-	httpIdleTimeout       = 2 * time.Minute
-	httpMaxHeaderBytes    = 64 << 10
-)
 
 // serve wires the ledger, the forge, the SSH server and the HTTP server,
 // and runs until ctx ends (SIGINT, SIGTERM); then it stops accepting, lets
@@ -62,17 +51,27 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	defer store.Close()
 	met := newMetrics(store)
-	forge, err := gitea.New(gitea.Options{URL: cfg.GiteaURL, Token: cfg.GiteaToken, Timeout: cfg.ForgeTimeout,
-		KeyCacheTTL: orDisabled(cfg.KeyCacheTTL), PermCacheTTL: orDisabled(cfg.PermCacheTTL),
-		WrapTransport: met.wrapGitea})
+	forge, err := newForge(cfg, func(o *gitea.Options) { o.WrapTransport = met.wrapGitea })
 	if err != nil {
 		return err
 	}
-	hostKey, err := ssh.LoadOrCreateHostKey(filepath.Join(cfg.DataDir, "ssh_host_ed25519_key"))
+	hostKey, err := ssh.LoadOrCreateHostKey(filepath.Join(cfg.DataDir, hostKeyFile))
 	if err != nil {
 		return err
 	}
-	web, err := newHTTPHandler(cfg, store, forge, met.handler(), log)
+	leases, err := plugin.NewService(forge, store)
+	if err != nil {
+		return err
+	}
+	// Finishing an upgrade from holders by login needs Gitea, which may be
+	// down now: it goes on in the background, and stops before the ledger
+	// closes.
+	rctx, stopResolving := context.WithCancel(ctx)
+	var resolving sync.WaitGroup
+	resolving.Go(func() { resolveHolders(rctx, log, forge, store) })
+	defer resolving.Wait()
+	defer stopResolving()
+	web, err := newHTTPHandler(cfg, store, forge, leases, met.handler(), log)
 	if err != nil {
 		return err
 	}
@@ -86,14 +85,14 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		sshL.Close()
 		return fmt.Errorf("http-listen: %w", err)
 	}
-	verb := &ssh.LeaseVerb{Forge: forge, Ledger: store, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
+	verb := &ssh.LeaseVerb{Leases: leases, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
 	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
-		CommandTimeout: 3 * cfg.ForgeTimeout, ConnDelta: met.connDelta}
+		CommandTimeout: operationTimeout(cfg), ConnDelta: met.connDelta}
 	hs := &http.Server{
 		Handler:           web,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
-		WriteTimeout:      requestTimeout(cfg) + 10*time.Second,
+		WriteTimeout:      httpWriteTimeout(cfg),
 		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -166,13 +165,9 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 	return g.Wait()
 }
 
-// requestTimeout bounds one HTTP request: a token lookup and a repository
-// lookup at the forge (each bounded by forge-timeout), and the ledger.
-func requestTimeout(cfg Config) time.Duration { return 3 * cfg.ForgeTimeout }
-
 // newHTTPHandler wires the HTTP API: the badge assets, the session key and,
 // if `collab-sidecar install` registered one, the OAuth2 application.
-func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics http.Handler, log *slog.Logger) (http.Handler, error) {
+func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases *plugin.Service, metrics http.Handler, log *slog.Logger) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -181,14 +176,18 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics
 	if err != nil {
 		return nil, err
 	}
-	oauth, err := loadOAuth(cfg, log)
+	app, err := loadOAuth(cfg, log)
 	if err != nil {
 		return nil, err
 	}
+	var signIn routes.SignIn
+	if app != nil {
+		signIn = forge.OAuthClient(*app)
+	}
 	return routes.New(routes.Options{
-		Ledger: store, Forge: forge, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
-		OAuth: oauth, SessionKey: key, Assets: bundle, Logger: log,
-		RequestTimeout: requestTimeout(cfg),
+		Leases: leases, Database: store.Ping, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
+		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
+		RequestTimeout: operationTimeout(cfg),
 		Metrics:        metrics,
 		Ready: func(ctx context.Context) error {
 			_, err := forge.Check(ctx)
@@ -200,13 +199,13 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, metrics
 // loadOAuth reads the OAuth2 application that install registered. Without
 // one (or with one registered for another Gitea or public URL) sign-in is
 // disabled, and the log says once how to enable it.
-func loadOAuth(cfg Config, log *slog.Logger) (*routes.OAuthConfig, error) {
-	path := filepath.Join(cfg.DataDir, plugin.OAuthAppFile)
-	app, err := plugin.LoadOAuthApp(path)
+func loadOAuth(cfg Config, log *slog.Logger) (*gitea.OAuthApp, error) {
+	path := filepath.Join(cfg.DataDir, oauthAppFile)
+	app, err := gitea.LoadOAuthApp(path)
 	if err != nil {
 		return nil, err
 	}
-	redirect := cfg.PublicURL + "/oauth/callback"
+	redirect := routes.RedirectURI(cfg.PublicURL)
 	switch {
 	case app == nil:
 		log.Info("sign-in disabled: no OAuth2 application registered; run collab-sidecar install to enable it", "file", path)
@@ -217,7 +216,7 @@ func loadOAuth(cfg Config, log *slog.Logger) (*routes.OAuthConfig, error) {
 		return nil, nil
 	}
 	log.Info("sign-in enabled", "client_id", app.ClientID)
-	return &routes.OAuthConfig{ClientID: app.ClientID, ClientSecret: app.ClientSecret}, nil
+	return app, nil
 }
 
 // orDisabled maps a configured 0 ("do not cache") to the forge's "disabled".
@@ -226,4 +225,37 @@ func orDisabled(d time.Duration) time.Duration {
 		return -1
 	}
 	return d
+}
+
+// newForge is the Gitea client of every subcommand, from the settings;
+// mod adjusts its options (serve counts its requests).
+func newForge(cfg Config, mod ...func(*gitea.Options)) (*gitea.Forge, error) {
+	o := gitea.Options{URL: cfg.GiteaURL, Token: cfg.GiteaToken, Timeout: cfg.ForgeTimeout,
+		KeyCacheTTL: orDisabled(cfg.KeyCacheTTL), PermCacheTTL: orDisabled(cfg.PermCacheTTL)}
+	for _, m := range mod {
+		m(&o)
+	}
+	return gitea.New(o)
+}
+
+// resolveHolders finishes the upgrade of a schema-1 ledger (holders by
+// login) through Gitea, retrying while Gitea cannot answer, until done or
+// ctx ends. Until a login is resolved, its leases stay live but nobody can
+// renew or release them.
+func resolveHolders(ctx context.Context, log *slog.Logger, forge plugin.Forge, store plugin.HolderResolver) {
+	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
+		n, err := plugin.ResolveHolders(ctx, forge, store)
+		if n > 0 {
+			log.Info("resolved the holders of leases written before account IDs", "leases", n)
+		}
+		if err == nil {
+			return
+		}
+		log.Warn("cannot resolve lease holders to Gitea accounts yet; retrying", "in", wait.String(), "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }

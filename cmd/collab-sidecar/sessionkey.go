@@ -9,10 +9,8 @@ import (
 	"path/filepath"
 )
 
-// sessionKeyFile, in the data directory, signs the HTTP server's session
-// and sign-in cookies. Keeping it across restarts keeps browsers signed in.
-const sessionKeyFile = "session.key"
-
+// sessionKeySize is the length of the key in sessionKeyFile. Keeping the
+// key across restarts keeps browsers signed in.
 const sessionKeySize = 32
 
 // loadOrCreateSessionKey returns the key stored at path, creating it (32

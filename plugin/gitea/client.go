@@ -16,25 +16,37 @@ import (
 )
 
 // How requests are made: through the Gitea SDK where it has the call, and
-// plain net/http for the one it lacks (the key search by fingerprint). The
-// SDK keeps the context and the Sudo user in the client itself, so every
-// request gets a fresh, cheap SDK client; SetGiteaVersion("") keeps the SDK
-// from asking Gitea for its version, so nothing touches the network before
-// the first real request (the sidecar must start while Gitea is down).
+// plain net/http (send) for what it lacks (the key search by fingerprint,
+// the OAuth2 token endpoint). The SDK keeps the context and the Sudo user in
+// the client itself, so every request gets a fresh, cheap SDK client;
+// SetGiteaVersion("") keeps the SDK from asking Gitea for its version, so
+// nothing touches the network before the first real request (the sidecar
+// must start while Gitea is down). Either way, every answer goes through
+// classify: the one place that turns Gitea's statuses into the forge's
+// sentinel errors.
 
 // tokenFix tells an operator how to fix a rejected admin token.
 const tokenFix = "the Gitea token is invalid or lacks admin rights: create an access token " +
 	"for a site administrator with the scopes read:user, read:repository and read:issue " +
 	"(Gitea: Site Administration or `gitea admin user generate-access-token`) and set --gitea-token-file"
 
-// identity is who a request is made as.
+// identity is who a request is made as, and so what it means when Gitea
+// refuses it.
 type identity struct {
 	token string // "" = anonymous
 	sudo  string // a login to impersonate with the admin token
-	admin bool   // token is the configured admin token (401/403 = ErrConfig)
+	// fix marks the sidecar's own token: Gitea refusing it (401, 403) is a
+	// configuration error, plugin.ErrConfig, and fix says how to mend it.
+	// Without fix the credential is a caller's (a user's API or OAuth2
+	// token, an authorization code) or there is none, and a refusal means
+	// there is nothing this caller may see: plugin.ErrNotFound.
+	fix string
+	// grant marks a request to the OAuth2 token endpoint, which refuses a
+	// code (expired, used, or not this client's) with 400.
+	grant bool
 }
 
-func (f *Forge) asAdmin() identity { return identity{token: f.token, admin: true} }
+func (f *Forge) asAdmin() identity { return identity{token: f.token, fix: tokenFix} }
 
 // asViewer is login's view (through the admin token and Sudo), or the
 // anonymous view for "".
@@ -42,15 +54,18 @@ func (f *Forge) asViewer(login string) identity {
 	if login == "" {
 		return identity{}
 	}
-	return identity{token: f.token, sudo: login, admin: true}
+	return identity{token: f.token, sudo: login, fix: tokenFix}
 }
+
+// asToken is the view of a caller's own API or OAuth2 access token.
+func asToken(token string) identity { return identity{token: token} }
 
 func (f *Forge) sdk(ctx context.Context, id identity) *sdk.Client {
 	opts := []sdk.ClientOption{
 		sdk.SetHTTPClient(f.http),
 		sdk.SetContext(ctx),
 		sdk.SetGiteaVersion(""),
-		sdk.SetUserAgent("collab-lease"),
+		sdk.SetUserAgent(userAgent),
 	}
 	if id.token != "" {
 		opts = append(opts, sdk.SetToken(id.token))
@@ -66,9 +81,21 @@ func (f *Forge) sdk(ctx context.Context, id identity) *sdk.Client {
 	return c
 }
 
-// classify maps the outcome of one request onto the forge's sentinel
-// errors. status is 0 when no response arrived.
+const userAgent = "collab-lease"
+
+// classify is the one mapping of Gitea's answers onto the forge's sentinel
+// errors, for every request the package makes. status is 0 when no
+// response arrived; err is the transport's or the decoder's error.
+//
+//	no answer, 5xx, anything unexpected   plugin.ErrUnavailable (retry)
+//	2xx that does not decode              plugin.ErrUnavailable
+//	404                                   plugin.ErrNotFound
+//	401, 403 for the sidecar's own token  plugin.ErrConfig, with the fix
+//	401, 403 for anyone else's            plugin.ErrNotFound
+//	400 from the OAuth2 token endpoint    plugin.ErrNotFound (code refused)
 func classify(op string, id identity, status int, body []byte, err error) error {
+	refused := status == http.StatusUnauthorized || status == http.StatusForbidden ||
+		(id.grant && status == http.StatusBadRequest)
 	switch {
 	case status == 0:
 		return fmt.Errorf("%s: %w: %w", op, plugin.ErrUnavailable, err)
@@ -78,27 +105,34 @@ func classify(op string, id identity, status int, body []byte, err error) error 
 		return nil
 	case status == http.StatusNotFound:
 		return fmt.Errorf("%s: %w", op, plugin.ErrNotFound)
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		if id.admin {
-			return fmt.Errorf("%s: HTTP %d %s: %w: %s", op, status, detail(body), plugin.ErrConfig, tokenFix)
-		}
-		// An anonymous viewer on a Gitea that requires sign-in, or a
-		// user token that is invalid or may not read users: either
-		// way there is nothing this caller may see.
-		return fmt.Errorf("%s: HTTP %d: %w", op, status, plugin.ErrNotFound)
+	case refused && id.fix != "":
+		return fmt.Errorf("%s: HTTP %d %s: %w: %s", op, status, detail(body), plugin.ErrConfig, id.fix)
+	case refused:
+		// An anonymous viewer on a Gitea that requires sign-in, a user
+		// token that is invalid or lacks the scope, a code Gitea will
+		// not trade: either way there is nothing this caller may see.
+		return fmt.Errorf("%s: HTTP %d %s: %w", op, status, detail(body), plugin.ErrNotFound)
 	default:
 		return fmt.Errorf("%s: %w: HTTP %d %s", op, plugin.ErrUnavailable, status, detail(body))
 	}
 }
 
-// detail is a short, single-line excerpt of an error body.
+// detail is a short, single-line excerpt of an error body: Gitea's API
+// "message", or its OAuth2 endpoint's "error" and "error_description".
 func detail(body []byte) string {
 	var m struct {
-		Message string `json:"message"`
+		Message     string `json:"message"`
+		Error       string `json:"error"`
+		Description string `json:"error_description"`
 	}
 	s := string(body)
-	if json.Unmarshal(body, &m) == nil && m.Message != "" {
-		s = m.Message
+	if json.Unmarshal(body, &m) == nil {
+		switch {
+		case m.Message != "":
+			s = m.Message
+		case m.Error != "":
+			s = strings.TrimSuffix(m.Error+": "+m.Description, ": ")
+		}
 	}
 	s = strings.Join(strings.Fields(s), " ")
 	if len(s) > 200 {
@@ -125,18 +159,29 @@ func sdkErr(op string, id identity, resp *sdk.Response, err error) error {
 	return classify(op, id, resp.StatusCode, body, err)
 }
 
-// getJSON is the plain net/http path: GET /api/v1<path>?<query> as id,
-// decoding a 2xx body into out.
-func (f *Forge) getJSON(ctx context.Context, id identity, path string, query url.Values, out any) error {
-	u := f.base.JoinPath("api", "v1", path)
+// maxBody bounds what is read of one answer.
+const maxBody = 8 << 20
+
+// send is the plain net/http path: method path?query as id, with form (if
+// not nil) as a URL-encoded body, decoding a 2xx body into out. path is
+// relative to Gitea's base URL ("/api/v1/user/keys").
+func (f *Forge) send(ctx context.Context, id identity, method, path string, query, form url.Values, out any) error {
+	u := f.base.JoinPath(path)
 	u.RawQuery = query.Encode()
-	op := "GET " + u.Path
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	op := method + " " + u.Path
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
 		return classify(op, id, 0, nil, err)
 	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
 	req.Header.Set("Accept", "application/json")
-	req.Header.Set("User-Agent", "collab-lease")
+	req.Header.Set("User-Agent", userAgent)
 	if id.token != "" {
 		req.Header.Set("Authorization", "token "+id.token)
 	}
@@ -148,14 +193,14 @@ func (f *Forge) getJSON(ctx context.Context, id identity, path string, query url
 		return classify(op, id, 0, nil, err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
 	if err != nil {
 		return classify(op, id, 0, nil, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
-		return classify(op, id, resp.StatusCode, body, nil)
+		return classify(op, id, resp.StatusCode, b, nil)
 	}
-	return classify(op, id, resp.StatusCode, nil, json.Unmarshal(body, out))
+	return classify(op, id, resp.StatusCode, nil, json.Unmarshal(b, out))
 }
 
 // keysByFingerprint searches all users' keys (and deploy keys) for this
@@ -165,7 +210,7 @@ func (f *Forge) getJSON(ctx context.Context, id identity, path string, query url
 func (f *Forge) keysByFingerprint(ctx context.Context, fingerprint string) ([]*sdk.PublicKey, error) {
 	var keys []*sdk.PublicKey
 	q := url.Values{"fingerprint": {fingerprint}, "limit": {"50"}}
-	err := f.getJSON(ctx, f.asAdmin(), "/user/keys", q, &keys)
+	err := f.send(ctx, f.asAdmin(), http.MethodGet, "/api/v1/user/keys", q, nil, &keys)
 	return keys, err
 }
 
@@ -211,7 +256,7 @@ func keyOwner(keys []*sdk.PublicKey, fingerprint string) (plugin.User, error) {
 
 // tokenUser is GET /user with a user's own token.
 func (f *Forge) tokenUser(ctx context.Context, token string) (*sdk.User, error) {
-	id := identity{token: token}
+	id := asToken(token)
 	u, resp, err := f.sdk(ctx, id).GetMyUserInfo()
 	if err := sdkErr("GET /api/v1/user", id, resp, err); err != nil {
 		return nil, err
@@ -219,11 +264,46 @@ func (f *Forge) tokenUser(ctx context.Context, token string) (*sdk.User, error) 
 	return u, wellFormedUser(u)
 }
 
+// mayLogIn refuses an account that Gitea would not let sign in (its own
+// view of itself, or a site administrator's, carries the flags).
+func mayLogIn(u *sdk.User) error {
+	if !u.IsActive || u.ProhibitLogin {
+		return fmt.Errorf("%s may not log in: %w", u.UserName, plugin.ErrNotFound)
+	}
+	return nil
+}
+
 func wellFormedUser(u *sdk.User) error {
 	if u.ID <= 0 || u.UserName == "" {
 		return fmt.Errorf("GET /api/v1/user: %w: malformed response: no id or login", plugin.ErrUnavailable)
 	}
 	return nil
+}
+
+// userByLogin is GET /users/{login} with the admin token (which follows a
+// rename), then GET /users/search?uid= to tell a person from an
+// organization: the search lists individual accounts only, the lookup by
+// name answers for both.
+func (f *Forge) userByLogin(ctx context.Context, login string) (*sdk.User, error) {
+	id := f.asAdmin()
+	c := f.sdk(ctx, id)
+	u, resp, err := c.GetUserInfo(login)
+	if err := sdkErr("GET /api/v1/users/"+login, id, resp, err); err != nil {
+		return nil, err
+	}
+	if err := wellFormedUser(u); err != nil {
+		return nil, err
+	}
+	found, resp, err := c.SearchUsers(sdk.SearchUsersOption{UID: u.ID, ListOptions: sdk.ListOptions{Page: 1, PageSize: 1}})
+	if err := sdkErr(fmt.Sprintf("GET /api/v1/users/search?uid=%d", u.ID), id, resp, err); err != nil {
+		return nil, err
+	}
+	for _, p := range found {
+		if p != nil && p.ID == u.ID {
+			return u, nil
+		}
+	}
+	return nil, fmt.Errorf("%s is an organization, not an account: %w", u.UserName, plugin.ErrNotFound)
 }
 
 // adminUser is GET /user with the admin token.

@@ -1,12 +1,17 @@
-// Package gitea implements plugin.Forge against the REST API of a Gitea (or
+// Package gitea is everything the sidecar says to Gitea over HTTP. It
+// implements plugin.Forge against the REST API of a Gitea (or
 // Gitea-compatible) server, using a site administrator's token: it resolves
 // SSH key fingerprints and API tokens to users, and tells what a user may do
-// in a repository and whether an issue exists.
+// in a repository and whether an issue exists. It also registers the
+// sidecar's OAuth2 application (for install), completes a browser's sign-in
+// at Gitea's OAuth2 provider, and runs doctor's checks of Gitea.
 //
-// It only reads from Gitea, bounds every call with a deadline, and maps every
-// failure onto plugin.ErrNotFound, plugin.ErrUnavailable or plugin.ErrConfig.
-// Its caches hold successful answers only, so a Gitea outage never turns into
-// "not found". It does not decide who holds a lease (that is models/).
+// It bounds every call with a deadline and maps every failure onto
+// plugin.ErrNotFound, plugin.ErrUnavailable or plugin.ErrConfig, in one
+// place (classify). Its caches hold successful answers only, so a Gitea
+// outage never turns into "not found". The one thing it changes in Gitea is
+// the sidecar's own OAuth2 application. It does not decide who holds a lease
+// (that is models/), and nothing outside it speaks HTTP to Gitea.
 package gitea
 
 import (
@@ -177,7 +182,7 @@ func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User,
 // UserByToken returns the active user an API token belongs to.
 func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, error) {
 	token = strings.TrimSpace(token)
-	if token == "" || strings.ContainsAny(token, " \r\n\t") {
+	if !validToken(token) {
 		return plugin.User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
@@ -186,8 +191,28 @@ func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, err
 	if err != nil {
 		return plugin.User{}, fmt.Errorf("token: %w", err)
 	}
-	if !u.IsActive || u.ProhibitLogin {
-		return plugin.User{}, fmt.Errorf("token of %s, who may not log in: %w", u.UserName, plugin.ErrNotFound)
+	if err := mayLogIn(u); err != nil {
+		return plugin.User{}, fmt.Errorf("token: %w", err)
+	}
+	return plugin.User{ID: u.ID, Login: u.UserName}, nil
+}
+
+// UserByLogin returns the account that has this login now or, if none
+// has, the account Gitea says was renamed from it (Gitea's user redirect):
+// a renamed holder keeps their claims. Existence is enough: an account
+// that may not log in is still returned (its keys and sign-ins are refused
+// elsewhere, and it gets its claims back if reactivated). An organization
+// is not an account: plugin.ErrNotFound. It is not cached; it is for
+// upgrading a ledger whose holders are logins, once.
+func (f *Forge) UserByLogin(ctx context.Context, login string) (plugin.User, error) {
+	if !validName(login) {
+		return plugin.User{}, fmt.Errorf("user %q: %w", login, plugin.ErrNotFound)
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	u, err := f.userByLogin(ctx, login)
+	if err != nil {
+		return plugin.User{}, fmt.Errorf("user %s: %w", login, err)
 	}
 	return plugin.User{ID: u.ID, Login: u.UserName}, nil
 }

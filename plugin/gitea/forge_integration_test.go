@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,6 +48,8 @@ func TestForgeAgainstGitea(t *testing.T) {
 	t.Run("keys", func(t *testing.T) { testKeys(t, g, f, w, clk) })
 	t.Run("issues", func(t *testing.T) { testIssues(t, g, f, w) })
 	t.Run("tokens", func(t *testing.T) { testTokens(t, g, f, w) })
+	t.Run("token scopes", func(t *testing.T) { testTokenScopes(t, g, f, w) })
+	t.Run("users by login", func(t *testing.T) { testUserByLogin(t, g, f, w) })
 	t.Run("rename keeps the ID", func(t *testing.T) { testRename(t, g, f, w, clk) })
 	t.Run("bad admin tokens", func(t *testing.T) { testBadAdminTokens(t, g, w) })
 	t.Run("outage", func(t *testing.T) { testOutage(t, g, f, w, clk) })
@@ -387,6 +390,183 @@ func testTokens(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wor
 	}
 	if got, err := f.UserByToken(ctx, "0123456789abcdef0123456789abcdef01234567"); !errors.Is(err, plugin.ErrNotFound) {
 		t.Errorf("unknown token: %+v %v, want ErrNotFound", got, err)
+	}
+}
+
+// newToken creates an access token of u with these scopes, as u (Gitea
+// creates tokens only with the user's own password).
+func newToken(t *testing.T, g *integration.Gitea, u *integration.User, name string, scopes ...string) string {
+	t.Helper()
+	var tok struct {
+		SHA1 string `json:"sha1"`
+	}
+	basic := &integration.API{URL: g.URL, User: u.Login, Password: u.Password}
+	if err := basic.Do(context.Background(), "POST", "/users/"+u.Login+"/tokens", map[string]any{"name": name, "scopes": scopes}, &tok); err != nil {
+		t.Fatal(err)
+	}
+	return tok.SHA1
+}
+
+// testTokenScopes checks that a token is honoured within its scopes
+// (SPEC §8.2): Carol reads the private Secret and the public Widgets, and
+// shows them through tokens of various scopes.
+func testTokenScopes(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World) {
+	ctx := context.Background()
+	carol := plugin.User{ID: w.Carol.ID, Login: w.Carol.Login}
+	units := func(r plugin.Repo) string {
+		s := ""
+		if r.CanReadIssues {
+			s += "i"
+		}
+		if r.CanReadPulls {
+			s += "p"
+		}
+		return s
+	}
+	// view is what TokenRepo says: "-" not found, else the readable
+	// units ("" none, "ip" both).
+	view := func(r plugin.Repo, err error) string {
+		switch {
+		case errors.Is(err, plugin.ErrNotFound):
+			return "-"
+		case err != nil:
+			t.Fatalf("TokenRepo: %v", err)
+		case !r.CanRead || r.CanWriteIssues || r.CanWritePulls:
+			t.Errorf("TokenRepo = %+v: want read, and no write through a token", r)
+		}
+		return units(r)
+	}
+	rows := []struct {
+		name            string
+		scopes          []string
+		secret, widgets string
+	}{
+		{"repository and issues", []string{"read:repository", "read:issue"}, "ip", "ip"},
+		{"write scopes include read", []string{"write:repository", "write:issue"}, "ip", "ip"},
+		{"all", []string{"all"}, "ip", "ip"},
+		{"user only", []string{"read:user"}, "-", "-"},
+		{"issues without the repository", []string{"read:user", "read:issue"}, "-", "-"},
+		{"repository without issues", []string{"read:repository"}, "", ""},
+		{"public only", []string{"public-only", "read:repository", "read:issue"}, "-", "ip"},
+	}
+	for i, row := range rows {
+		token := newToken(t, g, w.Carol, fmt.Sprintf("scopes-%d", i), row.scopes...)
+		for _, c := range []struct {
+			repo integration.Repo
+			want string
+		}{{w.Secret, row.secret}, {w.Widgets, row.widgets}} {
+			if got := view(f.TokenRepo(ctx, carol, token, c.repo.Owner, c.repo.Name)); got != c.want {
+				t.Errorf("%s (%v) on %s: %q, want %q", row.name, row.scopes, c.repo.FullName(), got, c.want)
+			}
+		}
+	}
+
+	// Gitea refuses a missing scope before it looks for the repository
+	// (403 for one that exists and one that does not), and a public-only
+	// token on a private repository with 403 too.
+	statusOf := func(token, path string) int {
+		err := (&integration.API{URL: g.URL, Token: token}).Do(ctx, "GET", path, nil, nil)
+		var apiErr *integration.APIError
+		if errors.As(err, &apiErr) {
+			return apiErr.Status
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return http.StatusOK
+	}
+	userOnly := newToken(t, g, w.Carol, "user-only", "read:user")
+	publicOnly := newToken(t, g, w.Carol, "public-only", "public-only", "read:repository", "read:issue")
+	for _, c := range []struct {
+		token, path string
+		want        int
+	}{
+		{userOnly, "/repos/" + w.Secret.FullName(), http.StatusForbidden},
+		{userOnly, "/repos/" + w.Org + "/no-such-repo", http.StatusForbidden},
+		{userOnly, "/repos/" + w.Secret.FullName() + "/labels?limit=1", http.StatusForbidden},
+		{publicOnly, "/repos/" + w.Secret.FullName(), http.StatusForbidden},
+		{publicOnly, "/repos/" + w.Secret.FullName() + "/labels?limit=1", http.StatusForbidden},
+		{publicOnly, "/repos/" + w.Org + "/no-such-repo", http.StatusNotFound},
+		{w.Erin.Token, "/repos/" + w.Secret.FullName(), http.StatusNotFound},
+	} {
+		if got := statusOf(c.token, c.path); got != c.want {
+			t.Errorf("GET %s: HTTP %d, want %d", c.path, got, c.want)
+		}
+	}
+
+	// The token never sees more than its user: Dave's team grants the
+	// Issues unit only, Erin nothing on Secret.
+	if got := view(f.TokenRepo(ctx, plugin.User{ID: w.Dave.ID, Login: w.Dave.Login}, w.Dave.Token, w.Secret.Owner, w.Secret.Name)); got != "i" {
+		t.Errorf("Dave's all-scopes token on %s: %q, want issues only", w.Secret.FullName(), got)
+	}
+	if got := view(f.TokenRepo(ctx, plugin.User{ID: w.Erin.ID, Login: w.Erin.Login}, w.Erin.Token, w.Secret.Owner, w.Secret.Name)); got != "-" {
+		t.Errorf("Erin's token on %s: %q, want not found", w.Secret.FullName(), got)
+	}
+	// Nor through a token of another user.
+	if got := view(f.TokenRepo(ctx, carol, w.Erin.Token, w.Secret.Owner, w.Secret.Name)); got != "-" {
+		t.Errorf("Erin's token as Carol on %s: %q, want not found", w.Secret.FullName(), got)
+	}
+
+	// A deleted token is refused (after the cache lifetime of the answer).
+	token := newToken(t, g, w.Carol, "to-be-deleted", "read:repository", "read:issue")
+	if got := view(f.TokenRepo(ctx, carol, token, w.Notes.Owner, w.Notes.Name)); got != "ip" {
+		t.Fatalf("before deletion: %q", got)
+	}
+	basic := &integration.API{URL: g.URL, User: w.Carol.Login, Password: w.Carol.Password}
+	if err := basic.Do(ctx, "DELETE", "/users/"+w.Carol.Login+"/tokens/to-be-deleted", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := New(Options{URL: g.URL, Token: g.AdminToken, PermCacheTTL: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := view(fresh.TokenRepo(ctx, carol, token, w.Notes.Owner, w.Notes.Name)); got != "-" {
+		t.Errorf("deleted token: %q, want not found", got)
+	}
+}
+
+// testUserByLogin resolves logins to accounts, across a rename and a new
+// account taking the old login.
+func testUserByLogin(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World) {
+	ctx := context.Background()
+	// Frank may not log in and Ivan is not activated: they exist.
+	for _, u := range w.Users() {
+		if got, err := f.UserByLogin(ctx, u.Login); err != nil || got != (plugin.User{ID: u.ID, Login: u.Login}) {
+			t.Errorf("UserByLogin(%s) = %+v, %v; want ID %d", u.Login, got, err, u.ID)
+		}
+	}
+	if got, err := f.UserByLogin(ctx, strings.ToUpper(w.Bob.Login)); err != nil || got.ID != w.Bob.ID || got.Login != w.Bob.Login {
+		t.Errorf("UserByLogin in upper case = %+v, %v", got, err)
+	}
+	for _, login := range []string{w.Org, "nobody-by-this-name"} {
+		if got, err := f.UserByLogin(ctx, login); !errors.Is(err, plugin.ErrNotFound) {
+			t.Errorf("UserByLogin(%s) = %+v, %v; want ErrNotFound", login, got, err)
+		}
+	}
+
+	admin := g.Admin()
+	var rex struct{ ID int64 }
+	if err := admin.Do(ctx, "POST", "/admin/users", map[string]any{
+		"username": "rex", "email": "rex@example.com", "password": "Secret-0123456789", "must_change_password": false,
+	}, &rex); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Do(ctx, "POST", "/admin/users/rex/rename", map[string]any{"new_username": "rex2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, login := range []string{"rex", "rex2"} {
+		if got, err := f.UserByLogin(ctx, login); err != nil || got != (plugin.User{ID: rex.ID, Login: "rex2"}) {
+			t.Errorf("after the rename, UserByLogin(%s) = %+v, %v; want ID %d, rex2", login, got, err, rex.ID)
+		}
+	}
+	var rexNew struct{ ID int64 }
+	if err := admin.Do(ctx, "POST", "/admin/users", map[string]any{
+		"username": "rex", "email": "rex-new@example.com", "password": "Secret-0123456789", "must_change_password": false,
+	}, &rexNew); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.UserByLogin(ctx, "rex"); err != nil || got != (plugin.User{ID: rexNew.ID, Login: "rex"}) || rexNew.ID == rex.ID {
+		t.Errorf("a new account took the login: UserByLogin(rex) = %+v, %v; want ID %d", got, err, rexNew.ID)
 	}
 }
 

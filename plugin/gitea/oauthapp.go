@@ -1,4 +1,4 @@
-package plugin
+package gitea
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
 
 	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // The sidecar signs browsers in as an OAuth2 application of Gitea. The
@@ -23,10 +24,8 @@ import (
 // what Gitea's consent page shows.
 const OAuthAppName = "collab-lease"
 
-// OAuthAppFile is the credentials file, relative to the data directory.
-const OAuthAppFile = "oauth2.json"
-
-// OAuthApp is the sidecar's OAuth2 application in Gitea.
+// OAuthApp is the sidecar's OAuth2 application in Gitea, as its
+// credentials file stores it.
 type OAuthApp struct {
 	GiteaURL     string `json:"gitea_url"` // the Gitea it was registered with
 	ID           int64  `json:"id"`
@@ -61,7 +60,7 @@ func SaveOAuthApp(path string, app OAuthApp) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(path, append(b, '\n'), 0o600)
+	return plugin.WriteFileAtomic(path, append(b, '\n'), 0o600)
 }
 
 // Registration says what RegisterOAuthApp did.
@@ -74,88 +73,60 @@ const (
 	Updated    Registration = "updated"    // the stored one, with a new redirect URI (and so a new secret)
 )
 
-// RegisterOptions say where and what to register.
-type RegisterOptions struct {
-	GiteaURL    string
-	Token       string // an admin token with the write:user scope
-	RedirectURI string // PublicURL + "/oauth/callback"
-	// Stored is what an earlier run registered (nil: nothing).
-	Stored     *OAuthApp
-	HTTPClient *http.Client // nil: http.DefaultClient
-}
-
 const oauthScopeFix = "registering the OAuth2 application needs a Gitea admin token with the write:user scope " +
 	"(the application belongs to the token's user); pass such a token to collab-sidecar install"
 
-// RegisterOAuthApp makes sure Gitea has the sidecar's confidential OAuth2
-// application with the redirect URI: the stored one if Gitea still has it,
-// else a new one. Only a stored application that Gitea says is gone (404)
-// is replaced; any other failure is returned, so a flaky Gitea never
-// leaves a trail of duplicate applications.
-func RegisterOAuthApp(ctx context.Context, o RegisterOptions) (OAuthApp, Registration, error) {
-	gitea := strings.TrimRight(o.GiteaURL, "/")
-	hc := o.HTTPClient
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	c, err := sdk.NewClient(gitea, sdk.SetHTTPClient(hc), sdk.SetContext(ctx), sdk.SetGiteaVersion(""),
-		sdk.SetToken(o.Token), sdk.SetUserAgent("collab-lease"))
-	if err != nil {
-		return OAuthApp{}, "", fmt.Errorf("%w: %w", ErrConfig, err)
-	}
-	want := sdk.CreateOauth2Option{Name: OAuthAppName, ConfidentialClient: true, RedirectURIs: []string{o.RedirectURI}}
+// asAppOwner is the Forge's token as the owner of the OAuth2 application:
+// a refusal means it lacks the write:user scope.
+func (f *Forge) asAppOwner() identity { return identity{token: f.token, fix: oauthScopeFix} }
 
-	if s := o.Stored; s != nil && s.ID > 0 && strings.TrimRight(s.GiteaURL, "/") == gitea {
+// RegisterOAuthApp makes sure Gitea has the sidecar's confidential OAuth2
+// application with redirectURI, owned by the user of the Forge's token
+// (which needs the write:user scope): the stored one if Gitea still has
+// it, else a new one. Only a stored application that Gitea says is gone
+// (404) is replaced; any other failure is returned, so a flaky Gitea never
+// leaves a trail of duplicate applications.
+func (f *Forge) RegisterOAuthApp(ctx context.Context, redirectURI string, stored *OAuthApp) (OAuthApp, Registration, error) {
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	id := f.asAppOwner()
+	c := f.sdk(ctx, id)
+	gitea := f.base.String()
+	want := sdk.CreateOauth2Option{Name: OAuthAppName, ConfidentialClient: true, RedirectURIs: []string{redirectURI}}
+
+	if s := stored; s != nil && s.ID > 0 && strings.TrimRight(s.GiteaURL, "/") == gitea {
 		app, resp, err := c.GetOauth2(s.ID)
+		err = sdkErr(fmt.Sprintf("look up the stored OAuth2 application %d", s.ID), id, resp, err)
 		switch {
 		case err == nil && app.ClientID == s.ClientID:
-			if app.ConfidentialClient && slices.Contains(app.RedirectURIs, o.RedirectURI) {
+			if app.ConfidentialClient && slices.Contains(app.RedirectURIs, redirectURI) {
 				out := *s
-				out.RedirectURI = o.RedirectURI
+				out.RedirectURI = redirectURI
 				return out, Reused, nil
 			}
 			// Gitea regenerates the secret on every update.
 			want.Name = app.Name
 			app, resp, err = c.UpdateOauth2(s.ID, want)
-			if err != nil {
-				return OAuthApp{}, "", oauthErr("update the OAuth2 application", resp, err)
+			if err := sdkErr("update the OAuth2 application", id, resp, err); err != nil {
+				return OAuthApp{}, "", err
 			}
-			return appOf(gitea, app, o.RedirectURI), Updated, nil
-		case err == nil, status(resp) == http.StatusNotFound:
+			return appOf(gitea, app, redirectURI), Updated, nil
+		case err == nil, errors.Is(err, plugin.ErrNotFound):
 			// Gone, or another application now has that ID: register anew.
 		default:
-			return OAuthApp{}, "", oauthErr("look up the stored OAuth2 application", resp, err)
+			return OAuthApp{}, "", err
 		}
 	}
 	app, resp, err := c.CreateOauth2(want)
-	if err != nil {
-		return OAuthApp{}, "", oauthErr("register the OAuth2 application", resp, err)
+	if err := sdkErr("register the OAuth2 application", id, resp, err); err != nil {
+		return OAuthApp{}, "", err
 	}
 	if app.ClientID == "" || app.ClientSecret == "" {
-		return OAuthApp{}, "", fmt.Errorf("register the OAuth2 application: %w: Gitea returned no client credentials", ErrUnavailable)
+		return OAuthApp{}, "", fmt.Errorf("register the OAuth2 application: %w: Gitea returned no client credentials", plugin.ErrUnavailable)
 	}
-	return appOf(gitea, app, o.RedirectURI), Registered, nil
+	return appOf(gitea, app, redirectURI), Registered, nil
 }
 
 func appOf(gitea string, app *sdk.Oauth2, redirect string) OAuthApp {
 	return OAuthApp{GiteaURL: gitea, ID: app.ID, ClientID: app.ClientID, ClientSecret: app.ClientSecret, RedirectURI: redirect}
-}
-
-func status(resp *sdk.Response) int {
-	if resp == nil || resp.Response == nil {
-		return 0
-	}
-	return resp.StatusCode
-}
-
-// oauthErr maps a failed registration request onto the sentinels.
-func oauthErr(op string, resp *sdk.Response, err error) error {
-	switch code := status(resp); {
-	case code == 0 || code >= 500:
-		return fmt.Errorf("%s: %w: %w", op, ErrUnavailable, err)
-	case code == http.StatusUnauthorized || code == http.StatusForbidden:
-		return fmt.Errorf("%s: HTTP %d (%v): %w: %s", op, code, err, ErrConfig, oauthScopeFix)
-	default:
-		return fmt.Errorf("%s: HTTP %d: %w", op, code, err)
-	}
 }

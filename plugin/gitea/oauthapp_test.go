@@ -1,4 +1,4 @@
-package plugin
+package gitea
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // fakeApps is Gitea's /api/v1/user/applications/oauth2 for one user.
@@ -94,7 +96,11 @@ func (f *fakeApps) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func register(t *testing.T, srv *httptest.Server, redirect string, stored *OAuthApp) (OAuthApp, Registration, error) {
 	t.Helper()
-	return RegisterOAuthApp(context.Background(), RegisterOptions{GiteaURL: srv.URL + "/", Token: "admin-token", RedirectURI: redirect, Stored: stored})
+	f, err := New(Options{URL: srv.URL + "/", Token: "admin-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.RegisterOAuthApp(context.Background(), redirect, stored)
 }
 
 func TestRegisterOAuthApp(t *testing.T) {
@@ -143,18 +149,18 @@ func TestRegisterOAuthAppFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.status = 403
-	if _, _, err := register(t, srv, "http://x/oauth/callback", nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "write:user") {
+	if _, _, err := register(t, srv, "http://x/oauth/callback", nil); !errors.Is(err, plugin.ErrConfig) || !strings.Contains(err.Error(), "write:user") {
 		t.Fatalf("token without scope: %v", err)
 	}
 	// A Gitea in trouble while checking the stored application: an
 	// error, never a duplicate registration.
 	f.status = 502
 	n := len(f.apps)
-	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, plugin.ErrUnavailable) {
 		t.Fatalf("Gitea 502: %v", err)
 	}
 	srv.Close()
-	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, plugin.ErrUnavailable) {
 		t.Fatalf("Gitea down: %v", err)
 	}
 	if len(f.apps) != n {
@@ -163,7 +169,7 @@ func TestRegisterOAuthAppFailures(t *testing.T) {
 }
 
 func TestOAuthAppFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), OAuthAppFile)
+	path := filepath.Join(t.TempDir(), "oauth2.json")
 	if app, err := LoadOAuthApp(path); app != nil || err != nil {
 		t.Fatalf("missing file: %v %v", app, err)
 	}

@@ -1,0 +1,130 @@
+package gitea
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	sdk "code.gitea.io/sdk/gitea"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// What a caller's API token may see. Repo answers for a user through the
+// admin token and Sudo, which knows nothing of the caller's token: a token
+// limited to read:user would read private leases that way. So the token
+// itself asks Gitea, and Gitea enforces its scopes (Gitea 1.26,
+// routers/api/v1/api.go):
+//
+//   - Every API route group requires a scope category, and
+//     tokenRequiresScopes refuses a token without it with 403 before
+//     anything else happens (a GET needs read:<category>, anything else
+//     write:<category>; write implies read, "all" is everything). The
+//     refusal does not depend on the repository, so it reveals nothing.
+//     GET /repos/{o}/{r} is in the "repository" group; the issues, labels
+//     and milestones of a repository are in the "issue" group (pull
+//     requests read as issues too: GET …/issues/{n} answers for them).
+//   - repoAssignment then answers 404 unless the token's user may see the
+//     repository.
+//   - checkTokenPublicOnly answers 403 for a "public-only" token on a
+//     private repository, in both groups.
+//   - OAuth2 access tokens carry scopes the same way (the grant's scopes;
+//     none at all means "all"), and "token" and "bearer" are one scheme.
+//
+// GET /repos/{o}/{r} with the token therefore tells whether it may read
+// the repository, and GET /repos/{o}/{r}/labels?limit=1 (the cheapest
+// request of the issue group, answered whatever the repository's units)
+// whether it may read its issues and pull requests. Both are intersected
+// with the user's own permissions from Repo, which Gitea does not reduce
+// for a token in its answers.
+//
+// Writes are never granted through a token: Gitea checks write scopes only
+// on requests that write, and this package does not write to
+// repositories to find out. Nothing the sidecar offers writes through an
+// API token (SSH commands use keys; the sign-in uses the session cookie).
+
+// TokenRepo returns owner/name as user u sees it through the API token
+// token (see above); a repository the token may not read is
+// plugin.ErrNotFound. Successful answers are cached like Repo's, keyed by
+// a hash of the token.
+func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name string) (plugin.Repo, error) {
+	what := owner + "/" + name
+	token = strings.TrimSpace(token)
+	if !validName(owner) || !validName(name) || !validName(u.Login) || !validToken(token) {
+		return plugin.Repo{}, fmt.Errorf("repository %s through a token: %w", what, plugin.ErrNotFound)
+	}
+	key := tokenKey(token) + "\x00" + strings.ToLower(u.Login+"\x00"+what)
+	if r, ok := f.perms.get(key); ok {
+		return r, nil
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mine     plugin.Repo
+		viaToken *sdk.Repository
+		issues   bool
+		errs     [3]error
+	)
+	wg.Go(func() { mine, errs[0] = f.Repo(ctx, u.Login, owner, name) })
+	wg.Go(func() { viaToken, errs[1] = f.tokenRepoView(ctx, token, owner, name) })
+	wg.Go(func() { issues, errs[2] = f.tokenReadsIssues(ctx, token, owner, name) })
+	wg.Wait()
+	if err := worst(errs[:]); err != nil {
+		return plugin.Repo{}, fmt.Errorf("repository %s through a token of %s: %w", what, u.Login, err)
+	}
+	if viaToken.ID != mine.ID {
+		// Renamed, and another repository took the name, between the
+		// requests: ask again later.
+		return plugin.Repo{}, fmt.Errorf("repository %s through a token of %s: %w: the token sees repository %d, the user %d",
+			what, u.Login, plugin.ErrUnavailable, viaToken.ID, mine.ID)
+	}
+	r := mine
+	r.CanWriteIssues, r.CanWritePulls = false, false
+	if !issues {
+		r.CanReadIssues, r.CanReadPulls = false, false
+	}
+	f.perms.put(key, r)
+	return r, nil
+}
+
+// tokenKey stands for a token in cache keys, so the caches never hold one.
+func tokenKey(token string) string {
+	sum := sha256.Sum256([]byte("collab-lease token\x00" + token))
+	return "token:" + hex.EncodeToString(sum[:])
+}
+
+// validToken reports whether token can be an API or OAuth2 access token
+// (anything else is not sent to Gitea).
+func validToken(token string) bool {
+	return token != "" && len(token) <= 4096 && !strings.ContainsAny(token, " \r\n\t")
+}
+
+// tokenRepoView is GET /repos/{o}/{r} with the caller's token.
+func (f *Forge) tokenRepoView(ctx context.Context, token, owner, name string) (*sdk.Repository, error) {
+	id := asToken(token)
+	repo, resp, err := f.sdk(ctx, id).GetRepo(owner, name)
+	if err := sdkErr("GET /api/v1/repos/"+owner+"/"+name+" with the token", id, resp, err); err != nil {
+		return nil, err
+	}
+	if repo.ID <= 0 {
+		return nil, fmt.Errorf("GET /api/v1/repos/%s/%s with the token: %w: malformed response: no id", owner, name, plugin.ErrUnavailable)
+	}
+	return repo, nil
+}
+
+// tokenReadsIssues is GET /repos/{o}/{r}/labels?limit=1 with the caller's
+// token: whether its scopes let it read the repository's issues.
+func (f *Forge) tokenReadsIssues(ctx context.Context, token, owner, name string) (bool, error) {
+	id := asToken(token)
+	_, resp, err := f.sdk(ctx, id).ListRepoLabels(owner, name, sdk.ListLabelsOptions{ListOptions: sdk.ListOptions{Page: 1, PageSize: 1}})
+	err = sdkErr("GET /api/v1/repos/"+owner+"/"+name+"/labels with the token", id, resp, err)
+	if errors.Is(err, plugin.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}

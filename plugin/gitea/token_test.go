@@ -1,0 +1,207 @@
+package gitea
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+const userToken = "usertoken0123456789"
+
+// tokenRoutes answers a TokenRepo call for alice on acme/widgets: the
+// admin's requests as alice sees the repository (a write collaborator in
+// no team), and the token's own two requests with repo and labels.
+func tokenRoutes(repo, labels http.HandlerFunc) map[string]http.HandlerFunc {
+	routes := repoRoutes(widgets(false, true, true), "write", true, nil, nil)
+	asAdmin := routes["GET /api/v1/repos/acme/widgets"]
+	routes["GET /api/v1/repos/acme/widgets"] = func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "token "+userToken {
+			repo(w, r)
+			return
+		}
+		asAdmin(w, r)
+	}
+	routes["GET /api/v1/repos/acme/widgets/labels"] = func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "token "+userToken || r.Header.Get("Sudo") != "" || r.URL.Query().Get("limit") != "1" {
+			http.Error(w, `{"message":"the fake wants the user's token and limit=1"}`, http.StatusTeapot)
+			return
+		}
+		labels(w, r)
+	}
+	return routes
+}
+
+var alice = plugin.User{ID: 3, Login: "alice"}
+
+func TestTokenRepo(t *testing.T) {
+	noScope := status(403, `{"message":"token does not have at least one of required scope(s), required=[read:repository]"}`)
+	publicOnly := status(403, `{"message":"token scope is limited to public repos"}`)
+	read := plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanReadIssues: true, CanReadPulls: true}
+	tests := []struct {
+		name         string
+		repo, labels http.HandlerFunc
+		want         plugin.Repo
+		wantErr      error
+	}{
+		{"repository and issues", jsonBody(widgets(false, true, true)), jsonBody([]any{}), read, nil},
+		{"no read:issue", jsonBody(widgets(false, true, true)), noScope,
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true}, nil},
+		{"no read:repository", noScope, jsonBody([]any{}), plugin.Repo{}, plugin.ErrNotFound},
+		{"public-only on a private repository", publicOnly, publicOnly, plugin.Repo{}, plugin.ErrNotFound},
+		{"not visible to the token's user", status(404, `{"message":"not found"}`), status(404, ``), plugin.Repo{}, plugin.ErrNotFound},
+		{"revoked token", status(401, `{"message":"invalid token"}`), status(401, ``), plugin.Repo{}, plugin.ErrNotFound},
+		{"Gitea failing", status(500, ``), jsonBody([]any{}), plugin.Repo{}, plugin.ErrUnavailable},
+		{"labels failing", jsonBody(widgets(false, true, true)), status(502, ``), plugin.Repo{}, plugin.ErrUnavailable},
+		{"another repository by now", jsonBody(map[string]any{"id": 43}), jsonBody([]any{}), plugin.Repo{}, plugin.ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newFake(t, tokenRoutes(tt.repo, tt.labels))
+			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			got, err := f.TokenRepo(context.Background(), alice, userToken, "acme", "widgets")
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("TokenRepo = %+v, want %+v", got, tt.want)
+			}
+			var withToken int
+			for _, r := range g.requests() {
+				if r.Auth == "token "+userToken {
+					withToken++
+					if r.Sudo != "" {
+						t.Errorf("%s with the token and Sudo %q", r.Path, r.Sudo)
+					}
+				}
+			}
+			if withToken != 2 {
+				t.Errorf("%d requests with the token, want 2: %+v", withToken, g.requests())
+			}
+		})
+	}
+}
+
+// Answers are cached like Repo's, under a hash of the token: the cache
+// never holds the token, and another token asks again.
+func TestTokenRepoCache(t *testing.T) {
+	g := newFake(t, tokenRoutes(jsonBody(widgets(false, true, true)), jsonBody([]any{})))
+	clk := newClock()
+	f := newTestForge(t, g.srv.URL, clk, time.Second)
+	ctx := context.Background()
+	first, err := f.TokenRepo(ctx, alice, userToken, "acme", "widgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.reset()
+	if again, err := f.TokenRepo(ctx, alice, userToken, "Acme", "Widgets"); err != nil || again != first {
+		t.Fatalf("cached: %+v %v", again, err)
+	}
+	if n := len(g.requests()); n != 0 {
+		t.Errorf("%d requests for a cached answer", n)
+	}
+	f.perms.mu.Lock()
+	for k := range f.perms.entries {
+		if strings.Contains(k, userToken) {
+			t.Errorf("cache key %q holds the token", k)
+		}
+	}
+	f.perms.mu.Unlock()
+
+	// Another token of the same user is asked about.
+	if _, err := f.TokenRepo(ctx, alice, "anothertoken", "acme", "widgets"); !errors.Is(err, plugin.ErrUnavailable) && !errors.Is(err, plugin.ErrNotFound) {
+		t.Fatalf("another token: %v", err)
+	}
+	if n := len(g.requests()); n != 2 {
+		t.Errorf("another token: %d requests, want its own 2 (the user's view is cached)", n)
+	}
+	g.reset()
+	clk.Advance(DefaultPermCacheTTL)
+	if _, err := f.TokenRepo(ctx, alice, userToken, "acme", "widgets"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(g.requests()); n == 0 {
+		t.Error("no requests after the cache lifetime")
+	}
+}
+
+func TestTokenRepoRejectsImpossibleInputWithoutAsking(t *testing.T) {
+	g := newFake(t, nil)
+	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	ctx := context.Background()
+	for _, c := range []struct {
+		u                  plugin.User
+		token, owner, name string
+	}{
+		{alice, "", "acme", "widgets"},
+		{alice, "a b", "acme", "widgets"},
+		{alice, "to\nken", "acme", "widgets"},
+		{plugin.User{}, userToken, "acme", "widgets"},
+		{alice, userToken, "acme", "../x"},
+		{alice, userToken, "", "widgets"},
+	} {
+		if _, err := f.TokenRepo(ctx, c.u, c.token, c.owner, c.name); !errors.Is(err, plugin.ErrNotFound) {
+			t.Errorf("TokenRepo(%+v, %q, %q, %q) = %v, want ErrNotFound", c.u, c.token, c.owner, c.name, err)
+		}
+	}
+	if n := len(g.requests()); n != 0 {
+		t.Errorf("%d requests for impossible input", n)
+	}
+}
+
+func TestUserByLogin(t *testing.T) {
+	person := jsonBody(map[string]any{"id": 3, "login": "alice2", "active": false})
+	found := jsonBody(map[string]any{"ok": true, "data": []any{map[string]any{"id": 3, "login": "alice2"}}})
+	none := jsonBody(map[string]any{"ok": true, "data": []any{}})
+	tests := []struct {
+		name           string
+		lookup, search http.HandlerFunc
+		want           plugin.User
+		wantErr        error
+	}{
+		{"an account, even one that may not log in", person, found, plugin.User{ID: 3, Login: "alice2"}, nil},
+		{"no such login", status(404, `{"message":"user does not exist"}`), found, plugin.User{}, plugin.ErrNotFound},
+		{"an organization", person, none, plugin.User{}, plugin.ErrNotFound},
+		{"no id", jsonBody(map[string]any{"login": "alice"}), found, plugin.User{}, plugin.ErrUnavailable},
+		{"Gitea failing", status(500, ``), found, plugin.User{}, plugin.ErrUnavailable},
+		{"bad admin token", status(401, `{"message":"token is required"}`), found, plugin.User{}, plugin.ErrConfig},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := newFake(t, map[string]http.HandlerFunc{
+				"GET /api/v1/users/alice":  tt.lookup,
+				"GET /api/v1/users/search": tt.search,
+			})
+			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			got, err := f.UserByLogin(context.Background(), "alice")
+			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("UserByLogin = %+v, want %+v", got, tt.want)
+			}
+			for _, r := range g.requests() {
+				if r.Auth != "token "+adminToken || r.Sudo != "" {
+					t.Errorf("%s: Authorization %q Sudo %q, want the admin token", r.Path, r.Auth, r.Sudo)
+				}
+				if r.Path == "/api/v1/users/search" && r.RawQuery != "page=1&limit=1&uid=3" && !strings.Contains(r.RawQuery, "uid=3") {
+					t.Errorf("search query %q", r.RawQuery)
+				}
+			}
+		})
+	}
+	g := newFake(t, nil)
+	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	for _, login := range []string{"", "a/b", "..", strings.Repeat("x", 300)} {
+		if _, err := f.UserByLogin(context.Background(), login); !errors.Is(err, plugin.ErrNotFound) {
+			t.Errorf("UserByLogin(%q) = %v, want ErrNotFound", login, err)
+		}
+	}
+	if n := len(g.requests()); n != 0 {
+		t.Errorf("%d requests for impossible logins", n)
+	}
+}
