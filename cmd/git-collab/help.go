@@ -71,7 +71,8 @@ const optionsHelp = `  --ttl <dur>       claim length: seconds (300) or a durati
 const issueHelp = `<issue> is an issue or pull request number: 42 or #42.`
 
 const exitHelp = `  0    done (also: claiming what you hold, unclaiming what nobody holds)
-  1    error: bad arguments, unknown repository or issue, closed issue
+  1    error: bad arguments, unknown repository or issue, closed issue,
+       or your key no longer belongs to an active Gitea account
   4    conflict: claimed by someone else, or you are not the holder
   75   temporary failure (forge unavailable, database busy): retry
   255  ssh could not reach or log in to the sidecar`
