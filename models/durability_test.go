@@ -48,31 +48,40 @@ func TestOpenRefusesMissingDirectoryAndNewerSchema(t *testing.T) {
 	}
 }
 
-// A database written by an earlier version (here: the leases table alone,
-// without the history table, indexes or user_version) keeps its rows and
-// its tokens when this version opens it.
-func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
+// oldLedger writes a database as the first version did (the leases table
+// keyed by login alone, without indexes), then runs stmts on it, and
+// returns its path.
+func oldLedger(t *testing.T, stmts ...string) string {
+	t.Helper()
 	path := t.TempDir() + "/old.db"
 	s, err := Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, stmt := range []string{
+	defer s.Close()
+	for _, stmt := range append([]string{
 		"DROP TABLE lease_events",
 		"DROP TABLE leases",
-		"PRAGMA user_version = 0",
 		`CREATE TABLE leases (repo_id integer, issue integer, holder text, token integer NOT NULL, acquired_at integer NOT NULL, expires_at integer, PRIMARY KEY (repo_id, issue))`,
-		"INSERT INTO leases VALUES (7, 42, 'alice', 5, 1000, NULL)",
-		"INSERT INTO leases VALUES (7, 43, NULL, 9, 1000, NULL)",
-	} {
+	}, stmts...) {
 		if err := s.db.Exec(stmt).Error; err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	_ = s.Close()
+	return path
+}
 
+// A database written by an earlier version (here: the leases table alone,
+// without the history table, indexes or user_version) keeps its rows and
+// its tokens when this version opens it.
+func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
+	path := oldLedger(t,
+		"PRAGMA user_version = 0",
+		"INSERT INTO leases VALUES (7, 42, 'alice', 5, 1000, NULL)",
+		"INSERT INTO leases VALUES (7, 43, NULL, 9, 1000, NULL)",
+	)
 	clock := newFakeClock()
-	s, err = Open(path, WithClock(clock))
+	s, err := Open(path, WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
 	}

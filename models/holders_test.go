@@ -78,15 +78,7 @@ func TestAcquireRecordsTheKind(t *testing.T) {
 // the account that has the login; a login that names no account any more
 // is resolved to nobody for good.
 func TestUpgradeFromLoginHolders(t *testing.T) {
-	path := t.TempDir() + "/v1.db"
-	s, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{
-		"DROP TABLE lease_events",
-		"DROP TABLE leases",
-		`CREATE TABLE leases (repo_id integer, issue integer, holder text, token integer NOT NULL, acquired_at integer NOT NULL, expires_at integer, PRIMARY KEY (repo_id, issue))`,
+	path := oldLedger(t,
 		`CREATE TABLE lease_events (id integer PRIMARY KEY AUTOINCREMENT, repo_id integer NOT NULL, issue integer NOT NULL, action text NOT NULL, holder text NOT NULL, previous text, token integer NOT NULL, at integer NOT NULL, expires_at integer, acquired_at integer NOT NULL)`,
 		"INSERT INTO leases VALUES (7, 42, 'alice', 5, 1000, NULL)",
 		"INSERT INTO leases VALUES (7, 43, 'gone', 2, 1000, NULL)",
@@ -94,14 +86,8 @@ func TestUpgradeFromLoginHolders(t *testing.T) {
 		"INSERT INTO leases VALUES (7, 45, 'alice', 1, 1000, NULL)",
 		"INSERT INTO lease_events (repo_id, issue, action, holder, token, at, acquired_at) VALUES (7, 42, 'acquire', 'alice', 5, 1000, 1000)",
 		"PRAGMA user_version = 1",
-	} {
-		if err := s.db.Exec(stmt).Error; err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	_ = s.Close()
-
-	s, err = Open(path, WithClock(newFakeClock()))
+	)
+	s, err := Open(path, WithClock(newFakeClock()))
 	if err != nil {
 		t.Fatal(err)
 	}
