@@ -119,7 +119,7 @@ func seedLeases(ctx context.Context, path string, repoID int64, n int) error {
 			}
 			k := models.Key{RepoID: repoID, Issue: int64(i)}
 			h := models.Holder{ID: int64(1000 + i%50), Login: fmt.Sprintf("agent-%02d", i%50)}
-			if _, err := store.Acquire(ctx, k, h, ttl, models.KindIssue); err != nil {
+			if _, err := store.Acquire(ctx, k, h, ttl, models.Observed{Kind: models.KindIssue}); err != nil {
 				return err
 			}
 		}

@@ -17,7 +17,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		k := Key{RepoID: 1, Issue: int64(i%100 + 1)}
-		if _, err := s.Acquire(bg, k, who("alice"), time.Minute, KindIssue); err != nil {
+		if _, err := s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue}); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := s.Release(bg, k, who("alice")); err != nil {
@@ -34,7 +34,7 @@ func BenchmarkAcquireParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			k := Key{RepoID: 1, Issue: n.Add(1)}
-			if _, err := s.Acquire(bg, k, who("alice"), time.Minute, KindIssue); err != nil {
+			if _, err := s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -63,7 +63,7 @@ func BenchmarkCycle64(b *testing.B) {
 					var err error
 					switch i % 3 {
 					case 0:
-						_, err = s.Acquire(bg, k, who("alice"), time.Minute, KindIssue)
+						_, err = s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue})
 					case 1:
 						_, err = s.Renew(bg, k, who("alice"), time.Minute)
 					case 2:

@@ -116,14 +116,14 @@ func TestBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T) {
 	if tx.Error != nil {
 		t.Fatal(tx.Error)
 	}
-	_, err = s.Acquire(bg, k42, who("alice"), 0, KindIssue)
+	_, err = s.Acquire(bg, k42, who("alice"), 0, Observed{Kind: KindIssue})
 	if !errors.Is(err, ErrBusy) {
 		t.Fatalf("acquire under a held write lock: %v, want ErrBusy", err)
 	}
 	// A caller's own deadline ends the wait the same way.
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
-	if _, err := patient.Acquire(ctx, k42, who("alice"), 0, KindIssue); !errors.Is(err, ErrBusy) {
+	if _, err := patient.Acquire(ctx, k42, who("alice"), 0, Observed{Kind: KindIssue}); !errors.Is(err, ErrBusy) {
 		t.Fatalf("acquire past the caller's deadline: %v, want ErrBusy", err)
 	}
 	tx.Rollback()
@@ -263,7 +263,7 @@ func TestCrasherChild(t *testing.T) {
 		k := Key{RepoID: 1, Issue: i%5 + 1}
 		if i%2 == 0 {
 			// Leave some leases live at the moment of the kill.
-			l, err := s.Acquire(bg, k, who("crasher"), 0, KindIssue)
+			l, err := s.Acquire(bg, k, who("crasher"), 0, Observed{Kind: KindIssue})
 			if err != nil {
 				continue
 			}

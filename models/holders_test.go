@@ -24,7 +24,7 @@ func TestHoldersAreAccountsNotLogins(t *testing.T) {
 	}
 
 	impostor := Holder{ID: 12, Login: "alice"} // registered the freed login
-	_, err = s.Acquire(bg, k42, impostor, time.Hour, KindIssue)
+	_, err = s.Acquire(bg, k42, impostor, time.Hour, Observed{Kind: KindIssue})
 	var held *HeldError
 	if !errors.As(err, &held) || held.Holder != "alice-old" {
 		t.Fatalf("new account with the old login: %v, want held by alice-old", err)
@@ -58,10 +58,10 @@ func TestHoldersAreAccountsNotLogins(t *testing.T) {
 func TestAcquireRecordsTheKind(t *testing.T) {
 	s, _, _ := openTestStore(t)
 	mustAcquireAs(t, s, Key{7, 1}, who("alice"), 0)
-	if _, err := s.Acquire(bg, Key{7, 2}, who("alice"), 0, KindPull); err != nil {
+	if _, err := s.Acquire(bg, Key{7, 2}, who("alice"), 0, Observed{Kind: KindPull}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Acquire(bg, Key{7, 3}, who("alice"), 0, KindUnknown); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Acquire(bg, Key{7, 3}, who("alice"), 0, Observed{Kind: KindUnknown}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("acquire of an unknown kind: %v, want ErrInvalid", err)
 	}
 	ls, err := s.List(bg, 7)
@@ -127,7 +127,7 @@ func TestUpgradeFromLoginHolders(t *testing.T) {
 	if l, err := s.Renew(bg, k42, alice, time.Hour); err != nil || l.Token != 5 {
 		t.Fatalf("resolved holder renews: %+v %v, want token 5 kept", l, err)
 	}
-	if _, err := s.Acquire(bg, Key{7, 43}, Holder{ID: 12, Login: "gone"}, 0, KindIssue); !errors.Is(err, ErrHeld) {
+	if _, err := s.Acquire(bg, Key{7, 43}, Holder{ID: 12, Login: "gone"}, 0, Observed{Kind: KindIssue}); !errors.Is(err, ErrHeld) {
 		t.Fatalf("acquire of a lease whose holder is gone: %v, want held (until it is freed)", err)
 	}
 	if l := mustAcquireAs(t, s, Key{7, 44}, alice, 0); l.Token != 10 {
@@ -143,7 +143,7 @@ func TestUpgradeFromLoginHolders(t *testing.T) {
 
 func mustAcquireAs(t testing.TB, s *Store, k Key, h Holder, ttl time.Duration) Lease {
 	t.Helper()
-	l, err := s.Acquire(bg, k, h, ttl, KindIssue)
+	l, err := s.Acquire(bg, k, h, ttl, Observed{Kind: KindIssue})
 	if err != nil {
 		t.Fatalf("Acquire(%v, %+v, %s): %v", k, h, ttl, err)
 	}

@@ -49,7 +49,7 @@ var linHolders = []string{"alice", "bob", "carol", "dave"}
 
 // linLedger is what the clients call: the Store, or a broken variant of it.
 type linLedger interface {
-	Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error)
+	Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error)
 	Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error)
 	Release(ctx context.Context, k Key, h Holder) (*Lease, error)
 	List(ctx context.Context, repoID int64) ([]Lease, error)
@@ -176,7 +176,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 	}
 	switch in.Kind {
 	case leasemodel.Acquire:
-		return granted(led.Acquire(ctx, k, who(in.Holder), ttl, KindIssue))
+		return granted(led.Acquire(ctx, k, who(in.Holder), ttl, Observed{Kind: KindIssue}))
 	case leasemodel.Renew:
 		return granted(led.Renew(ctx, k, who(in.Holder), ttl))
 	case leasemodel.Release:
@@ -376,7 +376,7 @@ func (d deletingRelease) Release(ctx context.Context, k Key, h Holder) (*Lease, 
 // a new tenure without checking again.
 type staleAcquire struct{ *Store }
 
-func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error) {
+func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error) {
 	cur, err := s.Current(ctx, k)
 	switch {
 	case err != nil:
@@ -384,7 +384,7 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Dur
 	case cur != nil && cur.Holder != h:
 		return Lease{}, &HeldError{Holder: cur.Holder.Login, ExpiresAt: cur.ExpiresAt}
 	case cur != nil:
-		return s.Store.Acquire(ctx, k, h, ttl, kind)
+		return s.Store.Acquire(ctx, k, h, ttl, obs)
 	}
 	runtime.Gosched()
 	var out Lease
@@ -393,7 +393,7 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Dur
 		if err != nil {
 			return err
 		}
-		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: kind,
+		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: obs.Kind,
 			Token: row.Token + 1, AcquiredAt: now, ExpiresAt: expiry(now, ttl)}
 		if found {
 			err = tx.Save(&row).Error
@@ -410,11 +410,11 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Dur
 // lease is still live at the instant it claims to expire.
 type liveAtExpiry struct{ *Store }
 
-func (l liveAtExpiry) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error) {
+func (l liveAtExpiry) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error) {
 	if ttl > 0 {
 		ttl += time.Second
 	}
-	lease, err := l.Store.Acquire(ctx, k, h, ttl, kind)
+	lease, err := l.Store.Acquire(ctx, k, h, ttl, obs)
 	return earlier(lease), earlierErr(err)
 }
 

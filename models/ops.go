@@ -14,8 +14,10 @@ import (
 // write lock is held from BEGIN, so two callers can never both decide on
 // the same stale read.
 
-// Acquire claims k, an issue or pull request (kind), for h. ttl 0 means
-// open-ended; otherwise the lease expires ttl after now.
+// Acquire claims k, an issue or pull request (obs.Kind), for h. ttl 0
+// means open-ended; otherwise the lease expires ttl after now. The issue
+// must not be recorded closed at a version at least obs.Version (ErrClosed,
+// see issues.go); what the caller saw of it is recorded.
 //
 //   - no row, or a row that is not live: a new tenure with token old+1 (1
 //     for a first claim);
@@ -23,7 +25,8 @@ import (
 //     re-set from this call's ttl, and the login shown becomes h's current
 //     one;
 //   - live and held by someone else: *HeldError.
-func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, kind Kind) (Lease, error) {
+func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error) {
+	kind := obs.Kind
 	if err := s.validate(k, h, ttl, false); err != nil {
 		return Lease{}, fmt.Errorf("acquire %d#%d: %w", k.RepoID, k.Issue, err)
 	}
@@ -32,6 +35,9 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 	}
 	var out Lease
 	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+		if err := admit(tx, k, obs, now); err != nil {
+			return err
+		}
 		row, found, err := load(tx, k)
 		if err != nil {
 			return err

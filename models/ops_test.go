@@ -35,7 +35,7 @@ func TestAcquireTTLSetsExpiryAndNoTTLIsOpenEnded(t *testing.T) {
 func TestSecondAcquirerIsHeld(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
-	_, err := s.Acquire(bg, k42, who("bob"), time.Minute, KindIssue)
+	_, err := s.Acquire(bg, k42, who("bob"), time.Minute, Observed{Kind: KindIssue})
 	var held *HeldError
 	if !errors.As(err, &held) || !errors.Is(err, ErrHeld) {
 		t.Fatalf("err %v, want *HeldError", err)
@@ -77,7 +77,7 @@ func TestAcquireAtExactExpiryInstantTakesOver(t *testing.T) {
 	s, clock, _ := openTestStore(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(time.Minute - time.Second)
-	if _, err := s.Acquire(bg, k42, who("bob"), time.Minute, KindIssue); !errors.Is(err, ErrHeld) {
+	if _, err := s.Acquire(bg, k42, who("bob"), time.Minute, Observed{Kind: KindIssue}); !errors.Is(err, ErrHeld) {
 		t.Fatalf("one second before expiry: err %v, want held", err)
 	}
 	clock.Advance(time.Second) // now == expires_at: not live any more
@@ -276,7 +276,7 @@ func TestBoundaries(t *testing.T) {
 	}
 	// The largest allowed ttl, and one second more.
 	mustAcquire(t, s, Key{1, 2}, "alice", 168*time.Hour)
-	if _, err := s.Acquire(bg, Key{1, 3}, who("alice"), 168*time.Hour+time.Second, KindIssue); !errors.Is(err, ErrInvalid) {
+	if _, err := s.Acquire(bg, Key{1, 3}, who("alice"), 168*time.Hour+time.Second, Observed{Kind: KindIssue}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("ttl above max: %v", err)
 	}
 	// Largest issue number and repository ID.
@@ -293,7 +293,7 @@ func TestBoundaries(t *testing.T) {
 	if cur, _ := s.Current(bg, Key{1, 4}); cur == nil || cur.Holder.Login != name {
 		t.Fatalf("unicode holder: %+v", cur)
 	}
-	if _, err := s.Acquire(bg, Key{1, 4}, who("Zoe-李-🚀"), 0, KindIssue); !errors.Is(err, ErrHeld) {
+	if _, err := s.Acquire(bg, Key{1, 4}, who("Zoe-李-🚀"), 0, Observed{Kind: KindIssue}); !errors.Is(err, ErrHeld) {
 		t.Fatalf("near-identical name is a different holder: %v", err)
 	}
 }
@@ -304,16 +304,16 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 		name string
 		call func() error
 	}{
-		{"zero issue", func() error { _, err := s.Acquire(bg, Key{1, 0}, who("a"), 0, KindIssue); return err }},
-		{"negative repo", func() error { _, err := s.Acquire(bg, Key{-1, 1}, who("a"), 0, KindIssue); return err }},
-		{"empty holder", func() error { _, err := s.Acquire(bg, Key{1, 1}, who(""), 0, KindIssue); return err }},
-		{"negative ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), -time.Second, KindIssue); return err }},
+		{"zero issue", func() error { _, err := s.Acquire(bg, Key{1, 0}, who("a"), 0, Observed{Kind: KindIssue}); return err }},
+		{"negative repo", func() error { _, err := s.Acquire(bg, Key{-1, 1}, who("a"), 0, Observed{Kind: KindIssue}); return err }},
+		{"empty holder", func() error { _, err := s.Acquire(bg, Key{1, 1}, who(""), 0, Observed{Kind: KindIssue}); return err }},
+		{"negative ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), -time.Second, Observed{Kind: KindIssue}); return err }},
 		{"sub-second ttl", func() error {
-			_, err := s.Acquire(bg, Key{1, 1}, who("a"), 500*time.Millisecond, KindIssue)
+			_, err := s.Acquire(bg, Key{1, 1}, who("a"), 500*time.Millisecond, Observed{Kind: KindIssue})
 			return err
 		}},
 		{"fractional ttl", func() error {
-			_, err := s.Acquire(bg, Key{1, 1}, who("a"), 1500*time.Millisecond, KindIssue)
+			_, err := s.Acquire(bg, Key{1, 1}, who("a"), 1500*time.Millisecond, Observed{Kind: KindIssue})
 			return err
 		}},
 		{"renew without ttl", func() error { _, err := s.Renew(bg, Key{1, 1}, who("a"), 0); return err }},
@@ -341,7 +341,7 @@ func TestHistoryRecordsEveryChange(t *testing.T) {
 	if _, err := s.Renew(bg, k42, who("alice"), time.Hour); err != nil { // renew 1
 		t.Fatal(err)
 	}
-	_, _ = s.Acquire(bg, k42, who("bob"), 0, KindIssue) // held: no event
+	_, _ = s.Acquire(bg, k42, who("bob"), 0, Observed{Kind: KindIssue}) // held: no event
 	clock.Advance(2 * time.Hour)
 	mustAcquire(t, s, k42, "bob", 0)                          // takeover 2
 	if _, err := s.Release(bg, k42, who("bob")); err != nil { // release 2

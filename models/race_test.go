@@ -35,7 +35,7 @@ func TestRaceSeparateHandlesExactlyOneAcquires(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			<-start
-			_, results[i] = stores[i].Acquire(bg, k42, who(fmt.Sprintf("agent-%02d", i)), time.Minute, KindIssue)
+			_, results[i] = stores[i].Acquire(bg, k42, who(fmt.Sprintf("agent-%02d", i)), time.Minute, Observed{Kind: KindIssue})
 		}(i)
 	}
 	close(start)
@@ -132,7 +132,7 @@ func TestRacerChild(t *testing.T) {
 	defer s.Close()
 	fmt.Println("ready")
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n') // EOF is the signal
-	_, err = s.Acquire(bg, k42, who(os.Getenv("COLLAB_TEST_HOLDER")), time.Minute, KindIssue)
+	_, err = s.Acquire(bg, k42, who(os.Getenv("COLLAB_TEST_HOLDER")), time.Minute, Observed{Kind: KindIssue})
 	switch {
 	case err == nil:
 		fmt.Println("acquired")
@@ -199,7 +199,7 @@ func TestRandomOperationsMatchModel(t *testing.T) {
 		switch op := rng.Intn(5); op {
 		case 0, 1:
 			wantToken, wantHeld := m.acquire(k, h, ttl, now)
-			l, err := s.Acquire(bg, k, who(h), time.Duration(ttl)*time.Second, KindIssue)
+			l, err := s.Acquire(bg, k, who(h), time.Duration(ttl)*time.Second, Observed{Kind: KindIssue})
 			var he *HeldError
 			switch {
 			case wantHeld != "" && (!errors.As(err, &he) || he.Holder != wantHeld):

@@ -24,7 +24,10 @@ import (
 //     and the kind (issue or pull request) of each leased number. Rows of
 //     schema 1 keep their holder, token and times; their holder_id stays
 //     NULL (held by nobody) until ResolveHolder names the account, once.
-const schemaVersion = 2
+//   - 3: the forge's state of each issue (issue_states), so acquire and
+//     the forge's close are ordered by the ledger, and the webhook
+//     deliveries already applied (webhook_deliveries).
+const schemaVersion = 3
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -145,7 +148,7 @@ func (s *Store) migrate() error {
 			if version > schemaVersion {
 				return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
 			}
-			if err := tx.AutoMigrate(&leaseRow{}, &Event{}); err != nil {
+			if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}); err != nil {
 				return err
 			}
 			return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error

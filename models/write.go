@@ -204,5 +204,5 @@ func (s *Store) writeAlone(ctx context.Context, fn func(tx *gorm.DB, now int64) 
 
 // isRefusal tells a lease decision that said no from a failure.
 func isRefusal(err error) bool {
-	return errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHolder)
+	return errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrClosed)
 }

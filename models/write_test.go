@@ -52,7 +52,7 @@ func waitQueue(t *testing.T, s *Store, n int) {
 func TestBatchedWritesDecideInArrivalOrder(t *testing.T) {
 	s, _, _ := openTestStore(t)
 	acquire := func(name string) func() error {
-		return func() error { _, err := s.Acquire(bg, k42, who(name), time.Minute, KindIssue); return err }
+		return func() error { _, err := s.Acquire(bg, k42, who(name), time.Minute, Observed{Kind: KindIssue}); return err }
 	}
 	errs := queued(t, s, acquire("alice"), acquire("bob"), acquire("alice"), acquire("carol"))
 	var held *HeldError
@@ -89,7 +89,7 @@ func TestBatchMembersFailAlone(t *testing.T) {
 	}
 	acquire := func(issue int64, name string) func() error {
 		return func() error {
-			_, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who(name), 0, KindIssue)
+			_, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who(name), 0, Observed{Kind: KindIssue})
 			return err
 		}
 	}
@@ -124,7 +124,7 @@ func TestQueuedWritePastItsDeadlineIsBusy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	_, err := s.Acquire(ctx, k42, who("alice"), 0, KindIssue)
+	_, err := s.Acquire(ctx, k42, who("alice"), 0, Observed{Kind: KindIssue})
 	if !errors.Is(err, ErrBusy) || time.Since(start) > 5*time.Second {
 		t.Fatalf("acquire stuck in the queue: %v after %s", err, time.Since(start))
 	}

@@ -198,7 +198,7 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 
 func (f *fixture) acquire(repoID, issue int64, holder string, ttl time.Duration) models.Lease {
 	f.t.Helper()
-	l, err := f.store.Acquire(bg, models.Key{RepoID: repoID, Issue: issue}, account(holder), ttl, models.KindIssue)
+	l, err := f.store.Acquire(bg, models.Key{RepoID: repoID, Issue: issue}, account(holder), ttl, models.Observed{Kind: models.KindIssue})
 	if err != nil {
 		f.t.Fatal(err)
 	}
