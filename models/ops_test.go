@@ -307,7 +307,10 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 		{"zero issue", func() error { _, err := s.Acquire(bg, Key{1, 0}, who("a"), 0, Observed{Kind: KindIssue}); return err }},
 		{"negative repo", func() error { _, err := s.Acquire(bg, Key{-1, 1}, who("a"), 0, Observed{Kind: KindIssue}); return err }},
 		{"empty holder", func() error { _, err := s.Acquire(bg, Key{1, 1}, who(""), 0, Observed{Kind: KindIssue}); return err }},
-		{"negative ttl", func() error { _, err := s.Acquire(bg, Key{1, 1}, who("a"), -time.Second, Observed{Kind: KindIssue}); return err }},
+		{"negative ttl", func() error {
+			_, err := s.Acquire(bg, Key{1, 1}, who("a"), -time.Second, Observed{Kind: KindIssue})
+			return err
+		}},
 		{"sub-second ttl", func() error {
 			_, err := s.Acquire(bg, Key{1, 1}, who("a"), 500*time.Millisecond, Observed{Kind: KindIssue})
 			return err

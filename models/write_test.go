@@ -52,7 +52,10 @@ func waitQueue(t *testing.T, s *Store, n int) {
 func TestBatchedWritesDecideInArrivalOrder(t *testing.T) {
 	s, _, _ := openTestStore(t)
 	acquire := func(name string) func() error {
-		return func() error { _, err := s.Acquire(bg, k42, who(name), time.Minute, Observed{Kind: KindIssue}); return err }
+		return func() error {
+			_, err := s.Acquire(bg, k42, who(name), time.Minute, Observed{Kind: KindIssue})
+			return err
+		}
 	}
 	errs := queued(t, s, acquire("alice"), acquire("bob"), acquire("alice"), acquire("carol"))
 	var held *HeldError
