@@ -153,6 +153,9 @@ func (s *Store) EndIssue(ctx context.Context, k Key, why Reason, version int64, 
 		}
 		st.Closed, st.Deleted = true, st.Deleted || why == ReasonDeleted
 		st.Version, st.CheckedAt = max(st.Version, version), now
+		if why == ReasonDeleted {
+			st.Version = goneForever // a deleted issue's number never comes back
+		}
 		if err := tx.Save(&st).Error; err != nil {
 			return err
 		}

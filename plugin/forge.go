@@ -10,6 +10,7 @@ package plugin
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Sentinel errors of the forge boundary. Transports translate them once:
@@ -55,6 +56,10 @@ type Issue struct {
 	Number int64
 	Closed bool
 	IsPull bool
+	Merged bool // a pull request closed by merging
+	// Updated is the issue's last update at the forge; it orders what the
+	// sidecar hears of the issue (an older answer never overrides a newer).
+	Updated time.Time
 }
 
 // Forge is what the sidecar needs to know from its forge. Implementations
@@ -88,4 +93,11 @@ type Forge interface {
 	// enough: an account that may not log in is returned too.
 	// ErrNotFound if there is no such account (an organization is none).
 	UserByLogin(ctx context.Context, login string) (User, error)
+	// RepoName returns the current "owner/name" of the repository with
+	// this ID, as the sidecar's admin sees it. ErrNotFound if it is gone.
+	RepoName(ctx context.Context, id int64) (string, error)
+	// ClosedSince returns the issues and pull requests of owner/name that
+	// are closed and were updated at or after since, as the admin sees
+	// them (for the reconcile of missed webhook deliveries).
+	ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]Issue, error)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
@@ -20,36 +21,51 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 	if v.Anonymous() {
 		return contract.Tenure{}, fmt.Errorf("acquire: %w: no account", ErrInvalid)
 	}
-	// The repository and the issue are asked at once: each is a round
-	// trip to the forge.
-	var (
-		is    Issue
-		isErr error
-		done  = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		is, isErr = s.forge.Issue(ctx, v.Login, owner, name, n)
-	}()
 	r, err := s.repo(ctx, v, owner, name)
-	<-done
 	if err != nil {
 		return contract.Tenure{}, err
 	}
-	switch {
-	case errors.Is(isErr, ErrNotFound):
-		return contract.Tenure{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
-	case isErr != nil:
-		return contract.Tenure{}, isErr
+	k := models.Key{RepoID: r.ID, Issue: n}
+	is, obs, err := s.issue(ctx, v, r, n)
+	if err != nil {
+		return contract.Tenure{}, err
 	}
 	if err := mayAcquire(r, is); err != nil {
 		return contract.Tenure{}, err
 	}
-	l, err := s.ledger.Acquire(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder(), ttl, kindOf(is))
+	l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, obs)
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, err)
 	}
 	return tenure(contract.StatusAcquired, r, l), nil
+}
+
+// issue is what acquire needs to know of issue n of r: whether it exists,
+// is open and is a pull request. The ledger's record (kept current by the
+// forge's webhooks) answers while it is fresh, with no request to the
+// forge; otherwise the forge is asked, as the viewer, and what it said is
+// handed to the ledger with its version (models.Observed), so that a
+// close recorded meanwhile still wins.
+func (s *Service) issue(ctx context.Context, v Viewer, r Repo, n int64) (Issue, models.Observed, error) {
+	st, err := s.ledger.Issue(ctx, models.Key{RepoID: r.ID, Issue: n})
+	if err != nil {
+		return Issue{}, models.Observed{}, err
+	}
+	if st != nil && st.Kind != models.KindUnknown && s.now().Sub(st.CheckedAt) < s.issueTTL {
+		if st.Deleted {
+			return Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+		}
+		return Issue{Number: n, Closed: st.Closed, IsPull: st.Kind == models.KindPull}, models.Observed{Kind: st.Kind}, nil
+	}
+	owner, name, _ := strings.Cut(r.FullName, "/")
+	is, err := s.forge.Issue(ctx, v.Login, owner, name, n)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+	case err != nil:
+		return Issue{}, models.Observed{}, err
+	}
+	return is, models.Observed{Kind: kindOf(is), Version: max(is.Updated.Unix(), 1)}, nil
 }
 
 // Renew extends v's live lease on issue n of owner/name to now+ttl.
@@ -165,6 +181,8 @@ func conflict(r Repo, n int64, err error) error {
 	var held *models.HeldError
 	var notHolder *models.NotHolderError
 	switch {
+	case errors.Is(err, models.ErrClosed):
+		return fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueClosed)
 	case errors.As(err, &held):
 		return &ConflictError{Reply: contract.Conflict{Status: contract.StatusHeld, Repo: r.FullName, Issue: n,
 			Holder: &held.Holder, ExpiresAt: contract.TimePtr(held.ExpiresAt)}}

@@ -10,11 +10,17 @@ import (
 
 // Ledger is what the lease service needs of the lease store (models.Store).
 type Ledger interface {
-	Acquire(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, kind models.Kind) (models.Lease, error)
+	Acquire(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, obs models.Observed) (models.Lease, error)
 	Renew(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration) (models.Lease, error)
 	Release(ctx context.Context, k models.Key, h models.Holder) (*models.Lease, error)
 	Current(ctx context.Context, k models.Key) (*models.Lease, error)
 	List(ctx context.Context, repoID int64) ([]models.Lease, error)
+	// The forge's state of issues (events.go).
+	Issue(ctx context.Context, k models.Key) (*models.IssueState, error)
+	EndIssue(ctx context.Context, k models.Key, why models.Reason, version int64, delivery string) (models.Ended, error)
+	ReopenIssue(ctx context.Context, k models.Key, version int64, delivery string) (models.Ended, error)
+	EndRepo(ctx context.Context, repoID int64, delivery string) (models.Ended, error)
+	LiveRepos(ctx context.Context) ([]int64, error)
 }
 
 var _ Ledger = (*models.Store)(nil)
@@ -42,14 +48,36 @@ func (v Viewer) holder() models.Holder { return models.Holder{ID: v.ID, Login: v
 // It never writes the ledger except through Ledger, and it makes no
 // network call while a ledger call is in progress.
 type Service struct {
-	forge  Forge
-	ledger Ledger
+	forge    Forge
+	ledger   Ledger
+	now      func() time.Time
+	issueTTL time.Duration
 }
 
+// DefaultIssueTTL is how long the ledger's record of an issue's state is
+// trusted without asking the forge again (SPEC §8.3: webhooks keep it
+// current; this bounds how long a missed delivery can mislead).
+const DefaultIssueTTL = 10 * time.Minute
+
+// Option configures NewService.
+type Option func(*Service)
+
+// WithClock sets the clock that tells whether the ledger's record of an
+// issue is fresh (default time.Now).
+func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
+
+// WithIssueTTL sets how long the ledger's record of an issue's state is
+// trusted (default DefaultIssueTTL); 0 or less: always ask the forge.
+func WithIssueTTL(d time.Duration) Option { return func(s *Service) { s.issueTTL = d } }
+
 // NewService returns the lease service over forge and ledger.
-func NewService(forge Forge, ledger Ledger) (*Service, error) {
+func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	if forge == nil || ledger == nil {
 		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
 	}
-	return &Service{forge: forge, ledger: ledger}, nil
+	s := &Service{forge: forge, ledger: ledger, now: time.Now, issueTTL: DefaultIssueTTL}
+	for _, o := range opts {
+		o(s)
+	}
+	return s, nil
 }

@@ -47,12 +47,13 @@ func newWorld(t *testing.T) *world {
 	f.AddIssue("acme/secret", 1, false, false)
 
 	clock := clocktest.New()
+	f.SetClock(clock.Now)
 	store, err := models.Open(filepath.Join(t.TempDir(), "collab.db"), models.WithClock(clock), models.WithMaxTTL(168*time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	svc, err := plugin.NewService(f, store)
+	svc, err := plugin.NewService(f, store, plugin.WithClock(clock.Now))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
 )
@@ -49,16 +50,18 @@ type token struct {
 
 // Forge is the fake. The zero value is not usable: call New.
 type Forge struct {
-	mu     sync.Mutex
-	nextID int64
-	users  map[string]plugin.User // login -> account
-	keys   map[string]int64       // fingerprint -> user ID
-	tokens map[string]token
-	repos  map[string]*repo        // lower-case "owner/name"
-	issues map[string]plugin.Issue // lower-case "owner/name#n"
-	down   bool
-	hang   bool
-	calls  map[string]int
+	mu      sync.Mutex
+	nextID  int64
+	users   map[string]plugin.User // login -> account
+	keys    map[string]int64       // fingerprint -> user ID
+	tokens  map[string]token
+	repos   map[string]*repo        // lower-case "owner/name"
+	issues  map[string]plugin.Issue // lower-case "owner/name#n"
+	down    bool
+	hang    bool
+	calls   map[string]int
+	clock   func() time.Time // the update times of Close and Reopen
+	updated time.Time        // the latest of them
 }
 
 var _ plugin.Forge = (*Forge)(nil)
@@ -341,4 +344,81 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name str
 		r.CanReadIssues, r.CanReadPulls, r.CanWriteIssues, r.CanWritePulls = false, false, false, false
 	}
 	return r, nil
+}
+
+// Close closes issue (or pull request) n of fullName at the forge, merged
+// or not, and moves its update time on.
+func (f *Forge) Close(fullName string, n int64, merged bool) {
+	f.setState(fullName, n, func(is *plugin.Issue) { is.Closed, is.Merged = true, merged })
+}
+
+// Reopen reopens issue n of fullName and moves its update time on.
+func (f *Forge) Reopen(fullName string, n int64) {
+	f.setState(fullName, n, func(is *plugin.Issue) { is.Closed, is.Merged = false, false })
+}
+
+func (f *Forge) setState(fullName string, n int64, change func(*plugin.Issue)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)
+	is := f.issues[key]
+	change(&is)
+	now := time.Now
+	if f.clock != nil {
+		now = f.clock
+	}
+	// Update times only grow, by whole seconds, as Gitea's do.
+	next := now().Truncate(time.Second)
+	if !next.After(f.updated) {
+		next = f.updated.Add(time.Second)
+	}
+	f.updated = next
+	is.Updated = f.updated
+	f.issues[key] = is
+}
+
+// SetClock sets the clock of the forge's update times (default time.Now).
+func (f *Forge) SetClock(now func() time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.clock = now
+}
+
+// DeleteRepo removes the repository fullName.
+func (f *Forge) DeleteRepo(fullName string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.repos, strings.ToLower(fullName))
+}
+
+// RepoName implements plugin.Forge.
+func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
+	if err := f.enter(ctx, "RepoName"); err != nil {
+		return "", err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.repos {
+		if r.ID == id {
+			return r.FullName, nil
+		}
+	}
+	return "", fmt.Errorf("repository %d: %w", id, plugin.ErrNotFound)
+}
+
+// ClosedSince implements plugin.Forge.
+func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]plugin.Issue, error) {
+	if err := f.enter(ctx, "ClosedSince"); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	prefix := strings.ToLower(owner+"/"+name) + "#"
+	var out []plugin.Issue
+	for key, is := range f.issues {
+		if strings.HasPrefix(key, prefix) && is.Closed && !is.Updated.Before(since) {
+			out = append(out, is)
+		}
+	}
+	return out, nil
 }

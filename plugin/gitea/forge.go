@@ -15,6 +15,7 @@
 package gitea
 
 import (
+	sdk "code.gitea.io/sdk/gitea"
 	"context"
 	"errors"
 	"fmt"
@@ -254,7 +255,71 @@ func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (
 	if err != nil {
 		return plugin.Issue{}, fmt.Errorf("%s: %w", what, err)
 	}
-	return plugin.Issue{Number: is.Index, Closed: is.State == "closed", IsPull: is.PullRequest != nil}, nil
+	return issueOf(is), nil
+}
+
+func issueOf(is *sdk.Issue) plugin.Issue {
+	out := plugin.Issue{Number: is.Index, Closed: is.State == sdk.StateClosed, IsPull: is.PullRequest != nil, Updated: is.Updated}
+	if is.PullRequest != nil {
+		out.Merged = is.PullRequest.HasMerged
+	}
+	return out
+}
+
+// RepoName returns the current "owner/name" of repository id, as the
+// admin sees it (GET /repositories/{id}).
+func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
+	what := fmt.Sprintf("repository %d", id)
+	if id <= 0 {
+		return "", fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	who := f.asAdmin()
+	r, resp, err := f.sdk(ctx, who).GetRepoByID(id)
+	if err := sdkErr("GET /api/v1/repositories/"+fmt.Sprint(id), who, resp, err); err != nil {
+		return "", fmt.Errorf("%s: %w", what, err)
+	}
+	if r.FullName == "" || r.ID != id {
+		return "", fmt.Errorf("%s: %w: malformed response", what, plugin.ErrUnavailable)
+	}
+	return r.FullName, nil
+}
+
+// maxClosedPages bounds the pages (of 50) one ClosedSince reads: a sweep
+// that finds more closed issues than that repairs the rest next time.
+const maxClosedPages = 10
+
+// ClosedSince lists the issues and pull requests of owner/name closed and
+// updated at or after since, as the admin sees them, newest first, at most
+// maxClosedPages pages.
+func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]plugin.Issue, error) {
+	what := fmt.Sprintf("closed issues of %s/%s", owner, name)
+	if !validName(owner) || !validName(name) {
+		return nil, fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+	}
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	who := f.asAdmin()
+	var out []plugin.Issue
+	for page := 1; page <= maxClosedPages; page++ {
+		list, resp, err := f.sdk(ctx, who).ListRepoIssues(owner, name, sdk.ListIssueOption{
+			ListOptions: sdk.ListOptions{Page: page, PageSize: 50},
+			State:       sdk.StateClosed, Type: sdk.IssueTypeAll, Since: since,
+		})
+		if err := sdkErr(fmt.Sprintf("GET /api/v1/repos/%s/%s/issues", owner, name), who, resp, err); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		for _, is := range list {
+			if is != nil && is.State == sdk.StateClosed {
+				out = append(out, issueOf(is))
+			}
+		}
+		if len(list) < 50 {
+			break
+		}
+	}
+	return out, nil
 }
 
 // Check verifies the configured token: Gitea answers, the token is valid and

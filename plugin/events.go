@@ -1,0 +1,138 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+)
+
+// What the forge tells the sidecar (its webhooks), and what the sidecar
+// asks the forge when a delivery may have been missed (the reconcile).
+// Either way the effect is one ledger transaction (models' EndIssue,
+// ReopenIssue, EndRepo), ordered against acquires by the ledger itself.
+
+// EventKind is what happened at the forge.
+type EventKind string
+
+// The events that change what may be claimed.
+const (
+	EventClosed      EventKind = "closed"  // an issue or pull request closed unmerged
+	EventMerged      EventKind = "merged"  // a pull request merged
+	EventDeleted     EventKind = "deleted" // an issue deleted
+	EventReopened    EventKind = "reopened"
+	EventRepoDeleted EventKind = "repo_deleted"
+)
+
+// ForgeEvent is one thing the forge says happened to an issue (or to a
+// whole repository).
+type ForgeEvent struct {
+	Kind   EventKind
+	RepoID int64
+	Number int64 // 0 for EventRepoDeleted
+	// Updated is the issue's update time the event carries: an event
+	// older than what the ledger knows of the issue changes nothing.
+	Updated time.Time
+	// Delivery identifies the webhook delivery; a delivery seen before
+	// has no second effect. "" for none (the reconcile).
+	Delivery string
+}
+
+// Applied is what an event did: the live leases it ended, and whether it
+// was a repeated delivery.
+type Applied = models.Ended
+
+// Apply records e in the ledger, ending live leases as it says.
+func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
+	k := models.Key{RepoID: e.RepoID, Issue: e.Number}
+	version := max(e.Updated.Unix(), 1)
+	switch e.Kind {
+	case EventClosed:
+		return s.ledger.EndIssue(ctx, k, models.ReasonClosed, version, e.Delivery)
+	case EventMerged:
+		return s.ledger.EndIssue(ctx, k, models.ReasonMerged, version, e.Delivery)
+	case EventDeleted:
+		return s.ledger.EndIssue(ctx, k, models.ReasonDeleted, version, e.Delivery)
+	case EventReopened:
+		return s.ledger.ReopenIssue(ctx, k, version, e.Delivery)
+	case EventRepoDeleted:
+		return s.ledger.EndRepo(ctx, e.RepoID, e.Delivery)
+	}
+	return Applied{}, fmt.Errorf("apply forge event %q: %w", e.Kind, ErrInvalid)
+}
+
+// Reconcile repairs missed deliveries: for every repository with live
+// leases it asks the forge which issues were closed since the earlier of
+// since and the repository's oldest live lease, and records them (ending
+// their leases); a repository the forge no longer has ends all its leases.
+// It returns the leases it ended. One repository's failure does not stop
+// the others; the first error is returned.
+func (s *Service) Reconcile(ctx context.Context, since time.Time) (int, error) {
+	repos, err := s.ledger.LiveRepos(ctx)
+	if err != nil {
+		return 0, err
+	}
+	ended := 0
+	var first error
+	for _, id := range repos {
+		n, err := s.reconcileRepo(ctx, id, since)
+		ended += n
+		if err != nil && first == nil {
+			first = err
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return ended, first
+}
+
+func (s *Service) reconcileRepo(ctx context.Context, id int64, since time.Time) (int, error) {
+	full, err := s.forge.RepoName(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		a, err := s.ledger.EndRepo(ctx, id, "")
+		return len(a.Leases), err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reconcile repository %d: %w", id, err)
+	}
+	leases, err := s.ledger.List(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	// Nothing acquired after a close can be live (acquire checks), so
+	// the oldest live lease bounds how far back a missed close matters.
+	for _, l := range leases {
+		if l.AcquiredAt.Before(since) {
+			since = l.AcquiredAt
+		}
+	}
+	live := make(map[int64]bool, len(leases))
+	for _, l := range leases {
+		live[l.Issue] = true
+	}
+	owner, name, _ := strings.Cut(full, "/")
+	closed, err := s.forge.ClosedSince(ctx, owner, name, since)
+	if err != nil {
+		return 0, fmt.Errorf("reconcile %s: %w", full, err)
+	}
+	ended := 0
+	for _, is := range closed {
+		if !live[is.Number] {
+			continue
+		}
+		kind := EventClosed
+		if is.Merged {
+			kind = EventMerged
+		}
+		a, err := s.Apply(ctx, ForgeEvent{Kind: kind, RepoID: id, Number: is.Number, Updated: is.Updated})
+		if err != nil {
+			return ended, err
+		}
+		ended += len(a.Leases)
+	}
+	return ended, nil
+}

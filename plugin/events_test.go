@@ -1,0 +1,120 @@
+package plugin_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+// The hot path: while the ledger's record of an issue is fresh, acquire,
+// renew and release ask the forge nothing about the issue; once it is
+// older than the issue TTL, acquire asks again.
+func TestAcquireAsksTheForgeOnlyWhileTheLedgerDoesNotKnow(t *testing.T) {
+	w := newWorld(t)
+	alice := w.as("alice")
+	acquire := func() {
+		t.Helper()
+		if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	acquire()
+	if got := w.forge.Calls("Issue"); got != 1 {
+		t.Fatalf("first acquire asked the forge %d times about the issue, want 1", got)
+	}
+	if _, err := w.svc.Release(bg, alice, "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	acquire()
+	if _, err := w.svc.Renew(bg, alice, "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.forge.Calls("Issue"); got != 1 {
+		t.Fatalf("acquire with a fresh record asked the forge: %d calls, want 1", got)
+	}
+	w.clock.Advance(plugin.DefaultIssueTTL)
+	acquire()
+	if got := w.forge.Calls("Issue"); got != 2 {
+		t.Fatalf("acquire with a stale record: %d calls, want 2", got)
+	}
+}
+
+// Webhook events end live leases and keep the issue closed until it is
+// reopened, without asking the forge.
+func TestForgeEventsEndLeases(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.as("alice"), w.as("bob")
+	l, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.forge.Close("acme/widgets", 1, false)
+	a, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: "d-1"})
+	if err != nil || len(a.Leases) != 1 || a.Leases[0].Token != l.Token {
+		t.Fatalf("Apply(closed) = %+v %v, want alice's lease ended", a, err)
+	}
+	calls := w.forge.Calls("Issue")
+	if _, err := w.svc.Acquire(bg, bob, "acme", "widgets", 1, time.Hour); !errors.Is(err, plugin.ErrIssueClosed) {
+		t.Fatalf("acquire after the close: %v, want ErrIssueClosed", err)
+	}
+	if w.forge.Calls("Issue") != calls {
+		t.Fatal("acquire of a recorded-closed issue asked the forge")
+	}
+	if a, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: "d-1"}); err != nil || !a.Duplicate {
+		t.Fatalf("repeated delivery = %+v %v, want a duplicate", a, err)
+	}
+	w.forge.Reopen("acme/widgets", 1)
+	if _, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventReopened, RepoID: 1, Number: 1, Updated: w.clock.Now().Add(time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.svc.Acquire(bg, bob, "acme", "widgets", 1, time.Hour); err != nil || r.Token != l.Token+1 {
+		t.Fatalf("acquire after the reopen = %+v %v, want token %d", r, err, l.Token+1)
+	}
+	if _, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: "bogus", RepoID: 1, Number: 1}); !errors.Is(err, plugin.ErrInvalid) {
+		t.Fatalf("unknown event: %v, want ErrInvalid", err)
+	}
+}
+
+// The reconcile repairs what missed deliveries left: issues closed or
+// merged at the forge end their leases, with the reason in the history, and
+// a deleted repository ends all of its leases.
+func TestReconcileRepairsMissedDeliveries(t *testing.T) {
+	w := newWorld(t)
+	alice := w.as("alice")
+	for _, n := range []int64{1, 2, 4} {
+		if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := w.svc.Acquire(bg, alice, "acme", "tools", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.forge.Close("acme/widgets", 1, false)
+	w.forge.Close("acme/widgets", 2, true)  // the pull request, merged
+	w.forge.Close("acme/widgets", 3, false) // never leased: nothing to end
+	ended, err := w.svc.Reconcile(bg, w.clock.Now())
+	if err != nil || ended != 2 {
+		t.Fatalf("Reconcile = %d %v, want 2 leases ended", ended, err)
+	}
+	l, err := w.svc.List(bg, alice, "acme", "widgets")
+	if err != nil || len(l.Leases) != 1 || l.Leases[0].Issue != 4 {
+		t.Fatalf("leases after the reconcile = %+v %v, want #4 alone", l, err)
+	}
+	if ended, err := w.svc.Reconcile(bg, w.clock.Now()); err != nil || ended != 0 {
+		t.Fatalf("second Reconcile = %d %v, want nothing more to do", ended, err)
+	}
+	h, err := w.svc.Lease(bg, alice, "acme", "widgets", 2)
+	if err != nil || h.Lease != nil {
+		t.Fatalf("merged pull request still leased: %+v %v", h, err)
+	}
+	w.forge.DeleteRepo("acme/tools")
+	if ended, err := w.svc.Reconcile(bg, w.clock.Now()); err != nil || ended != 1 {
+		t.Fatalf("Reconcile after a repository was deleted = %d %v, want 1", ended, err)
+	}
+	w.forge.SetDown(true)
+	if _, err := w.svc.Reconcile(bg, w.clock.Now()); !errors.Is(err, plugin.ErrUnavailable) {
+		t.Fatalf("Reconcile with the forge down: %v, want ErrUnavailable", err)
+	}
+}
