@@ -25,6 +25,7 @@ type Leases interface {
 	ByToken(ctx context.Context, token string) (plugin.Viewer, error)
 	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
 	Lease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.IssueLease, error)
+	Apply(ctx context.Context, e plugin.ForgeEvent) (plugin.Applied, error)
 }
 
 var _ Leases = (*plugin.Service)(nil)
@@ -40,6 +41,9 @@ type Options struct {
 	Leases Leases
 	// Database reports whether the ledger answers (for /readyz).
 	Database func(ctx context.Context) error
+	// Webhook receives Gitea's system webhook at WebhookPath; nil: that
+	// path is not served (install has not registered one).
+	Webhook *Webhook
 	// GiteaURL is Gitea's base URL as browsers reach it. Its origin is the
 	// only one answered with CORS, and a sign-in may return only to it or
 	// to PublicURL.
@@ -77,6 +81,7 @@ type Options struct {
 type handler struct {
 	leases     Leases
 	database   func(ctx context.Context) error
+	hook       *Webhook
 	gitea      *url.URL // Gitea's base URL, no trailing slash
 	giteaOrig  string   // "scheme://host[:port]", as browsers send Origin
 	public     *url.URL
@@ -121,6 +126,9 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
 	r.GET("/api/v1/session", h.session)
+	if o.Webhook != nil {
+		r.POST(WebhookPath, h.webhook)
+	}
 
 	r.GET(loginPath, h.login)
 	r.GET(CallbackPath, h.callback)
@@ -132,6 +140,9 @@ func New(o Options) (http.Handler, error) {
 }
 
 func newHandler(o Options) (*handler, error) {
+	if o.Webhook != nil && (len(o.Webhook.Secret) < 16 || o.Webhook.Parse == nil) {
+		return nil, errors.New("routes: the webhook needs a secret of at least 16 bytes and a parser")
+	}
 	if o.Leases == nil || o.Database == nil {
 		return nil, errors.New("routes: Leases and Database are required")
 	}
@@ -149,6 +160,7 @@ func newHandler(o Options) (*handler, error) {
 	h := &handler{
 		leases:     o.Leases,
 		database:   o.Database,
+		hook:       o.Webhook,
 		gitea:      gitea,
 		giteaOrig:  origin(gitea),
 		public:     public,
