@@ -52,6 +52,8 @@ type linLedger interface {
 	Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error)
 	Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error)
 	Release(ctx context.Context, k Key, h Holder) (*Lease, error)
+	EndIssue(ctx context.Context, k Key, why Reason, version int64, delivery string) (Ended, error)
+	ReopenIssue(ctx context.Context, k Key, version int64, delivery string) (Ended, error)
 	List(ctx context.Context, repoID int64) ([]Lease, error)
 }
 
@@ -73,6 +75,7 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 	t.Helper()
 	var (
 		seq     atomic.Int64 // porcupine's call/return order: a linearizable counter
+		version atomic.Int64 // the forge's versions of close and reopen events
 		mu      sync.Mutex
 		run     linRun
 		wg      sync.WaitGroup
@@ -90,7 +93,7 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 			for range opsPerClient {
 				k := linKeys[rng.Intn(len(linKeys))]
 				in := leasemodel.Input{Key: leasemodel.Key(k), Holder: holder}
-				switch r := rng.Intn(20); {
+				switch r := rng.Intn(22); {
 				case r < 8:
 					in.Kind = leasemodel.Acquire
 					if rng.Intn(8) > 0 { // one in eight open-ended
@@ -100,8 +103,13 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 					in.Kind, in.TTL = leasemodel.Renew, int64(1+rng.Intn(4))
 				case r < 16:
 					in.Kind = leasemodel.Release
-				default:
+				case r < 20:
 					in.Kind = leasemodel.List
+				default:
+					// The forge's events, with versions in the order they
+					// were issued; applied concurrently, some arrive late.
+					in.Kind, in.Holder = leasemodel.Close+leasemodel.Kind(r-20), ""
+					in.Version = version.Add(1)
 				}
 				in.Lo = clock.sec.Load()
 				call := seq.Add(1)
@@ -165,6 +173,8 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 				return nil, fmt.Errorf("granted %+v to the wrong caller or issue", l)
 			}
 			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
+		case errors.Is(err, ErrClosed) && in.Kind == leasemodel.Acquire:
+			return one(leasemodel.Output{Result: leasemodel.Closed})
 		case errors.As(err, &held) && in.Kind == leasemodel.Acquire:
 			return one(leasemodel.Output{Result: leasemodel.Held, Holder: held.Holder, ExpiresAt: unixOr0(held.ExpiresAt)})
 		case errors.As(err, &nh) && in.Kind == leasemodel.Renew:
@@ -179,6 +189,23 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 		return granted(led.Acquire(ctx, k, who(in.Holder), ttl, Observed{Kind: KindIssue}))
 	case leasemodel.Renew:
 		return granted(led.Renew(ctx, k, who(in.Holder), ttl))
+	case leasemodel.Close, leasemodel.Reopen:
+		var (
+			e   Ended
+			err error
+		)
+		if in.Kind == leasemodel.Close {
+			e, err = led.EndIssue(ctx, k, ReasonClosed, in.Version, "")
+		} else {
+			e, err = led.ReopenIssue(ctx, k, in.Version, "")
+		}
+		switch {
+		case err == nil:
+			return one(leasemodel.Output{Result: leasemodel.OK, Freed: len(e.Leases) > 0})
+		case errors.Is(err, ErrBusy):
+			return one(leasemodel.Output{Result: leasemodel.Unavailable})
+		}
+		return nil, err
 	case leasemodel.Release:
 		l, err := led.Release(ctx, k, who(in.Holder))
 		var nh *NotHolderError
@@ -320,6 +347,8 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 		{"acquire decides on a stale read", func(s *Store) linLedger { return staleAcquire{s} }},
 		// A lease is still live at its exact expiry instant.
 		{"lease live at its expiry instant", func(s *Store) linLedger { return liveAtExpiry{s} }},
+		// The forge's close is recorded but the live lease stays.
+		{"close keeps the lease", func(s *Store) linLedger { return closeKeepsLease{s} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A broken store shows itself only when the run happens to
@@ -459,4 +488,24 @@ func secondEarlier(t *time.Time) *time.Time {
 	}
 	e := t.Add(-time.Second)
 	return &e
+}
+
+// closeKeepsLease records a close without ending the live lease.
+type closeKeepsLease struct{ *Store }
+
+func (c closeKeepsLease) EndIssue(ctx context.Context, k Key, why Reason, version int64, delivery string) (Ended, error) {
+	return Ended{}, c.write(ctx, func(tx *gorm.DB, now int64) error {
+		var st issueRow
+		err := tx.Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Take(&st).Error
+		switch {
+		case errors.Is(err, gorm.ErrRecordNotFound):
+			st = issueRow{RepoID: k.RepoID, Issue: k.Issue}
+		case err != nil:
+			return err
+		case version < st.Version:
+			return nil
+		}
+		st.Closed, st.Version, st.CheckedAt = true, max(st.Version, version), now
+		return tx.Save(&st).Error
+	})
 }

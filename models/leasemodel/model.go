@@ -22,11 +22,13 @@ const (
 	Acquire Kind = iota
 	Renew
 	Release
-	List // one issue's part of a list of its repository
+	List   // one issue's part of a list of its repository
+	Close  // the forge closed the issue (at Input.Version)
+	Reopen // the forge reopened it (at Input.Version)
 )
 
 func (k Kind) String() string {
-	return [...]string{"acquire", "renew", "release", "list"}[k]
+	return [...]string{"acquire", "renew", "release", "list", "close", "reopen"}[k]
 }
 
 // Input is one call. TTL is in seconds (0: open-ended acquire).
@@ -35,7 +37,10 @@ type Input struct {
 	Key    Key
 	Holder string
 	TTL    int64
-	Lo, Hi int64 // the clock (Unix seconds) just before the call and just after the answer
+	// Version orders the forge's events on an issue (Close, Reopen): an
+	// event older than the state recorded changes nothing.
+	Version int64
+	Lo, Hi  int64 // the clock (Unix seconds) just before the call and just after the answer
 }
 
 // Result is the kind of an answer.
@@ -46,6 +51,7 @@ const (
 	Held               // acquire: the issue has another live holder
 	NotHolder          // renew, release: the caller does not hold the issue
 	Unavailable        // nothing was done (the store's ErrBusy, the SSH verb's exit 75)
+	Closed             // acquire: the forge's close of the issue is recorded
 )
 
 // Output is one answer, with only the fields the answer carries set, so
@@ -67,6 +73,11 @@ type State struct {
 	AcquiredAt int64
 	ExpiresAt  int64 // 0: open-ended (or free)
 	LastWrite  int64 // the clock value of the latest write on this issue
+	// The forge's state of the issue as the ledger records it: Known once
+	// an acquire or a close recorded it, Closed and its Version.
+	Known   bool
+	Closed  bool
+	Version int64
 }
 
 // Live says whether the row is a live lease at clock value now: a lease is
@@ -100,13 +111,16 @@ func Spec(s State, in Input, now int64) (Output, State) {
 	switch in.Kind {
 	case Acquire:
 		switch {
+		case s.Closed:
+			return Output{Result: Closed}, s
 		case live && s.Holder != in.Holder:
 			return refused(Held)
 		case live: // idempotent: same tenure, expiry from this call
 			s.ExpiresAt = exp
 			return granted(s)
 		default: // a new tenure, token old+1
-			return granted(State{Holder: in.Holder, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite})
+			return granted(State{Holder: in.Holder, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
+				Known: true, Version: s.Version})
 		}
 	case Renew:
 		if !live || s.Holder != in.Holder {
@@ -127,6 +141,20 @@ func Spec(s State, in Input, now int64) (Output, State) {
 			return Output{Result: OK}, s
 		}
 		return Output{Result: OK, Present: true, Holder: s.Holder, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
+	case Close:
+		if s.Known && in.Version < s.Version {
+			return Output{Result: OK}, s // older than what is recorded
+		}
+		s.Known, s.Closed, s.Version = true, true, max(s.Version, in.Version)
+		if s.Holder != "" && live { // the live tenure ends; the row keeps its token
+			s.Holder, s.AcquiredAt, s.ExpiresAt = "", 0, 0
+		}
+		return Output{Result: OK, Freed: live}, s
+	case Reopen:
+		if s.Known && in.Version >= s.Version {
+			s.Closed, s.Version = false, in.Version
+		}
+		return Output{Result: OK}, s
 	}
 	panic("unknown operation kind")
 }
@@ -150,13 +178,13 @@ func New(o Options) porcupine.Model {
 		Hash: func(state any) uint64 {
 			s := state.(State)
 			h := fnv.New64a()
-			fmt.Fprintf(h, "%s|%d|%d|%d|%d", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite)
+			fmt.Fprintf(h, "%s|%d|%d|%d|%d|%v|%v|%d", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Known, s.Closed, s.Version)
 			return h.Sum64()
 		},
 		DescribeOperation: describeOperation,
 		DescribeState: func(state any) string {
 			s := state.(State)
-			return fmt.Sprintf("%q token %d at %d until %d (last write %d)", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite)
+			return fmt.Sprintf("%q token %d at %d until %d (last write %d; closed %v at version %d)", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Closed, s.Version)
 		},
 	}).ToModel()
 }
@@ -211,6 +239,9 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 func describeOperation(input, output any) string {
 	in, out := input.(Input), output.(Output)
 	call := fmt.Sprintf("%s %d#%d by %s ttl %d @[%d,%d]", in.Kind, in.Key.RepoID, in.Key.Issue, in.Holder, in.TTL, in.Lo, in.Hi)
+	if in.Kind == Close || in.Kind == Reopen {
+		call = fmt.Sprintf("%s %d#%d version %d @[%d,%d]", in.Kind, in.Key.RepoID, in.Key.Issue, in.Version, in.Lo, in.Hi)
+	}
 	switch out.Result {
 	case Held:
 		return fmt.Sprintf("%s -> held by %s until %d", call, out.Holder, out.ExpiresAt)
@@ -218,10 +249,14 @@ func describeOperation(input, output any) string {
 		return fmt.Sprintf("%s -> not_holder (%q until %d)", call, out.Holder, out.ExpiresAt)
 	case Unavailable:
 		return call + " -> unavailable"
+	case Closed:
+		return call + " -> closed"
 	}
 	switch in.Kind {
-	case Release:
-		return fmt.Sprintf("%s -> released (freed %v)", call, out.Freed)
+	case Release, Close:
+		return fmt.Sprintf("%s -> ok (freed %v)", call, out.Freed)
+	case Reopen:
+		return call + " -> ok"
 	case List:
 		if !out.Present {
 			return call + " -> not listed"
