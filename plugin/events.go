@@ -106,7 +106,7 @@ func (s *Service) reconcileRepo(ctx context.Context, id int64, since time.Time) 
 	// Nothing acquired after a close can be live (acquire checks), so
 	// the oldest live lease bounds how far back a missed close matters.
 	for _, l := range leases {
-		if l.AcquiredAt.Before(since) {
+		if since.IsZero() || l.AcquiredAt.Before(since) {
 			since = l.AcquiredAt
 		}
 	}

@@ -35,8 +35,13 @@ type Config struct {
 	ForgeTimeout time.Duration
 	KeyCacheTTL  time.Duration
 	PermCacheTTL time.Duration
-	LogFormat    string
-	LogLevel     string
+	// IssueStateTTL bounds how long the ledger's record of an issue's
+	// state is trusted without asking Gitea; Reconcile is how often
+	// missed webhook deliveries are looked for.
+	IssueStateTTL time.Duration
+	Reconcile     time.Duration
+	LogFormat     string
+	LogLevel      string
 }
 
 // setting is one row of the settings table: the single source for flags,
@@ -61,6 +66,8 @@ var settings = []setting{
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
+	{"issue-state-ttl", "COLLAB_ISSUE_STATE_TTL", durationSetting(plugin.DefaultIssueTTL), "how long an issue's open or closed state is trusted without asking Gitea (webhooks keep it current)"},
+	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered)"},
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
@@ -211,6 +218,8 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		{"forge-timeout", &c.ForgeTimeout, 100 * time.Millisecond, time.Minute},
 		{"key-cache-ttl", &c.KeyCacheTTL, 0, time.Hour},
 		{"perm-cache-ttl", &c.PermCacheTTL, 0, time.Hour},
+		{"issue-state-ttl", &c.IssueStateTTL, 0, 24 * time.Hour},
+		{"reconcile-interval", &c.Reconcile, 10 * time.Second, 24 * time.Hour},
 	}
 	for _, d := range durations {
 		parsed, err := parseDuration(v[d.name])

@@ -25,6 +25,9 @@ type metrics struct {
 	giteaSecs   *prometheus.HistogramVec
 	giteaErrors prometheus.Counter
 	sshConns    prometheus.Gauge
+	deliveries  *prometheus.CounterVec
+	sweeps      *prometheus.CounterVec
+	repairs     prometheus.Counter
 }
 
 func newMetrics(store *models.Store) *metrics {
@@ -56,6 +59,18 @@ func newMetrics(store *models.Store) *metrics {
 			Name: "collab_lease_ssh_connections",
 			Help: "Open SSH connections.",
 		}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collab_lease_webhook_deliveries_total",
+			Help: "Gitea webhook deliveries, by outcome (applied, duplicate, ignored, bad_signature, too_large, malformed, failed).",
+		}, []string{"outcome"}),
+		sweeps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "collab_lease_reconcile_runs_total",
+			Help: "Reconciles with Gitea (looking for closes no webhook delivered), by result (ok, failed).",
+		}, []string{"result"}),
+		repairs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "collab_lease_reconcile_repairs_total",
+			Help: "Leases a reconcile ended because Gitea had closed, merged or deleted their issue without a delivered webhook.",
+		}),
 	}
 	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "collab_lease_live_leases",
@@ -70,6 +85,7 @@ func newMetrics(store *models.Store) *metrics {
 		return float64(n)
 	})
 	m.reg.MustRegister(m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
+		m.deliveries, m.sweeps, m.repairs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -82,6 +98,19 @@ func (m *metrics) observe(verb contract.Verb, outcome string, d time.Duration) {
 	}
 	m.ops.WithLabelValues(v, outcome).Inc()
 	m.opSeconds.WithLabelValues(v).Observe(d.Seconds())
+}
+
+// delivery is routes.Webhook.Observe.
+func (m *metrics) delivery(outcome string) { m.deliveries.WithLabelValues(outcome).Inc() }
+
+// reconciled counts one reconcile and the leases it ended.
+func (m *metrics) reconciled(ended int, err error) {
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	m.sweeps.WithLabelValues(result).Inc()
+	m.repairs.Add(float64(ended))
 }
 
 // connDelta is ssh.Server.ConnDelta.

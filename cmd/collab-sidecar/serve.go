@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -59,7 +60,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	leases, err := plugin.NewService(forge, store)
+	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL))
 	if err != nil {
 		return err
 	}
@@ -69,6 +70,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	rctx, stopResolving := context.WithCancel(ctx)
 	var resolving sync.WaitGroup
 	resolving.Go(func() { resolveHolders(rctx, log, forge, store) })
+	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
 	defer resolving.Wait()
 	defer stopResolving()
 	web, err := newHTTPHandler(cfg, store, forge, leases, met.handler(), log)
@@ -257,5 +259,35 @@ func resolveHolders(ctx context.Context, log *slog.Logger, forge plugin.Forge, s
 			return
 		case <-time.After(wait):
 		}
+	}
+}
+
+// reconcile looks for closes in Gitea that no webhook delivered, every
+// interval (give or take a tenth, so replicas and restarts do not sweep in
+// step), until ctx ends. Each sweep looks back to the previous one (with a
+// margin for clocks and slow deliveries); the first looks back as far as
+// the oldest live lease.
+func reconcile(ctx context.Context, log *slog.Logger, leases *plugin.Service, interval time.Duration, done func(int, error)) {
+	var since time.Time // zero: as far back as the oldest live lease
+	for {
+		wait := interval - interval/10 + rand.N(interval/5+1)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		start := time.Now()
+		sctx, cancel := context.WithTimeout(ctx, interval)
+		ended, err := leases.Reconcile(sctx, since)
+		cancel()
+		done(ended, err)
+		switch {
+		case err != nil:
+			log.Warn("reconcile with Gitea failed; retrying at the next sweep", "ended", ended, "err", err)
+			continue // the next sweep looks back as far again
+		case ended > 0:
+			log.Info("reconcile ended leases whose issues Gitea had closed without a webhook", "ended", ended)
+		}
+		since = start.Add(-time.Minute)
 	}
 }
