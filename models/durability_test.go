@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 func TestOpenSetsDurablePragmas(t *testing.T) {
@@ -71,7 +73,7 @@ func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
 	}
 	_ = s.Close()
 
-	clock := newFakeClock()
+	clock := clocktest.New()
 	s, err = Open(path, WithClock(clock))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 // Holders are accounts: a renamed account keeps its lease (and the next
@@ -101,7 +103,7 @@ func TestUpgradeFromLoginHolders(t *testing.T) {
 	}
 	_ = s.Close()
 
-	s, err = Open(path, WithClock(newFakeClock()))
+	s, err = Open(path, WithClock(clocktest.New()))
 	if err != nil {
 		t.Fatal(err)
 	}
