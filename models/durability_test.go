@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 func TestOpenSetsDurablePragmas(t *testing.T) {
@@ -80,7 +82,7 @@ func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
 		"INSERT INTO leases VALUES (7, 42, 'alice', 5, 1000, NULL)",
 		"INSERT INTO leases VALUES (7, 43, NULL, 9, 1000, NULL)",
 	)
-	clock := newFakeClock()
+	clock := clocktest.New()
 	s, err := Open(path, WithClock(clock))
 	if err != nil {
 		t.Fatal(err)

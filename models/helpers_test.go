@@ -4,42 +4,15 @@ import (
 	"context"
 	"hash/fnv"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
-// fakeClock is moved by tests; nothing ever sleeps to cross an expiry.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
-func openTestStore(t testing.TB, opts ...Option) (*Store, *fakeClock, string) {
+func openTestStore(t testing.TB, opts ...Option) (*Store, *clocktest.Clock, string) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := clocktest.New()
 	path := filepath.Join(t.TempDir(), "collab.db")
 	s, err := Open(path, append([]Option{WithClock(clock), WithMaxTTL(168 * time.Hour)}, opts...)...)
 	if err != nil {

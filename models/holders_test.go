@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 // Holders are accounts: a renamed account keeps its lease (and the next
@@ -87,7 +89,7 @@ func TestUpgradeFromLoginHolders(t *testing.T) {
 		"INSERT INTO lease_events (repo_id, issue, action, holder, token, at, acquired_at) VALUES (7, 42, 'acquire', 'alice', 5, 1000, 1000)",
 		"PRAGMA user_version = 1",
 	)
-	s, err := Open(path, WithClock(newFakeClock()))
+	s, err := Open(path, WithClock(clocktest.New()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,10 @@
 package routes
 
 import (
+	"context"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -119,7 +121,7 @@ func TestVisibility(t *testing.T) {
 		}
 	}
 	// The session's login (not anonymous) was what the forge was asked.
-	if got := f.forge.repoLogins; !contains(got, "carol") || !contains(got, "alice") || !contains(got, "") {
+	if got := f.forge.Asked("Repo"); !contains(got, "carol") || !contains(got, "alice") || !contains(got, "") {
 		t.Errorf("forge asked as %q", got)
 	}
 }
@@ -166,7 +168,7 @@ func TestInvalidTokenIs401Everywhere(t *testing.T) {
 
 func TestForgeUnavailableIs503NeverNotFound(t *testing.T) {
 	f := newFixture(t)
-	f.forge.set(func(f *fakeForge) { f.down = true })
+	f.forge.SetDown(true)
 	for _, c := range []struct{ path, auth string }{
 		{"/api/v1/repos/acme/widgets/leases", ""},
 		{"/api/v1/repos/acme/secret/leases", ""},
@@ -190,11 +192,18 @@ func TestForgeUnavailableIs503NeverNotFound(t *testing.T) {
 // answers ends in a 503 when it passes.
 func TestForgeCallsAreBounded(t *testing.T) {
 	f := newFixture(t, func(o *Options) { o.RequestTimeout = 30 * time.Millisecond })
+	var noDeadline atomic.Int32
+	f.forge.SetHook(func(ctx context.Context, _ string) error {
+		if _, ok := ctx.Deadline(); !ok {
+			noDeadline.Add(1)
+		}
+		return nil
+	})
 	f.do("GET", "/api/v1/repos/acme/widgets/leases", "Authorization: token alice-token")
-	if f.forge.calls != 2 || f.forge.noDeadline != 0 {
-		t.Fatalf("%d forge calls, %d without a deadline", f.forge.calls, f.forge.noDeadline)
+	if calls := f.forge.Calls(""); calls != 2 || noDeadline.Load() != 0 {
+		t.Fatalf("%d forge calls, %d without a deadline", calls, noDeadline.Load())
 	}
-	f.forge.set(func(f *fakeForge) { f.block = true })
+	f.forge.SetHang(true)
 	start := time.Now()
 	r := f.do("GET", "/api/v1/repos/acme/widgets/leases")
 	if r.Code != http.StatusServiceUnavailable || time.Since(start) > 5*time.Second {

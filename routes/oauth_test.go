@@ -39,8 +39,9 @@ type exchange struct{ code, verifier, redirectURI string }
 
 var _ SignIn = (*fakeSignIn)(nil)
 
-func newFakeSignIn(t *testing.T, base string) *fakeSignIn {
-	return &fakeSignIn{t: t, base: base, user: plugin.User{ID: 2, Login: "alice"}, codes: map[string]string{}}
+// newFakeSignIn signs every browser in as user.
+func newFakeSignIn(t *testing.T, base string, user plugin.User) *fakeSignIn {
+	return &fakeSignIn{t: t, base: base, user: user, codes: map[string]string{}}
 }
 
 func (s *fakeSignIn) AuthorizeURL(redirectURI, state, challenge string) string {
@@ -84,11 +85,13 @@ type fakeGitea struct {
 	issued    int        // codes handed out
 }
 
+// newFakeGitea is a Gitea whose consent page has nobody signed in yet;
+// set its user.
 func newFakeGitea(t *testing.T) *fakeGitea {
 	g := &fakeGitea{}
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(g.srv.Close)
-	g.fakeSignIn = newFakeSignIn(t, g.srv.URL)
+	g.fakeSignIn = newFakeSignIn(t, g.srv.URL, plugin.User{})
 	return g
 }
 
@@ -144,6 +147,8 @@ func newOAuthWorld(t *testing.T, mod ...func(o *Options)) *oauthWorld {
 		o.SignIn = w.gitea
 	}}, mod...)...)
 	h = w.h
+	// Gitea signs the browser in as the forge's alice.
+	w.gitea.user = w.forge.User("alice")
 	jar, _ := cookiejar.New(nil)
 	w.browser = &http.Client{Jar: jar, Timeout: 10 * time.Second}
 	return w
@@ -267,7 +272,7 @@ func TestSignInCookieFlags(t *testing.T) {
 		}
 
 		rec := httptest.NewRecorder()
-		f.hd.cookies.setSession(rec, plugin.User{ID: account("alice").ID, Login: "alice"}, f.clock.Now())
+		f.hd.cookies.setSession(rec, f.user("alice"), f.clock.Now())
 		ss := cookieNamed(rec.Result(), sessionCookie)
 		if !ss.HttpOnly || ss.SameSite != http.SameSiteLaxMode || ss.Secure != c.secure || ss.Path != c.path ||
 			ss.MaxAge != int(DefaultSessionTTL/time.Second) || !ss.Expires.Equal(f.clock.Now().Add(DefaultSessionTTL)) {

@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 // closeConn is a connection that only records being closed.
@@ -43,19 +45,19 @@ func TestEvictionGraceOnTheInjectedClock(t *testing.T) {
 			[]conn{{0, 200}, {100 * ms, 10}, {450 * ms, 0}}, 450*ms + startupGrace, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)
-			clk := &clock{t: start}
+			start := clocktest.Start
+			clk := clocktest.New()
 			s := &Server{MaxStartups: len(tc.conns), Clock: clk.Now}
 			s.init()
 			raw := make([]*closeConn, len(tc.conns))
 			for i, c := range tc.conns {
-				clk.Advance(start.Add(c.arrived).Sub(clk.Now()))
+				clk.Set(start.Add(c.arrived))
 				raw[i] = &closeConn{}
 				idle := newIdleConn(raw[i], time.Minute)
 				idle.got.Store(c.got)
 				s.beginStartup(&serverConn{Conn: idle, idle: idle, since: s.Clock()})
 			}
-			clk.Advance(start.Add(tc.now).Sub(clk.Now()))
+			clk.Set(start.Add(tc.now))
 			if !s.evictStartup() {
 				t.Fatal("nothing evicted")
 			}
@@ -73,7 +75,7 @@ func TestEvictionGraceOnTheInjectedClock(t *testing.T) {
 
 // A new connection beyond MaxStartups evicts one, by the same rule.
 func TestBeginStartupEvictsAtMaxStartups(t *testing.T) {
-	clk := &clock{t: time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)}
+	clk := clocktest.New()
 	s := &Server{MaxStartups: 2, Clock: clk.Now}
 	s.init()
 	var raw []*closeConn

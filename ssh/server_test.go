@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"net"
@@ -25,121 +24,10 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
-
-// fakeForge is an in-memory forge for the server's own tests (the real
-// Gitea is exercised in integration/). It counts calls so tests can check
-// that refused requests never reached it.
-type fakeForge struct {
-	mu      sync.Mutex
-	keys    map[string]string            // fingerprint -> login
-	repos   map[string]plugin.Repo       // "owner/name" -> repo (for perms, see perms)
-	perms   map[string]map[string]string // "owner/name" -> login -> "read"|"write"
-	issues  map[string]plugin.Issue      // "owner/name#n"
-	down    bool
-	block   chan struct{} // if set, Repo waits on it
-	entered chan struct{} // if set, Repo signals here on entry
-}
-
-func newFakeForge() *fakeForge {
-	return &fakeForge{
-		keys:   map[string]string{},
-		repos:  map[string]plugin.Repo{},
-		perms:  map[string]map[string]string{},
-		issues: map[string]plugin.Issue{},
-	}
-}
-
-func (f *fakeForge) UserByKey(_ context.Context, fp string) (plugin.User, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		return plugin.User{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
-	}
-	login, ok := f.keys[fp]
-	if !ok {
-		return plugin.User{}, plugin.ErrNotFound
-	}
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(login))
-	return plugin.User{ID: int64(h.Sum32()) + 1, Login: login}, nil
-}
-
-func (f *fakeForge) UserByToken(context.Context, string) (plugin.User, error) {
-	return plugin.User{}, plugin.ErrNotFound
-}
-
-// TokenRepo and UserByLogin are for HTTP callers and the ledger upgrade;
-// the SSH server asks neither.
-func (f *fakeForge) TokenRepo(context.Context, plugin.User, string, string, string) (plugin.Repo, error) {
-	return plugin.Repo{}, plugin.ErrNotFound
-}
-
-func (f *fakeForge) UserByLogin(context.Context, string) (plugin.User, error) {
-	return plugin.User{}, plugin.ErrNotFound
-}
-
-func (f *fakeForge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
-	f.mu.Lock()
-	entered, block := f.entered, f.block
-	f.mu.Unlock()
-	if entered != nil {
-		entered <- struct{}{}
-	}
-	if block != nil {
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return plugin.Repo{}, fmt.Errorf("slow: %w", plugin.ErrUnavailable)
-		}
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		return plugin.Repo{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
-	}
-	full := owner + "/" + name
-	r, ok := f.repos[full]
-	if !ok {
-		return plugin.Repo{}, plugin.ErrNotFound
-	}
-	switch f.perms[full][login] {
-	case "write":
-		r.CanRead, r.CanWriteIssues, r.CanWritePulls = true, true, true
-	case "read":
-		r.CanRead = true
-	case "issues-only": // a team limited to the Issues unit
-		r.CanRead, r.CanWriteIssues, r.CanReadIssues = true, true, true
-		return r, nil
-	default:
-		if r.Private {
-			return plugin.Repo{}, plugin.ErrNotFound
-		}
-		r.CanRead = true
-	}
-	r.CanReadIssues, r.CanReadPulls = true, true
-	return r, nil
-}
-
-func (f *fakeForge) Issue(_ context.Context, login, owner, name string, n int64) (plugin.Issue, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.down {
-		return plugin.Issue{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
-	}
-	is, ok := f.issues[fmt.Sprintf("%s/%s#%d", owner, name, n)]
-	if !ok || (is.IsPull && f.perms[owner+"/"+name][login] == "issues-only") {
-		return plugin.Issue{}, plugin.ErrNotFound
-	}
-	return is, nil
-}
-
-func (f *fakeForge) setDown(down bool) {
-	f.mu.Lock()
-	f.down = down
-	f.mu.Unlock()
-}
 
 // testKey is a client key pair with its private key in an OpenSSH file.
 type testKey struct {
@@ -165,27 +53,15 @@ func newTestKey(t *testing.T, dir, name string) testKey {
 	return testKey{path: path, fp: gossh.FingerprintSHA256(sshPub)}
 }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 // world is a running server with a fake forge, a real ledger file, keys
 // for alice, bob (writers), carol (reader) and mallory (unknown to the
 // forge), and a known_hosts file for the real OpenSSH client.
 type world struct {
 	t        *testing.T
 	dir      string
-	forge    *fakeForge
+	forge    *forgetest.Forge
 	ledger   *models.Store
-	clock    *clock
+	clock    *clocktest.Clock
 	srv      *Server
 	addr     *net.TCPAddr
 	known    string
@@ -202,8 +78,8 @@ func newWorld(t *testing.T, tweak ...func(*Server)) *world {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatal("the OpenSSH client is required (apt-get install openssh-client)")
 	}
-	w := &world{t: t, dir: t.TempDir(), forge: newFakeForge(), keys: map[string]testKey{},
-		clock: &clock{t: time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)}, logs: &bytes.Buffer{}}
+	w := &world{t: t, dir: t.TempDir(), forge: forgetest.New(), keys: map[string]testKey{},
+		clock: clocktest.New(), logs: &bytes.Buffer{}}
 	var err error
 	w.ledger, err = models.Open(filepath.Join(w.dir, "collab.db"), models.WithClock(w.clock))
 	if err != nil {
@@ -214,18 +90,21 @@ func newWorld(t *testing.T, tweak ...func(*Server)) *world {
 		k := newTestKey(t, w.dir, name)
 		w.keys[name] = k
 		if name != "mallory" {
-			w.forge.keys[k.fp] = name
+			w.forge.AddUser(name)
+			w.forge.AddKey(name, k.fp)
 		}
 	}
-	w.forge.repos["acme/widgets"] = plugin.Repo{ID: 10, FullName: "acme/widgets"}
-	w.forge.repos["acme/secret"] = plugin.Repo{ID: 11, FullName: "acme/secret", Private: true}
-	w.forge.perms["acme/widgets"] = map[string]string{"alice": "write", "bob": "write", "carol": "read"}
-	w.forge.perms["acme/secret"] = map[string]string{"alice": "write"}
-	w.forge.issues["acme/widgets#42"] = plugin.Issue{Number: 42}
-	w.forge.issues["acme/widgets#43"] = plugin.Issue{Number: 43}
-	w.forge.issues["acme/widgets#7"] = plugin.Issue{Number: 7, Closed: true}
-	w.forge.issues["acme/widgets#8"] = plugin.Issue{Number: 8, IsPull: true}
-	w.forge.issues["acme/secret#1"] = plugin.Issue{Number: 1}
+	w.forge.AddRepo("acme/widgets", 10, false)
+	w.forge.AddRepo("acme/secret", 11, true)
+	w.forge.Grant("acme/widgets", "alice", forgetest.Write)
+	w.forge.Grant("acme/widgets", "bob", forgetest.Write)
+	w.forge.Grant("acme/widgets", "carol", forgetest.Read)
+	w.forge.Grant("acme/secret", "alice", forgetest.Write)
+	w.forge.AddIssue("acme/widgets", 42, false, false)
+	w.forge.AddIssue("acme/widgets", 43, false, false)
+	w.forge.AddIssue("acme/widgets", 7, false, true)
+	w.forge.AddIssue("acme/widgets", 8, true, false)
+	w.forge.AddIssue("acme/secret", 1, false, false)
 	w.hostKey = filepath.Join(w.dir, "ssh_host_ed25519_key")
 	if len(tweak) > 0 {
 		w.tweak = tweak[0]
@@ -456,7 +335,7 @@ func TestUnknownKeyIsRefusedAtAuthentication(t *testing.T) {
 
 func TestForgeDownMeansExit75AndNothingWritten(t *testing.T) {
 	w := newWorld(t)
-	w.forge.setDown(true)
+	w.forge.SetDown(true)
 	for _, cmd := range []string{"collab-lease acquire acme/widgets 42", "collab-lease list acme/widgets"} {
 		r := w.ssh("alice", cmd)
 		if r.code != 75 || r.stderr != "error: forge unavailable, try again\n" || r.stdout != "" {
@@ -469,7 +348,7 @@ func TestForgeDownMeansExit75AndNothingWritten(t *testing.T) {
 	if n, _ := w.ledger.CountLive(context.Background()); n != 0 {
 		t.Fatal("a command wrote while the forge was down")
 	}
-	w.forge.setDown(false)
+	w.forge.SetDown(false)
 	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
 		t.Fatalf("after the forge is back: %+v", r)
 	}
@@ -547,10 +426,9 @@ func TestFiftySSHClientsRaceForOneIssue(t *testing.T) {
 		name := fmt.Sprintf("agent%02d", i)
 		k := newTestKey(t, w.dir, name)
 		w.keys[name] = k
-		w.forge.mu.Lock()
-		w.forge.keys[k.fp] = name
-		w.forge.perms["acme/widgets"][name] = "write"
-		w.forge.mu.Unlock()
+		w.forge.AddUser(name)
+		w.forge.AddKey(name, k.fp)
+		w.forge.Grant("acme/widgets", name, forgetest.Write)
 		users = append(users, name)
 	}
 	results := make([]result, len(users))
@@ -607,13 +485,22 @@ func TestRestartKeepsHostKeyAndLeases(t *testing.T) {
 // Shutdown lets a running command finish and reply, then Serve returns.
 func TestShutdownLetsRunningCommandFinish(t *testing.T) {
 	w := newWorld(t)
-	block := make(chan struct{})
-	w.forge.mu.Lock()
-	w.forge.block, w.forge.entered = block, make(chan struct{}, 1)
-	w.forge.mu.Unlock()
+	block, entered := make(chan struct{}), make(chan struct{}, 1)
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method != "Repo" {
+			return nil
+		}
+		entered <- struct{}{}
+		select {
+		case <-block:
+			return nil
+		case <-ctx.Done():
+			return fmt.Errorf("slow: %w", plugin.ErrUnavailable)
+		}
+	})
 	done := make(chan result, 1)
 	go func() { done <- w.ssh("alice", "collab-lease acquire acme/widgets 42") }()
-	<-w.forge.entered // the command is inside the forge call
+	<-entered // the command is inside the forge call
 	shut := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -760,37 +647,48 @@ func TestStalledHandshakesDoNotLockOthersOut(t *testing.T) {
 	}
 }
 
-// countingForge counts concurrent key lookups.
-type countingForge struct {
-	*fakeForge
+// lookupGate holds the forge's key lookups until released, counting how
+// many wait at once (a forgetest.Hook).
+type lookupGate struct {
 	mu        sync.Mutex
 	now, peak int
 	release   chan struct{}
 }
 
-func (f *countingForge) UserByKey(ctx context.Context, fp string) (plugin.User, error) {
-	f.mu.Lock()
-	f.now++
-	f.peak = max(f.peak, f.now)
-	f.mu.Unlock()
-	defer func() { f.mu.Lock(); f.now--; f.mu.Unlock() }()
-	select {
-	case <-f.release:
-	case <-ctx.Done():
-		return plugin.User{}, fmt.Errorf("slow forge: %w", plugin.ErrUnavailable)
+func newLookupGate() *lookupGate { return &lookupGate{release: make(chan struct{})} }
+
+func (g *lookupGate) hook(ctx context.Context, method string) error {
+	if method != "UserByKey" {
+		return nil
 	}
-	return f.fakeForge.UserByKey(ctx, fp)
+	g.mu.Lock()
+	g.now++
+	g.peak = max(g.peak, g.now)
+	g.mu.Unlock()
+	defer func() { g.mu.Lock(); g.now--; g.mu.Unlock() }()
+	select {
+	case <-g.release:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("slow forge: %w", plugin.ErrUnavailable)
+	}
+}
+
+// waiting is how many key lookups the gate holds now.
+func (g *lookupGate) waiting() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.now
 }
 
 // Unknown keys cannot flood the forge: at most MaxKeyLookups at once.
 func TestKeyLookupsAreCapped(t *testing.T) {
-	cf := &countingForge{release: make(chan struct{})}
+	gate := newLookupGate()
 	w := newWorld(t, func(s *Server) {
-		cf.fakeForge = s.Keys.(*fakeForge)
-		s.Keys = cf
 		s.MaxKeyLookups = 3
 		s.HandshakeTimeout = 5 * time.Second
 	})
+	w.forge.SetHook(gate.hook)
 	var wg sync.WaitGroup
 	for i := 0; i < 12; i++ {
 		wg.Add(1)
@@ -798,45 +696,39 @@ func TestKeyLookupsAreCapped(t *testing.T) {
 	}
 	// Wait until lookups are waiting, then let them all through.
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cf.mu.Lock()
-		now := cf.now
-		cf.mu.Unlock()
-		if now >= 3 || time.Now().After(deadline) {
-			break
-		}
+	for gate.waiting() < 3 && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(cf.release)
+	close(gate.release)
 	wg.Wait()
-	cf.mu.Lock()
-	defer cf.mu.Unlock()
-	if cf.peak != 3 {
-		t.Fatalf("peak concurrent key lookups %d, want exactly the cap 3", cf.peak)
+	gate.mu.Lock()
+	defer gate.mu.Unlock()
+	if gate.peak != 3 {
+		t.Fatalf("peak concurrent key lookups %d, want exactly the cap 3", gate.peak)
 	}
 }
 
 // A reader limited to the Issues unit does not see leases on pull
-// requests in list.
+// requests in list. (Of a private repository: a public one's pull
+// requests are everyone's to read.)
 func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
 	w := newWorld(t)
-	w.forge.mu.Lock()
-	w.forge.keys[w.keys["carol"].fp] = "carol"
-	w.forge.perms["acme/widgets"]["carol"] = "issues-only"
-	w.forge.mu.Unlock()
-	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
+	w.forge.AddIssue("acme/secret", 2, true, false) // a pull request
+	w.forge.Grant("acme/secret", "bob", forgetest.Read)
+	w.forge.Grant("acme/secret", "carol", forgetest.IssuesOnly)
+	if r := w.ssh("alice", "collab-lease acquire acme/secret 1"); r.code != 0 {
 		t.Fatal(r)
 	}
-	if r := w.ssh("alice", "collab-lease acquire acme/widgets 8"); r.code != 0 { // a pull request
+	if r := w.ssh("alice", "collab-lease acquire acme/secret 2"); r.code != 0 {
 		t.Fatal(r)
 	}
 	var all, limited contract.List
-	_ = json.Unmarshal([]byte(w.ssh("bob", "collab-lease list acme/widgets").stdout), &all)
-	r := w.ssh("carol", "collab-lease list acme/widgets")
+	_ = json.Unmarshal([]byte(w.ssh("bob", "collab-lease list acme/secret").stdout), &all)
+	r := w.ssh("carol", "collab-lease list acme/secret")
 	if err := json.Unmarshal([]byte(r.stdout), &limited); err != nil {
 		t.Fatalf("carol's list: %+v", r)
 	}
-	if len(all.Leases) != 2 || len(limited.Leases) != 1 || limited.Leases[0].Issue != 42 {
+	if len(all.Leases) != 2 || len(limited.Leases) != 1 || limited.Leases[0].Issue != 1 {
 		t.Fatalf("bob sees %+v, carol (issues only) sees %+v", all.Leases, limited.Leases)
 	}
 }
@@ -844,31 +736,24 @@ func TestListHidesPullRequestsFromIssuesOnlyReaders(t *testing.T) {
 // When key lookups stay saturated past the handshake deadline, a client is
 // let in to be told to retry (exit 75), as when the forge is unreachable.
 func TestSaturatedKeyLookupsAnswerRetry(t *testing.T) {
-	cf := &countingForge{release: make(chan struct{})}
+	gate := newLookupGate()
 	w := newWorld(t, func(s *Server) {
-		cf.fakeForge = s.Keys.(*fakeForge)
-		s.Keys = cf
 		s.MaxKeyLookups = 1
 		s.HandshakeTimeout = 2 * time.Second
 	})
+	w.forge.SetHook(gate.hook)
 	// One lookup holds the only slot until released.
 	blocked := make(chan result, 1)
 	go func() { blocked <- w.ssh("bob", "collab-lease help") }()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		cf.mu.Lock()
-		now := cf.now
-		cf.mu.Unlock()
-		if now == 1 {
-			break
-		}
+	for gate.waiting() != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the first lookup never started")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	r := w.ssh("alice", "collab-lease acquire acme/widgets 42")
-	close(cf.release)
+	close(gate.release)
 	if r.code != 75 || r.stderr != "error: forge unavailable, try again\n" {
 		t.Fatalf("with key lookups saturated: %+v", r)
 	}

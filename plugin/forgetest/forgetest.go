@@ -2,8 +2,10 @@
 // lease service and its transports: accounts with keys and tokens,
 // repositories with per-user access (including access limited to one
 // unit), issues and pull requests, and switches for an unreachable or hung
-// forge. It counts calls, so tests can check what reached the forge. The
-// real Gitea is exercised in plugin/gitea and integration/.
+// forge. It counts calls and records whom each was asked as, so tests can
+// check what reached the forge, and a hook lets a test hold, watch or fail
+// calls as they arrive. The real Gitea is exercised in plugin/gitea and
+// integration/.
 package forgetest
 
 import (
@@ -50,26 +52,36 @@ type token struct {
 
 // Forge is the fake. The zero value is not usable: call New.
 type Forge struct {
-	mu      sync.Mutex
-	nextID  int64
-	users   map[string]plugin.User // login -> account
-	keys    map[string]int64       // fingerprint -> user ID
-	tokens  map[string]token
-	repos   map[string]*repo        // lower-case "owner/name"
-	issues  map[string]plugin.Issue // lower-case "owner/name#n"
-	down    bool
-	hang    bool
-	calls   map[string]int
-	clock   func() time.Time // the update times of Close and Reopen
-	updated time.Time        // the latest of them
+	mu       sync.Mutex
+	nextID   int64
+	users    map[string]plugin.User // login -> account
+	disabled map[int64]bool         // accounts that may not log in
+	keys     map[string]int64       // fingerprint -> user ID
+	tokens   map[string]token
+	repos    map[string]*repo        // lower-case "owner/name"
+	issues   map[string]plugin.Issue // lower-case "owner/name#n"
+	down     bool
+	hang     bool
+	hook     Hook
+	calls    map[string]int
+	asked    map[string][]string // method -> the logins it was asked as
+	clock    func() time.Time    // the update times of Close and Reopen
+	updated  time.Time           // the latest of them
 }
+
+// Hook is called on entry of every call, with the caller's context and the
+// method's name (e.g. "Repo"), before the outage switches apply. It may
+// block (until a test lets the call go on, or the caller's deadline), tell
+// a test the call has arrived, or look at the context. A non-nil error
+// fails the call with it.
+type Hook func(ctx context.Context, method string) error
 
 var _ plugin.Forge = (*Forge)(nil)
 
 // New returns an empty forge.
 func New() *Forge {
-	return &Forge{users: map[string]plugin.User{}, keys: map[string]int64{}, tokens: map[string]token{},
-		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, calls: map[string]int{}}
+	return &Forge{users: map[string]plugin.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},
+		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, calls: map[string]int{}, asked: map[string][]string{}}
 }
 
 // AddUser creates an account and returns it.
@@ -105,12 +117,14 @@ func (f *Forge) Rename(from, to string) {
 	}
 }
 
-// Disable makes the account with this login one that may not log in.
+// Disable makes the account with this login one that may not log in: its
+// keys and tokens no longer identify anyone, but the account still exists
+// (UserByLogin finds it).
 func (f *Forge) Disable(login string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	id := f.users[login].ID
-	delete(f.users, login)
+	f.disabled[id] = true
 	for fp, owner := range f.keys {
 		if owner == id {
 			delete(f.keys, fp)
@@ -183,6 +197,13 @@ func (f *Forge) SetHang(hang bool) {
 	f.hang = hang
 }
 
+// SetHook makes h be called on entry of every call; nil removes it.
+func (f *Forge) SetHook(h Hook) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hook = h
+}
+
 // Calls returns how many calls of the method named (e.g. "Repo") reached
 // the forge; "" counts them all.
 func (f *Forge) Calls(method string) int {
@@ -198,10 +219,34 @@ func (f *Forge) Calls(method string) int {
 	return f.calls[method]
 }
 
-// enter counts a call and applies the outage switches.
+// Asked returns the logins the method named (Repo, Issue or TokenRepo)
+// was asked as, in order; "" is the anonymous viewer.
+func (f *Forge) Asked(method string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.asked[method]...)
+}
+
+// enterAs is enter for a method that answers as the viewer login.
+func (f *Forge) enterAs(ctx context.Context, method, login string) error {
+	f.mu.Lock()
+	f.asked[method] = append(f.asked[method], login)
+	f.mu.Unlock()
+	return f.enter(ctx, method)
+}
+
+// enter counts a call, runs the hook and applies the outage switches.
 func (f *Forge) enter(ctx context.Context, method string) error {
 	f.mu.Lock()
 	f.calls[method]++
+	hook := f.hook
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(ctx, method); err != nil {
+			return fmt.Errorf("forgetest %s: %w", method, err)
+		}
+	}
+	f.mu.Lock()
 	down, hang := f.down, f.hang
 	f.mu.Unlock()
 	switch {
@@ -214,7 +259,11 @@ func (f *Forge) enter(ctx context.Context, method string) error {
 	return nil
 }
 
-func (f *Forge) userByID(id int64) (plugin.User, bool) {
+// active returns the account with this ID if it may log in.
+func (f *Forge) active(id int64) (plugin.User, bool) {
+	if f.disabled[id] {
+		return plugin.User{}, false
+	}
 	for _, u := range f.users {
 		if u.ID == id {
 			return u, true
@@ -230,7 +279,7 @@ func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User,
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if u, ok := f.userByID(f.keys[fingerprint]); ok {
+	if u, ok := f.active(f.keys[fingerprint]); ok {
 		return u, nil
 	}
 	return plugin.User{}, fmt.Errorf("key %s: %w", fingerprint, plugin.ErrNotFound)
@@ -244,7 +293,7 @@ func (f *Forge) UserByToken(ctx context.Context, t string) (plugin.User, error) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if tok, ok := f.tokens[t]; ok {
-		if u, ok := f.userByID(tok.userID); ok {
+		if u, ok := f.active(tok.userID); ok {
 			return u, nil
 		}
 	}
@@ -266,7 +315,7 @@ func (f *Forge) UserByLogin(ctx context.Context, login string) (plugin.User, err
 
 // Repo implements plugin.Forge.
 func (f *Forge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
-	if err := f.enter(ctx, "Repo"); err != nil {
+	if err := f.enterAs(ctx, "Repo", login); err != nil {
 		return plugin.Repo{}, err
 	}
 	f.mu.Lock()
@@ -307,7 +356,7 @@ func (f *Forge) view(login, owner, name string) (plugin.Repo, error) {
 
 // Issue implements plugin.Forge.
 func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (plugin.Issue, error) {
-	if err := f.enter(ctx, "Issue"); err != nil {
+	if err := f.enterAs(ctx, "Issue", login); err != nil {
 		return plugin.Issue{}, err
 	}
 	f.mu.Lock()
@@ -325,13 +374,13 @@ func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (
 
 // TokenRepo implements plugin.Forge.
 func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name string) (plugin.Repo, error) {
-	if err := f.enter(ctx, "TokenRepo"); err != nil {
+	if err := f.enterAs(ctx, "TokenRepo", u.Login); err != nil {
 		return plugin.Repo{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tok, ok := f.tokens[t]
-	if !ok || tok.userID != u.ID {
+	if !ok || tok.userID != u.ID || f.disabled[u.ID] {
 		return plugin.Repo{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
 	}
 	r, err := f.view(u.Login, owner, name)
@@ -341,8 +390,9 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name str
 	case !tok.scopes.Repository || (tok.scopes.PublicOnly && r.Private):
 		return plugin.Repo{}, fmt.Errorf("repository %s/%s through the token: %w", owner, name, plugin.ErrNotFound)
 	case !tok.scopes.Issue:
-		r.CanReadIssues, r.CanReadPulls, r.CanWriteIssues, r.CanWritePulls = false, false, false, false
+		r.CanReadIssues, r.CanReadPulls = false, false
 	}
+	r.CanWriteIssues, r.CanWritePulls = false, false // nothing writes through a token
 	return r, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 func TestVersion(t *testing.T) {
@@ -27,7 +28,7 @@ func TestVersion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/version": tt.answer})
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.Version(context.Background())
 			if got != tt.want || !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Errorf("Version = %q, %v; want %q, %v", got, err, tt.want, tt.wantErr)
@@ -39,7 +40,7 @@ func TestVersion(t *testing.T) {
 	}
 	g := newFake(t, nil)
 	g.srv.Close()
-	if _, err := newTestForge(t, g.srv.URL, newClock(), time.Second).Version(context.Background()); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := newTestForge(t, g.srv.URL, clocktest.New(), time.Second).Version(context.Background()); !errors.Is(err, plugin.ErrUnavailable) {
 		t.Errorf("nothing listening: %v, want ErrUnavailable", err)
 	}
 }
@@ -58,7 +59,7 @@ func TestCheckKeySearch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/user/keys": tt.answer})
-			err := newTestForge(t, g.srv.URL, newClock(), time.Second).CheckKeySearch(context.Background())
+			err := newTestForge(t, g.srv.URL, clocktest.New(), time.Second).CheckKeySearch(context.Background())
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Errorf("CheckKeySearch = %v, want %v", err, tt.wantErr)
 			}
@@ -90,7 +91,7 @@ func TestCheckOAuthApp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/user/applications/oauth2/4": tt.answer})
-			err := newTestForge(t, g.srv.URL, newClock(), time.Second).CheckOAuthApp(context.Background(), app)
+			err := newTestForge(t, g.srv.URL, clocktest.New(), time.Second).CheckOAuthApp(context.Background(), app)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("CheckOAuthApp = %v, want %v", err, tt.wantErr)
 			}

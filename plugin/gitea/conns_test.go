@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 // Forty concurrent questions reach Gitea at most DefaultMaxConns at a time,
@@ -23,7 +25,7 @@ func TestRequestsInFlightAreBounded(t *testing.T) {
 			jsonBody(map[string]any{"number": 7, "state": "open"})(w, r)
 		},
 	})
-	f := newTestForge(t, g.srv.URL, newClock(), 10*time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), 10*time.Second)
 	var wg sync.WaitGroup
 	errs := make([]error, 40)
 	for i := range errs {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/integration"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 // The Forge against a real Gitea 1.26, seeded with integration.Seed. One
@@ -36,7 +37,7 @@ func TestForgeAgainstGitea(t *testing.T) {
 	}, &tok); err != nil {
 		t.Fatal(err)
 	}
-	clk := newClock()
+	clk := clocktest.New()
 	f, err := New(Options{URL: g.URL, Token: tok.SHA1, Clock: clk.Now})
 	if err != nil {
 		t.Fatal(err)
@@ -298,7 +299,7 @@ func testMoreGrants(t *testing.T, g *integration.Gitea, f *Forge, w *integration
 	}
 }
 
-func testKeys(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World, clk *clock) {
+func testKeys(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World, clk *clocktest.Clock) {
 	ctx := context.Background()
 	for _, u := range []*integration.User{w.Admin, w.Alice, w.Bob, w.Carol, w.Dave, w.Erin, w.Grace, w.Heidi, w.Olivia} {
 		got, err := f.UserByKey(ctx, u.Key.Fingerprint)
@@ -360,6 +361,10 @@ func testIssues(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wor
 	}
 	for _, c := range cases {
 		got, err := f.Issue(ctx, c.login, c.repo.Owner, c.repo.Name, c.n)
+		if err == nil && (got.Updated.IsZero() || time.Since(got.Updated) > time.Hour) {
+			t.Errorf("Issue(%q, %s#%d) updated at %s, want the seeding's time", c.login, c.repo.FullName(), c.n, got.Updated)
+		}
+		got.Updated = time.Time{}
 		if !errors.Is(err, c.err) || (c.err == nil && err != nil) || got != c.want {
 			t.Errorf("Issue(%q, %s#%d) = %+v, %v; want %+v, %v", c.login, c.repo.FullName(), c.n, got, err, c.want, c.err)
 		}
@@ -570,7 +575,7 @@ func testUserByLogin(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 	}
 }
 
-func testRename(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World, clk *clock) {
+func testRename(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World, clk *clocktest.Clock) {
 	ctx := context.Background()
 	admin := g.Admin()
 	if err := admin.Do(ctx, "POST", "/orgs/"+w.Org+"/repos", map[string]any{"name": "before"}, nil); err != nil {
@@ -644,7 +649,7 @@ func testBadAdminTokens(t *testing.T, g *integration.Gitea, w *integration.World
 	})
 }
 
-func testOutage(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World, clk *clock) {
+func testOutage(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World, clk *clocktest.Clock) {
 	ctx := context.Background()
 	clk.Advance(time.Hour) // start with empty caches
 	if _, err := f.UserByKey(ctx, w.Alice.Key.Fingerprint); err != nil {

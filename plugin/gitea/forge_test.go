@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 // Tests of the mapping from Gitea's answers to the forge's errors, and of
@@ -70,27 +71,7 @@ func (f *fake) reset() {
 	f.mu.Unlock()
 }
 
-// clock is a settable clock for cache expiry.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-func newTestForge(t *testing.T, url string, c *clock, timeout time.Duration) *Forge {
+func newTestForge(t *testing.T, url string, c *clocktest.Clock, timeout time.Duration) *Forge {
 	t.Helper()
 	f, err := New(Options{URL: url, Token: adminToken, Timeout: timeout, Clock: c.Now})
 	if err != nil {
@@ -150,7 +131,7 @@ func TestUserByKeyRequestAndAnswers(t *testing.T) {
 				keys = []map[string]any{}
 			}
 			g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/user/keys": jsonBody(keys)})
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.UserByKey(context.Background(), trickyFP)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -178,7 +159,7 @@ func TestUserByKeyRequestAndAnswers(t *testing.T) {
 
 func TestUserByKeyRejectsMalformedFingerprintWithoutAsking(t *testing.T) {
 	g := newFake(t, nil)
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	for _, fp := range []string{"", "MD5:aa:bb", "sha256:abc", "SHA256:" + strings.Repeat("a", 200)} {
 		if _, err := f.UserByKey(context.Background(), fp); !errors.Is(err, plugin.ErrNotFound) {
 			t.Errorf("UserByKey(%q) = %v, want ErrNotFound", fp, err)
@@ -229,7 +210,7 @@ func TestFailuresMapToSentinels(t *testing.T) {
 			t.Run(tt.name+"/"+name, func(t *testing.T) {
 				g := newFake(t, nil)
 				g.srv.Config.Handler = tt.handler
-				f := newTestForge(t, g.srv.URL, newClock(), 200*time.Millisecond)
+				f := newTestForge(t, g.srv.URL, clocktest.New(), 200*time.Millisecond)
 				start := time.Now()
 				err := call(f)
 				if !errors.Is(err, tt.want) {
@@ -250,7 +231,7 @@ func TestGiteaDownIsUnavailable(t *testing.T) {
 	g := newFake(t, nil)
 	url := g.srv.URL
 	g.srv.Close() // nothing listens there now
-	f := newTestForge(t, url, newClock(), time.Second)
+	f := newTestForge(t, url, clocktest.New(), time.Second)
 	ctx := context.Background()
 	errs := map[string]error{}
 	_, errs["UserByKey"] = f.UserByKey(ctx, trickyFP)
@@ -372,7 +353,7 @@ func TestRepoRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, tt.routes)
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.Repo(context.Background(), "alice", "acme", "widgets")
 			if err != nil {
 				t.Fatal(err)
@@ -402,7 +383,7 @@ func TestRepoRequests(t *testing.T) {
 
 func TestAnonymousRepo(t *testing.T) {
 	g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/repos/acme/widgets": jsonBody(widgets(false, false, true))})
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	got, err := f.Repo(context.Background(), "", "acme", "widgets")
 	if err != nil {
 		t.Fatal(err)
@@ -462,7 +443,7 @@ func TestRepoErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, tt.routes)
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			if _, err := f.Repo(context.Background(), tt.login, "acme", "widgets"); !errors.Is(err, tt.want) {
 				t.Errorf("err = %v, want %v", err, tt.want)
 			}
@@ -472,7 +453,7 @@ func TestRepoErrors(t *testing.T) {
 
 func TestRepoRejectsImpossibleNamesWithoutAsking(t *testing.T) {
 	g := newFake(t, nil)
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	for _, c := range [][3]string{
 		{"alice", "acme", ""}, {"alice", "", "widgets"}, {"alice", "..", "widgets"},
 		{"alice", "acme", "wid/gets"}, {"alice", "acme", "w?x"}, {"al ice", "acme", "widgets"},
@@ -521,7 +502,7 @@ func TestCachesKeepOnlySuccessesForTheirLifetime(t *testing.T) {
 			jsonBody([]any{})(w, r)
 		}
 	})
-	c := newClock()
+	c := clocktest.New()
 	f := newTestForge(t, g.srv.URL, c, time.Second)
 	ctx := context.Background()
 	count := func() int { n := len(g.requests()); g.reset(); return n }
@@ -610,7 +591,7 @@ func TestIssueIsNeverCached(t *testing.T) {
 			"number": 8, "state": "open", "pull_request": map[string]any{"merged": false},
 		}),
 	})
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	ctx := context.Background()
 	if is, err := f.Issue(ctx, "alice", "acme", "widgets", 7); err != nil || is != (plugin.Issue{Number: 7}) {
 		t.Fatalf("open issue: %+v %v", is, err)
@@ -652,7 +633,7 @@ func TestUserByToken(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/user": tt.answer})
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.UserByToken(context.Background(), "usertoken")
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -667,7 +648,7 @@ func TestUserByToken(t *testing.T) {
 		})
 	}
 	g := newFake(t, nil)
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	for _, tok := range []string{"", "  ", "a b", "a\r\nb"} {
 		if _, err := f.UserByToken(context.Background(), tok); !errors.Is(err, plugin.ErrNotFound) {
 			t.Errorf("UserByToken(%q) = %v, want ErrNotFound", tok, err)
@@ -680,7 +661,7 @@ func TestUserByToken(t *testing.T) {
 
 func TestCheck(t *testing.T) {
 	g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/user": jsonBody(map[string]any{"id": 1, "login": "root", "is_admin": false})})
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	if _, err := f.Check(context.Background()); !errors.Is(err, plugin.ErrConfig) {
 		t.Errorf("non-admin token: %v, want ErrConfig", err)
 	}
@@ -703,7 +684,7 @@ func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 			http.Redirect(w, r, strings.Replace(other.srv.URL, "127.0.0.1", "localhost", 1)+r.URL.Path, http.StatusTemporaryRedirect)
 		},
 	})
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	if _, err := f.Repo(context.Background(), "", "acme", "widgets"); !errors.Is(err, plugin.ErrUnavailable) {
 		t.Errorf("err = %v, want ErrUnavailable", err)
 	}
@@ -719,7 +700,7 @@ func TestNonsenseAnswersAreUnavailable(t *testing.T) {
 		"GET /api/v1/repos/acme/widgets/issues/9": jsonBody(map[string]any{"number": 9, "state": "merged?"}),
 		"GET /api/v1/user":                        jsonBody(map[string]any{"active": true}),
 	})
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	ctx := context.Background()
 	for _, n := range []int64{7, 9} {
 		if _, err := f.Issue(ctx, "alice", "acme", "widgets", n); !errors.Is(err, plugin.ErrUnavailable) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 var testApp = OAuthApp{ID: 4, ClientID: "client-id", ClientSecret: "client-secret"}
@@ -84,7 +85,7 @@ func TestExchange(t *testing.T) {
 				"POST /login/oauth/access_token": tokenEndpoint(t, tt.token),
 				"GET /api/v1/user":               tt.user,
 			})
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.OAuthClient(testApp).Exchange(context.Background(), "the-code", "the-verifier", "http://sidecar/oauth/callback")
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -115,7 +116,7 @@ func TestExchange(t *testing.T) {
 func TestExchangeWithGiteaDown(t *testing.T) {
 	g := newFake(t, nil)
 	g.srv.Close()
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	if _, err := f.OAuthClient(testApp).Exchange(context.Background(), "c", "v", "http://sidecar/oauth/callback"); !errors.Is(err, plugin.ErrUnavailable) {
 		t.Errorf("err = %v, want ErrUnavailable", err)
 	}

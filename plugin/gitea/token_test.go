@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 const userToken = "usertoken0123456789"
@@ -62,7 +63,7 @@ func TestTokenRepo(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, tokenRoutes(tt.repo, tt.labels))
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.TokenRepo(context.Background(), alice, userToken, "acme", "widgets")
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -90,7 +91,7 @@ func TestTokenRepo(t *testing.T) {
 // never holds the token, and another token asks again.
 func TestTokenRepoCache(t *testing.T) {
 	g := newFake(t, tokenRoutes(jsonBody(widgets(false, true, true)), jsonBody([]any{})))
-	clk := newClock()
+	clk := clocktest.New()
 	f := newTestForge(t, g.srv.URL, clk, time.Second)
 	ctx := context.Background()
 	first, err := f.TokenRepo(ctx, alice, userToken, "acme", "widgets")
@@ -131,7 +132,7 @@ func TestTokenRepoCache(t *testing.T) {
 
 func TestTokenRepoRejectsImpossibleInputWithoutAsking(t *testing.T) {
 	g := newFake(t, nil)
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	ctx := context.Background()
 	for _, c := range []struct {
 		u                  plugin.User
@@ -176,7 +177,7 @@ func TestUserByLogin(t *testing.T) {
 				"GET /api/v1/users/alice":  tt.lookup,
 				"GET /api/v1/users/search": tt.search,
 			})
-			f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.UserByLogin(context.Background(), "alice")
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -195,7 +196,7 @@ func TestUserByLogin(t *testing.T) {
 		})
 	}
 	g := newFake(t, nil)
-	f := newTestForge(t, g.srv.URL, newClock(), time.Second)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	for _, login := range []string{"", "a/b", "..", strings.Repeat("x", 300)} {
 		if _, err := f.UserByLogin(context.Background(), login); !errors.Is(err, plugin.ErrNotFound) {
 			t.Errorf("UserByLogin(%q) = %v, want ErrNotFound", login, err)
