@@ -45,7 +45,11 @@ func TestGiteaOutageUnderLoadEndToEnd(t *testing.T) {
 	const bound = 5 * time.Second
 	scale := leasemodel.Scale(t)
 	g, w, _ := shared(t)
-	s, _ := newSidecar(t, "--key-cache-ttl", "60s", "--perm-cache-ttl", "60s", "--forge-timeout", "2s")
+	// --issue-state-ttl 0: every acquire asks Gitea whether the issue is
+	// open, so the outage shows in acquire (with the default, an issue
+	// whose state the ledger knows is claimable during an outage; see
+	// TestHotPathAgainstGitea).
+	s, _ := newSidecar(t, "--key-cache-ttl", "60s", "--perm-cache-ttl", "60s", "--forge-timeout", "2s", "--issue-state-ttl", "0s")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	racers := racerUsers(t, ctx, g, w, 50)
@@ -131,7 +135,7 @@ func TestGiteaOutageUnderLoadEndToEnd(t *testing.T) {
 	// outage: its renews work until the permission cache runs out, and
 	// answer exit 75 after that.
 	const shortTTL = 3 * time.Second
-	short, _ := newSidecar(t, "--key-cache-ttl", "3s", "--perm-cache-ttl", "3s", "--forge-timeout", "2s")
+	short, _ := newSidecar(t, "--key-cache-ttl", "3s", "--perm-cache-ttl", "3s", "--forge-timeout", "2s", "--issue-state-ttl", "0s")
 	shortAgent, err := newAgent(short, users[5])
 	if err != nil {
 		t.Fatal(err)
@@ -303,7 +307,7 @@ func TestGiteaHangsUnderLoadEndToEnd(t *testing.T) {
 	}
 	defer proxy.close()
 	s, err := StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: &Gitea{URL: "http://" + proxy.addr(), AdminToken: g.AdminToken},
-		DataDir: t.TempDir() + "/data", Args: []string{"--forge-timeout", "2s", "--key-cache-ttl", "60s", "--perm-cache-ttl", "60s"}})
+		DataDir: t.TempDir() + "/data", Args: []string{"--forge-timeout", "2s", "--key-cache-ttl", "60s", "--perm-cache-ttl", "60s", "--issue-state-ttl", "0s"}})
 	if err != nil {
 		t.Fatal(err)
 	}
