@@ -18,7 +18,7 @@ import (
 
 // How requests are made: through the Gitea SDK where it has the call, and
 // plain net/http (send) for what it lacks (the key search by fingerprint,
-// the OAuth2 token endpoint). The SDK keeps the context and the Sudo user in
+// the OAuth2 token endpoint, the admin hooks' names). The SDK keeps the context and the Sudo user in
 // the client itself, so every request gets a fresh, cheap SDK client;
 // SetGiteaVersion("") keeps the SDK from asking Gitea for its version, so
 // nothing touches the network before the first real request (the sidecar

@@ -63,14 +63,20 @@ func SaveOAuthApp(path string, app OAuthApp) error {
 	return plugin.WriteFileAtomic(path, append(b, '\n'), 0o600)
 }
 
-// Registration says what RegisterOAuthApp did.
+// Registration says what RegisterOAuthApp or RegisterWebhook did.
 type Registration string
 
-// Outcomes of RegisterOAuthApp.
+// Outcomes of RegisterOAuthApp and RegisterWebhook.
 const (
-	Registered Registration = "registered" // a new application
-	Reused     Registration = "reused"     // the stored one, unchanged
-	Updated    Registration = "updated"    // the stored one, with a new redirect URI (and so a new secret)
+	Registered Registration = "registered" // a new application or webhook
+	Reused     Registration = "reused"     // the existing one, unchanged
+	// Updated: the stored application, with a new redirect URI (and so a
+	// new secret); the webhook, with a new URL, events or active flag, or
+	// without its duplicates.
+	Updated Registration = "updated"
+	// Replaced: the webhook, deleted and made anew because Gitea cannot
+	// change its secret.
+	Replaced Registration = "replaced"
 )
 
 const oauthScopeFix = "registering the OAuth2 application needs a Gitea admin token with the write:user scope " +
