@@ -55,7 +55,7 @@ var settings = []setting{
 	{"gitea-token-file", "COLLAB_GITEA_TOKEN_FILE", "", "file holding a Gitea site-admin API token (required unless COLLAB_GITEA_TOKEN is set)"},
 	{"ssh-listen", "COLLAB_SSH_LISTEN", ":2222", "address of the SSH server (host:0 picks a free port)"},
 	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
-	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + " and " + oauthAppFile},
+	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + ", " + oauthAppFile + " and " + webhookSecretFile},
 	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/" + ledgerFile + ")"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
 	{"webhook-url", "COLLAB_WEBHOOK_URL", "", "URL at which Gitea reaches this sidecar, if not the public URL (install registers <webhook-url>" + routes.WebhookPath + ")"},
