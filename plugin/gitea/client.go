@@ -170,7 +170,7 @@ const maxBody = 8 << 20
 func (f *Forge) send(ctx context.Context, id identity, method, path string, query url.Values, body, out any) error {
 	u := f.base.JoinPath(path)
 	u.RawQuery = query.Encode()
-	op := method + " " + u.Path
+	op := method + " /" + strings.TrimPrefix(u.Path, "/") // JoinPath on an empty path drops the slash
 	var r io.Reader
 	contentType := ""
 	switch b := body.(type) {
