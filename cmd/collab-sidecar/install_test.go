@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -289,5 +291,43 @@ func TestSessionKey(t *testing.T) {
 	_ = os.Chmod(path, 0o600)
 	if _, err := loadOrCreateSessionKey(path); err == nil {
 		t.Fatal("short key accepted")
+	}
+}
+
+func TestDoctorChecksTheWebhook(t *testing.T) {
+	e := newInstallEnv(t)
+	cfg, err := loadConfig("doctor", e.args[1:], envOf(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forge, err := newForge(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	check := func() (string, error) { return checkWebhook(ctx, forge, cfg, true) }
+	if _, err := check(); err == nil || !strings.Contains(err.Error(), "run collab-sidecar install") || !strings.Contains(err.Error(), "webhook.secret") {
+		t.Fatalf("before install: %v", err)
+	}
+	if code := e.run(); code != 0 {
+		t.Fatalf("install: %s", e.stderr.String())
+	}
+	if found, err := check(); err != nil || !strings.Contains(found, "system webhook 1 to http://127.0.0.1:8787/hooks/gitea") {
+		t.Fatalf("installed: %q %v", found, err)
+	}
+	if _, err := checkWebhook(ctx, forge, cfg, false); err == nil || !strings.Contains(err.Error(), "not checked") {
+		t.Fatalf("Gitea down: %v", err)
+	}
+	e.gitea.mu.Lock()
+	e.gitea.hooks = map[int64]struct{ url, name string }{}
+	e.gitea.mu.Unlock()
+	if _, err := check(); err == nil || !strings.Contains(err.Error(), "no system webhook") || !strings.Contains(err.Error(), "run collab-sidecar install") {
+		t.Fatalf("deleted in Gitea: %v", err)
+	}
+	e.gitea.mu.Lock()
+	e.gitea.refuseHooks = true
+	e.gitea.mu.Unlock()
+	if _, err := check(); err == nil || !strings.Contains(err.Error(), "read:admin") {
+		t.Fatalf("token without the scope: %v", err)
 	}
 }
