@@ -28,8 +28,8 @@ import (
 
 // tokenFix tells an operator how to fix a rejected admin token.
 const tokenFix = "the Gitea token is invalid or lacks admin rights: create an access token " +
-	"for a site administrator with the scopes read:user, read:repository and read:issue " +
-	"(Gitea: Site Administration or `gitea admin user generate-access-token`) and set --gitea-token-file"
+	"for a site administrator with the scopes read:user, read:repository and read:issue, " +
+	"plus write:user and write:admin for install (Gitea: Site Administration or `gitea admin user generate-access-token`) and set --gitea-token-file"
 
 // identity is who a request is made as, and so what it means when Gitea
 // refuses it.

@@ -44,7 +44,9 @@ type Options struct {
 	// "http://127.0.0.1:3000/gitea" (a sub-path is kept).
 	URL string
 	// Token is an API token of a Gitea site administrator with the scopes
-	// read:user, read:repository and read:issue.
+	// read:user, read:repository and read:issue; registering the OAuth2
+	// application needs write:user, the system webhook write:admin
+	// (read:admin to check it).
 	Token string
 	// Timeout bounds every Forge method call, including all the Gitea
 	// requests it makes. Zero means DefaultTimeout.
