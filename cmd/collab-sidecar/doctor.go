@@ -149,7 +149,7 @@ func checkWebhook(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp b
 	case err != nil:
 		return "", err
 	case secret == "":
-		return "", fmt.Errorf("no %s: Gitea does not tell the sidecar of closed issues (they are noticed late); run collab-sidecar install",
+		return "", fmt.Errorf("no %s: Gitea does not tell the sidecar of closed and deleted issues; run collab-sidecar install",
 			filepath.Join(cfg.DataDir, webhookSecretFile))
 	case !giteaUp:
 		return "", errors.New("not checked: Gitea is unreachable")
