@@ -39,13 +39,31 @@ func TestDoctorAgainstGitea(t *testing.T) {
 	base := []string{"--gitea-url", g.URL, "--data-dir", s.DataDir, "--public-url", public, "--gitea-custom", custom}
 
 	out, code := doctorRun(t, bin, g.AdminToken, base...)
-	if code != 0 || strings.Contains(out, "FAIL") || strings.Count(out, "ok   ") != 6 {
+	passed := 0
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "ok   ") {
+			passed++
+		}
+	}
+	if code != 0 || strings.Contains(out, "FAIL") || passed != 7 {
 		t.Fatalf("healthy: exit %d\n%s", code, out)
 	}
-	for _, want := range []string{"version 1.26.0", "site administrator", "key lookup", "footer", "oauth2", "live leases"} {
+	for _, want := range []string{"version 1.26.0", "site administrator", "key lookup", "footer", "oauth2", "live leases",
+		"ok   webhook", public + "/hooks/gitea"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("healthy report lacks %q:\n%s", want, out)
 		}
+	}
+
+	// A token with what serve needs and nothing of install's.
+	var serveTok struct {
+		SHA1 string `json:"sha1"`
+	}
+	basic := &API{URL: g.URL, User: w.Admin.Login, Password: w.Admin.Password}
+	if err := basic.Do(context.Background(), "POST", "/users/"+w.Admin.Login+"/tokens", map[string]any{
+		"name": "doctor-serve-only", "scopes": []string{"read:user", "read:repository", "read:issue"},
+	}, &serveTok); err != nil {
+		t.Fatal(err)
 	}
 
 	faults := []struct {
@@ -60,6 +78,8 @@ func TestDoctorAgainstGitea(t *testing.T) {
 		{"non-admin token", w.Alice.Token, base, "FAIL token", "not a site administrator"},
 		{"footer missing", g.AdminToken, replace(base, "--gitea-custom", t.TempDir()), "FAIL footer", "run collab-sidecar install"},
 		{"other public URL", g.AdminToken, replace(base, "--public-url", "http://127.0.0.1:18789"), "FAIL oauth2", "install again"},
+		{"other webhook URL", g.AdminToken, append(base, "--webhook-url", "http://127.0.0.1:18789"), "FAIL webhook", "run collab-sidecar install"},
+		{"token without the admin scope", serveTok.SHA1, base, "FAIL webhook", "read:admin"},
 	}
 	for _, f := range faults {
 		out, code := doctorRun(t, bin, f.token, f.args...)

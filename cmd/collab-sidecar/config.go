@@ -17,6 +17,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/routes"
 )
 
 // Config is every setting of collab-sidecar, parsed and validated once here;
@@ -30,6 +31,7 @@ type Config struct {
 	DataDir      string
 	DB           string
 	PublicURL    string
+	WebhookURL   string // the base URL Gitea delivers webhooks to; PublicURL unless set
 	GiteaCustom  string // Gitea's custom directory, for install (and doctor)
 	MaxTTL       time.Duration
 	ForgeTimeout time.Duration
@@ -58,9 +60,10 @@ var settings = []setting{
 	{"gitea-token-file", "COLLAB_GITEA_TOKEN_FILE", "", "file holding a Gitea site-admin API token (required unless COLLAB_GITEA_TOKEN is set)"},
 	{"ssh-listen", "COLLAB_SSH_LISTEN", ":2222", "address of the SSH server (host:0 picks a free port)"},
 	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
-	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + " and " + oauthAppFile},
+	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + ", " + oauthAppFile + " and " + webhookSecretFile},
 	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/" + ledgerFile + ")"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
+	{"webhook-url", "COLLAB_WEBHOOK_URL", "", "URL at which Gitea reaches this sidecar, if not the public URL (install registers <webhook-url>" + routes.WebhookPath + ")"},
 	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
 	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(plugin.DefaultMaxTTL), "largest --ttl a claim may ask for"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
@@ -185,6 +188,7 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		DataDir:     v["data-dir"],
 		DB:          v["db"],
 		PublicURL:   strings.TrimRight(v["public-url"], "/"),
+		WebhookURL:  strings.TrimRight(v["webhook-url"], "/"),
 		GiteaCustom: v["gitea-custom"],
 		LogFormat:   v["log-format"],
 		LogLevel:    v["log-level"],
@@ -197,6 +201,15 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 	}
 	if err := checkURL("public-url", c.PublicURL); err != nil {
 		return c, err
+	}
+	if c.WebhookURL == "" {
+		c.WebhookURL = c.PublicURL
+	}
+	if err := checkURL("webhook-url", c.WebhookURL); err != nil {
+		return c, err
+	}
+	if u, _ := url.Parse(c.WebhookURL); u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.User != nil {
+		return c, fmt.Errorf("webhook-url %q must be a base URL without user, query or fragment (the path %s is added to it)", c.WebhookURL, routes.WebhookPath)
 	}
 	for _, name := range []string{"ssh-listen", "http-listen"} {
 		if _, _, err := net.SplitHostPort(v[name]); err != nil {

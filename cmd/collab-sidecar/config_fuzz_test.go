@@ -17,6 +17,7 @@ func FuzzConfig(f *testing.F) {
 	f.Add("gitea-url = 5", "--http-listen", "127.0.0.1:0")
 	f.Add("public-url = \"https://x/\"\nperm-cache-ttl = \"0\"", "--forge-timeout", "100ms")
 	f.Add("", "--gitea-url", "http://[::1]:3000")
+	f.Add("webhook-url = \"http://sidecar:8787/\"\n", "--webhook-url", "http://10.0.0.5:8787")
 	dir := f.TempDir()
 	token := filepath.Join(dir, "token")
 	if err := os.WriteFile(token, []byte("t0k"), 0o600); err != nil {
@@ -35,7 +36,7 @@ func FuzzConfig(f *testing.F) {
 			}
 			return
 		}
-		if cfg.GiteaURL == "" || cfg.GiteaToken != "t0k" || cfg.MaxTTL < 1e9 || cfg.DB == "" {
+		if cfg.GiteaURL == "" || cfg.GiteaToken != "t0k" || cfg.MaxTTL < 1e9 || cfg.DB == "" || cfg.WebhookURL == "" || strings.HasSuffix(cfg.WebhookURL, "/") {
 			t.Fatalf("accepted an incomplete config: %+v", cfg)
 		}
 	})

@@ -46,6 +46,7 @@ key-cache-ttl = 10
 		{"env beats file", cfg.SSHListen, "127.0.0.1:2300"},
 		{"file beats default", cfg.GiteaURL, "http://from-file:3000"},
 		{"default", cfg.PublicURL, "http://localhost:8787"},
+		{"webhook URL defaults to the public URL", cfg.WebhookURL, "http://localhost:8787"},
 		{"db derives from data-dir", cfg.DB, filepath.Join("data", "collab.db")},
 		{"token read from file", cfg.GiteaToken, "s3cret"},
 		{"max-ttl from file", cfg.MaxTTL.String(), "2h0m0s"},
@@ -56,6 +57,12 @@ key-cache-ttl = 10
 		if c.got != c.want {
 			t.Errorf("%s: got %q, want %q", c.name, c.got, c.want)
 		}
+	}
+	// The webhook URL, when set, is its own (without a trailing slash).
+	cfg, err = loadConfig("serve", []string{"--gitea-url", "http://g", "--public-url", "https://git.example/collab/"},
+		envOf(map[string]string{"COLLAB_GITEA_TOKEN": "t0k", "COLLAB_WEBHOOK_URL": "http://sidecar.internal:8787/"}), io.Discard)
+	if err != nil || cfg.WebhookURL != "http://sidecar.internal:8787" || cfg.PublicURL != "https://git.example/collab" {
+		t.Fatalf("webhook URL: %+v %v", cfg, err)
 	}
 	// The token may come from the environment itself.
 	cfg, err = loadConfig("serve", []string{"--gitea-url", "http://g"}, envOf(map[string]string{"COLLAB_GITEA_TOKEN": "t0k"}), io.Discard)
@@ -87,6 +94,9 @@ func TestConfigValidation(t *testing.T) {
 		{"zero ttl", append(base, "--max-ttl", "0s"), "max-ttl"},
 		{"bad log format", append(base, "--log-format", "xml"), "log-format \"xml\" must be text or json"},
 		{"bad public url", append(base, "--public-url", "localhost:8787"), "public-url"},
+		{"bad webhook url", append(base, "--webhook-url", "sidecar:8787"), "webhook-url \"sidecar:8787\" must be an http"},
+		{"webhook url with a query", append(base, "--webhook-url", "http://sidecar:8787/?x=1"), "webhook-url"},
+		{"webhook url with a user", append(base, "--webhook-url", "http://u:p@sidecar:8787"), "webhook-url"},
 		{"unknown flag", append(base, "--gitea-urll", "x"), "flag provided but not defined"},
 		{"stray argument", append(base, "extra"), "unexpected argument \"extra\""},
 		{"bad toml", append(base, "--config", badTOML), "config file"},

@@ -67,6 +67,9 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 	found, err := checkOAuth(ctx, forge, cfg, giteaUp)
 	add("oauth2", found, err)
 
+	found, err = checkWebhook(ctx, forge, cfg, giteaUp)
+	add("webhook", found, err)
+
 	found, err = checkDataDir(ctx, cfg)
 	add("data-dir", found, err)
 
@@ -132,6 +135,34 @@ func checkOAuth(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp boo
 		return "", fmt.Errorf("application %d is gone from Gitea or changed (%v): run collab-sidecar install to register it again", app.ID, err)
 	default:
 		return "", fmt.Errorf("cannot ask Gitea about application %d: %v", app.ID, err)
+	}
+}
+
+// checkWebhook: Gitea has the system webhook install registered, as
+// install left it, signed with the data directory's secret. Gitea's API
+// has no delivery history, so whether deliveries succeed is not checked:
+// the webhook's page in Gitea's Site Administration shows them.
+func checkWebhook(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp bool) (string, error) {
+	secret, err := loadWebhookSecret(cfg.DataDir)
+	delivery := webhookDeliveryURL(cfg)
+	switch {
+	case err != nil:
+		return "", err
+	case secret == "":
+		return "", fmt.Errorf("no %s: Gitea does not tell the sidecar of closed and deleted issues; run collab-sidecar install",
+			filepath.Join(cfg.DataDir, webhookSecretFile))
+	case !giteaUp:
+		return "", errors.New("not checked: Gitea is unreachable")
+	}
+	switch id, err := forge.CheckWebhook(ctx, delivery, secret); {
+	case err == nil:
+		return fmt.Sprintf("system webhook %d to %s, active, signed with %s (deliveries: Site Administration > Webhooks in Gitea)", id, delivery, webhookSecretFile), nil
+	case errors.Is(err, plugin.ErrNotFound):
+		return "", fmt.Errorf("%v: run collab-sidecar install (with the same --webhook-url)", err)
+	case errors.Is(err, plugin.ErrConfig):
+		return "", err
+	default:
+		return "", fmt.Errorf("cannot ask Gitea about the webhook: %v", err)
 	}
 }
 

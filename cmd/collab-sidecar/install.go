@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -18,19 +19,23 @@ import (
 type installFlags struct{ uninstall bool }
 
 func (f *installFlags) define(fs *flag.FlagSet) {
-	fs.BoolVar(&f.uninstall, "uninstall", false, "remove the collab-lease block from Gitea's footer template (and nothing else)")
+	fs.BoolVar(&f.uninstall, "uninstall", false, "remove from Gitea what install added: the footer block, the OAuth2 application and the webhook (and their files in the data directory)")
 }
 
+// webhookDeliveryURL is where Gitea delivers the sidecar's webhook.
+func webhookDeliveryURL(cfg Config) string { return cfg.WebhookURL + routes.WebhookPath }
+
 // install wires a Gitea to this sidecar: the OAuth2 application (for
-// sign-in) and the badge tags in Gitea's custom footer. Both steps are
-// idempotent. The footer is checked before anything is registered, so a
-// damaged footer leaves Gitea and the files as they were.
+// sign-in), the system webhook (so closes and deletions reach the ledger)
+// and the badge tags in Gitea's custom footer. Every step is idempotent.
+// The footer is checked before anything is registered, so a damaged footer
+// leaves Gitea and the files as they were.
 func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) error {
 	if cfg.GiteaCustom == "" {
 		return errors.New("gitea-custom is required: pass --gitea-custom DIR, Gitea's custom directory ($GITEA_CUSTOM, e.g. /var/lib/gitea/custom), or set COLLAB_GITEA_CUSTOM")
 	}
 	if f.uninstall {
-		return uninstall(cfg, out)
+		return uninstall(ctx, cfg, out)
 	}
 	if err := plugin.CheckFooter(cfg.GiteaCustom, cfg.PublicURL); err != nil {
 		return err
@@ -58,6 +63,17 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	}
 	fmt.Fprintf(out, "OAuth2 application %q (client ID %s): %s; credentials in %s\n", gitea.OAuthAppName, app.ClientID, how, appFile)
 
+	secret, secretMade, err := loadOrCreateWebhookSecret(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	delivery := webhookDeliveryURL(cfg)
+	hookID, hookHow, err := forge.RegisterWebhook(ctx, delivery, secret)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Webhook: system webhook %d to %s: %s; secret in %s\n", hookID, delivery, hookHow, filepath.Join(cfg.DataDir, webhookSecretFile))
+
 	footer, changed, err := plugin.InstallFooter(cfg.GiteaCustom, cfg.PublicURL)
 	if err != nil {
 		return err
@@ -67,19 +83,64 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	} else {
 		fmt.Fprintf(out, "Footer: %s already has the collab-lease block; left unchanged\n", footer)
 	}
-	if changed || how != gitea.Reused {
+	restartServe := how != gitea.Reused || secretMade
+	if changed || restartServe || hookHow != gitea.Reused {
 		fmt.Fprintln(out, "\nNext:")
 		if changed {
 			fmt.Fprintln(out, "  - restart Gitea once: it reads custom templates when it starts")
 		}
-		if how != gitea.Reused {
-			fmt.Fprintln(out, "  - restart collab-sidecar serve if it is running: it reads the OAuth2 credentials when it starts")
+		if restartServe {
+			fmt.Fprintln(out, "  - restart collab-sidecar serve if it is running: it reads the OAuth2 credentials and the webhook secret when it starts")
+		}
+		if hookHow != gitea.Reused {
+			fmt.Fprintf(out, "  - Gitea delivers webhooks only to hosts its app.ini allows ([webhook] ALLOWED_HOST_LIST, by default external ones only): if %s is on a private or loopback address, add it there and restart Gitea\n", cfg.WebhookURL)
 		}
 	}
 	return nil
 }
 
-func uninstall(cfg Config, out io.Writer) error {
+// uninstall removes what install added, Gitea's side first: a failure
+// there leaves the data directory's files, which say what to remove when
+// it is run again. What is gone already is no error.
+func uninstall(ctx context.Context, cfg Config, out io.Writer) error {
+	forge, err := newForge(cfg)
+	if err != nil {
+		return err
+	}
+	delivery := webhookDeliveryURL(cfg)
+	n, err := forge.RemoveWebhook(ctx, delivery)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(out, "Webhook: Gitea has none to %s; nothing to do\n", delivery)
+	} else {
+		fmt.Fprintf(out, "Webhook: removed %d from Gitea\n", n)
+	}
+
+	appFile := filepath.Join(cfg.DataDir, oauthAppFile)
+	// A damaged or readable file still names the application to delete;
+	// without it, the application is found by its name and redirect URI.
+	stored, _ := gitea.LoadOAuthApp(appFile)
+	n, err = forge.RemoveOAuthApp(ctx, routes.RedirectURI(cfg.PublicURL), stored)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		fmt.Fprintf(out, "OAuth2 application %q: none in Gitea; nothing to do\n", gitea.OAuthAppName)
+	} else {
+		fmt.Fprintf(out, "OAuth2 application %q: removed from Gitea\n", gitea.OAuthAppName)
+	}
+	for _, name := range []string{webhookSecretFile, oauthAppFile} {
+		p := filepath.Join(cfg.DataDir, name)
+		switch err := os.Remove(p); {
+		case err == nil:
+			fmt.Fprintf(out, "Removed %s\n", p)
+		case !errors.Is(err, fs.ErrNotExist):
+			return err
+		}
+	}
+
 	footer, changed, err := plugin.UninstallFooter(cfg.GiteaCustom)
 	if err != nil {
 		return err
@@ -91,6 +152,5 @@ func uninstall(cfg Config, out io.Writer) error {
 	fmt.Fprintf(out, "Footer: removed the collab-lease block from %s\n", footer)
 	fmt.Fprintln(out, "\nNext:")
 	fmt.Fprintln(out, "  - restart Gitea once so its pages stop including the badge script")
-	fmt.Fprintf(out, "  - the OAuth2 application %q stays registered in Gitea (delete it in the administrator's Settings > Applications if it is no longer wanted)\n", gitea.OAuthAppName)
 	return nil
 }

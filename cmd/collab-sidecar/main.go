@@ -1,7 +1,7 @@
 // Command collab-sidecar runs collab-lease beside a Gitea: the SSH server
 // of the collab-lease verb and the HTTP server of the lease API and badge
 // assets, on its embedded SQLite ledger; and it installs itself into a
-// Gitea (footer tags, OAuth2 application). It is the
+// Gitea (footer tags, OAuth2 application, system webhook). It is the
 // composition root: configuration is parsed and validated here, and every
 // package receives its dependencies explicitly.
 package main
@@ -21,8 +21,9 @@ const usage = `collab-sidecar: atomic, expiring work claims on Gitea issues.
 Usage:
   collab-sidecar serve [flags]     run the SSH and HTTP servers (see: collab-sidecar serve --help)
   collab-sidecar install [flags]   wire a Gitea to this sidecar: badge tags in its custom footer,
-                                   the OAuth2 application for sign-in (--uninstall removes the tags)
-  collab-sidecar doctor [flags]    check the Gitea URL, token, footer, sign-in and data directory;
+                                   the OAuth2 application for sign-in, the system webhook
+                                   (--uninstall removes all three)
+  collab-sidecar doctor [flags]    check the Gitea URL, token, footer, sign-in, webhook and data directory;
                                    says what to fix (exit 0 only when all pass)
   collab-sidecar healthcheck       ask the running server's /healthz (for container health checks)
   collab-sidecar help              show this text

@@ -73,7 +73,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
 	defer resolving.Wait()
 	defer stopResolving()
-	web, err := newHTTPHandler(cfg, store, forge, leases, met.handler(), log)
+	web, err := newHTTPHandler(cfg, store, forge, leases, met, log)
 	if err != nil {
 		return err
 	}
@@ -169,7 +169,7 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 
 // newHTTPHandler wires the HTTP API: the badge assets, the session key and,
 // if `collab-sidecar install` registered one, the OAuth2 application.
-func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases *plugin.Service, metrics http.Handler, log *slog.Logger) (http.Handler, error) {
+func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -186,11 +186,24 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases 
 	if app != nil {
 		signIn = forge.OAuthClient(*app)
 	}
+	var webhook *routes.Webhook
+	secret, err := loadWebhookSecret(cfg.DataDir)
+	switch {
+	case err != nil:
+		return nil, err
+	case secret == "":
+		log.Info("webhook disabled: no secret; run collab-sidecar install to register Gitea's webhook (closes are then noticed only by the reconcile)",
+			"file", filepath.Join(cfg.DataDir, webhookSecretFile))
+	default:
+		webhook = &routes.Webhook{Secret: []byte(secret), Parse: gitea.ParseDelivery, Observe: met.delivery}
+		log.Info("webhook enabled", "path", routes.WebhookPath)
+	}
 	return routes.New(routes.Options{
 		Leases: leases, Database: store.Ping, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: operationTimeout(cfg),
-		Metrics:        metrics,
+		Metrics:        met.handler(),
+		Webhook:        webhook,
 		Ready: func(ctx context.Context) error {
 			_, err := forge.Check(ctx)
 			return err

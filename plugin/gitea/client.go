@@ -1,6 +1,7 @@
 package gitea
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,7 +18,7 @@ import (
 
 // How requests are made: through the Gitea SDK where it has the call, and
 // plain net/http (send) for what it lacks (the key search by fingerprint,
-// the OAuth2 token endpoint). The SDK keeps the context and the Sudo user in
+// the OAuth2 token endpoint, the admin hooks' names). The SDK keeps the context and the Sudo user in
 // the client itself, so every request gets a fresh, cheap SDK client;
 // SetGiteaVersion("") keeps the SDK from asking Gitea for its version, so
 // nothing touches the network before the first real request (the sidecar
@@ -27,8 +28,8 @@ import (
 
 // tokenFix tells an operator how to fix a rejected admin token.
 const tokenFix = "the Gitea token is invalid or lacks admin rights: create an access token " +
-	"for a site administrator with the scopes read:user, read:repository and read:issue " +
-	"(Gitea: Site Administration or `gitea admin user generate-access-token`) and set --gitea-token-file"
+	"for a site administrator with the scopes read:user, read:repository and read:issue, " +
+	"plus write:user and write:admin for install (Gitea: Site Administration or `gitea admin user generate-access-token`) and set --gitea-token-file"
 
 // identity is who a request is made as, and so what it means when Gitea
 // refuses it.
@@ -162,23 +163,33 @@ func sdkErr(op string, id identity, resp *sdk.Response, err error) error {
 // maxBody bounds what is read of one answer.
 const maxBody = 8 << 20
 
-// send is the plain net/http path: method path?query as id, with form (if
-// not nil) as a URL-encoded body, decoding a 2xx body into out. path is
-// relative to Gitea's base URL ("/api/v1/user/keys").
-func (f *Forge) send(ctx context.Context, id identity, method, path string, query, form url.Values, out any) error {
+// send is the plain net/http path: method path?query as id, with body (if
+// not nil) as a URL-encoded form when it is url.Values and as JSON
+// otherwise, decoding a 2xx body into out (if not nil). path is relative to
+// Gitea's base URL ("/api/v1/user/keys").
+func (f *Forge) send(ctx context.Context, id identity, method, path string, query url.Values, body, out any) error {
 	u := f.base.JoinPath(path)
 	u.RawQuery = query.Encode()
-	op := method + " " + u.Path
-	var body io.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
+	op := method + " /" + strings.TrimPrefix(u.Path, "/") // JoinPath on an empty path drops the slash
+	var r io.Reader
+	contentType := ""
+	switch b := body.(type) {
+	case nil:
+	case url.Values:
+		r, contentType = strings.NewReader(b.Encode()), "application/x-www-form-urlencoded"
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		r, contentType = bytes.NewReader(j), "application/json"
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
 	if err != nil {
 		return classify(op, id, 0, nil, err)
 	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", userAgent)
@@ -197,7 +208,7 @@ func (f *Forge) send(ctx context.Context, id identity, method, path string, quer
 	if err != nil {
 		return classify(op, id, 0, nil, err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode >= 300 {
+	if resp.StatusCode < 200 || resp.StatusCode >= 300 || out == nil {
 		return classify(op, id, resp.StatusCode, b, nil)
 	}
 	return classify(op, id, resp.StatusCode, nil, json.Unmarshal(b, out))

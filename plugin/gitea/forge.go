@@ -2,16 +2,18 @@
 // implements plugin.Forge against the REST API of a Gitea (or
 // Gitea-compatible) server, using a site administrator's token: it resolves
 // SSH key fingerprints and API tokens to users, and tells what a user may do
-// in a repository and whether an issue exists. It also registers the
-// sidecar's OAuth2 application (for install), completes a browser's sign-in
-// at Gitea's OAuth2 provider, and runs doctor's checks of Gitea.
+// in a repository and whether an issue exists. It also registers and
+// removes the sidecar's OAuth2 application and system webhook (for
+// install), completes a browser's sign-in at Gitea's OAuth2 provider, and
+// runs doctor's checks of Gitea.
 //
 // It bounds every call with a deadline and maps every failure onto
 // plugin.ErrNotFound, plugin.ErrUnavailable or plugin.ErrConfig, in one
 // place (classify). Its caches hold successful answers only, so a Gitea
-// outage never turns into "not found". The one thing it changes in Gitea is
-// the sidecar's own OAuth2 application. It does not decide who holds a lease
-// (that is models/), and nothing outside it speaks HTTP to Gitea.
+// outage never turns into "not found". The only things it changes in Gitea
+// are the sidecar's own OAuth2 application and webhook. It does not decide
+// who holds a lease (that is models/), and nothing outside it speaks HTTP
+// to Gitea.
 package gitea
 
 import (
@@ -43,7 +45,9 @@ type Options struct {
 	// "http://127.0.0.1:3000/gitea" (a sub-path is kept).
 	URL string
 	// Token is an API token of a Gitea site administrator with the scopes
-	// read:user, read:repository and read:issue.
+	// read:user, read:repository and read:issue; registering the OAuth2
+	// application needs write:user, the system webhook write:admin
+	// (read:admin to check it).
 	Token string
 	// Timeout bounds every Forge method call, including all the Gitea
 	// requests it makes. Zero means DefaultTimeout.

@@ -53,6 +53,7 @@ func TestForgeAgainstGitea(t *testing.T) {
 	t.Run("users by login", func(t *testing.T) { testUserByLogin(t, g, f, w) })
 	t.Run("rename keeps the ID", func(t *testing.T) { testRename(t, g, f, w, clk) })
 	t.Run("bad admin tokens", func(t *testing.T) { testBadAdminTokens(t, g, w) })
+	t.Run("system webhook", func(t *testing.T) { testWebhook(t, g, f, w) })
 	t.Run("outage", func(t *testing.T) { testOutage(t, g, f, w, clk) })
 }
 

@@ -63,14 +63,20 @@ func SaveOAuthApp(path string, app OAuthApp) error {
 	return plugin.WriteFileAtomic(path, append(b, '\n'), 0o600)
 }
 
-// Registration says what RegisterOAuthApp did.
+// Registration says what RegisterOAuthApp or RegisterWebhook did.
 type Registration string
 
-// Outcomes of RegisterOAuthApp.
+// Outcomes of RegisterOAuthApp and RegisterWebhook.
 const (
-	Registered Registration = "registered" // a new application
-	Reused     Registration = "reused"     // the stored one, unchanged
-	Updated    Registration = "updated"    // the stored one, with a new redirect URI (and so a new secret)
+	Registered Registration = "registered" // a new application or webhook
+	Reused     Registration = "reused"     // the existing one, unchanged
+	// Updated: the stored application, with a new redirect URI (and so a
+	// new secret); the webhook, with a new URL, events or active flag, or
+	// without its duplicates.
+	Updated Registration = "updated"
+	// Replaced: the webhook, deleted and made anew because Gitea cannot
+	// change its secret.
+	Replaced Registration = "replaced"
 )
 
 const oauthScopeFix = "registering the OAuth2 application needs a Gitea admin token with the write:user scope " +
@@ -129,4 +135,51 @@ func (f *Forge) RegisterOAuthApp(ctx context.Context, redirectURI string, stored
 
 func appOf(gitea string, app *sdk.Oauth2, redirect string) OAuthApp {
 	return OAuthApp{GiteaURL: gitea, ID: app.ID, ClientID: app.ClientID, ClientSecret: app.ClientSecret, RedirectURI: redirect}
+}
+
+// maxAppPages bounds the listing of the token user's applications.
+const maxAppPages = 100
+
+// RemoveOAuthApp deletes the sidecar's OAuth2 application from Gitea: the
+// stored one (if it was registered with this Gitea and still has its
+// client ID) and any other named OAuthAppName with redirectURI, among the
+// applications of the Forge's token's user (the token needs write:user).
+// It says how many it deleted; none is no error.
+func (f *Forge) RemoveOAuthApp(ctx context.Context, redirectURI string, stored *OAuthApp) (int, error) {
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	id := f.asAppOwner()
+	c := f.sdk(ctx, id)
+	gitea := f.base.String()
+	isStored := func(a *sdk.Oauth2) bool {
+		s := stored
+		return s != nil && strings.TrimRight(s.GiteaURL, "/") == gitea && a.ID == s.ID && a.ClientID == s.ClientID
+	}
+	var doomed []int64
+	for page := 1; ; page++ {
+		if page > maxAppPages {
+			return 0, fmt.Errorf("list the OAuth2 applications: %w: more than %d pages", plugin.ErrUnavailable, maxAppPages)
+		}
+		apps, resp, err := c.ListOauth2(sdk.ListOauth2Option{ListOptions: sdk.ListOptions{Page: page, PageSize: 50}})
+		if err := sdkErr("list the OAuth2 applications", id, resp, err); err != nil {
+			return 0, err
+		}
+		for _, a := range apps {
+			if a != nil && (isStored(a) || (a.Name == OAuthAppName && slices.Contains(a.RedirectURIs, redirectURI))) {
+				doomed = append(doomed, a.ID)
+			}
+		}
+		if len(apps) == 0 {
+			// Until an empty page: Gitea sends no Link header here, and
+			// may cap the page size below what is asked for.
+			break
+		}
+	}
+	for i, appID := range doomed {
+		resp, err := c.DeleteOauth2(appID)
+		if err := sdkErr(fmt.Sprintf("delete the OAuth2 application %d", appID), id, resp, err); err != nil && !errors.Is(err, plugin.ErrNotFound) {
+			return i, err
+		}
+	}
+	return len(doomed), nil
 }

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,6 +75,21 @@ func (f *fakeApps) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.apps[id] = a
 		w.WriteHeader(201)
 		render(id, a, true)
+	case r.Method == "GET" && r.URL.Path == prefix:
+		// Pages of two, in ID order, as if MAX_RESPONSE_ITEMS were 2.
+		page, _ := strconv.Atoi(r.URL.Query().Get("page"))
+		var ids []int64
+		for id := range f.apps {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		out := []map[string]any{}
+		for i, id := range ids {
+			if a := f.apps[id]; i >= (page-1)*2 && i < page*2 {
+				out = append(out, map[string]any{"id": id, "name": a.name, "client_id": a.clientID, "redirect_uris": a.redirects, "confidential_client": a.confidential})
+			}
+		}
+		_ = json.NewEncoder(w).Encode(out)
 	case strings.HasPrefix(r.URL.Path, prefix+"/"):
 		id, _ := strconv.ParseInt(strings.TrimPrefix(r.URL.Path, prefix+"/"), 10, 64)
 		a, ok := f.apps[id]
@@ -88,6 +104,9 @@ func (f *fakeApps) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			a.name, a.redirects, a.confidential = in.Name, in.RedirectURIs, in.Confidential
 			a.secret += "+"
 			render(id, a, true)
+		case "DELETE":
+			delete(f.apps, id)
+			w.WriteHeader(204)
 		}
 	default:
 		w.WriteHeader(404)
@@ -165,6 +184,51 @@ func TestRegisterOAuthAppFailures(t *testing.T) {
 	}
 	if len(f.apps) != n {
 		t.Fatalf("registered during a failure")
+	}
+}
+
+func TestRemoveOAuthApp(t *testing.T) {
+	f, srv := newFakeApps(t)
+	const cb = "http://127.0.0.1:8787/oauth/callback"
+	forge, err := New(Options{URL: srv.URL, Token: "admin-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The user's own applications, which stay: another name, and the same
+	// name for another redirect URI.
+	f.apps[1] = &fakeApp{name: "grafana", clientID: "c1", redirects: []string{cb}}
+	f.apps[2] = &fakeApp{name: "collab-lease", clientID: "c2", redirects: []string{"http://elsewhere/oauth/callback"}}
+	f.next = 3
+	stored, _, err := forge.RegisterOAuthApp(ctx, cb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second one for this redirect URI (an install whose oauth2.json was
+	// lost), and the stored one moved to another URI since.
+	dup, _, err := forge.RegisterOAuthApp(ctx, cb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.apps[stored.ID].redirects = []string{"http://moved/oauth/callback"}
+
+	if n, err := forge.RemoveOAuthApp(ctx, cb, &stored); err != nil || n != 2 {
+		t.Fatalf("remove: %d %v", n, err)
+	}
+	if len(f.apps) != 2 || f.apps[1] == nil || f.apps[2] == nil || f.apps[dup.ID] != nil {
+		t.Fatalf("left: %v", f.apps)
+	}
+	// Gone already, or stored for another Gitea: nothing to do.
+	if n, err := forge.RemoveOAuthApp(ctx, cb, &stored); err != nil || n != 0 {
+		t.Fatalf("remove again: %d %v", n, err)
+	}
+	other := OAuthApp{GiteaURL: "http://elsewhere:3000", ID: 2, ClientID: "c2"}
+	if n, err := forge.RemoveOAuthApp(ctx, cb, &other); err != nil || n != 0 || f.apps[2] == nil {
+		t.Fatalf("stored for another Gitea: %d %v", n, err)
+	}
+	f.status = 403
+	if _, err := forge.RemoveOAuthApp(ctx, cb, nil); !errors.Is(err, plugin.ErrConfig) || !strings.Contains(err.Error(), "write:user") {
+		t.Fatalf("token without the scope: %v", err)
 	}
 }
 

@@ -1,0 +1,44 @@
+package gitea
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
+)
+
+func TestParseDelivery(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name, event, body string
+		want              plugin.ForgeEvent
+		ok                bool
+		bad               bool
+	}{
+		{"issue closed", "issues", `{"action":"closed","number":5,"issue":{"number":5,"state":"closed","updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
+			plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
+		{"issue reopened", "issues", `{"action":"reopened","number":5,"issue":{"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
+			plugin.ForgeEvent{Kind: plugin.EventReopened, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
+		{"issue deleted", "issues", `{"action":"deleted","number":5,"issue":{"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
+			plugin.ForgeEvent{Kind: plugin.EventDeleted, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
+		{"pull request merged", "pull_request", `{"action":"closed","number":7,"pull_request":{"merged":true,"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
+			plugin.ForgeEvent{Kind: plugin.EventMerged, RepoID: 3, Number: 7, Updated: at, Delivery: "d"}, true, false},
+		{"pull request closed", "pull_request", `{"action":"closed","number":7,"pull_request":{"merged":false,"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
+			plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 3, Number: 7, Updated: at, Delivery: "d"}, true, false},
+		{"repository deleted", "repository", `{"action":"deleted","repository":{"id":3}}`,
+			plugin.ForgeEvent{Kind: plugin.EventRepoDeleted, RepoID: 3, Delivery: "d"}, true, false},
+		{"labels are ignored", "issues", `{"action":"label_updated","number":5}`, plugin.ForgeEvent{}, false, false},
+		{"opened is ignored", "pull_request", `{"action":"opened","number":5}`, plugin.ForgeEvent{}, false, false},
+		{"pushes are ignored", "push", `{}`, plugin.ForgeEvent{}, false, false},
+		{"repository created is ignored", "repository", `{"action":"created","repository":{"id":3}}`, plugin.ForgeEvent{}, false, false},
+		{"not JSON", "issues", `{`, plugin.ForgeEvent{}, false, true},
+		{"no repository", "issues", `{"action":"closed","number":5,"issue":{}}`, plugin.ForgeEvent{}, false, true},
+		{"no number", "pull_request", `{"action":"closed","pull_request":{},"repository":{"id":3}}`, plugin.ForgeEvent{}, false, true},
+	} {
+		got, ok, err := ParseDelivery(tc.event, "d", []byte(tc.body))
+		if tc.bad != (err != nil) || (err != nil && !errors.Is(err, plugin.ErrInvalid)) || ok != tc.ok || got != tc.want {
+			t.Errorf("%s: %+v %v %v, want %+v %v bad=%v", tc.name, got, ok, err, tc.want, tc.ok, tc.bad)
+		}
+	}
+}
