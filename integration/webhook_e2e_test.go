@@ -211,7 +211,9 @@ func TestReconcileRepairsAMissedDeliveryAgainstGitea(t *testing.T) {
 
 	hook := h.ourHook()
 	h.api("PATCH", fmt.Sprintf("/admin/hooks/%d", hook), map[string]any{"active": false})
-	t.Cleanup(func() { _ = h.g.Admin().Do(context.Background(), "PATCH", fmt.Sprintf("/admin/hooks/%d", hook), map[string]any{"active": true}, nil) })
+	t.Cleanup(func() {
+		_ = h.g.Admin().Do(context.Background(), "PATCH", fmt.Sprintf("/admin/hooks/%d", hook), map[string]any{"active": true}, nil)
+	})
 	at := time.Now()
 	h.api("PATCH", fmt.Sprintf("/repos/%s/issues/%d", r.FullName(), n), map[string]any{"state": "closed"})
 	t.Logf("missed delivery: the reconcile ended the lease %s after the close",
