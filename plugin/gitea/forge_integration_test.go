@@ -54,6 +54,7 @@ func TestForgeAgainstGitea(t *testing.T) {
 	t.Run("rename keeps the ID", func(t *testing.T) { testRename(t, g, f, w, clk) })
 	t.Run("bad admin tokens", func(t *testing.T) { testBadAdminTokens(t, g, w) })
 	t.Run("system webhook", func(t *testing.T) { testWebhook(t, g, f, w) })
+	t.Run("reconcile's questions", func(t *testing.T) { testReconcileQuestions(t, f, w) })
 	t.Run("outage", func(t *testing.T) { testOutage(t, g, f, w, clk) })
 }
 
@@ -733,4 +734,33 @@ func BenchmarkForgeAgainstGitea(b *testing.B) {
 			}
 		}
 	})
+}
+
+// What the reconcile asks: a repository's name by ID, and its issues and
+// pull requests closed since a time.
+func testReconcileQuestions(t *testing.T, f *Forge, w *integration.World) {
+	ctx := context.Background()
+	if got, err := f.RepoName(ctx, w.Widgets.ID); err != nil || got != w.Widgets.FullName() {
+		t.Fatalf("RepoName(%d) = %q %v, want %s", w.Widgets.ID, got, err, w.Widgets.FullName())
+	}
+	if _, err := f.RepoName(ctx, 1<<40); !errors.Is(err, plugin.ErrNotFound) {
+		t.Fatalf("RepoName of no repository: %v, want ErrNotFound", err)
+	}
+	closed, err := f.ClosedSince(ctx, w.Widgets.Owner, w.Widgets.Name, time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, is := range closed {
+		if !is.Closed || is.Updated.IsZero() {
+			t.Errorf("ClosedSince listed %+v, not a closed issue with its update time", is)
+		}
+		found = found || is.Number == w.ClosedIssue
+	}
+	if !found {
+		t.Fatalf("ClosedSince = %+v, want the seeded closed issue #%d", closed, w.ClosedIssue)
+	}
+	if later, err := f.ClosedSince(ctx, w.Widgets.Owner, w.Widgets.Name, time.Now().Add(time.Hour)); err != nil || len(later) != 0 {
+		t.Fatalf("ClosedSince an hour from now = %+v %v, want nothing", later, err)
+	}
 }
