@@ -123,11 +123,13 @@ func BenchmarkClaimSidecarVsGitea(b *testing.B) {
 			reportMs(b, st.name+"-sidecar-p50-ms", ms)
 			reportMs(b, st.name+"-gitea-p50-ms", mg)
 			b.ReportMetric(float64(ms)/float64(mg), st.name+"-sidecar/gitea")
+			b.ReportMetric(float64(len(side)), st.name+"-samples-each")
 			b.Logf("claim over %s connections: sidecar acquire p50 %s, Gitea assignee PATCH p50 %s (%d each)",
-				st.name, ms.Round(10*time.Microsecond), mg.Round(10*time.Microsecond), claimSamples)
+				st.name, ms.Round(10*time.Microsecond), mg.Round(10*time.Microsecond), len(side))
 		}
 
 		wins, winner := raceSidecar(b, ctx, s, w, agents, issues[4])
+		b.ReportMetric(raceAgents, "race-agents")
 		b.ReportMetric(float64(wins), "sidecar-race-winners")
 		b.Logf("race through the sidecar: %d agents, %d told they won (%s), the others were told who holds it",
 			raceAgents, wins, winner)

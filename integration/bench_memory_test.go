@@ -76,10 +76,11 @@ func BenchmarkSidecarMemory(b *testing.B) {
 		}
 		mib := func(kib int64) float64 { return float64(kib) / 1024 }
 		b.ReportMetric(mib(idle), "idle-RSS-MiB")
-		b.ReportMetric(mib(loaded), "1000conn-RSS-MiB")
+		b.ReportMetric(mib(loaded), "loaded-RSS-MiB")
 		b.ReportMetric(float64(loaded-idle)/openConns, "KiB/conn")
 		b.ReportMetric(float64(loaded)/float64(idle), "loaded/idle")
 		b.ReportMetric(openConns/opened.Seconds(), "handshakes/s")
+		b.ReportMetric(openConns, "conns")
 		b.Logf("sidecar RSS: %.1f MiB idle, %.1f MiB with %d open SSH connections (%.0f KiB each); opening them took %.1fs",
 			mib(idle), mib(loaded), openConns, float64(loaded-idle)/openConns, opened.Seconds())
 	}

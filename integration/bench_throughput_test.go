@@ -3,18 +3,27 @@ package integration
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	giteaforge "github.com/collab-lease/collab-lease/plugin/gitea"
 )
 
 // throughputClients is how many agents BenchmarkSSHThroughput runs at once.
 const throughputClients = 64
+
+// giteaConc is how many issue GETs BenchmarkSSHThroughput keeps in flight
+// when it measures Gitea alone: the sidecar's own cap on requests to
+// Gitea (plugin/gitea, Options.MaxConns).
+const giteaConc = giteaforge.DefaultMaxConns
 
 // benchDuration is how long a sustained-load benchmark runs:
 // COLLAB_BENCH_DURATION (a Go duration), default 10 s.
@@ -37,8 +46,17 @@ func benchDuration(b *testing.B) time.Duration {
 // operations per second and the latency percentiles, overall and by verb.
 // A command answered with exit 75 (retry) is run again, as an agent
 // would, and counted; its latency runs from the first attempt.
-// Acquire asks Gitea about the issue every time; renew and release work
-// on the ledger alone (the permission answer is cached).
+// After the warm-up none of the three asks Gitea anything: the key and
+// permission answers are cached, and acquire reads the issue's state from
+// the ledger's own record (fresh for --issue-state-ttl after the warm-up's
+// acquire); the CPU Gitea uses meanwhile is reported. bench/run.sh divides
+// the operations per second by the ledger's alone (models'
+// BenchmarkCycle64, group commit) measured in the same run.
+//
+// With BENCH_SIDECAR_PPROF=host:port (a sidecar built to serve
+// net/http/pprof there, as `bench/run.sh profile` builds one) it also
+// saves, in BENCH_PROFILE_DIR, the sidecar's CPU profile of the timed
+// load and its allocation profiles just before and after it.
 func BenchmarkSSHThroughput(b *testing.B) {
 	g, w, bin := sharedB(b)
 	agents := agentsB(b, g, w, throughputClients)
@@ -78,6 +96,7 @@ func BenchmarkSSHThroughput(b *testing.B) {
 		var failed error
 		var mu sync.Mutex
 		var wg sync.WaitGroup
+		stopProfile := sidecarProfile(b, d)
 		start := time.Now()
 		deadline := start.Add(d)
 		for i := range throughputClients {
@@ -107,6 +126,7 @@ func BenchmarkSSHThroughput(b *testing.B) {
 		}
 		wg.Wait()
 		elapsed += time.Since(start)
+		stopProfile()
 		cpuSidecar += cpuTime(b, s.PID()) - sc
 		cpuGitea += cpuTime(b, giteaPID(b, g)) - gc
 		cpuClients += cpuTime(b, 0) - cc
@@ -123,6 +143,7 @@ func BenchmarkSSHThroughput(b *testing.B) {
 	ops := len(all)
 	b.ReportMetric(float64(ops)/elapsed.Seconds(), "ops/s")
 	b.ReportMetric(float64(ops), "ops")
+	b.ReportMetric(throughputClients, "agents")
 	b.ReportMetric(float64(retried.Load()), "exit75-retries")
 	b.ReportMetric(elapsed.Seconds(), "seconds")
 	reportMs(b, "p50-ms", percentile(all, 50))
@@ -141,13 +162,15 @@ func BenchmarkSSHThroughput(b *testing.B) {
 		b.ReportMetric(float64(c.cpu.Microseconds())/1000/float64(ops), c.who+"-cpu-ms/op")
 		b.ReportMetric(c.cpu.Seconds()/elapsed.Seconds(), c.who+"-cores")
 	}
-	// What Gitea alone serves of the one request an acquire needs (the
-	// issue, as the agent sees it), at the sidecar's concurrency: the
-	// ceiling of acquires per second.
+	// What Gitea alone serves of the request an acquire made before the
+	// ledger kept the issue's state (the issue, as the agent sees it), at
+	// the concurrency the sidecar allows itself towards Gitea: the ceiling
+	// acquires had when each one asked Gitea.
 	acquires := float64(len(byVerb[0])) / elapsed.Seconds()
-	ceiling := giteaIssueRate(b, g, w, agents, issues, 8, d/2)
+	ceiling := giteaIssueRate(b, g, w, agents, issues, giteaConc, d/2)
 	b.ReportMetric(acquires, "acquires/s")
 	b.ReportMetric(ceiling, "gitea-issue-GETs/s")
+	b.ReportMetric(giteaConc, "gitea-GET-concurrency")
 	b.ReportMetric(acquires/ceiling, "acquires/gitea-GETs")
 	b.Logf("throughput: %d agents, %d operations in %.1fs: %.0f ops/s, p50 %s, p99 %s",
 		throughputClients, ops, elapsed.Seconds(), float64(ops)/elapsed.Seconds(),
@@ -190,4 +213,52 @@ func giteaPID(b *testing.B, g *Gitea) int {
 		b.Fatal("Gitea is not running")
 	}
 	return g.proc.cmd.Process.Pid
+}
+
+// sidecarProfile starts, when BENCH_SIDECAR_PPROF names where the sidecar
+// serves net/http/pprof, a CPU profile of d (whole seconds) and an
+// allocation snapshot, and returns what waits for the profile and takes the
+// second snapshot; without it, it does nothing. The files go to
+// BENCH_PROFILE_DIR (default: the current directory).
+func sidecarProfile(b *testing.B, d time.Duration) func() {
+	b.Helper()
+	addr := os.Getenv("BENCH_SIDECAR_PPROF")
+	if addr == "" {
+		return func() {}
+	}
+	dir := os.Getenv("BENCH_PROFILE_DIR")
+	save := func(path, name string) error {
+		resp, err := http.Get("http://" + addr + "/debug/pprof/" + path)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET /debug/pprof/%s: HTTP %d", path, resp.StatusCode)
+		}
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}
+	if err := save("allocs", "sidecar-allocs-before.pprof"); err != nil {
+		b.Fatalf("sidecar profile: %v", err)
+	}
+	secs := max(int(d/time.Second), 1)
+	done := make(chan error, 1)
+	go func() { done <- save(fmt.Sprintf("profile?seconds=%d", secs), "sidecar-cpu.pprof") }()
+	return func() {
+		if err := <-done; err != nil {
+			b.Fatalf("sidecar profile: %v", err)
+		}
+		if err := save("allocs", "sidecar-allocs-after.pprof"); err != nil {
+			b.Fatalf("sidecar profile: %v", err)
+		}
+		b.Logf("sidecar profiles (%d s of CPU under load; allocations before and after) in %s", secs, dir)
+	}
 }
