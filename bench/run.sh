@@ -66,14 +66,72 @@ GO
 		"$go" tool pprof -top -sample_index="$idx" -base "$dir/sidecar-allocs-before.pprof" \
 			"$dir/sidecar-allocs-after.pprof" >"$dir/sidecar-$idx.top" 2>&1
 	done
-	step "profiling the ledger (models/)"
-	"$go" test -run '^$' -bench . -benchtime 2s -benchmem -o "$dir/models.test" \
+	step "profiling the ledger alone under the same load (models/, BenchmarkCycle64/group-commit)"
+	"$go" test -run '^$' -bench 'Cycle64/group-commit' -benchtime 2s -benchmem -o "$dir/models.test" \
 		-cpuprofile "$dir/ledger-cpu.pprof" -memprofile "$dir/ledger-mem.pprof" ./models/ |
 		tee "$dir/ledger.txt" >&2
 	"$go" tool pprof -top "$dir/models.test" "$dir/ledger-cpu.pprof" >"$dir/ledger-cpu.top" 2>&1
 	"$go" tool pprof -top -cum "$dir/models.test" "$dir/ledger-cpu.pprof" >"$dir/ledger-cpu-cum.top" 2>&1
-	"$go" tool pprof -top -sample_index=alloc_space "$dir/models.test" "$dir/ledger-mem.pprof" >"$dir/ledger-alloc_space.top" 2>&1
-	"$go" tool pprof -top -sample_index=alloc_objects "$dir/models.test" "$dir/ledger-mem.pprof" >"$dir/ledger-alloc_objects.top" 2>&1
+	for idx in alloc_space alloc_objects; do
+		"$go" tool pprof -top -sample_index="$idx" "$dir/models.test" "$dir/ledger-mem.pprof" >"$dir/ledger-$idx.top" 2>&1
+	done
+
+	# summary.txt: the share of each part, each with the command that
+	# reproduces it (run in $dir). Stack-based: a sample counts for a part
+	# when a frame of that part is on its stack.
+	ledger='collab-lease/models\.|gorm\.io/|database/sql\.|mattn/go-sqlite3'
+	share() {
+		local label="$1" cmd="go tool pprof -top -nodefraction=0" a
+		shift
+		for a in "$@"; do
+			if [[ "$a" =~ ^[A-Za-z0-9_./=-]+$ ]]; then cmd+=" $a"; else cmd+=" '$a'"; fi
+		done
+		printf -- '- %s: %s\n  `%s`\n' "$label" \
+			"$(cd "$dir" && "$go" tool pprof -top -nodefraction=0 "$@" 2>/dev/null | grep -m1 '^Showing' | sed 's/^Showing nodes accounting for //')" "$cmd"
+	}
+	{
+		echo "# Profiles of HEAD $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+		echo
+		echo "## The sidecar under BenchmarkSSHThroughput (COLLAB_BENCH_DURATION=${COLLAB_BENCH_DURATION:-20s})"
+		echo
+		grep -E '^BenchmarkSSHThroughput' "$dir/throughput.txt" || true
+		echo
+		echo "CPU (sidecar-cpu.pprof, the timed load):"
+		share "all samples" sidecar-cpu.pprof
+		share "the ledger: models, gorm, database/sql, go-sqlite3" -focus="$ledger" sidecar-cpu.pprof
+		share "  SQLite's C code (every cgo call)" -focus=runtime.cgocall sidecar-cpu.pprof
+		share "  of that, preparing statements" -focus=sqlite3_prepare sidecar-cpu.pprof
+		share "  gorm's own Go code (no database/sql or cgo frame)" -focus='gorm\.io/' -ignore='runtime.cgocall|database/sql\.|mattn/go-sqlite3' sidecar-cpu.pprof
+		share "  COMMIT" -focus='database/sql.\(\*Tx\).Commit' sidecar-cpu.pprof
+		share "SSH transport (x/crypto/ssh), outside the ledger" -focus=golang.org/x/crypto/ssh -ignore="$ledger" sidecar-cpu.pprof
+		share "  in syscall frames (socket reads and writes)" -focus=golang.org/x/crypto/ssh -ignore="$ledger" -show='^syscall\.|Syscall6' sidecar-cpu.pprof
+		share "the ssh package's own code (sessions, verbs), outside both" -focus='collab-lease/ssh\.' -ignore="$ledger|golang.org/x/crypto/ssh" sidecar-cpu.pprof
+		share "garbage collection's background workers" -focus='runtime.gcBgMarkWorker|runtime.bgsweep|runtime.bgscavenge' sidecar-cpu.pprof
+		share "memory allocation (mallocgc), anywhere" -focus=runtime.mallocgc sidecar-cpu.pprof
+		share "none of the above (scheduler, netpoll)" -ignore="$ledger|golang.org/x/crypto/ssh|collab-lease/ssh\.|runtime.gcBgMarkWorker|runtime.bgsweep|runtime.bgscavenge" sidecar-cpu.pprof
+		echo
+		echo "Allocations during the load (allocs after minus before; sampled estimates):"
+		for idx in alloc_objects alloc_space; do
+			share "$idx, all" -sample_index=$idx -base sidecar-allocs-before.pprof sidecar-allocs-after.pprof
+			share "$idx, with a gorm frame" -sample_index=$idx -focus='gorm\.io/' -base sidecar-allocs-before.pprof sidecar-allocs-after.pprof
+			share "$idx, with a database/sql or go-sqlite3 frame" -sample_index=$idx -focus='database/sql\.|mattn/go-sqlite3' -base sidecar-allocs-before.pprof sidecar-allocs-after.pprof
+			share "$idx, with an x/crypto/ssh frame" -sample_index=$idx -focus=golang.org/x/crypto/ssh -base sidecar-allocs-before.pprof sidecar-allocs-after.pprof
+		done
+		echo
+		echo "## The ledger alone (BenchmarkCycle64/group-commit, -benchmem)"
+		echo
+		grep -E '^Benchmark' "$dir/ledger.txt" || true
+		echo
+		share "CPU, all samples" models.test ledger-cpu.pprof
+		share "CPU in SQLite's C code" -focus=runtime.cgocall models.test ledger-cpu.pprof
+		share "CPU in gorm's own Go code" -focus='gorm\.io/' -ignore='runtime.cgocall|database/sql\.|mattn/go-sqlite3' models.test ledger-cpu.pprof
+		for idx in alloc_objects alloc_space; do
+			share "$idx, all" -sample_index=$idx models.test ledger-mem.pprof
+			share "$idx, with a gorm frame" -sample_index=$idx -focus='gorm\.io/' models.test ledger-mem.pprof
+			share "$idx, with a database/sql or go-sqlite3 frame" -sample_index=$idx -focus='database/sql\.|mattn/go-sqlite3' models.test ledger-mem.pprof
+		done
+	} >"$dir/summary.txt"
+	cat "$dir/summary.txt"
 	step "profiles and their -top in $dir"
 	exit 0
 fi
