@@ -109,21 +109,20 @@ func (s *Store) Issue(ctx context.Context, k Key) (*IssueState, error) {
 // ErrClosed if a close no older than what the caller saw is recorded;
 // otherwise it records what the caller saw (an open issue of its kind).
 func admit(tx *gorm.DB, k Key, obs Observed, now int64) error {
-	var st issueRow
-	err := tx.Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Take(&st).Error
+	st, found, err := loadIssue(tx, k)
 	switch {
-	case errors.Is(err, gorm.ErrRecordNotFound):
-		return tx.Create(&issueRow{RepoID: k.RepoID, Issue: k.Issue, Kind: obs.Kind, Version: obs.Version, CheckedAt: now}).Error
 	case err != nil:
 		return err
+	case !found:
+		return storeIssue(tx, issueRow{RepoID: k.RepoID, Issue: k.Issue, Kind: obs.Kind, Version: obs.Version, CheckedAt: now}, false)
 	case st.Closed && obs.Version <= st.Version:
 		return ErrClosed
 	case obs.Version == 0:
 		return nil // the ledger's own record said open: nothing new to record
 	}
-	return tx.Model(&issueRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-		Updates(map[string]any{"kind": obs.Kind, "closed": false, "deleted": false,
-			"version": max(st.Version, obs.Version), "checked_at": now}).Error
+	st.Kind, st.Closed, st.Deleted = obs.Kind, false, false
+	st.Version, st.CheckedAt = max(st.Version, obs.Version), now
+	return storeIssue(tx, st, true)
 }
 
 // EndIssue records that the forge closed (merged, deleted) issue k at
@@ -141,13 +140,12 @@ func (s *Store) EndIssue(ctx context.Context, k Key, why Reason, version int64, 
 			out.Duplicate = dup
 			return err
 		}
-		var st issueRow
-		err := tx.Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Take(&st).Error
+		st, found, err := loadIssue(tx, k)
 		switch {
-		case errors.Is(err, gorm.ErrRecordNotFound):
-			st = issueRow{RepoID: k.RepoID, Issue: k.Issue}
 		case err != nil:
 			return err
+		case !found:
+			st = issueRow{RepoID: k.RepoID, Issue: k.Issue}
 		case version < st.Version:
 			return nil // a newer state (a reopen) is recorded already
 		}
@@ -156,7 +154,7 @@ func (s *Store) EndIssue(ctx context.Context, k Key, why Reason, version int64, 
 		if why == ReasonDeleted {
 			st.Version = goneForever // a deleted issue's number never comes back
 		}
-		if err := tx.Save(&st).Error; err != nil {
+		if err := storeIssue(tx, st, found); err != nil {
 			return err
 		}
 		l, err := endLease(tx, k, why, now)
@@ -246,12 +244,12 @@ func endLease(tx *gorm.DB, k Key, why Reason, now int64) (*Lease, error) {
 		return nil, err
 	}
 	l := row.lease()
-	if err := tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-		Updates(map[string]any{"holder": nil, "holder_id": nil, "expires_at": nil}).Error; err != nil {
+	row.Holder, row.HolderID, row.ExpiresAt = nil, nil, nil
+	if err := store(tx, row, true); err != nil {
 		return nil, err
 	}
-	err = tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: Action(why), Holder: forgeActor,
-		Previous: l.Holder.Login, Token: l.Token, At: now, AcquiredAt: row.AcquiredAt}).Error
+	err = record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: Action(why), Holder: forgeActor,
+		Previous: l.Holder.Login, Token: l.Token, At: now, AcquiredAt: row.AcquiredAt})
 	return &l, err
 }
 

@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -50,8 +49,6 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 		case found && row.live(now):
 			row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
 			ev.Action = ActionReacquire
-			err = tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-				Updates(map[string]any{"holder": h.Login, "expires_at": expires, "kind": kind}).Error
 		case found:
 			if row.Holder != nil {
 				ev.Action, ev.Previous = ActionTakeover, *row.Holder
@@ -60,20 +57,16 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 			}
 			row.Holder, row.HolderID, row.Kind = &h.Login, &h.ID, kind
 			row.Token, row.AcquiredAt, row.ExpiresAt = row.Token+1, now, expires
-			err = tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-				Updates(map[string]any{"holder": h.Login, "holder_id": h.ID, "kind": kind, "token": row.Token,
-					"acquired_at": now, "expires_at": expires}).Error
 		default:
 			ev.Action = ActionAcquire
 			row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: kind,
 				Token: 1, AcquiredAt: now, ExpiresAt: expires}
-			err = tx.Create(&row).Error
 		}
-		if err != nil {
+		if err := store(tx, row, found); err != nil {
 			return err
 		}
 		ev.Token, ev.AcquiredAt = row.Token, row.AcquiredAt
-		if err := tx.Create(&ev).Error; err != nil {
+		if err := record(tx, ev); err != nil {
 			return err
 		}
 		out = row.lease()
@@ -102,12 +95,11 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 			return notHolder(row, found, now)
 		}
 		row.Holder, row.ExpiresAt = &h.Login, expiry(now, ttl)
-		if err := tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-			Updates(map[string]any{"holder": h.Login, "expires_at": row.ExpiresAt}).Error; err != nil {
+		if err := store(tx, row, true); err != nil {
 			return err
 		}
-		if err := tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID,
-			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt}).Error; err != nil {
+		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID,
+			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt}); err != nil {
 			return err
 		}
 		out = row.lease()
@@ -143,12 +135,13 @@ func (s *Store) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
 			l := row.lease()
 			out = &l
 		}
-		if err := tx.Model(&leaseRow{}).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).
-			Updates(map[string]any{"holder": nil, "holder_id": nil, "expires_at": nil}).Error; err != nil {
+		previous := *row.Holder
+		row.Holder, row.HolderID, row.ExpiresAt = nil, nil, nil
+		if err := store(tx, row, true); err != nil {
 			return err
 		}
-		return tx.Create(&Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: h.Login, HolderID: h.ID,
-			Previous: *row.Holder, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt}).Error
+		return record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: h.Login, HolderID: h.ID,
+			Previous: previous, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("release %d#%d: %w", k.RepoID, k.Issue, err)
@@ -232,15 +225,6 @@ func (s *Store) History(ctx context.Context, k Key) ([]Event, error) {
 // liveRows applies the SQL form of leaseRow.live; the two must agree.
 func liveRows(db *gorm.DB, now int64) *gorm.DB {
 	return db.Model(&leaseRow{}).Where("holder IS NOT NULL AND (expires_at IS NULL OR expires_at > ?)", now)
-}
-
-func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
-	var row leaseRow
-	err := tx.Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Take(&row).Error
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		return leaseRow{}, false, nil
-	}
-	return row, err == nil, err
 }
 
 func notHolder(row leaseRow, found bool, now int64) error {
