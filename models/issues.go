@@ -92,15 +92,13 @@ type Ended struct {
 
 // Issue returns what the ledger knows of k's state at the forge, or nil.
 func (s *Store) Issue(ctx context.Context, k Key) (*IssueState, error) {
-	var rows []issueRow
-	err := s.db.WithContext(ctx).Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Limit(1).Find(&rows).Error
+	r, found, err := loadIssue(s.db.WithContext(ctx), k) // every acquire asks: no reflection
 	if err != nil {
 		return nil, fmt.Errorf("issue state %d#%d: %w", k.RepoID, k.Issue, mapDBError(err))
 	}
-	if len(rows) == 0 {
+	if !found {
 		return nil, nil
 	}
-	r := rows[0]
 	return &IssueState{Kind: r.Kind, Closed: r.Closed, Deleted: r.Deleted, Version: r.Version,
 		CheckedAt: time.Unix(r.CheckedAt, 0).UTC()}, nil
 }
