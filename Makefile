@@ -51,7 +51,7 @@ stress: gitea
 
 # bench runs the benchmarks (ledger, and end to end against a real Gitea)
 # in a few minutes, prints the summary and writes bench/RESULTS.md; see
-# bench/README.md. BENCH_BASELINE= make bench skips the before/after part.
+# bench/README.md. BENCH_BASELINE=<rev> make bench adds a before/after part.
 bench: gitea
 	GO=$(GO) ./bench/run.sh
 
