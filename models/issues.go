@@ -131,21 +131,15 @@ func (s *Store) EndIssue(ctx context.Context, k Key, why Reason, version int64, 
 	if k.RepoID <= 0 || k.Issue <= 0 || (why != ReasonClosed && why != ReasonMerged && why != ReasonDeleted) {
 		return Ended{}, fmt.Errorf("end %d#%d: %w: bad key or reason %q", k.RepoID, k.Issue, ErrInvalid, why)
 	}
-	var out Ended
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
-		out = Ended{}
-		if dup, err := seen(tx, delivery, now); dup || err != nil {
-			out.Duplicate = dup
-			return err
-		}
+	out, err := s.onEvent(ctx, delivery, func(tx *gorm.DB, now int64) ([]Lease, error) {
 		st, found, err := loadIssue(tx, k)
 		switch {
 		case err != nil:
-			return err
+			return nil, err
 		case !found:
 			st = issueRow{RepoID: k.RepoID, Issue: k.Issue}
 		case version < st.Version:
-			return nil // a newer state (a reopen) is recorded already
+			return nil, nil // a newer state (a reopen) is recorded already
 		}
 		st.Closed, st.Deleted = true, st.Deleted || why == ReasonDeleted
 		st.Version, st.CheckedAt = max(st.Version, version), now
@@ -153,13 +147,13 @@ func (s *Store) EndIssue(ctx context.Context, k Key, why Reason, version int64, 
 			st.Version = goneForever // a deleted issue's number never comes back
 		}
 		if err := storeIssue(tx, st, found); err != nil {
-			return err
+			return nil, err
 		}
 		l, err := endLease(tx, k, why, now)
-		if l != nil {
-			out.Leases = []Lease{*l}
+		if l == nil {
+			return nil, err
 		}
-		return err
+		return []Lease{*l}, err
 	})
 	if err != nil {
 		return Ended{}, fmt.Errorf("end %d#%d (%s): %w", k.RepoID, k.Issue, why, err)
@@ -173,14 +167,8 @@ func (s *Store) ReopenIssue(ctx context.Context, k Key, version int64, delivery 
 	if k.RepoID <= 0 || k.Issue <= 0 {
 		return Ended{}, fmt.Errorf("reopen %d#%d: %w: bad key", k.RepoID, k.Issue, ErrInvalid)
 	}
-	var out Ended
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
-		out = Ended{}
-		if dup, err := seen(tx, delivery, now); dup || err != nil {
-			out.Duplicate = dup
-			return err
-		}
-		return tx.Model(&issueRow{}).Where("repo_id = ? AND issue = ? AND version <= ?", k.RepoID, k.Issue, version).
+	out, err := s.onEvent(ctx, delivery, func(tx *gorm.DB, now int64) ([]Lease, error) {
+		return nil, tx.Model(&issueRow{}).Where("repo_id = ? AND issue = ? AND version <= ?", k.RepoID, k.Issue, version).
 			Updates(map[string]any{"closed": false, "deleted": false, "version": version, "checked_at": now}).Error
 	})
 	if err != nil {
@@ -196,43 +184,56 @@ func (s *Store) EndRepo(ctx context.Context, repoID int64, delivery string) (End
 	if repoID <= 0 {
 		return Ended{}, fmt.Errorf("end repository %d: %w", repoID, ErrInvalid)
 	}
-	var out Ended
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
-		out = Ended{}
-		if dup, err := seen(tx, delivery, now); dup || err != nil {
-			out.Duplicate = dup
-			return err
-		}
+	out, err := s.onEvent(ctx, delivery, func(tx *gorm.DB, now int64) ([]Lease, error) {
 		// A deleted repository's numbers never come back: no later
 		// version can reopen them.
 		if err := tx.Model(&issueRow{}).Where("repo_id = ?", repoID).
 			Updates(map[string]any{"closed": true, "deleted": true, "version": goneForever, "checked_at": now}).Error; err != nil {
-			return err
+			return nil, err
 		}
 		var issues []int64
 		if err := liveRows(tx, now).Where("repo_id = ?", repoID).Order("issue").Pluck("issue", &issues).Error; err != nil {
-			return err
+			return nil, err
 		}
+		var ended []Lease
 		for _, n := range issues {
 			k := Key{RepoID: repoID, Issue: n}
 			if err := tx.Save(&issueRow{RepoID: repoID, Issue: n, Closed: true, Deleted: true,
 				Version: goneForever, CheckedAt: now}).Error; err != nil {
-				return err
+				return nil, err
 			}
 			l, err := endLease(tx, k, ReasonDeleted, now)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if l != nil {
-				out.Leases = append(out.Leases, *l)
+				ended = append(ended, *l)
 			}
 		}
-		return nil
+		return ended, nil
 	})
 	if err != nil {
 		return Ended{}, fmt.Errorf("end repository %d: %w", repoID, err)
 	}
 	return out, nil
+}
+
+// onEvent runs fn, the effect of one forge event, in one write
+// transaction, unless delivery (the webhook's ID; "" for none) had its
+// effect before.
+func (s *Store) onEvent(ctx context.Context, delivery string, fn func(tx *gorm.DB, now int64) ([]Lease, error)) (Ended, error) {
+	var out Ended
+	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+		out = Ended{}
+		dup, err := seen(tx, delivery, now)
+		if dup || err != nil {
+			out.Duplicate = dup
+			return err
+		}
+		out.Leases, err = fn(tx, now)
+		return err
+	})
+	return out, err
 }
 
 // endLease frees k's live lease, if any, recording why in the history.
