@@ -764,3 +764,41 @@ func TestSaturatedKeyLookupsAnswerRetry(t *testing.T) {
 		t.Fatal("a command ran without a verified identity")
 	}
 }
+
+// unsignedKey offers a key but cannot sign with it: what anyone holding
+// only a published public key (Gitea serves /<user>.keys) can do.
+type unsignedKey struct{ gossh.Signer }
+
+func (unsignedKey) Sign(io.Reader, []byte) (*gossh.Signature, error) {
+	return nil, errors.New("no private key")
+}
+
+// A key that is only offered, never signed with, costs no lookup at the
+// forge: nobody can test published keys against the sidecar, or make it
+// ask Gitea, without holding the private key.
+func TestOfferedKeysAreNotLookedUp(t *testing.T) {
+	w := newWorld(t)
+	pemBytes, err := os.ReadFile(w.keys["alice"].path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.ParsePrivateKey(pemBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := w.forge.Calls("UserByKey")
+	_, err = gossh.Dial("tcp", w.addr.String(), &gossh.ClientConfig{
+		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(unsignedKey{signer})},
+		HostKeyCallback: gossh.FixedHostKey(w.srv.HostKey.PublicKey()), Timeout: 10 * time.Second,
+	})
+	if err == nil {
+		t.Fatal("logged in without a signature")
+	}
+	if got := w.forge.Calls("UserByKey") - before; got != 0 {
+		t.Fatalf("an offered, unsigned key cost %d lookups at the forge, want none", got)
+	}
+	// The same key, signed, is looked up and works.
+	if r := w.ssh("alice", "collab-lease help"); r.code != 0 {
+		t.Fatalf("a signed key: %+v", r)
+	}
+}
