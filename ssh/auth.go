@@ -29,10 +29,20 @@ const (
 	extUnavailable = "collab-lease-forge-unavailable"
 )
 
-// authenticate resolves an offered or signed key through Keys. The
-// library calls it for a key before checking the signature too, so what it
-// returns is trusted only once it arrives on the authenticated connection.
-func (s *Server) authenticate(meta gossh.ConnMetadata, key gossh.PublicKey) (*gossh.Permissions, error) {
+// offered answers a key the client only offers (the library calls this
+// before any signature): every key may be tried, and nothing is asked of
+// the forge yet, so holding a published public key (Gitea serves
+// /<user>.keys) tells nobody whether it works here, nor makes the sidecar
+// ask Gitea anything.
+func (s *Server) offered(gossh.ConnMetadata, gossh.PublicKey) (*gossh.Permissions, error) {
+	return &gossh.Permissions{}, nil
+}
+
+// authenticate resolves a key through Keys once the client has proved it
+// holds it (the library's verified-key callback, after the signature
+// checked out). What it returns is what the authenticated connection's
+// Permissions carry.
+func (s *Server) authenticate(meta gossh.ConnMetadata, key gossh.PublicKey, _ *gossh.Permissions, _ string) (*gossh.Permissions, error) {
 	fp := gossh.FingerprintSHA256(key)
 	// Half the handshake deadline: a slow or saturated forge must leave
 	// time to finish the handshake and answer exit 75.

@@ -126,9 +126,10 @@ func (s *Server) init() {
 
 func (s *Server) config() *gossh.ServerConfig {
 	cfg := &gossh.ServerConfig{
-		MaxAuthTries:      s.MaxAuthTries,
-		ServerVersion:     "SSH-2.0-collab-lease",
-		PublicKeyCallback: s.authenticate,
+		MaxAuthTries:              s.MaxAuthTries,
+		ServerVersion:             "SSH-2.0-collab-lease",
+		PublicKeyCallback:         s.offered,
+		VerifiedPublicKeyCallback: s.authenticate,
 	}
 	cfg.AddHostKey(s.HostKey)
 	return cfg
