@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mattn/go-sqlite3"
@@ -53,8 +54,9 @@ type Store struct {
 	// still meet the file lock and the busy timeout.
 	writeSlot chan struct{}
 	mu        sync.Mutex
-	queue     []*writeReq // writes waiting for the slot, oldest first
-	maxBatch  int         // writes per transaction at most; 1: no group commit
+	queue     []*writeReq  // writes waiting for the slot, oldest first
+	maxBatch  int          // writes per transaction at most; 1: no group commit
+	txns      atomic.Int64 // write transactions begun, retries included (for tests)
 }
 
 // Option configures Open.

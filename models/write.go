@@ -158,6 +158,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 	errs := make([]error, len(batch))
 	memberFailed := false
 	err := s.retryBusy(ctx, func(db *gorm.DB) error {
+		s.txns.Add(1)
 		return db.Transaction(func(tx *gorm.DB) error {
 			memberFailed = false
 			for i, r := range batch {
@@ -196,6 +197,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 // writeAlone runs fn in a transaction of its own.
 func (s *Store) writeAlone(ctx context.Context, fn func(tx *gorm.DB, now int64) error) error {
 	return s.retryBusy(ctx, func(db *gorm.DB) error {
+		s.txns.Add(1)
 		return db.Transaction(func(tx *gorm.DB) error {
 			return fn(tx, s.clock.Now().Unix())
 		})

@@ -140,3 +140,41 @@ func TestQueuedWritePastItsDeadlineIsBusy(t *testing.T) {
 		t.Fatalf("next acquire: %+v", l)
 	}
 }
+
+// A member whose deadline passes while the batch runs does not abort the
+// batch (which would send every other member to a transaction of its own
+// while the slot is held): it alone is answered ErrBusy, having written
+// nothing, and the others commit together, in one transaction.
+func TestExpiringMemberDoesNotAbortItsBatch(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	short, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	defer cancel()
+	first := func() error {
+		// Decides while the short member's deadline runs out.
+		return s.write(bg, func(tx *gorm.DB, now int64) error {
+			<-short.Done()
+			return store(tx, leaseRow{RepoID: 1, Issue: 1, Holder: new("alice"), HolderID: new(int64(7)), Kind: KindIssue, Token: 1, AcquiredAt: now}, false)
+		})
+	}
+	expiring := func() error {
+		_, err := s.Acquire(short, Key{RepoID: 1, Issue: 2}, who("bob"), 0, Observed{Kind: KindIssue})
+		return err
+	}
+	last := func() error {
+		_, err := s.Acquire(bg, Key{RepoID: 1, Issue: 3}, who("carol"), 0, Observed{Kind: KindIssue})
+		return err
+	}
+	before := s.txns.Load()
+	errs := queued(t, s, first, expiring, last)
+	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrBusy) {
+		t.Fatalf("batch with an expiring member: %v, want nil, ErrBusy, nil", errs)
+	}
+	if got := s.txns.Load() - before; got != 1 {
+		t.Fatalf("the batch took %d transactions, want 1", got)
+	}
+	for issue, want := range map[int64]bool{1: true, 2: false, 3: true} {
+		if cur, _ := s.Current(bg, Key{RepoID: 1, Issue: issue}); (cur != nil) != want {
+			t.Errorf("#%d leased %v, want %v", issue, cur != nil, want)
+		}
+	}
+}
