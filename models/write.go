@@ -145,11 +145,14 @@ func (s *Store) runBatch(batch []*writeReq) {
 		batch[0].finish(s.writeAlone(batch[0].ctx, batch[0].fn))
 		return
 	}
-	// Bounded by the earliest deadline of its members: none of them
-	// waits longer than it would have alone.
+	// Bounded by the latest deadline of its members (each is bounded by
+	// the busy timeout), and each member checks its own at its turn: one
+	// member about to give up must not abort the batch and send all the
+	// others to run alone while the slot is held. A member decided before
+	// its deadline is answered after COMMIT, like every other.
 	deadline, _ := batch[0].ctx.Deadline()
 	for _, r := range batch[1:] {
-		if d, _ := r.ctx.Deadline(); d.Before(deadline) {
+		if d, _ := r.ctx.Deadline(); d.After(deadline) {
 			deadline = d
 		}
 	}
@@ -162,6 +165,10 @@ func (s *Store) runBatch(batch []*writeReq) {
 		return db.Transaction(func(tx *gorm.DB) error {
 			memberFailed = false
 			for i, r := range batch {
+				if err := r.ctx.Err(); err != nil {
+					errs[i] = fmt.Errorf("%w: %v", ErrBusy, err) // gave up: decide nothing
+					continue
+				}
 				// A nested transaction is a savepoint, rolled back if fn fails.
 				errs[i] = tx.Transaction(func(sp *gorm.DB) error {
 					return r.fn(sp, s.clock.Now().Unix())
