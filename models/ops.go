@@ -154,7 +154,7 @@ func (s *Store) Current(ctx context.Context, k Key) (*Lease, error) {
 	if k.RepoID <= 0 || k.Issue <= 0 {
 		return nil, fmt.Errorf("current %d#%d: %w: repository and issue must be positive", k.RepoID, k.Issue, ErrInvalid)
 	}
-	now := s.clock.Now().Unix()
+	now := s.now()
 	var rows []leaseRow
 	err := liveRows(s.db.WithContext(ctx), now).
 		Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Limit(1).Find(&rows).Error
@@ -174,7 +174,7 @@ func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
 	if repoID <= 0 {
 		return nil, fmt.Errorf("list %d: %w: repository must be positive", repoID, ErrInvalid)
 	}
-	now := s.clock.Now().Unix()
+	now := s.now()
 	// Scanned by hand rather than by gorm's reflection: a badge page
 	// lists every live lease of a repository, and for thousands of rows
 	// the reflection cost more than SQLite did.
@@ -205,7 +205,7 @@ func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
 // CountLive returns the number of live leases across all repositories.
 func (s *Store) CountLive(ctx context.Context) (int64, error) {
 	var n int64
-	err := liveRows(s.db.WithContext(ctx), s.clock.Now().Unix()).Count(&n).Error
+	err := liveRows(s.db.WithContext(ctx), s.now()).Count(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("count live leases: %w", mapDBError(err))
 	}

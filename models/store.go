@@ -57,6 +57,11 @@ type Store struct {
 	queue     []*writeReq  // writes waiting for the slot, oldest first
 	maxBatch  int          // writes per transaction at most; 1: no group commit
 	txns      atomic.Int64 // write transactions begun, retries included (for tests)
+	// highWater is the latest time (Unix seconds) the ledger has used; see
+	// clockguard.go. warned is the high water last reported to onStep.
+	highWater atomic.Int64
+	warned    atomic.Int64
+	onStep    func(back time.Duration)
 }
 
 // Option configures Open.
@@ -66,6 +71,7 @@ type options struct {
 	clock       Clock
 	busyTimeout time.Duration
 	maxTTL      time.Duration
+	onStep      func(back time.Duration)
 }
 
 // WithClock sets the clock every decision reads (default: the wall clock).
@@ -121,8 +127,12 @@ func Open(path string, opts ...Option) (*Store, error) {
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout,
-		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch}
+		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
 	if err := s.migrate(); err != nil {
+		_ = sqlDB.Close()
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	if err := s.loadHighWater(context.Background()); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}

@@ -171,7 +171,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 				}
 				// A nested transaction is a savepoint, rolled back if fn fails.
 				errs[i] = tx.Transaction(func(sp *gorm.DB) error {
-					return r.fn(sp, s.clock.Now().Unix())
+					return r.fn(sp, s.now())
 				})
 				if errs[i] != nil && !isRefusal(errs[i]) {
 					memberFailed = true
@@ -206,7 +206,7 @@ func (s *Store) writeAlone(ctx context.Context, fn func(tx *gorm.DB, now int64) 
 	return s.retryBusy(ctx, func(db *gorm.DB) error {
 		s.txns.Add(1)
 		return db.Transaction(func(tx *gorm.DB) error {
-			return fn(tx, s.clock.Now().Unix())
+			return fn(tx, s.now())
 		})
 	})
 }

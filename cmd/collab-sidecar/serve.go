@@ -46,7 +46,9 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
-	store, err := models.Open(cfg.DB, models.WithMaxTTL(cfg.MaxTTL))
+	store, err := models.Open(cfg.DB, models.WithMaxTTL(cfg.MaxTTL), models.WithClockStep(func(back time.Duration) {
+		log.Warn("the clock stepped back; the ledger keeps using its latest time until the clock catches up, so no expired lease comes back", "by", back.String())
+	}))
 	if err != nil {
 		return err
 	}
