@@ -10,8 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 
@@ -88,6 +90,31 @@ var errHelp = errors.New("help requested")
 // extra defines flags of one subcommand only (e.g. install --uninstall);
 // they are not settings and have no environment or file form.
 func loadConfig(cmd string, args []string, getenv func(string) string, usageOut io.Writer, extra ...func(*flag.FlagSet)) (Config, error) {
+	c, err := parseConfig(cmd, args, getenv, usageOut, extra...)
+	if err != nil && !errors.Is(err, errHelp) {
+		// Messages quote what they were given (a flag, a TOML line), which
+		// may hold control characters: a refusal is one printable line.
+		err = errors.New(oneLine(err.Error()))
+	}
+	return c, err
+}
+
+// oneLine escapes control characters, so s prints as one line.
+func oneLine(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// parseConfig is loadConfig before its refusals are made one line.
+func parseConfig(cmd string, args []string, getenv func(string) string, usageOut io.Writer, extra ...func(*flag.FlagSet)) (Config, error) {
 	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	flags := map[string]*string{}

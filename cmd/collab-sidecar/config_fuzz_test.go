@@ -34,6 +34,9 @@ func FuzzConfig(f *testing.F) {
 			if strings.Contains(err.Error(), "t0k") {
 				t.Fatalf("error reveals the token: %v", err)
 			}
+			if msg := err.Error(); msg == "" || strings.ContainsAny(msg, "\r\n") {
+				t.Fatalf("a refusal that is not one line: %q", msg)
+			}
 			return
 		}
 		if cfg.GiteaURL == "" || cfg.GiteaToken != "t0k" || cfg.MaxTTL < 1e9 || cfg.DB == "" || cfg.WebhookURL == "" || strings.HasSuffix(cfg.WebhookURL, "/") {
