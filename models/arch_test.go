@@ -36,9 +36,22 @@ var dbImports = map[string]bool{
 	"database/sql":                  true,
 	"database/sql/driver":           true,
 	"github.com/ncruces/go-sqlite3": true,
+	"gorm.io/driver/postgres":       true,
+	"github.com/jackc/pgx/v5":       true,
+	"github.com/lib/pq":             true,
+	"github.com/jmoiron/sqlx":       true,
+	"github.com/uptrace/bun":        true,
+	"xorm.io/xorm":                  true,
+	"zombiezen.com/go/sqlite":       true,
+	"crawshaw.io/sqlite":            true,
 }
 
-var leaseWriteSQL = regexp.MustCompile(`(?is)\b(insert\s+(or\s+\w+\s+)?into|replace\s+into|update|delete\s+from)\s+["'\x60\[]?(leases|lease_events)\b`)
+// ledgerTables are the tables only models/ may change.
+const ledgerTables = `(leases|lease_events|issue_states|webhook_deliveries)`
+
+// leaseWriteSQL matches SQL that changes a ledger table, with or without a
+// schema name ("main.leases") or quotes around it.
+var leaseWriteSQL = regexp.MustCompile(`(?is)\b(insert\s+(or\s+\w+\s+)?into|replace\s+into|update(\s+or\s+\w+)?|delete\s+from|drop\s+table(\s+if\s+exists)?|alter\s+table|create\s+(unique\s+)?(index|trigger)[^;]*?\s+on)\s+(["'\x60\[]?\w+["'\x60\]]?\.)?["'\x60\[]?` + ledgerTables + `\b`)
 
 type violation struct {
 	pos  string
@@ -60,22 +73,49 @@ func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
 			}
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
-			if lit, ok := n.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				if s, err := strconv.Unquote(lit.Value); err == nil && leaseWriteSQL.MatchString(s) {
-					add(lit, "SQL that writes the lease tables: "+strings.TrimSpace(s))
+			switch n := n.(type) {
+			case *ast.BasicLit:
+				if s, ok := stringLit(n); ok && leaseWriteSQL.MatchString(s) {
+					add(n, "SQL that writes the lease tables: "+strings.TrimSpace(s))
+				}
+			case *ast.BinaryExpr:
+				// SQL split across literals: "UPDATE " + "leases …".
+				if s, ok := concatenated(n); ok && leaseWriteSQL.MatchString(s) {
+					add(n, "SQL that writes the lease tables, split across literals: "+strings.TrimSpace(s))
+					return false
 				}
 			}
 			return true
 		})
 		return out
 	}
+	// The names this file imports the database packages under (an
+	// import may rename them: g "gorm.io/gorm").
+	names := map[string]string{}
+	for _, imp := range f.Imports {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := pathpkg.Base(path)
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		names[name] = path
+	}
 	leaks := func(expr ast.Expr) bool {
 		found := false
 		ast.Inspect(expr, func(n ast.Node) bool {
-			if sel, ok := n.(*ast.SelectorExpr); ok {
-				if id, ok := sel.X.(*ast.Ident); ok && ((id.Name == "gorm" && sel.Sel.Name == "DB") || (id.Name == "sql" && (sel.Sel.Name == "DB" || sel.Sel.Name == "Tx" || sel.Sel.Name == "Conn"))) {
-					found = true
-				}
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			id, ok := sel.X.(*ast.Ident)
+			if !ok {
+				return true
+			}
+			switch names[id.Name] {
+			case "gorm.io/gorm":
+				found = found || sel.Sel.Name == "DB" || sel.Sel.Name == "ConnPool"
+			case "database/sql":
+				found = found || sel.Sel.Name == "DB" || sel.Sel.Name == "Tx" || sel.Sel.Name == "Conn"
 			}
 			return true
 		})
@@ -93,6 +133,13 @@ func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
 			}
 		case *ast.GenDecl:
 			for _, spec := range d.Specs {
+				if vs, ok := spec.(*ast.ValueSpec); ok && vs.Type != nil && leaks(vs.Type) {
+					for _, name := range vs.Names {
+						if name.IsExported() {
+							add(vs, "exported variable "+name.Name+" hands out the database handle")
+						}
+					}
+				}
 				ts, ok := spec.(*ast.TypeSpec)
 				if !ok {
 					continue
@@ -102,6 +149,10 @@ func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
 					continue
 				}
 				for _, fld := range st.Fields.List {
+					if len(fld.Names) == 0 && leaks(fld.Type) {
+						// An embedded *gorm.DB is an exported field DB.
+						add(fld, "embedded field of "+ts.Name.Name+" hands out the database handle")
+					}
 					for _, name := range fld.Names {
 						if name.IsExported() && leaks(fld.Type) {
 							add(fld, "exported field "+ts.Name.Name+"."+name.Name+" hands out the database handle")
@@ -112,6 +163,48 @@ func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
 		}
 	}
 	return out
+}
+
+// stringLit is the value of a string literal.
+func stringLit(lit *ast.BasicLit) (string, bool) {
+	if lit.Kind != token.STRING {
+		return "", false
+	}
+	s, err := strconv.Unquote(lit.Value)
+	return s, err == nil
+}
+
+// concatenated is the value of a sum of string literals (other operands
+// stand as a blank), if it has at least two literals.
+func concatenated(e *ast.BinaryExpr) (string, bool) {
+	var parts []string
+	lits := 0
+	var walk func(ast.Expr)
+	walk = func(x ast.Expr) {
+		switch x := x.(type) {
+		case *ast.BinaryExpr:
+			if x.Op == token.ADD {
+				walk(x.X)
+				walk(x.Y)
+				return
+			}
+		case *ast.ParenExpr:
+			walk(x.X)
+			return
+		case *ast.BasicLit:
+			if s, ok := stringLit(x); ok {
+				parts = append(parts, s)
+				lits++
+				return
+			}
+		}
+		parts = append(parts, " ")
+	}
+	if e.Op != token.ADD {
+		return "", false
+	}
+	walk(e)
+	return strings.Join(parts, ""), lits >= 2
 }
 
 // walkGo parses every Go file of the module (skipping nested modules and
@@ -194,6 +287,18 @@ func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 		{"insert or replace", false, `package cmd; var q = "INSERT OR REPLACE INTO \"leases\" VALUES (1)"`, 1},
 		{"exported DB accessor", true, `package models; import "gorm.io/gorm"; type Store struct{}; func (s *Store) DB() *gorm.DB { return nil }`, 1},
 		{"exported handle field", true, `package models; import "database/sql"; type Store struct{ Conn *sql.DB }`, 1},
+		{"an alias of gorm", true, `package models; import g "gorm.io/gorm"; type Store struct{}; func (s *Store) H() *g.DB { return nil }`, 1},
+		{"an embedded handle", true, `package models; import "gorm.io/gorm"; type Store struct{ *gorm.DB }`, 1},
+		{"an exported variable", true, `package models; import "database/sql"; var Handle *sql.DB`, 1},
+		{"sqlx", false, `package routes; import "github.com/jmoiron/sqlx"; var _ *sqlx.DB`, 1},
+		{"bun", false, `package routes; import "github.com/uptrace/bun"; var _ *bun.DB`, 1},
+		{"a schema name", false, `package cmd; var q = "INSERT INTO main.leases VALUES (1)"`, 1},
+		{"a quoted schema name", false, "package cmd\nvar q = `UPDATE \"main\".\"lease_events\" SET token = 0`", 1},
+		{"drop", false, `package cmd; var q = "DROP TABLE IF EXISTS leases"`, 1},
+		{"alter", false, `package cmd; var q = "alter table lease_events add column x"`, 1},
+		{"the issue states", false, `package cmd; var q = "UPDATE issue_states SET closed = 0"`, 1},
+		{"split across literals", false, `package cmd; var q = "UPDATE " + "leases SET holder = NULL"`, 1},
+		{"split around a variable", false, `package cmd; var t = "x"; var q = "DELETE FROM " + ("lease_events" + " WHERE ") + t`, 1},
 		{"reads are fine", false, `package routes; var q = "SELECT * FROM leases"; var u = "update your leases"`, 0},
 		{"models may use gorm inside", true, `package models; import "gorm.io/gorm"; type Store struct{ db *gorm.DB }; func load(tx *gorm.DB) {}`, 0},
 	}
