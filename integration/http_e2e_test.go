@@ -486,3 +486,55 @@ func TestInstallAgainstGitea(t *testing.T) {
 		t.Fatal("Gitea still includes the script after uninstall and restart")
 	}
 }
+
+// SPEC §8.2 through the sidecar's HTTP API against the real Gitea: an API
+// token is honoured within its scopes. Carol may read acme/secret; tokens
+// of hers that lack read:repository or read:issue, or are public-only,
+// get the unknown repository's reply there (never the admin's Sudo view).
+func TestHTTPTokenScopesAgainstGitea(t *testing.T) {
+	s, w := newSidecar(t)
+	g, _, _ := shared(t)
+	expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretIssue)), 0, "acquire secret")
+	api := s.HTTPURL + "/api/v1/repos/"
+	unknownCode, _, unknown := apiGet(t, nil, api+"acme/does-not-exist/leases")
+	token := func(scopes ...string) string {
+		t.Helper()
+		var tok struct {
+			SHA1 string `json:"sha1"`
+		}
+		basic := &API{URL: g.URL, User: w.Carol.Login, Password: w.Carol.Password}
+		if err := basic.Do(context.Background(), "POST", "/users/"+w.Carol.Login+"/tokens", map[string]any{
+			"name": "scopes-" + randomHex(4), "scopes": scopes,
+		}, &tok); err != nil {
+			t.Fatalf("create a token with %v: %v", scopes, err)
+		}
+		return tok.SHA1
+	}
+	for _, c := range []struct {
+		name    string
+		scopes  []string
+		repo    Repo
+		visible bool
+	}{
+		{"read scopes", []string{"read:user", "read:repository", "read:issue"}, w.Secret, true},
+		{"read:user only", []string{"read:user"}, w.Secret, false},
+		{"no read:repository", []string{"read:user", "read:issue"}, w.Secret, false},
+		{"public-only, private repository", []string{"read:user", "read:repository", "read:issue", "public-only"}, w.Secret, false},
+		{"public-only, public repository", []string{"read:user", "read:repository", "read:issue", "public-only"}, w.Widgets, true},
+	} {
+		code, _, body := apiGet(t, nil, api+c.repo.FullName()+"/leases", "Authorization: token "+token(c.scopes...))
+		switch {
+		case c.visible && code != 200:
+			t.Errorf("%s on %s: %d %s, want 200", c.name, c.repo.FullName(), code, body)
+		case c.visible && c.repo == w.Secret && !strings.Contains(body, `"holder":"alice"`):
+			t.Errorf("%s on %s: %s, want alice's lease", c.name, c.repo.FullName(), body)
+		case !c.visible && (code != unknownCode || body != unknown):
+			t.Errorf("%s on %s: %d %s, want the unknown repository's reply", c.name, c.repo.FullName(), code, body)
+		}
+	}
+	// read:repository without read:issue: the repository, but no lease.
+	code, _, body := apiGet(t, nil, api+w.Secret.FullName()+"/leases", "Authorization: token "+token("read:user", "read:repository"))
+	if code != 200 || body != `{"repo":"acme/secret","leases":[]}` {
+		t.Fatalf("a token without read:issue: %d %s, want the repository without leases", code, body)
+	}
+}
