@@ -149,25 +149,46 @@ func TestExpiringMemberDoesNotAbortItsBatch(t *testing.T) {
 	s, _, _ := openTestStore(t)
 	short, cancel := context.WithTimeout(bg, 100*time.Millisecond)
 	defer cancel()
-	first := func() error {
-		// Decides while the short member's deadline runs out.
-		return s.write(bg, func(tx *gorm.DB, now int64) error {
-			<-short.Done()
-			return store(tx, leaseRow{RepoID: 1, Issue: 1, Holder: new("alice"), HolderID: new(int64(7)), Kind: KindIssue, Token: 1, AcquiredAt: now}, false)
-		})
-	}
-	expiring := func() error {
-		_, err := s.Acquire(short, Key{RepoID: 1, Issue: 2}, who("bob"), 0, Observed{Kind: KindIssue})
-		return err
-	}
-	last := func() error {
-		_, err := s.Acquire(bg, Key{RepoID: 1, Issue: 3}, who("carol"), 0, Observed{Kind: KindIssue})
-		return err
+	// The first member decides while the expiring member's own deadline
+	// (its write's context, a child of short) runs out: it waits on that
+	// context itself, since a parent's Done closes before its children's.
+	var expired <-chan struct{}
+	fns := []func() error{
+		func() error {
+			return s.write(bg, func(tx *gorm.DB, now int64) error {
+				<-expired
+				return store(tx, leaseRow{RepoID: 1, Issue: 1, Holder: new("alice"), HolderID: new(int64(7)), Kind: KindIssue, Token: 1, AcquiredAt: now}, false)
+			})
+		},
+		func() error {
+			_, err := s.Acquire(short, Key{RepoID: 1, Issue: 2}, who("bob"), 0, Observed{Kind: KindIssue})
+			return err
+		},
+		func() error {
+			_, err := s.Acquire(bg, Key{RepoID: 1, Issue: 3}, who("carol"), 0, Observed{Kind: KindIssue})
+			return err
+		},
 	}
 	before := s.txns.Load()
-	errs := queued(t, s, first, expiring, last)
+	s.writeSlot <- struct{}{} // as if a writer were committing
+	errs := make([]error, len(fns))
+	done := make(chan int, len(fns))
+	for i, fn := range fns {
+		go func() {
+			errs[i] = fn()
+			done <- i
+		}()
+		waitQueue(t, s, i+1)
+	}
+	s.mu.Lock()
+	expired = s.queue[1].ctx.Done()
+	s.mu.Unlock()
+	<-s.writeSlot // the batch starts
+	for range fns {
+		<-done
+	}
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrBusy) {
-		t.Fatalf("batch with an expiring member: %v, want nil, ErrBusy, nil", errs)
+		t.Fatalf("batch with an expiring member: %v, want nil, ErrBusy, nil (%d transactions)", errs, s.txns.Load()-before)
 	}
 	if got := s.txns.Load() - before; got != 1 {
 		t.Fatalf("the batch took %d transactions, want 1", got)
