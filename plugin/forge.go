@@ -49,6 +49,10 @@ type Repo struct {
 	// repository yet see only one kind (see Visible).
 	CanReadIssues bool
 	CanReadPulls  bool
+	// Admin: the viewer administers the repository (Gitea's "admin"
+	// permission: site admins, owners, owner and admin teams, admin
+	// collaborators). Only admins may force-release another's lease.
+	Admin bool
 }
 
 // Issue is an issue or pull request of a repository.
@@ -60,6 +64,12 @@ type Issue struct {
 	// Updated is the issue's last update at the forge; it orders what the
 	// sidecar hears of the issue (an older answer never overrides a newer).
 	Updated time.Time
+}
+
+// IssueFilter selects the candidates of `next` (SPEC §8.4).
+type IssueFilter struct {
+	Pulls  bool     // pull requests instead of issues
+	Labels []string // names; a candidate carries every one of them
 }
 
 // Forge is what the sidecar needs to know from its forge. Implementations
@@ -100,4 +110,13 @@ type Forge interface {
 	// are closed and were updated at or after since, as the admin sees
 	// them (for the reconcile of missed webhook deliveries).
 	ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]Issue, error)
+	// OpenIssues returns the oldest (lowest-numbered) open issues of
+	// owner/name (f.Pulls: open pull requests) that carry every label of
+	// f, oldest first, at most limit of them, as the sidecar's admin sees
+	// them; requests is how many requests to the forge it made.
+	OpenIssues(ctx context.Context, owner, name string, f IssueFilter, limit int) (issues []Issue, requests int, err error)
+	// Blocked reports whether issue n of owner/name depends on an issue
+	// or pull request that is still open (Gitea's "depends on"), as the
+	// sidecar's admin sees it.
+	Blocked(ctx context.Context, owner, name string, n int64) (bool, error)
 }

@@ -472,3 +472,13 @@ func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.
 	}
 	return out, nil
 }
+
+// OpenIssues implements plugin.Forge. (Placeholder.)
+func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt plugin.IssueFilter, limit int) ([]plugin.Issue, int, error) {
+	return nil, 0, fmt.Errorf("not implemented")
+}
+
+// Blocked implements plugin.Forge. (Placeholder.)
+func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool, error) {
+	return false, fmt.Errorf("not implemented")
+}
