@@ -9,11 +9,15 @@ import (
 	"unicode/utf8"
 )
 
-// Usage is what `collab-lease help` prints: the grammar of SPEC §3, verbatim.
-const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]
+// Usage is what `collab-lease help` prints: the grammar of SPEC §3 and
+// §8.4, verbatim.
+const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]
 collab-lease renew   <owner>/<repo> <issue> --ttl <dur>
-collab-lease release <owner>/<repo> <issue>
+collab-lease release <owner>/<repo> <issue> [--force]
 collab-lease list    <owner>/<repo>
+collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]
+collab-lease check   <owner>/<repo> <issue> --token <n>
+collab-lease history <owner>/<repo> <issue> [--limit <n>]
 collab-lease help
 `
 
@@ -36,7 +40,18 @@ const (
 	VerbRenew   Verb = "renew"
 	VerbRelease Verb = "release"
 	VerbList    Verb = "list"
+	VerbNext    Verb = "next"
+	VerbCheck   Verb = "check"
+	VerbHistory Verb = "history"
 	VerbHelp    Verb = "help"
+)
+
+// Limits of the agent verbs' flags (SPEC §8.4).
+const (
+	DefaultHistoryLimit = 20  // history without --limit
+	MaxHistoryLimit     = 200 // the largest --limit
+	MaxLabels           = 10  // --label given at most this often
+	maxLabelLen         = 255 // bytes of one label name
 )
 
 // Command is one parsed `collab-lease` exec request. It is purely syntactic:
@@ -46,10 +61,27 @@ type Command struct {
 	Verb  Verb
 	Owner string // without a leading "/"
 	Name  string // without a trailing ".git"
-	Issue int64  // > 0 for acquire, renew, release; 0 for list and help
-	// TTL is 0 when no --ttl was given (an open-ended acquire, and always
-	// for release, list and help); otherwise whole seconds in [1s, maxTTL].
+	// Issue is > 0 for acquire, renew, release, check and history; 0 for
+	// list, next and help.
+	Issue int64
+	// TTL is 0 when no --ttl was given (an open-ended acquire or next, and
+	// always for the other verbs); otherwise whole seconds in [1s, maxTTL].
 	TTL time.Duration
+	// Wait (acquire --wait): how long to wait for a held issue to free
+	// up; 0 means do not wait. Whole seconds in [1s, maxTTL].
+	Wait time.Duration
+	// Force (release --force): release another account's lease, as a
+	// repository admin.
+	Force bool
+	// Labels (next --label): every label a candidate must carry, in the
+	// order given; Pulls (next --pulls): pull requests instead of issues.
+	Labels []string
+	Pulls  bool
+	// Token (check --token): the fencing token to check, > 0.
+	Token int64
+	// Limit (history --limit): how many tenures, in [1, MaxHistoryLimit];
+	// DefaultHistoryLimit when not given.
+	Limit int
 }
 
 // Repo is the repository as the caller named it, "owner/name".
@@ -60,18 +92,47 @@ func (c Command) String() string {
 	var b strings.Builder
 	b.WriteString("collab-lease ")
 	b.WriteString(string(c.Verb))
-	switch c.Verb {
-	case VerbHelp:
-		return b.String()
-	case VerbList:
-		b.WriteString(" " + c.Repo())
+	if c.Verb == VerbHelp {
 		return b.String()
 	}
-	fmt.Fprintf(&b, " %s %d", c.Repo(), c.Issue)
+	b.WriteString(" " + c.Repo())
+	if c.Issue != 0 {
+		fmt.Fprintf(&b, " %d", c.Issue)
+	}
+	for _, l := range c.Labels {
+		b.WriteString(" --label " + shellQuote(l))
+	}
+	if c.Pulls {
+		b.WriteString(" --pulls")
+	}
 	if c.TTL != 0 {
 		b.WriteString(" --ttl " + formatTTL(c.TTL))
 	}
+	if c.Wait != 0 {
+		b.WriteString(" --wait " + formatTTL(c.Wait))
+	}
+	if c.Force {
+		b.WriteString(" --force")
+	}
+	if c.Token != 0 {
+		fmt.Fprintf(&b, " --token %d", c.Token)
+	}
+	if c.Verb == VerbHistory && c.Limit != DefaultHistoryLimit {
+		fmt.Fprintf(&b, " --limit %d", c.Limit)
+	}
 	return b.String()
+}
+
+// shellQuote writes s as one word SplitWords reads back: bare when it
+// holds nothing special, otherwise single-quoted.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r == '-' || r == '_' || r == '.' || r == '/' || r == ':' ||
+			'0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // ErrUsage is the category of every error the grammar returns: the request
@@ -131,21 +192,21 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 	}
 	verb := Verb(words[1])
 	args := words[2:]
-	switch verb {
-	case VerbAcquire, VerbRenew, VerbRelease, VerbList:
-	case VerbHelp:
+	g, ok := grammars[verb]
+	switch {
+	case verb == VerbHelp:
 		if len(args) > 0 {
 			return Command{}, usageErrorf("help takes no arguments, got %s", quoteArg(args[0]))
 		}
 		return Command{Verb: VerbHelp}, nil
-	default:
+	case !ok:
 		return Command{}, usageErrorf("unknown verb %s; try: collab-lease help", quoteArg(words[1]))
 	}
 	expected := verbGrammar(verb)
 
+	cmd := Command{Verb: verb}
 	var pos []string
-	var ttlText string
-	haveTTL := false
+	given := map[string]string{} // flag -> its value, for the single-valued ones
 	for i := 0; i < len(args); i++ {
 		w := args[i]
 		if !strings.HasPrefix(w, "-") {
@@ -153,79 +214,161 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 			continue
 		}
 		flag, value, hasValue := strings.Cut(w, "=")
-		if flag != "--ttl" {
-			if verb != VerbList && len(w) > 1 && isDigitByte(w[1]) {
-				// A negative issue, not a flag: say so.
-				return Command{}, usageErrorf("issue must be a positive number, got %s", quoteArg(w))
-			}
+		f, known := flags[flag]
+		switch {
+		case !known && g.positional == 2 && len(w) > 1 && isDigitByte(w[1]):
+			// A negative issue, not a flag: say so.
+			return Command{}, usageErrorf("issue must be a positive number, got %s", quoteArg(w))
+		case !known:
 			return Command{}, usageErrorf("unknown flag %s; expected: %s", quoteArg(w), expected)
-		}
-		if verb != VerbAcquire && verb != VerbRenew {
-			return Command{}, usageErrorf("%s takes no --ttl; expected: %s", verb, expected)
-		}
-		if haveTTL {
-			return Command{}, usageErrorf("--ttl given more than once")
-		}
-		if !hasValue {
+		case !strings.Contains(g.flags, flag+" "):
+			return Command{}, usageErrorf("%s takes no %s; expected: %s", verb, flag, expected)
+		case f.meta == "" && hasValue:
+			return Command{}, usageErrorf("%s takes no value, got %s", flag, quoteArg(w))
+		case f.meta != "" && !hasValue:
 			if i+1 == len(args) {
-				return Command{}, usageErrorf("--ttl needs a duration, e.g. --ttl 30m")
+				return Command{}, usageErrorf("%s needs %s, e.g. %s", flag, f.needs, f.example)
 			}
 			i++
 			value = args[i]
 		}
-		haveTTL, ttlText = true, value
+		if _, seen := given[flag]; seen && flag != "--label" {
+			return Command{}, usageErrorf("%s given more than once", flag)
+		}
+		given[flag] = value
+		if flag == "--label" {
+			if err := checkLabel(value, len(cmd.Labels)); err != nil {
+				return Command{}, err
+			}
+			cmd.Labels = append(cmd.Labels, value)
+		}
 	}
 
-	want := 2
-	if verb == VerbList {
-		want = 1
+	if len(pos) > g.positional {
+		return Command{}, usageErrorf("unexpected argument %s; expected: %s", quoteArg(pos[g.positional]), expected)
 	}
-	if len(pos) > want {
-		return Command{}, usageErrorf("unexpected argument %s; expected: %s", quoteArg(pos[want]), expected)
-	}
-	if len(pos) < want {
+	if len(pos) < g.positional {
 		missing := "<owner>/<repo>"
 		if len(pos) == 1 {
 			missing = "<issue>"
 		}
 		return Command{}, usageErrorf("%s needs %s; expected: %s", verb, missing, expected)
 	}
-
-	cmd := Command{Verb: verb}
 	if cmd.Owner, cmd.Name, err = ParseRepo(pos[0]); err != nil {
 		return Command{}, err
 	}
-	if verb == VerbList {
-		return cmd, nil
-	}
-	if cmd.Issue, err = ParseIssue(pos[1]); err != nil {
-		return Command{}, err
-	}
-	if verb == VerbRenew && !haveTTL {
-		return Command{}, usageErrorf("renew needs --ttl <dur>; expected: %s", expected)
-	}
-	if haveTTL {
-		if cmd.TTL, err = ParseTTL(ttlText, maxTTL); err != nil {
+	if g.positional == 2 {
+		if cmd.Issue, err = ParseIssue(pos[1]); err != nil {
 			return Command{}, err
 		}
 	}
+	for _, required := range strings.Fields(g.required) {
+		if _, ok := given[required]; !ok {
+			return Command{}, usageErrorf("%s needs %s %s; expected: %s", verb, required, flags[required].meta, expected)
+		}
+	}
+	if v, ok := given["--ttl"]; ok {
+		if cmd.TTL, err = ParseTTL(v, maxTTL); err != nil {
+			return Command{}, err
+		}
+	}
+	if v, ok := given["--wait"]; ok {
+		if cmd.Wait, err = parseTTL("--wait", v, maxTTL); err != nil {
+			return Command{}, err
+		}
+	}
+	if v, ok := given["--token"]; ok {
+		if cmd.Token, err = parsePositive("--token", v, 1<<63-1); err != nil {
+			return Command{}, err
+		}
+	}
+	if verb == VerbHistory {
+		cmd.Limit = DefaultHistoryLimit
+		if v, ok := given["--limit"]; ok {
+			n, err := parsePositive("--limit", v, MaxHistoryLimit)
+			if err != nil {
+				return Command{}, err
+			}
+			cmd.Limit = int(n)
+		}
+	}
+	_, cmd.Force = given["--force"]
+	_, cmd.Pulls = given["--pulls"]
 	return cmd, nil
+}
+
+// grammar is what one verb takes: how many positional words (<owner>/<repo>,
+// and <issue> if 2), which flags (each followed by a space) and which of
+// them it requires.
+type grammar struct {
+	positional int
+	flags      string
+	required   string
+	line       string // its Usage line, without alignment
+}
+
+var grammars = map[Verb]grammar{
+	VerbAcquire: {2, "--ttl --wait ", "", "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]"},
+	VerbRenew:   {2, "--ttl ", "--ttl", "collab-lease renew <owner>/<repo> <issue> --ttl <dur>"},
+	VerbRelease: {2, "--force ", "", "collab-lease release <owner>/<repo> <issue> [--force]"},
+	VerbList:    {1, "", "", "collab-lease list <owner>/<repo>"},
+	VerbNext:    {1, "--label --pulls --ttl ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]"},
+	VerbCheck:   {2, "--token ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n>"},
+	VerbHistory: {2, "--limit ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>]"},
+}
+
+// flags are every flag of the grammar: the placeholder of its value in
+// Usage ("" for a flag without one), and what error messages say of it.
+var flags = map[string]struct{ meta, needs, example string }{
+	"--ttl":   {"<dur>", "a duration", "--ttl 30m"},
+	"--wait":  {"<dur>", "a duration", "--wait 5m"},
+	"--label": {"<name>", "a label name", "--label bug"},
+	"--token": {"<n>", "a number", "--token 3"},
+	"--limit": {"<n>", "a number", "--limit 20"},
+	"--pulls": {},
+	"--force": {},
 }
 
 // verbGrammar is the Usage line for v with its alignment padding removed, for
 // error messages.
 func verbGrammar(v Verb) string {
-	switch v {
-	case VerbAcquire:
-		return "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"
-	case VerbRenew:
-		return "collab-lease renew <owner>/<repo> <issue> --ttl <dur>"
-	case VerbRelease:
-		return "collab-lease release <owner>/<repo> <issue>"
-	case VerbList:
-		return "collab-lease list <owner>/<repo>"
+	if g, ok := grammars[v]; ok {
+		return g.line
 	}
 	return "collab-lease help"
+}
+
+// checkLabel accepts the value of one more --label after have of them: a
+// label name of at most 255 bytes without a comma (the forge's list filter
+// separates names with commas), and at most MaxLabels in all.
+func checkLabel(l string, have int) error {
+	switch {
+	case have == MaxLabels:
+		return usageErrorf("--label given more than %d times", MaxLabels)
+	case l == "":
+		return usageErrorf("--label is empty; expected a label name")
+	case len(l) > maxLabelLen:
+		return usageErrorf("--label %s is longer than %d bytes", quoteArg(l), maxLabelLen)
+	case strings.Contains(l, ","):
+		return usageErrorf("--label %s may not contain a comma; give --label once per label", quoteArg(l))
+	}
+	return nil
+}
+
+// parsePositive parses the value of a numeric flag: ASCII decimal digits
+// without a sign or a leading zero, in [1, limit].
+func parsePositive(flag, s string, limit int64) (int64, error) {
+	switch {
+	case s == "" || !allDigitBytes(s):
+		return 0, usageErrorf("%s must be a positive number, got %s", flag, quoteArg(s))
+	case s[0] == '0':
+		return 0, usageErrorf("%s must be a positive number without a leading zero, got %s", flag, quoteArg(s))
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n > limit {
+		return 0, usageErrorf("%s %s is more than the maximum of %d", flag, quoteArg(s), limit)
+	}
+	return n, nil
 }
 
 // SplitWords splits an exec command into words the way a POSIX shell would,

@@ -2,6 +2,7 @@ package contract
 
 import (
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func FuzzParseCommand(f *testing.F) {
 		cmd, err := ParseCommand(line, limit)
 		if err != nil {
 			checkUsageError(t, line, err)
-			if cmd != (Command{}) {
+			if !reflect.DeepEqual(cmd, Command{}) {
 				t.Fatalf("ParseCommand(%q) returned %+v alongside %v", line, cmd, err)
 			}
 			return
@@ -34,14 +35,14 @@ func FuzzParseCommand(f *testing.F) {
 
 		switch cmd.Verb {
 		case VerbHelp:
-			if cmd != (Command{Verb: VerbHelp}) {
+			if !reflect.DeepEqual(cmd, Command{Verb: VerbHelp}) {
 				t.Fatalf("ParseCommand(%q) = %+v: help carries arguments", line, cmd)
 			}
-		case VerbList:
-			if cmd.Issue != 0 || cmd.TTL != 0 {
-				t.Fatalf("ParseCommand(%q) = %+v: list carries an issue or ttl", line, cmd)
+		case VerbList, VerbNext:
+			if cmd.Issue != 0 {
+				t.Fatalf("ParseCommand(%q) = %+v: %s carries an issue", line, cmd, cmd.Verb)
 			}
-		case VerbAcquire, VerbRenew, VerbRelease:
+		case VerbAcquire, VerbRenew, VerbRelease, VerbCheck, VerbHistory:
 			if cmd.Issue <= 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: issue not positive", line, cmd)
 			}
@@ -58,8 +59,18 @@ func FuzzParseCommand(f *testing.F) {
 		switch {
 		case cmd.Verb == VerbRenew && cmd.TTL == 0:
 			t.Fatalf("ParseCommand(%q) = %+v: renew without ttl", line, cmd)
-		case cmd.Verb != VerbAcquire && cmd.Verb != VerbRenew && cmd.TTL != 0:
+		case cmd.Verb != VerbAcquire && cmd.Verb != VerbRenew && cmd.Verb != VerbNext && cmd.TTL != 0:
 			t.Fatalf("ParseCommand(%q) = %+v: ttl on %s", line, cmd, cmd.Verb)
+		case cmd.Wait != 0 && (cmd.Verb != VerbAcquire || cmd.Wait < time.Second || cmd.Wait%time.Second != 0 || (limit > 0 && cmd.Wait > limit)):
+			t.Fatalf("ParseCommand(%q, %v) = %+v: bad wait", line, limit, cmd)
+		case (cmd.Labels != nil || cmd.Pulls) && cmd.Verb != VerbNext, len(cmd.Labels) > MaxLabels:
+			t.Fatalf("ParseCommand(%q) = %+v: bad labels", line, cmd)
+		case cmd.Force && cmd.Verb != VerbRelease:
+			t.Fatalf("ParseCommand(%q) = %+v: force on %s", line, cmd, cmd.Verb)
+		case (cmd.Verb == VerbCheck) != (cmd.Token > 0), cmd.Token < 0:
+			t.Fatalf("ParseCommand(%q) = %+v: bad token", line, cmd)
+		case (cmd.Verb == VerbHistory) != (cmd.Limit != 0), cmd.Limit < 0, cmd.Limit > MaxHistoryLimit:
+			t.Fatalf("ParseCommand(%q) = %+v: bad limit", line, cmd)
 		case cmd.TTL != 0 && (cmd.TTL < time.Second || cmd.TTL%time.Second != 0 || (limit > 0 && cmd.TTL > limit)):
 			t.Fatalf("ParseCommand(%q, %v) = %+v: ttl outside whole seconds in [1s, limit]", line, limit, cmd)
 		}
@@ -69,15 +80,33 @@ func FuzzParseCommand(f *testing.F) {
 		if cmd.Verb != VerbHelp {
 			rendered += " '" + cmd.Owner + "/" + cmd.Name + "'"
 		}
-		if cmd.Verb != VerbHelp && cmd.Verb != VerbList {
+		if cmd.Issue != 0 {
 			rendered += " " + strconv.FormatInt(cmd.Issue, 10)
 		}
 		if cmd.TTL != 0 {
 			rendered += " --ttl " + strconv.FormatInt(int64(cmd.TTL/time.Second), 10)
 		}
+		if cmd.Wait != 0 {
+			rendered += " --wait=" + strconv.FormatInt(int64(cmd.Wait/time.Second), 10)
+		}
+		for _, l := range cmd.Labels {
+			rendered += " --label '" + strings.ReplaceAll(l, "'", `'\''`) + "'"
+		}
+		if cmd.Pulls {
+			rendered += " --pulls"
+		}
+		if cmd.Force {
+			rendered += " --force"
+		}
+		if cmd.Token != 0 {
+			rendered += " --token " + strconv.FormatInt(cmd.Token, 10)
+		}
+		if cmd.Verb == VerbHistory {
+			rendered += " --limit " + strconv.Itoa(cmd.Limit)
+		}
 		for _, again := range []string{rendered, cmd.String()} {
 			back, err := ParseCommand(again, limit)
-			if err != nil || back != cmd {
+			if err != nil || !reflect.DeepEqual(back, cmd) {
 				t.Fatalf("ParseCommand(%q) = %+v, but its rendering %q parses to %+v, %v", line, cmd, again, back, err)
 			}
 		}

@@ -88,31 +88,69 @@ var parseCases = []parseCase{
 	{line: "collab-lease help --ttl 5m", err: `error: usage: help takes no arguments, got "--ttl"`},
 
 	// Arity.
-	{line: "collab-lease acquire", err: "error: usage: acquire needs <owner>/<repo>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"},
-	{line: "collab-lease acquire acme/widgets", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"},
-	{line: "collab-lease acquire acme/widgets --ttl 5m", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]"},
-	{line: "collab-lease release acme/widgets", err: "error: usage: release needs <issue>; expected: collab-lease release <owner>/<repo> <issue>"},
+	{line: "collab-lease acquire", err: "error: usage: acquire needs <owner>/<repo>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]"},
+	{line: "collab-lease acquire acme/widgets", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]"},
+	{line: "collab-lease acquire acme/widgets --ttl 5m", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]"},
+	{line: "collab-lease release acme/widgets", err: "error: usage: release needs <issue>; expected: collab-lease release <owner>/<repo> <issue> [--force]"},
 	{line: "collab-lease renew", err: "error: usage: renew needs <owner>/<repo>; expected: collab-lease renew <owner>/<repo> <issue> --ttl <dur>"},
 	{line: "collab-lease list", err: "error: usage: list needs <owner>/<repo>; expected: collab-lease list <owner>/<repo>"},
-	{line: "collab-lease acquire acme/widgets 42 43", err: `error: usage: unexpected argument "43"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
-	{line: "collab-lease release acme/widgets 42 now", err: `error: usage: unexpected argument "now"; expected: collab-lease release <owner>/<repo> <issue>`},
+	{line: "collab-lease acquire acme/widgets 42 43", err: `error: usage: unexpected argument "43"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
+	{line: "collab-lease release acme/widgets 42 now", err: `error: usage: unexpected argument "now"; expected: collab-lease release <owner>/<repo> <issue> [--force]`},
 	{line: "collab-lease list acme/widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease list <owner>/<repo>`},
-	{line: "collab-lease acquire acme widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease acquire acme widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
 
 	// --ttl placement and shape.
 	{line: "collab-lease renew acme/widgets 42", err: "error: usage: renew needs --ttl <dur>; expected: collab-lease renew <owner>/<repo> <issue> --ttl <dur>"},
-	{line: "collab-lease release acme/widgets 42 --ttl 5m", err: "error: usage: release takes no --ttl; expected: collab-lease release <owner>/<repo> <issue>"},
+	{line: "collab-lease release acme/widgets 42 --ttl 5m", err: "error: usage: release takes no --ttl; expected: collab-lease release <owner>/<repo> <issue> [--force]"},
 	{line: "collab-lease list acme/widgets --ttl=5m", err: "error: usage: list takes no --ttl; expected: collab-lease list <owner>/<repo>"},
 	{line: "collab-lease acquire acme/widgets 42 --ttl", err: "error: usage: --ttl needs a duration, e.g. --ttl 30m"},
 	{line: "collab-lease acquire acme/widgets 42 --ttl=", err: "error: usage: --ttl is empty; use whole seconds (300) or a Go duration (90s, 30m, 2h)"},
 	{line: "collab-lease acquire acme/widgets 42 --ttl 5m --ttl 6m", err: "error: usage: --ttl given more than once"},
 	{line: "collab-lease acquire acme/widgets 42 --ttl=5m --ttl=5m", err: "error: usage: --ttl given more than once"},
-	{line: "collab-lease acquire acme/widgets 42 --force", err: `error: usage: unknown flag "--force"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
-	{line: "collab-lease acquire acme/widgets 42 -t 5m", err: `error: usage: unknown flag "-t"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
-	{line: "collab-lease acquire acme/widgets 42 --TTL 5m", err: `error: usage: unknown flag "--TTL"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl-x=5m", err: `error: usage: unknown flag "--ttl-x=5m"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
-	{line: "collab-lease acquire acme/widgets 42 -- 5m", err: `error: usage: unknown flag "--"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
-	{line: "collab-lease acquire acme/widgets 42 -", err: `error: usage: unknown flag "-"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 --force", err: "error: usage: acquire takes no --force; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]"},
+	{line: "collab-lease acquire acme/widgets 42 --frobnicate", err: `error: usage: unknown flag "--frobnicate"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
+
+	// The agent verbs (SPEC §8.4).
+	{line: "collab-lease acquire acme/widgets 42 --wait 5m", want: Command{Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 42, Wait: 5 * time.Minute}},
+	{line: "collab-lease acquire acme/widgets 42 --wait=90 --ttl 30m", want: Command{Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 42, TTL: 30 * time.Minute, Wait: 90 * time.Second}},
+	{line: "collab-lease acquire acme/widgets 42 --wait 169h", err: `error: usage: --wait "169h" is more than the maximum of 168h`},
+	{line: "collab-lease acquire acme/widgets 42 --wait 0", err: `error: usage: --wait "0" must be at least 1s`},
+	{line: "collab-lease acquire acme/widgets 42 --wait", err: "error: usage: --wait needs a duration, e.g. --wait 5m"},
+	{line: "collab-lease acquire acme/widgets 42 --wait 1m --wait 2m", err: "error: usage: --wait given more than once"},
+	{line: "collab-lease release acme/widgets 42 --force", want: Command{Verb: VerbRelease, Owner: "acme", Name: "widgets", Issue: 42, Force: true}},
+	{line: "collab-lease release acme/widgets 42 --force=yes", err: `error: usage: --force takes no value, got "--force=yes"`},
+	{line: "collab-lease release acme/widgets 42 --force --force", err: "error: usage: --force given more than once"},
+	{line: "collab-lease next acme/widgets", want: Command{Verb: VerbNext, Owner: "acme", Name: "widgets"}},
+	{line: "collab-lease next acme/widgets --label bug --label 'good first issue' --pulls --ttl 30m", want: Command{Verb: VerbNext, Owner: "acme", Name: "widgets", Labels: []string{"bug", "good first issue"}, Pulls: true, TTL: 30 * time.Minute}},
+	{line: "collab-lease next --label=bug acme/widgets", want: Command{Verb: VerbNext, Owner: "acme", Name: "widgets", Labels: []string{"bug"}}},
+	{line: "collab-lease next acme/widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]`},
+	{line: "collab-lease next", err: "error: usage: next needs <owner>/<repo>; expected: collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]"},
+	{line: "collab-lease next acme/widgets --label", err: "error: usage: --label needs a label name, e.g. --label bug"},
+	{line: "collab-lease next acme/widgets --label=", err: "error: usage: --label is empty; expected a label name"},
+	{line: "collab-lease next acme/widgets --label a,b", err: `error: usage: --label "a,b" may not contain a comma; give --label once per label`},
+	{line: "collab-lease next acme/widgets" + strings.Repeat(" --label x", 11), err: "error: usage: --label given more than 10 times"},
+	{line: "collab-lease next acme/widgets --label " + strings.Repeat("l", 256), err: `error: usage: --label "` + strings.Repeat("l", 64) + `"… is longer than 255 bytes`},
+	{line: "collab-lease next acme/widgets --wait 5m", err: "error: usage: next takes no --wait; expected: collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]"},
+	{line: "collab-lease next acme/widgets -1", err: `error: usage: unknown flag "-1"; expected: collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]`},
+	{line: "collab-lease check acme/widgets #42 --token 3", want: Command{Verb: VerbCheck, Owner: "acme", Name: "widgets", Issue: 42, Token: 3}},
+	{line: "collab-lease check acme/widgets 42 --token=9223372036854775807", want: Command{Verb: VerbCheck, Owner: "acme", Name: "widgets", Issue: 42, Token: 1<<63 - 1}},
+	{line: "collab-lease check acme/widgets 42", err: "error: usage: check needs --token <n>; expected: collab-lease check <owner>/<repo> <issue> --token <n>"},
+	{line: "collab-lease check acme/widgets 42 --token 0", err: `error: usage: --token must be a positive number without a leading zero, got "0"`},
+	{line: "collab-lease check acme/widgets 42 --token -3", err: `error: usage: --token must be a positive number, got "-3"`},
+	{line: "collab-lease check acme/widgets 42 --token 3x", err: `error: usage: --token must be a positive number, got "3x"`},
+	{line: "collab-lease check acme/widgets 42 --token 9223372036854775808", err: `error: usage: --token "9223372036854775808" is more than the maximum of 9223372036854775807`},
+	{line: "collab-lease check acme/widgets -42 --token 3", err: `error: usage: issue must be a positive number, got "-42"`},
+	{line: "collab-lease history acme/widgets 42", want: Command{Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 42, Limit: DefaultHistoryLimit}},
+	{line: "collab-lease history acme/widgets 42 --limit 200", want: Command{Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 42, Limit: 200}},
+	{line: "collab-lease history acme/widgets 42 --limit 201", err: `error: usage: --limit "201" is more than the maximum of 200`},
+	{line: "collab-lease history acme/widgets 42 --limit 0", err: `error: usage: --limit must be a positive number without a leading zero, got "0"`},
+	{line: "collab-lease history acme/widgets 42 --ttl 5m", err: "error: usage: history takes no --ttl; expected: collab-lease history <owner>/<repo> <issue> [--limit <n>]"},
+	{line: "collab-lease history acme/widgets", err: "error: usage: history needs <issue>; expected: collab-lease history <owner>/<repo> <issue> [--limit <n>]"},
+	{line: "collab-lease acquire acme/widgets 42 -t 5m", err: `error: usage: unknown flag "-t"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 --TTL 5m", err: `error: usage: unknown flag "--TTL"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl-x=5m", err: `error: usage: unknown flag "--ttl-x=5m"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 -- 5m", err: `error: usage: unknown flag "--"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
+	{line: "collab-lease acquire acme/widgets 42 -", err: `error: usage: unknown flag "-"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
 	{line: "collab-lease list acme/widgets -1", err: `error: usage: unknown flag "-1"; expected: collab-lease list <owner>/<repo>`},
 
 	// <dur> values.
@@ -206,7 +244,7 @@ func TestParseCommand(t *testing.T) {
 		if tc.err == "" {
 			if err != nil {
 				t.Errorf("ParseCommand(%q): unexpected error: %v", tc.line, err)
-			} else if got != tc.want {
+			} else if !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("ParseCommand(%q) = %+v, want %+v", tc.line, got, tc.want)
 			}
 			continue
@@ -219,7 +257,7 @@ func TestParseCommand(t *testing.T) {
 		if got := ErrorLine(err.Error()); got != tc.err {
 			t.Errorf("ParseCommand(%q):\n got %s\nwant %s", tc.line, got, tc.err)
 		}
-		if got != (Command{}) {
+		if !reflect.DeepEqual(got, Command{}) {
 			t.Errorf("ParseCommand(%q) returned %+v alongside an error", tc.line, got)
 		}
 	}
@@ -499,11 +537,12 @@ func TestFormatTTL(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	lines := strings.Split(Usage, "\n")
-	if len(lines) != 6 || lines[5] != "" {
-		t.Fatalf("Usage is not five lines and a trailing newline: %q", Usage)
+	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHelp}
+	if len(lines) != len(verbs)+1 || lines[len(verbs)] != "" {
+		t.Fatalf("Usage is not one line per verb and a trailing newline: %q", Usage)
 	}
 	// Error messages quote each verb's line; they must not drift from Usage.
-	for i, v := range []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbHelp} {
+	for i, v := range verbs {
 		if got, want := verbGrammar(v), strings.Join(strings.Fields(lines[i]), " "); got != want {
 			t.Errorf("verbGrammar(%s) = %q, Usage says %q", v, got, want)
 		}
@@ -512,18 +551,24 @@ func TestUsage(t *testing.T) {
 
 func TestCommandString(t *testing.T) {
 	for want, c := range map[string]Command{
-		"collab-lease acquire acme/widgets 42":             acq("acme", "widgets", 42, 0),
-		"collab-lease acquire acme/widgets 42 --ttl 1h30m": acq("acme", "widgets", 42, 90*time.Minute),
-		"collab-lease renew acme/widgets 7 --ttl 1s":       {Verb: VerbRenew, Owner: "acme", Name: "widgets", Issue: 7, TTL: time.Second},
-		"collab-lease release acme/widgets 7":              {Verb: VerbRelease, Owner: "acme", Name: "widgets", Issue: 7},
-		"collab-lease list acme/widgets":                   {Verb: VerbList, Owner: "acme", Name: "widgets"},
-		"collab-lease help":                                {Verb: VerbHelp},
+		"collab-lease acquire acme/widgets 42":                                               acq("acme", "widgets", 42, 0),
+		"collab-lease acquire acme/widgets 42 --ttl 1h30m":                                   acq("acme", "widgets", 42, 90*time.Minute),
+		"collab-lease renew acme/widgets 7 --ttl 1s":                                         {Verb: VerbRenew, Owner: "acme", Name: "widgets", Issue: 7, TTL: time.Second},
+		"collab-lease release acme/widgets 7":                                                {Verb: VerbRelease, Owner: "acme", Name: "widgets", Issue: 7},
+		"collab-lease list acme/widgets":                                                     {Verb: VerbList, Owner: "acme", Name: "widgets"},
+		"collab-lease help":                                                                  {Verb: VerbHelp},
+		"collab-lease acquire acme/widgets 7 --ttl 1m --wait 2m":                             {Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 7, TTL: time.Minute, Wait: 2 * time.Minute},
+		"collab-lease release acme/widgets 7 --force":                                        {Verb: VerbRelease, Owner: "acme", Name: "widgets", Issue: 7, Force: true},
+		"collab-lease next acme/widgets --label bug --label 'it'\\''s odd' --pulls --ttl 1h": {Verb: VerbNext, Owner: "acme", Name: "widgets", Labels: []string{"bug", "it's odd"}, Pulls: true, TTL: time.Hour},
+		"collab-lease check acme/widgets 7 --token 12":                                       {Verb: VerbCheck, Owner: "acme", Name: "widgets", Issue: 7, Token: 12},
+		"collab-lease history acme/widgets 7":                                                {Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 7, Limit: DefaultHistoryLimit},
+		"collab-lease history acme/widgets 7 --limit 5":                                      {Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 7, Limit: 5},
 	} {
 		if got := c.String(); got != want {
 			t.Errorf("%+v.String() = %q, want %q", c, got, want)
 		}
 		back, err := ParseCommand(want, cmdTestMaxTTL)
-		if err != nil || back != c {
+		if err != nil || !reflect.DeepEqual(back, c) {
 			t.Errorf("ParseCommand(%q) = %+v, %v; want %+v", want, back, err, c)
 		}
 	}

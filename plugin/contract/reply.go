@@ -12,14 +12,79 @@ const (
 	StatusRenewed   = "renewed"
 	StatusNotHolder = "not_holder"
 	StatusReleased  = "released"
+	StatusNone      = "none"    // next: nothing qualifies (exit 4)
+	StatusCurrent   = "current" // check: the token is the live tenure's
+	StatusStale     = "stale"   // check: it is not (exit 4)
 )
 
-// Tenure answers a successful acquire or renew (exit 0): the caller's live
-// tenure.
+// The reasons a tenure ended, in History (SPEC §8.4).
+const (
+	EndReleased      = "released"       // its holder released it
+	EndExpired       = "expired"        // its expiry passed; nobody has taken the issue since
+	EndTakenOver     = "taken_over"     // its expiry passed and a new tenure began
+	EndClosed        = "closed"         // the issue was closed at the forge
+	EndMerged        = "merged"         // the pull request was merged
+	EndDeleted       = "deleted"        // the issue or its repository was deleted
+	EndForceReleased = "force_released" // a repository admin released it
+)
+
+// None answers a next that found nothing to claim (exit 4).
+//
+//	{"status":"none","repo":"acme/widgets"}
+type None struct {
+	Status string `json:"status"` // StatusNone
+	Repo   string `json:"repo"`
+}
+
+// Stale answers a check whose token is not the live tenure's (exit 4):
+// Token is the live tenure's token, or nil when nobody holds the issue.
+//
+//	{"status":"stale","repo":"acme/widgets","issue":42,"token":3}
+type Stale struct {
+	Status string `json:"status"` // StatusStale
+	Repo   string `json:"repo"`
+	Issue  int64  `json:"issue"`
+	Token  *int64 `json:"token"`
+}
+
+// TenureView is one tenure of an issue in its history. EndedAt and EndedBy
+// are nil while it is live; an expired tenure ended at its expiry instant.
+// ForcedBy names the admin who force-released it (only then).
+type TenureView struct {
+	Token      int64   `json:"token"`
+	Holder     string  `json:"holder"`
+	AcquiredAt Time    `json:"acquired_at"`
+	EndedAt    *Time   `json:"ended_at"`
+	EndedBy    *string `json:"ended_by"`
+	ForcedBy   string  `json:"forced_by,omitempty"`
+}
+
+// History answers `collab-lease history` and GET …/lease/history: the
+// issue's tenures, newest first.
+//
+//	{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bob","acquired_at":"…","ended_at":null,"ended_by":null}]}
+type History struct {
+	Repo    string       `json:"repo"`
+	Issue   int64        `json:"issue"`
+	Tenures []TenureView `json:"tenures"` // [] when empty, never null
+}
+
+// MarshalJSON writes a nil Tenures as [].
+func (h History) MarshalJSON() ([]byte, error) {
+	type plain History
+	if h.Tenures == nil {
+		h.Tenures = []TenureView{}
+	}
+	return json.Marshal(plain(h))
+}
+
+// Tenure answers a successful acquire, renew or next (exit 0): the
+// caller's live tenure; and a check whose token is current (Status
+// StatusCurrent), with the tenure's holder.
 //
 //	{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}
 type Tenure struct {
-	Status     string `json:"status"` // StatusAcquired or StatusRenewed
+	Status     string `json:"status"` // StatusAcquired, StatusRenewed or StatusCurrent
 	Repo       string `json:"repo"`
 	Issue      int64  `json:"issue"`
 	Holder     string `json:"holder"`

@@ -13,7 +13,7 @@ func TestRepliesMarshalAsTheSpecShowsThem(t *testing.T) {
 	at := Time(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC))
 	// Another zone and a fraction of a second: shown in UTC, truncated.
 	exp := Time(time.Date(2026, 9, 5, 14, 5, 0, 999, time.FixedZone("CEST", 2*3600)))
-	bob := "bob"
+	bob, three, forced := "bob", int64(3), EndForceReleased
 	for _, c := range []struct {
 		v    any
 		want string
@@ -35,6 +35,16 @@ func TestRepliesMarshalAsTheSpecShowsThem(t *testing.T) {
 		{IssueLease{Lease: &LeaseView{Issue: 42, Holder: "alice", Token: 2, AcquiredAt: at}},
 			`{"lease":{"issue":42,"holder":"alice","token":2,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}}`},
 		{IssueLease{}, `{"lease":null}`},
+		{None{Status: StatusNone, Repo: "acme/widgets"}, `{"status":"none","repo":"acme/widgets"}`},
+		{Stale{Status: StatusStale, Repo: "acme/widgets", Issue: 42, Token: &three},
+			`{"status":"stale","repo":"acme/widgets","issue":42,"token":3}`},
+		{Stale{Status: StatusStale, Repo: "acme/widgets", Issue: 42}, `{"status":"stale","repo":"acme/widgets","issue":42,"token":null}`},
+		{History{Repo: "acme/widgets", Issue: 42, Tenures: []TenureView{
+			{Token: 3, Holder: "bob", AcquiredAt: at},
+			{Token: 2, Holder: "alice", AcquiredAt: at, EndedAt: &exp, EndedBy: &forced, ForcedBy: "root"}}},
+			`{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bob","acquired_at":"2026-09-05T12:00:00Z","ended_at":null,"ended_by":null},` +
+				`{"token":2,"holder":"alice","acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:05:00Z","ended_by":"force_released","forced_by":"root"}]}`},
+		{History{Repo: "acme/widgets", Issue: 1}, `{"repo":"acme/widgets","issue":1,"tenures":[]}`},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil || string(b) != c.want {
