@@ -106,6 +106,9 @@ const (
 	ActionReacquire Action = "reacquire" // holder acquired again: same tenure, new expiry
 	ActionRenew     Action = "renew"     // holder extended the expiry
 	ActionRelease   Action = "release"   // the issue was freed
+	// ActionForceRelease: a repository admin freed someone else's live
+	// lease; Holder is the admin, Previous whose lease it was.
+	ActionForceRelease Action = "force_release"
 )
 
 // Event is one row of the append-only tenure history: who did what to

@@ -116,6 +116,17 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 // lease succeeds, so a client retrying after a dropped connection does not
 // fail. It returns the lease it freed, or nil when there was none.
 func (s *Store) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
+	return s.release(ctx, k, h, false)
+}
+
+// ForceRelease frees k whoever holds it, for by, a repository admin (the
+// caller decides who may): the history records the tenure as ended by
+// ActionForceRelease, naming by. Otherwise it is Release.
+func (s *Store) ForceRelease(ctx context.Context, k Key, by Holder) (*Lease, error) {
+	return s.release(ctx, k, by, true)
+}
+
+func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Lease, error) {
 	if err := s.validate(k, h, 0, false); err != nil {
 		return nil, fmt.Errorf("release %d#%d: %w", k.RepoID, k.Issue, err)
 	}
@@ -128,8 +139,12 @@ func (s *Store) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
 		if !found || row.Holder == nil {
 			return nil // nothing to free, nothing to record
 		}
-		if row.live(now) && !row.heldBy(h) {
+		action := ActionRelease
+		switch {
+		case row.live(now) && !row.heldBy(h) && !force:
 			return notHolder(row, found, now)
+		case row.live(now) && !row.heldBy(h):
+			action = ActionForceRelease
 		}
 		if row.live(now) {
 			l := row.lease()
@@ -140,7 +155,7 @@ func (s *Store) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
 		if err := store(tx, row, true); err != nil {
 			return err
 		}
-		return record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: h.Login, HolderID: h.ID,
+		return record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: action, Holder: h.Login, HolderID: h.ID,
 			Previous: previous, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt})
 	})
 	if err != nil {

@@ -16,6 +16,9 @@ import (
 //     the viewer may read;
 //   - acquire: write access to the unit of the number (issues, or pull
 //     requests), which must exist and be open;
+//   - next: write access to the unit it claims from;
+//   - check, history: read access to the unit of the number;
+//   - release --force: admin access to the repository;
 //   - renew, release: write access to the repository's issues or pull
 //     requests, and read access to the unit of the number, whose lease
 //     they would otherwise reveal;
@@ -66,6 +69,14 @@ func mayAcquire(r Repo, is Issue) error {
 func mayChange(r Repo) error {
 	if !r.CanWriteIssues && !r.CanWritePulls {
 		return &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
+	}
+	return nil
+}
+
+// mayForce decides whether the viewer of r may release another's lease.
+func mayForce(r Repo) error {
+	if !r.Admin {
+		return &WriteRequiredError{Repo: r.FullName, Admin: true}
 	}
 	return nil
 }

@@ -33,28 +33,62 @@ var (
 	ErrBusy = models.ErrBusy
 )
 
+// ErrTryAgain: next examined as many candidates as it may in one call
+// without finding one free, and more remain; a retry goes further (what it
+// learnt is cached). Nothing was claimed.
+var ErrTryAgain = errors.New("no free issue among the candidates examined, try again")
+
 // WriteRequiredError: the viewer may read the repository, so naming it
-// reveals nothing, but may not write the unit the verb changes.
+// reveals nothing, but may not write the unit the verb changes (or, with
+// Admin, may not administer the repository, as force-release needs).
 type WriteRequiredError struct {
-	Repo string // "owner/name"
-	Unit string // "issues" or "pulls"
+	Repo  string // "owner/name"
+	Unit  string // "issues" or "pulls"
+	Admin bool   // admin access is what is missing
 }
 
 func (e *WriteRequiredError) Error() string {
+	if e.Admin {
+		return fmt.Sprintf("admin access to %s is required", e.Repo)
+	}
 	return fmt.Sprintf("write access to %s %s is required", e.Repo, e.Unit)
 }
 
-// ConflictError is a refusal of the ledger, as the caller may see it: the
-// live holder is named only on a number the caller may read.
+// ConflictError is an answer that is not a success but not an error
+// either (exit 4, HTTP 409): Reply is the JSON the caller gets, one of
+// contract.Conflict (held, not_holder: the live holder is named only on a
+// number the caller may read), contract.None (next found nothing) and
+// contract.Stale (check: not the live tenure's token).
 type ConflictError struct {
-	Reply contract.Conflict
+	Reply any
+}
+
+// Status is the reply's "status".
+func (e *ConflictError) Status() string {
+	switch r := e.Reply.(type) {
+	case contract.Conflict:
+		return r.Status
+	case contract.None:
+		return r.Status
+	case contract.Stale:
+		return r.Status
+	}
+	return "conflict"
 }
 
 func (e *ConflictError) Error() string {
-	if e.Reply.Holder == nil {
-		return fmt.Sprintf("%s: %s#%d", e.Reply.Status, e.Reply.Repo, e.Reply.Issue)
+	switch r := e.Reply.(type) {
+	case contract.Conflict:
+		if r.Holder != nil {
+			return fmt.Sprintf("%s: %s#%d held by %s", r.Status, r.Repo, r.Issue, *r.Holder)
+		}
+		return fmt.Sprintf("%s: %s#%d", r.Status, r.Repo, r.Issue)
+	case contract.None:
+		return fmt.Sprintf("%s: %s", r.Status, r.Repo)
+	case contract.Stale:
+		return fmt.Sprintf("%s: %s#%d", r.Status, r.Repo, r.Issue)
 	}
-	return fmt.Sprintf("%s: %s#%d held by %s", e.Reply.Status, e.Reply.Repo, e.Reply.Issue, *e.Reply.Holder)
+	return "conflict"
 }
 
 // Is makes errors.Is(err, ErrConflict) true.

@@ -45,8 +45,17 @@ type ForgeEvent struct {
 // was a repeated delivery.
 type Applied = models.Ended
 
-// Apply records e in the ledger, ending live leases as it says.
+// Apply records e in the ledger, ending live leases as it says; the
+// waiters on them are woken, and what next had cached about the
+// repository is dropped.
 func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
+	a, err := s.apply(ctx, e)
+	s.next.forget(e.RepoID)
+	s.freed(a.Leases...)
+	return a, err
+}
+
+func (s *Service) apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 	k := models.Key{RepoID: e.RepoID, Issue: e.Number}
 	version := max(e.Updated.Unix(), 1)
 	switch e.Kind {

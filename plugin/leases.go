@@ -88,8 +88,12 @@ func (s *Service) Release(ctx context.Context, v Viewer, owner, name string, n i
 	if err != nil {
 		return contract.Released{}, err
 	}
-	if _, err := s.ledger.Release(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder()); err != nil {
+	l, err := s.ledger.Release(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder())
+	if err != nil {
 		return contract.Released{}, conflict(r, n, err)
+	}
+	if l != nil {
+		s.freed(*l)
 	}
 	return contract.Released{Status: contract.StatusReleased, Repo: r.FullName, Issue: n}, nil
 }

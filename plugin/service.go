@@ -13,6 +13,8 @@ type Ledger interface {
 	Acquire(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, obs models.Observed) (models.Lease, error)
 	Renew(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration) (models.Lease, error)
 	Release(ctx context.Context, k models.Key, h models.Holder) (*models.Lease, error)
+	ForceRelease(ctx context.Context, k models.Key, by models.Holder) (*models.Lease, error)
+	Tenures(ctx context.Context, k models.Key, limit int) ([]models.Tenure, error)
 	Current(ctx context.Context, k models.Key) (*models.Lease, error)
 	List(ctx context.Context, repoID int64) ([]models.Lease, error)
 	// The forge's state of issues (events.go).
@@ -51,7 +53,12 @@ type Service struct {
 	forge    Forge
 	ledger   Ledger
 	now      func() time.Time
+	after    func(time.Duration) (<-chan time.Time, func() bool)
 	issueTTL time.Duration
+	waits    *waits
+	next     *nextCache
+	// observeNext, if set, is told what each next cost (metrics).
+	observeNext func(NextStats)
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
@@ -66,6 +73,28 @@ type Option func(*Service)
 // issue is fresh (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
+// WithTimer sets the timers of the waiters of acquire --wait: after(d)
+// returns a channel that receives once d has passed on the service's
+// clock, and a function that stops it (default time.NewTimer; a fake
+// clock's After in tests).
+func WithTimer(after func(time.Duration) (<-chan time.Time, func() bool)) Option {
+	return func(s *Service) { s.after = after }
+}
+
+// WithWaiters bounds the waiters of acquire --wait, per issue and in all
+// (defaults DefaultWaitersPerIssue and DefaultWaiters).
+func WithWaiters(perIssue, total int) Option {
+	return func(s *Service) { s.waits = newWaits(perIssue, total) }
+}
+
+// WithNextObserver has every next report what it cost (for metrics).
+func WithNextObserver(f func(NextStats)) Option { return func(s *Service) { s.observeNext = f } }
+
+// WithNextCacheTTL sets how long next reuses the forge's list of open
+// issues and its answers about dependencies (default DefaultNextCacheTTL);
+// a forge event on the repository drops them at once. 0: never reuse.
+func WithNextCacheTTL(d time.Duration) Option { return func(s *Service) { s.next.ttl = d } }
+
 // WithIssueTTL sets how long the ledger's record of an issue's state is
 // trusted (default DefaultIssueTTL); 0 or less: always ask the forge.
 func WithIssueTTL(d time.Duration) Option { return func(s *Service) { s.issueTTL = d } }
@@ -75,9 +104,15 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	if forge == nil || ledger == nil {
 		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
 	}
-	s := &Service{forge: forge, ledger: ledger, now: time.Now, issueTTL: DefaultIssueTTL}
+	s := &Service{forge: forge, ledger: ledger, now: time.Now, after: realTimer, issueTTL: DefaultIssueTTL,
+		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextCacheTTL)}
 	for _, o := range opts {
 		o(s)
 	}
 	return s, nil
+}
+
+func realTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
 }

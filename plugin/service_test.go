@@ -18,9 +18,10 @@ var bg = context.Background()
 
 // world is the forge and ledger every rule below is checked against.
 type world struct {
-	forge *forgetest.Forge
-	clock *clocktest.Clock
-	svc   *plugin.Service
+	forge  *forgetest.Forge
+	clock  *clocktest.Clock
+	svc    *plugin.Service
+	ledger *models.Store
 }
 
 func newWorld(t *testing.T) *world {
@@ -53,11 +54,11 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	svc, err := plugin.NewService(f, store, plugin.WithClock(clock.Now))
+	svc, err := plugin.NewService(f, store, plugin.WithClock(clock.Now), plugin.WithTimer(clock.After))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &world{forge: f, clock: clock, svc: svc}
+	return &world{forge: f, clock: clock, svc: svc, ledger: store}
 }
 
 func (w *world) as(login string) plugin.Viewer { return plugin.Viewer{User: w.forge.User(login)} }
@@ -165,9 +166,10 @@ func TestServiceRules(t *testing.T) {
 				}
 				var c *plugin.ConflictError
 				if errors.As(err, &c) {
-					status, holder, err = c.Reply.Status, "", nil
-					if c.Reply.Holder != nil {
-						holder = *c.Reply.Holder
+					reply := c.Reply.(contract.Conflict)
+					status, holder, err = reply.Status, "", nil
+					if reply.Holder != nil {
+						holder = *reply.Holder
 					}
 				}
 				if (status == "acquired" || status == "renewed") && s.holder == "" {
@@ -236,7 +238,7 @@ func TestRenamedAccountKeepsItsLease(t *testing.T) {
 
 	_, err = w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, time.Hour)
 	var c *plugin.ConflictError
-	if !errors.As(err, &c) || c.Reply.Status != contract.StatusHeld {
+	if !errors.As(err, &c) || c.Status() != contract.StatusHeld {
 		t.Fatalf("new account with the old login: %v, want held", err)
 	}
 	r, err := w.svc.Renew(bg, w.as("alice2"), "acme", "widgets", 1, time.Hour)

@@ -98,7 +98,7 @@ var errForbidden = errors.New("forbidden")
 func exitCode(err error) Reply {
 	var conflict *plugin.ConflictError
 	if errors.As(err, &conflict) {
-		return jsonReply(contract.ExitConflict, conflict.Reply.Status, conflict.Reply)
+		return jsonReply(contract.ExitConflict, conflict.Status(), conflict.Reply)
 	}
 	var usage *contract.UsageError
 	var write *plugin.WriteRequiredError

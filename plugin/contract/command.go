@@ -359,10 +359,10 @@ func checkLabel(l string, have int) error {
 // without a sign or a leading zero, in [1, limit].
 func parsePositive(flag, s string, limit int64) (int64, error) {
 	switch {
-	case s == "" || !allDigitBytes(s):
+	case s == "" || !allDigitBytes(s) || strings.Trim(s, "0") == "":
 		return 0, usageErrorf("%s must be a positive number, got %s", flag, quoteArg(s))
 	case s[0] == '0':
-		return 0, usageErrorf("%s must be a positive number without a leading zero, got %s", flag, quoteArg(s))
+		return 0, usageErrorf("%s must not have a leading zero, got %s", flag, quoteArg(s))
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n > limit {

@@ -11,6 +11,8 @@ package forgetest
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -28,6 +30,7 @@ const (
 	Write             // write issues and pull requests
 	IssuesOnly        // a team unit grant: read and write issues only
 	PullsOnly         // read and write pull requests only
+	Admin             // administer the repository (and write everything)
 )
 
 // Scopes are what an API token may do.
@@ -60,6 +63,8 @@ type Forge struct {
 	tokens   map[string]token
 	repos    map[string]*repo        // lower-case "owner/name"
 	issues   map[string]plugin.Issue // lower-case "owner/name#n"
+	labels   map[string][]string     // lower-case "owner/name#n" -> its labels
+	deps     map[string][]int64      // lower-case "owner/name#n" -> the numbers it depends on
 	down     bool
 	hang     bool
 	hook     Hook
@@ -81,7 +86,7 @@ var _ plugin.Forge = (*Forge)(nil)
 // New returns an empty forge.
 func New() *Forge {
 	return &Forge{users: map[string]plugin.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},
-		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, calls: map[string]int{}, asked: map[string][]string{}}
+		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, calls: map[string]int{}, asked: map[string][]string{}}
 }
 
 // AddUser creates an account and returns it.
@@ -341,9 +346,10 @@ func (f *Forge) view(login, owner, name string) (plugin.Repo, error) {
 		out.CanRead, out.CanReadIssues, out.CanReadPulls = true, true, true
 	case Read:
 		out.CanRead, out.CanReadIssues, out.CanReadPulls = true, true, true
-	case Write:
+	case Write, Admin:
 		out.CanRead, out.CanReadIssues, out.CanReadPulls = true, true, true
 		out.CanWriteIssues, out.CanWritePulls = true, true
+		out.Admin = a == Admin
 	case IssuesOnly:
 		out.CanRead, out.CanReadIssues, out.CanWriteIssues = true, true, true
 		out.CanReadPulls = !r.Private
@@ -473,12 +479,71 @@ func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.
 	return out, nil
 }
 
-// OpenIssues implements plugin.Forge. (Placeholder.)
-func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt plugin.IssueFilter, limit int) ([]plugin.Issue, int, error) {
-	return nil, 0, fmt.Errorf("not implemented")
+// Label puts labels on issue (or pull request) n of fullName.
+func (f *Forge) Label(fullName string, n int64, labels ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)
+	f.labels[key] = append(f.labels[key], labels...)
 }
 
-// Blocked implements plugin.Forge. (Placeholder.)
+// Depend makes issue n of fullName depend on issue on of the same
+// repository (Gitea's "depends on": on blocks n while it is open).
+func (f *Forge) Depend(fullName string, n, on int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)
+	f.deps[key] = append(f.deps[key], on)
+}
+
+// OpenIssues implements plugin.Forge: one request per 50 issues listed,
+// as Gitea's pages.
+func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt plugin.IssueFilter, limit int) ([]plugin.Issue, int, error) {
+	if err := f.enter(ctx, "OpenIssues"); err != nil {
+		return nil, 1, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	r, ok := f.repos[strings.ToLower(owner+"/"+name)]
+	if !ok {
+		return nil, 1, fmt.Errorf("repository %s/%s: %w", owner, name, plugin.ErrNotFound)
+	}
+	prefix := strings.ToLower(r.FullName) + "#"
+	var out []plugin.Issue
+	for key, is := range f.issues {
+		if !strings.HasPrefix(key, prefix) || is.Closed || is.IsPull != flt.Pulls || !hasAll(f.labels[key], flt.Labels) {
+			continue
+		}
+		out = append(out, is)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Number < out[j].Number })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, 1 + len(out)/50, nil
+}
+
+func hasAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// Blocked implements plugin.Forge.
 func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool, error) {
-	return false, fmt.Errorf("not implemented")
+	if err := f.enter(ctx, "Blocked"); err != nil {
+		return false, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	repo := strings.ToLower(owner + "/" + name)
+	for _, on := range f.deps[fmt.Sprintf("%s#%d", repo, n)] {
+		if is, ok := f.issues[fmt.Sprintf("%s#%d", repo, on)]; ok && !is.Closed {
+			return true, nil
+		}
+	}
+	return false, nil
 }

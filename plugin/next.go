@@ -1,0 +1,272 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// next (SPEC §8.4): claim the oldest open issue of a repository that
+// carries the labels asked for, is not live-held and is not blocked by an
+// open dependency. The candidates come from the forge's list of open
+// issues, oldest first; the ledger says which are held; each remaining
+// one is asked of the forge for open dependencies and then acquired in
+// the ledger's own transaction, so two callers never get the same issue:
+// a caller that loses the race for one moves on to the next.
+//
+// What the forge said is reused for a short while (DefaultNextCacheTTL)
+// by every caller of the repository, and dropped at once when a forge
+// event about the repository arrives, so that a fleet calling next costs
+// the forge about one list per repository and interval, not one per call.
+// A claim of a candidate that was closed meanwhile is refused by the
+// ledger when the close has been recorded (models' admit), as for acquire.
+
+// Bounds of one next.
+const (
+	// DefaultNextCacheTTL: how long a list of open issues and an answer
+	// about dependencies are reused.
+	DefaultNextCacheTTL = 2 * time.Second
+	// The oldest open issues considered: first a short list, and only
+	// if none of those is free, a long one (50 to a page of the forge's).
+	nextShortList = 100
+	nextLongList  = 1000
+	// nextMaxAsks bounds the dependency questions to the forge per call;
+	// nextMaxAttempts the acquires tried in the ledger.
+	nextMaxAsks     = 32
+	nextMaxAttempts = 64
+)
+
+// NextStats is what one next cost, for metrics.
+type NextStats struct {
+	Attempts int    // candidates whose acquire was tried in the ledger
+	Requests int    // requests to the forge (lists and dependencies)
+	Outcome  string // acquired, none, try_again or error
+}
+
+// Next claims, for v, the oldest open issue (f.Pulls: pull request) of
+// owner/name that carries every label of f, is not live-held and is not
+// blocked by an open dependency. Nothing to claim is a *ConflictError
+// with contract.None; ErrTryAgain when the bounds of one call were reached
+// before a free candidate was found.
+func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f IssueFilter, ttl time.Duration) (t contract.Tenure, err error) {
+	var st NextStats
+	defer func() {
+		switch {
+		case err == nil:
+			st.Outcome = contract.StatusAcquired
+		case errors.Is(err, ErrConflict):
+			st.Outcome = contract.StatusNone
+		case errors.Is(err, ErrTryAgain):
+			st.Outcome = "try_again"
+		default:
+			st.Outcome = "error"
+		}
+		if s.observeNext != nil {
+			s.observeNext(st)
+		}
+	}()
+	if v.Anonymous() {
+		return contract.Tenure{}, fmt.Errorf("next: %w: no account", ErrInvalid)
+	}
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return contract.Tenure{}, err
+	}
+	kind := models.KindIssue
+	switch {
+	case f.Pulls && !r.CanWritePulls:
+		return contract.Tenure{}, &WriteRequiredError{Repo: r.FullName, Unit: "pulls"}
+	case f.Pulls:
+		kind = models.KindPull
+	case !r.CanWriteIssues:
+		return contract.Tenure{}, &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
+	}
+	leases, err := s.ledger.List(ctx, r.ID)
+	if err != nil {
+		return contract.Tenure{}, fmt.Errorf("leases of %s: %w", r.FullName, err)
+	}
+	held := make(map[int64]bool, len(leases))
+	for _, l := range leases {
+		held[l.Issue] = true
+	}
+	tried := map[int64]bool{}
+	for _, limit := range []int{nextShortList, nextLongList} {
+		cands, n, err := s.next.list(ctx, s, r, f, limit)
+		st.Requests += n
+		if err != nil {
+			return contract.Tenure{}, err
+		}
+		for _, is := range cands {
+			if held[is.Number] || tried[is.Number] {
+				continue
+			}
+			tried[is.Number] = true
+			if st.Attempts == nextMaxAttempts {
+				return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
+			}
+			blocked, asked, err := s.next.isBlocked(ctx, s, r, is.Number, st.Requests < nextMaxAsks+2)
+			if asked {
+				st.Requests++
+			}
+			switch {
+			case errors.Is(err, errNoBudget):
+				return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
+			case err != nil:
+				return contract.Tenure{}, err
+			case blocked:
+				continue
+			}
+			st.Attempts++
+			k := models.Key{RepoID: r.ID, Issue: is.Number}
+			l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, models.Observed{Kind: kind, Version: max(is.Updated.Unix(), 1)})
+			var lost *models.HeldError
+			switch {
+			case errors.As(err, &lost), errors.Is(err, models.ErrClosed):
+				continue // taken meanwhile, or closed: the next one
+			case err != nil:
+				return contract.Tenure{}, err
+			}
+			return tenure(contract.StatusAcquired, r, l), nil
+		}
+		if len(cands) < limit {
+			break // that was every open issue
+		}
+		if limit == nextLongList {
+			return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
+		}
+	}
+	return contract.Tenure{}, &ConflictError{Reply: contract.None{Status: contract.StatusNone, Repo: r.FullName}}
+}
+
+// errNoBudget: a dependency question the bounds of the call do not allow.
+var errNoBudget = errors.New("no budget left for forge requests")
+
+// nextCache keeps what the forge said for next, per repository, for ttl,
+// or until a forge event about the repository (forget).
+type nextCache struct {
+	ttl    time.Duration
+	flight singleflight.Group
+	mu     sync.Mutex
+	gen    map[int64]uint64 // per repository: bumped by forget
+	lists  map[string]listEntry
+	deps   map[models.Key]blockedEntry
+}
+
+type listEntry struct {
+	repoID int64
+	at     time.Time
+	gen    uint64
+	issues []Issue
+}
+
+type blockedEntry struct {
+	at      time.Time
+	gen     uint64
+	blocked bool
+}
+
+// nextCacheMax bounds each cache; past it, entries no longer fresh go.
+const nextCacheMax = 10000
+
+func newNextCache(ttl time.Duration) *nextCache {
+	return &nextCache{ttl: ttl, gen: map[int64]uint64{}, lists: map[string]listEntry{}, deps: map[models.Key]blockedEntry{}}
+}
+
+// forget drops what is cached about the repository with this ID.
+func (c *nextCache) forget(repoID int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen[repoID]++
+}
+
+func (c *nextCache) fresh(s *Service, repoID int64, at time.Time, gen uint64) bool {
+	return gen == c.gen[repoID] && s.now().Sub(at) < c.ttl
+}
+
+// list returns the oldest limit open issues of r that match f, and how
+// many requests to the forge it made for them (0 when cached, or when
+// another caller's request was shared).
+func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter, limit int) ([]Issue, int, error) {
+	key := strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatBool(f.Pulls) + "/" + strconv.Itoa(limit) + "/" + strings.Join(f.Labels, ",")
+	c.mu.Lock()
+	e, ok := c.lists[key]
+	gen := c.gen[r.ID]
+	if ok && c.fresh(s, r.ID, e.at, e.gen) {
+		c.mu.Unlock()
+		return e.issues, 0, nil
+	}
+	c.mu.Unlock()
+	requests := 0
+	ch := c.flight.DoChan(key, func() (any, error) {
+		at := s.now()
+		owner, name, _ := strings.Cut(r.FullName, "/")
+		issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
+		requests = n
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.lists) >= nextCacheMax {
+			for k, e := range c.lists {
+				if !c.fresh(s, e.repoID, e.at, e.gen) {
+					delete(c.lists, k)
+				}
+			}
+		}
+		c.lists[key] = listEntry{repoID: r.ID, at: at, gen: gen, issues: issues}
+		return issues, nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, requests, res.Err
+		}
+		return res.Val.([]Issue), requests, nil
+	case <-ctx.Done():
+		return nil, 0, ctx.Err() // requests is the flight's until it ends
+	}
+}
+
+// isBlocked says whether issue n of r has an open dependency, and whether
+// it asked the forge (only if may).
+func (c *nextCache) isBlocked(ctx context.Context, s *Service, r Repo, n int64, may bool) (bool, bool, error) {
+	k := models.Key{RepoID: r.ID, Issue: n}
+	c.mu.Lock()
+	e, ok := c.deps[k]
+	gen := c.gen[r.ID]
+	if ok && c.fresh(s, r.ID, e.at, e.gen) {
+		c.mu.Unlock()
+		return e.blocked, false, nil
+	}
+	c.mu.Unlock()
+	if !may {
+		return false, false, errNoBudget
+	}
+	at := s.now()
+	owner, name, _ := strings.Cut(r.FullName, "/")
+	b, err := s.forge.Blocked(ctx, owner, name, n)
+	if err != nil {
+		return false, true, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.deps) >= nextCacheMax {
+		for k, e := range c.deps {
+			if !c.fresh(s, k.RepoID, e.at, e.gen) {
+				delete(c.deps, k)
+			}
+		}
+	}
+	c.deps[k] = blockedEntry{at: at, gen: gen, blocked: b}
+	return b, true, nil
+}

@@ -1,0 +1,185 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// acquire --wait (SPEC §8.4): the callers of this sidecar waiting for a
+// held issue to free up queue per issue, first come, first served. Only
+// the queue's head tries to acquire; it tries again when the lease is
+// released or force-released here, when a forge event ends it, and at
+// the instant it expires (a timer on the injected clock: expiry is lazy,
+// so nothing else would say so). A waiter whose caller goes away (its
+// context ends) leaves the queue at once and hands the head on.
+
+// Default bounds of the waiters.
+const (
+	DefaultWaitersPerIssue = 64
+	DefaultWaiters         = 4096
+)
+
+// ErrTooManyWaiters: the waiters of the issue, or of the sidecar, are at
+// their bound; nothing was done. Retry later.
+var ErrTooManyWaiters = errors.New("too many waiters, try again")
+
+type waiter struct {
+	wake chan struct{} // buffered 1: "try now"
+}
+
+type waits struct {
+	mu       sync.Mutex
+	queues   map[models.Key][]*waiter
+	total    int
+	perIssue int
+	max      int
+}
+
+func newWaits(perIssue, total int) *waits {
+	return &waits{queues: map[models.Key][]*waiter{}, perIssue: perIssue, max: total}
+}
+
+// join queues a waiter on k; the first of a queue is woken at once.
+func (ws *waits) join(k models.Key) (*waiter, error) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[k]
+	if len(q) >= ws.perIssue || ws.total >= ws.max {
+		return nil, ErrTooManyWaiters
+	}
+	w := &waiter{wake: make(chan struct{}, 1)}
+	ws.queues[k] = append(q, w)
+	ws.total++
+	if len(q) == 0 {
+		w.wake <- struct{}{}
+	}
+	return w, nil
+}
+
+// leave takes w off k's queue; if it was the head, the next is woken.
+func (ws *waits) leave(k models.Key, w *waiter) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[k]
+	for i, x := range q {
+		if x != w {
+			continue
+		}
+		q = append(q[:i:i], q[i+1:]...)
+		ws.total--
+		if len(q) == 0 {
+			delete(ws.queues, k)
+			return
+		}
+		ws.queues[k] = q
+		if i == 0 {
+			notify(q[0])
+		}
+		return
+	}
+}
+
+// head reports whether w is first in k's queue.
+func (ws *waits) head(k models.Key, w *waiter) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	q := ws.queues[k]
+	return len(q) > 0 && q[0] == w
+}
+
+// freed wakes the head of k's queue: the lease on k may have ended.
+func (ws *waits) freed(k models.Key) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if q := ws.queues[k]; len(q) > 0 {
+		notify(q[0])
+	}
+}
+
+// count returns the waiters of k's queue (for tests and metrics).
+func (ws *waits) count(k models.Key) int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.queues[k])
+}
+
+func notify(w *waiter) {
+	select {
+	case w.wake <- struct{}{}:
+	default: // already told
+	}
+}
+
+// Waiting returns how many callers wait for issue n of the repository
+// with this ID (for tests and metrics).
+func (s *Service) Waiting(repoID, n int64) int {
+	return s.waits.count(models.Key{RepoID: repoID, Issue: n})
+}
+
+// AcquireWait is Acquire that, when another holds the issue, waits up to
+// wait for it to free up (SPEC §8.4): it returns the acquired tenure, or
+// the last held conflict once the wait is over. A wait of 0 is Acquire.
+// The caller's context ending (a client that went away) ends the wait at
+// once with the context's error.
+func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error) {
+	t, err := s.Acquire(ctx, v, owner, name, n, ttl)
+	var held *ConflictError
+	if wait <= 0 || !errors.As(err, &held) {
+		return t, err
+	}
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return contract.Tenure{}, err
+	}
+	k := models.Key{RepoID: r.ID, Issue: n}
+	w, err := s.waits.join(k)
+	if err != nil {
+		return contract.Tenure{}, fmt.Errorf("%s#%d: %w", r.FullName, n, err)
+	}
+	defer s.waits.leave(k, w)
+	deadline, stopDeadline := s.after(wait)
+	defer stopDeadline()
+	var expiry <-chan time.Time
+	stopExpiry := func() bool { return false }
+	defer func() { stopExpiry() }()
+	for {
+		select {
+		case <-w.wake:
+		case <-expiry:
+		case <-deadline:
+			return contract.Tenure{}, held
+		case <-ctx.Done():
+			return contract.Tenure{}, ctx.Err()
+		}
+		if !s.waits.head(k, w) {
+			continue
+		}
+		t, err := s.Acquire(ctx, v, owner, name, n, ttl)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return contract.Tenure{}, ctx.Err() // the caller went away meanwhile
+		case !errors.As(err, &held):
+			return t, err
+		}
+		// Still held (by the same tenure, or by one that began meanwhile):
+		// wait for its release or its expiry instant.
+		stopExpiry()
+		expiry, stopExpiry = nil, func() bool { return false }
+		if c, ok := held.Reply.(contract.Conflict); ok && c.ExpiresAt != nil {
+			expiry, stopExpiry = s.after(time.Time(*c.ExpiresAt).Sub(s.now()))
+		}
+	}
+}
+
+// freed tells the waiters that the leases on these issues have ended.
+func (s *Service) freed(ls ...models.Lease) {
+	for _, l := range ls {
+		s.waits.freed(l.Key)
+	}
+}
