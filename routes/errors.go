@@ -47,6 +47,7 @@ func status(err error) int {
 	case errors.Is(err, plugin.ErrConflict), errors.Is(err, plugin.ErrIssueClosed):
 		return http.StatusConflict
 	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, plugin.ErrBusy),
+		errors.Is(err, plugin.ErrTryAgain), errors.Is(err, plugin.ErrTooManyWaiters),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
 	default: // plugin.ErrConfig and anything unexpected

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // listLeases answers GET /api/v1/repos/{owner}/{repo}/leases with the
@@ -46,6 +47,105 @@ func (h *handler) issueLease(c *gin.Context) {
 		return
 	}
 	h.reply(c, out)
+}
+
+// checkLease answers GET …/issues/{n}/lease/check?token=N: 200 with the
+// tenure when N is the live tenure's token, 409 with the stale reply
+// otherwise (SPEC §8.4).
+func (h *handler) checkLease(c *gin.Context) {
+	n, err := issueNumber(c.Param("n"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	token, err := queryNumber(c, "token", 1<<63-1, 0)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	v, err := h.viewer(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out, err := h.leases.Check(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n, token)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.reply(c, out)
+}
+
+// leaseHistory answers GET …/issues/{n}/lease/history?limit=N with the
+// reply of `collab-lease history`.
+func (h *handler) leaseHistory(c *gin.Context) {
+	n, err := issueNumber(c.Param("n"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	limit, err := queryNumber(c, "limit", contract.MaxHistoryLimit, contract.DefaultHistoryLimit)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	v, err := h.viewer(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out, err := h.leases.History(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n, int(limit))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.reply(c, out)
+}
+
+// forceRelease answers POST …/issues/{n}/lease/force-release, the issue
+// page's button for repository admins. Browsers send cookies with a
+// cross-site POST, so it is answered only for a request whose Origin is
+// Gitea's or the sidecar's own (403 otherwise, before anything is looked
+// up); a viewer who is not an admin of the repository gets 403 too.
+func (h *handler) forceRelease(c *gin.Context) {
+	if o := c.GetHeader("Origin"); !h.allowedOrigin(o) && !strings.EqualFold(o, h.publicOrig) {
+		c.AbortWithStatusJSON(http.StatusForbidden, errorBody{Error: "cross-origin request refused"})
+		return
+	}
+	n, err := issueNumber(c.Param("n"))
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	v, err := h.viewer(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	if v.Anonymous() {
+		unauthorized(c)
+		return
+	}
+	out, err := h.leases.ForceRelease(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.reply(c, out)
+}
+
+// queryNumber parses the query parameter name as a positive decimal
+// number of at most limit; def when it is absent (0: it is required).
+func queryNumber(c *gin.Context, name string, limit, def int64) (int64, error) {
+	s, ok := c.GetQuery(name)
+	if !ok && def > 0 {
+		return def, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 || n > limit || strings.HasPrefix(s, "+") {
+		return 0, &badRequestError{msg: fmt.Sprintf("%s must be a positive integer of at most %d", name, limit)}
+	}
+	return n, nil
 }
 
 // reply sends a viewer-specific JSON answer that no cache may keep.

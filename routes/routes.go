@@ -25,6 +25,9 @@ type Leases interface {
 	ByToken(ctx context.Context, token string) (plugin.Viewer, error)
 	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
 	Lease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.IssueLease, error)
+	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
+	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
+	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	Apply(ctx context.Context, e plugin.ForgeEvent) (plugin.Applied, error)
 }
 
@@ -125,6 +128,9 @@ func New(o Options) (http.Handler, error) {
 
 	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
+	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/check", h.checkLease)
+	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
+	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)
 	r.GET("/api/v1/session", h.session)
 	if o.Webhook != nil {
 		r.POST(WebhookPath, h.webhook)

@@ -15,10 +15,14 @@ import (
 // decides who may do what; the verb only parses, calls and translates.
 type Leases interface {
 	Recheck(ctx context.Context, fingerprint string, was plugin.User) (plugin.Viewer, error)
-	Acquire(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	AcquireWait(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error)
 	Renew(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
 	Release(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
+	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
+	Next(ctx context.Context, v plugin.Viewer, owner, name string, f plugin.IssueFilter, ttl time.Duration) (contract.Tenure, error)
+	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
+	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 }
 
 var _ Leases = (*plugin.Service)(nil)
@@ -38,17 +42,30 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (
 	)
 	switch cmd.Verb {
 	case contract.VerbAcquire:
-		out, err = leases.Acquire(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
+		out, err = leases.AcquireWait(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait)
 		outcome = contract.StatusAcquired
 	case contract.VerbRenew:
 		out, err = leases.Renew(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
 		outcome = contract.StatusRenewed
 	case contract.VerbRelease:
-		out, err = leases.Release(ctx, v, cmd.Owner, cmd.Name, cmd.Issue)
+		release := leases.Release
 		outcome = contract.StatusReleased
+		if cmd.Force {
+			release, outcome = leases.ForceRelease, "force_released"
+		}
+		out, err = release(ctx, v, cmd.Owner, cmd.Name, cmd.Issue)
 	case contract.VerbList:
 		out, err = leases.List(ctx, v, cmd.Owner, cmd.Name)
 		outcome = "listed"
+	case contract.VerbNext:
+		out, err = leases.Next(ctx, v, cmd.Owner, cmd.Name, plugin.IssueFilter{Labels: cmd.Labels, Pulls: cmd.Pulls}, cmd.TTL)
+		outcome = contract.StatusAcquired
+	case contract.VerbCheck:
+		out, err = leases.Check(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.Token)
+		outcome = contract.StatusCurrent
+	case contract.VerbHistory:
+		out, err = leases.History(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.Limit)
+		outcome = "history"
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}
@@ -84,6 +101,8 @@ var exitCodes = []struct {
 	{plugin.ErrUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
 	{errForgeUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
 	{plugin.ErrBusy, contract.ExitTempFail, contract.LineBusy, "busy"},
+	{plugin.ErrTryAgain, contract.ExitTempFail, contract.LineNextTryAgain, "try_again"},
+	{plugin.ErrTooManyWaiters, contract.ExitTempFail, contract.LineTooManyWaiters, "too_many_waiters"},
 	{context.DeadlineExceeded, contract.ExitTempFail, contract.LineBusy, "busy"},
 	{plugin.ErrConfig, contract.ExitTempFail, contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), "config"},
 	{plugin.ErrInvalid, contract.ExitError, "", "invalid"},

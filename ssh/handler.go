@@ -3,6 +3,7 @@ package ssh
 import (
 	"context"
 	"net"
+	"time"
 )
 
 // Handler answers the requests of authenticated connections: one exec
@@ -11,10 +12,20 @@ import (
 // connections whose key was verified; LeaseVerb is the collab-lease verb.
 type Handler interface {
 	// Exec answers the command line of one exec request. ctx ends after
-	// the server's CommandTimeout.
+	// the server's CommandTimeout (or what Patient allows), or as soon as
+	// the client closes the session or goes away.
 	Exec(ctx context.Context, c ConnInfo, line string) Reply
 	// Greet answers an interactive login (a shell request).
 	Greet(c ConnInfo) Reply
+}
+
+// Patient is a Handler some of whose commands may take longer than the
+// server's CommandTimeout (acquire --wait): Timeout returns how long the
+// command line may run, given the server's own timeout. While such a
+// command runs, the server keeps the connection alive, so its idle
+// timeout does not cut a client that is only waiting.
+type Patient interface {
+	Timeout(line string, def time.Duration) time.Duration
 }
 
 // ConnInfo is what a verified connection knows of its client. It is read

@@ -69,12 +69,15 @@ type Server struct {
 	lookups   chan struct{}
 	startups  *list.List // *serverConn still in the handshake, oldest first
 	initOnce  sync.Once
+	// keepalives counts the keepalive requests sent to clients that wait.
+	keepalives atomic.Int64
 }
 
 type serverConn struct {
 	net.Conn
 	idle     *idleConn
 	info     ConnInfo      // set once authenticated
+	ssh      gossh.Conn    // set once authenticated
 	active   atomic.Int32  // commands running on this connection
 	sessions atomic.Int32  // open sessions on this connection
 	startup  *list.Element // in Server.startups while in the handshake
@@ -204,7 +207,7 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 		return
 	}
 	c.idle.arm()
-	c.info = connInfo(sconn)
+	c.info, c.ssh = connInfo(sconn), sconn
 	go gossh.DiscardRequests(reqs) // tcpip-forward and friends: refused
 	for ch := range chans {
 		if ch.ChannelType() != "session" {

@@ -63,6 +63,7 @@ type world struct {
 	ledger   *models.Store
 	clock    *clocktest.Clock
 	srv      *Server
+	svc      *plugin.Service // the lease service of the running server
 	addr     *net.TCPAddr
 	known    string
 	keys     map[string]testKey
@@ -152,6 +153,7 @@ func (w *world) service() *plugin.Service {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.svc = svc
 	return svc
 }
 
@@ -289,8 +291,8 @@ func TestVerbErrors(t *testing.T) {
 		{"carol", "collab-lease release acme/widgets 42", 1, "error: write access to acme/widgets issues is required\n"},
 		{"alice", "collab-lease acquire acme/widgets 42 --ttl 0", 1, "error: usage: --ttl \"0\" must be at least 1s\n"},
 		{"alice", "collab-lease frobnicate acme/widgets 42", 1, "error: usage: unknown verb \"frobnicate\"; try: collab-lease help\n"},
-		{"alice", "collab-lease acquire acme/widgets", 1, "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]\n"},
-		{"alice", "collab-lease acquire acme/widgets 42 extra", 1, "error: usage: unexpected argument \"extra\"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>]\n"},
+		{"alice", "collab-lease acquire acme/widgets", 1, "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]\n"},
+		{"alice", "collab-lease acquire acme/widgets 42 extra", 1, "error: usage: unexpected argument \"extra\"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]\n"},
 		{"alice", "collab-lease acquire 'acme/widgets 42", 1, "error: usage: unclosed single quote in \"'acme/widgets 42\"\n"},
 		{"alice", "rm -rf /", 1, "error: usage: unknown command \"rm\"; this server runs only collab-lease (try: collab-lease help)\n"},
 	}

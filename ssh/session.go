@@ -33,7 +33,12 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 				return
 			}
 			_ = req.Reply(true, nil)
-			ctx, cancel := context.WithTimeout(context.Background(), s.CommandTimeout)
+			timeout := s.CommandTimeout
+			if p, ok := s.Handler.(Patient); ok {
+				timeout = p.Timeout(line, timeout)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			go s.watchSession(c, reqs, cancel, timeout > s.IdleTimeout/2)
 			send(ch, s.Handler.Exec(ctx, c.info, line))
 			cancel()
 			_ = ch.Close() // the whole answer, then the channel's close
@@ -45,6 +50,36 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 			return
 		default:
 			_ = req.Reply(false, nil)
+		}
+	}
+}
+
+// watchSession runs beside a command: it refuses the session's further
+// requests and cancels the command once the session's requests end (the
+// client closed the session, or the connection went away), so that a
+// waiting command stops at once. For a command that may outlast half the
+// idle timeout it also keeps the connection alive with a keepalive
+// request every interval, whose answer (OpenSSH answers "failure") is the
+// traffic the idle timeout needs; a client that stopped answering is cut
+// by that timeout, which ends the command too.
+func (s *Server) watchSession(c *serverConn, reqs <-chan *gossh.Request, cancel context.CancelFunc, keepAlive bool) {
+	defer cancel()
+	var tick <-chan time.Time
+	if keepAlive && c.ssh != nil {
+		t := time.NewTicker(s.IdleTimeout / 2)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				return
+			}
+			_ = req.Reply(false, nil)
+		case <-tick:
+			s.keepalives.Add(1)
+			go func() { _, _, _ = c.ssh.SendRequest("keepalive@openssh.com", true, nil) }()
 		}
 	}
 }

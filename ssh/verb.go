@@ -28,7 +28,19 @@ type LeaseVerb struct {
 	Observe func(verb contract.Verb, outcome string, d time.Duration)
 }
 
-var _ Handler = (*LeaseVerb)(nil)
+var (
+	_ Handler = (*LeaseVerb)(nil)
+	_ Patient = (*LeaseVerb)(nil)
+)
+
+// Timeout gives acquire --wait its wait on top of the server's timeout.
+func (v *LeaseVerb) Timeout(line string, def time.Duration) time.Duration {
+	cmd, err := contract.ParseCommand(line, v.maxTTL())
+	if err != nil {
+		return def
+	}
+	return def + cmd.Wait
+}
 
 func (v *LeaseVerb) maxTTL() time.Duration {
 	if v.MaxTTL <= 0 {

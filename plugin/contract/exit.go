@@ -27,6 +27,12 @@ const (
 	LineIssueClosed      = ErrorPrefix + "issue is closed"
 	LineForgeUnavailable = ErrorPrefix + "forge unavailable, try again"
 	LineBusy             = ErrorPrefix + "lease database busy, try again"
+	// LineNextTryAgain: next examined as many candidates as one call may
+	// without finding a free one; a retry goes further (SPEC §8.4).
+	LineNextTryAgain = ErrorPrefix + "no free issue among the candidates examined so far, try again"
+	// LineTooManyWaiters: acquire --wait found the waiters of the issue,
+	// or of the sidecar, at their bound.
+	LineTooManyWaiters = ErrorPrefix + "too many waiters, try again"
 	// LineRevoked answers every command on a connection whose key was
 	// deleted, or whose account was deactivated or may no longer log in,
 	// since the connection was opened (SPEC §8.2).

@@ -398,7 +398,7 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name str
 	case !tok.scopes.Issue:
 		r.CanReadIssues, r.CanReadPulls = false, false
 	}
-	r.CanWriteIssues, r.CanWritePulls = false, false // nothing writes through a token
+	r.CanWriteIssues, r.CanWritePulls, r.Admin = false, false, false // nothing writes through a token
 	return r, nil
 }
 

@@ -1,0 +1,142 @@
+package ssh
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
+)
+
+// The agent verbs of SPEC §8.4 through the real OpenSSH client: exit
+// codes and replies.
+func TestAgentVerbsOverSSH(t *testing.T) {
+	w := newWorld(t)
+	r := w.ssh("alice", "collab-lease next acme/widgets --ttl 30m")
+	if m := decode(t, r.stdout); r.code != 0 || m["status"] != "acquired" || m["issue"] != 42.0 {
+		t.Fatalf("next: %+v", r)
+	}
+	r = w.ssh("bob", "collab-lease next acme/widgets")
+	if m := decode(t, r.stdout); r.code != 0 || m["issue"] != 43.0 || m["holder"] != "bob" {
+		t.Fatalf("second next: %+v", r)
+	}
+	// 7 is closed; 8 is a pull request, which next takes only with --pulls.
+	r = w.ssh("bob", "collab-lease next acme/widgets")
+	if r.code != 4 || r.stdout != `{"status":"none","repo":"acme/widgets"}`+"\n" || r.stderr != "" {
+		t.Fatalf("next with nothing free: %+v", r)
+	}
+	r = w.ssh("bob", "collab-lease next acme/widgets --pulls")
+	if m := decode(t, r.stdout); r.code != 0 || m["issue"] != 8.0 {
+		t.Fatalf("next --pulls: %+v", r)
+	}
+	r = w.ssh("carol", "collab-lease next acme/widgets")
+	if r.code != 1 || r.stderr != "error: write access to acme/widgets issues is required\n" {
+		t.Fatalf("next by a reader: %+v", r)
+	}
+
+	r = w.ssh("carol", "collab-lease check acme/widgets 42 --token 1")
+	if m := decode(t, r.stdout); r.code != 0 || m["status"] != "current" || m["holder"] != "alice" {
+		t.Fatalf("check current: %+v", r)
+	}
+	r = w.ssh("carol", "collab-lease check acme/widgets 42 --token 2")
+	if r.code != 4 || r.stdout != `{"status":"stale","repo":"acme/widgets","issue":42,"token":1}`+"\n" {
+		t.Fatalf("check stale: %+v", r)
+	}
+
+	r = w.ssh("alice", "collab-lease release acme/widgets 43 --force")
+	if r.code != 1 || r.stderr != "error: admin access to acme/widgets is required\n" {
+		t.Fatalf("force release by a writer: %+v", r)
+	}
+	w.forge.Grant("acme/widgets", "alice", forgetest.Admin)
+	r = w.ssh("alice", "collab-lease release acme/widgets 43 --force")
+	if r.code != 0 || r.stdout != `{"status":"released","repo":"acme/widgets","issue":43}`+"\n" {
+		t.Fatalf("force release by an admin: %+v", r)
+	}
+	r = w.ssh("carol", "collab-lease history acme/widgets 43")
+	m := decode(t, r.stdout)
+	tenures, _ := m["tenures"].([]any)
+	if r.code != 0 || len(tenures) != 1 {
+		t.Fatalf("history: %+v", r)
+	}
+	if ten := tenures[0].(map[string]any); ten["holder"] != "bob" || ten["ended_by"] != "force_released" || ten["forced_by"] != "alice" {
+		t.Fatalf("history names: %v", ten)
+	}
+	r = w.ssh("alice", "collab-lease history acme/secret 1")
+	if r.code != 0 {
+		t.Fatalf("history of a never-claimed issue: %+v", r)
+	}
+	r = w.ssh("carol", "collab-lease history acme/secret 1")
+	if r.code != 1 || r.stderr != "error: repository not found\n" {
+		t.Fatalf("history of a private repository: %+v", r)
+	}
+}
+
+// A waiting ssh client gets the issue as soon as its holder releases it;
+// one that goes away stops waiting at once; and a client that only waits
+// is kept alive past the server's idle timeout.
+func TestAcquireWaitOverSSH(t *testing.T) {
+	w := newWorld(t, func(s *Server) { s.IdleTimeout = 400 * time.Millisecond })
+	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
+		t.Fatalf("acquire: %+v", r)
+	}
+
+	// Killed while waiting: its waiter is gone at once.
+	quitter := w.sshProcess("bob", "collab-lease acquire acme/widgets 42 --wait 1h")
+	waitUntil(t, "bob waiting", func() bool { return w.svc.Waiting(10, 42) == 1 })
+	_ = quitter.Process.Kill()
+	_ = quitter.Wait()
+	waitUntil(t, "the killed client's waiter gone", func() bool { return w.svc.Waiting(10, 42) == 0 })
+
+	waiter := w.sshProcess("bob", "collab-lease acquire acme/widgets 42 --wait 1h --ttl 5m")
+	done := make(chan error, 1)
+	go func() { done <- waiter.Wait() }()
+	waitUntil(t, "bob waiting again", func() bool { return w.svc.Waiting(10, 42) == 1 })
+	// Several keepalives: more than the idle timeout has passed.
+	before := w.srv.keepalives.Load()
+	waitUntil(t, "keepalives", func() bool { return w.srv.keepalives.Load() >= before+4 })
+	select {
+	case err := <-done:
+		t.Fatalf("the waiting client ended before the release: %v, stderr %q", err, waiter.Stderr)
+	default:
+	}
+	if r := w.ssh("alice", "collab-lease release acme/widgets 42"); r.code != 0 {
+		t.Fatalf("release: %+v", r)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the waiting client: %v, stderr %q", err, waiter.Stderr)
+	}
+	out := waiter.Stdout.(*bytes.Buffer).String()
+	if m := decode(t, out); m["status"] != "acquired" || m["holder"] != "bob" || m["token"] != 2.0 {
+		t.Fatalf("the waiter's reply: %s", out)
+	}
+}
+
+// sshProcess starts the real OpenSSH client running one command, without
+// waiting for it.
+func (w *world) sshProcess(user, command string) *exec.Cmd {
+	w.t.Helper()
+	cmd := exec.Command("ssh", "-F", "/dev/null", "-p", fmt.Sprint(w.addr.Port), "-i", w.keys[user].path,
+		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
+		"-o", "UserKnownHostsFile="+w.known, "-o", "StrictHostKeyChecking=yes",
+		"-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR", "git@127.0.0.1", command)
+	cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd
+}
+
+// waitUntil polls cond until it holds, or fails the test after a deadline.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
