@@ -11,13 +11,53 @@ import (
 // Invocation is one parsed command line.
 type Invocation struct {
 	Verb   string // a name from verbs, or "help"
-	Issue  int64  // > 0 for claim, unclaim, renew
-	TTL    string // as the user wrote it (already validated); "" for none
+	Issue  int64  // > 0 for the commands that take <issue>
+	Flags  []Flag // the options that travel to the sidecar, in the order given
 	Remote string // default "origin"
 	JSON   bool
 	Help   bool   // show help for Verb instead of running it
 	Topic  string // for `help <verb>`
 	Man    bool   // `help --man`: print the manual page
+}
+
+// Flag is an option that travels to the sidecar as the collab-lease flag
+// of the same name, with its value as the user wrote it ("" for a flag
+// without one). Its value is checked by the sidecar's own grammar (see
+// RemoteCommand), not here.
+type Flag struct{ Name, Value string }
+
+// option is one option of git collab, for parsing and for help.
+type option struct {
+	name string // "--ttl"; for help only, the spelling "-h, --help"
+	meta string // the placeholder of its value ("<dur>"), "" if it takes none
+	text string
+	// sidecar: the option is the collab-lease flag of the same name, and
+	// only the commands whose verb.flags name it take it.
+	sidecar bool
+}
+
+// options are every option of git collab, in the order help lists them.
+var options = []option{
+	{name: "--ttl", meta: "<dur>", sidecar: true, text: "claim length: seconds (300) or a duration (90s, 30m, 2h)"},
+	{name: "--wait", meta: "<dur>", sidecar: true, text: "claim: if it is held, wait up to <dur> for it to free up"},
+	{name: "--label", meta: "<name>", sidecar: true, text: "next: only issues with this label (repeat: with all of them)"},
+	{name: "--pulls", sidecar: true, text: "next: pull requests instead of issues"},
+	{name: "--token", meta: "<n>", sidecar: true, text: "check: the token your claim was given"},
+	{name: "--limit", meta: "<n>", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
+	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
+	{name: "--remote", meta: "<name>", text: "the remote whose URL names the repository (default origin)"},
+	{name: "--json", text: "print the sidecar's JSON reply unchanged, nothing else"},
+	{name: "-h, --help", text: "show help"},
+}
+
+// sidecarOption is the option that travels to the sidecar under name, or nil.
+func sidecarOption(name string) *option {
+	for i := range options {
+		if options[i].sidecar && options[i].name == name {
+			return &options[i]
+		}
+	}
+	return nil
 }
 
 // usageError is a mistake on the command line: nothing was sent.
@@ -39,13 +79,24 @@ func contractUsage(err error) error {
 	return err
 }
 
+// checkRepo stands in for the repository when ParseArgs checks a command
+// against the sidecar's grammar before git has named the repository. Any
+// name ParseRemoteURL accepts passes the grammar as this one does, and no
+// rule for the other words depends on it, so the check says what the
+// sidecar would say of the real command.
+const checkRepo = "owner/repo"
+
 // ParseArgs reads `git collab <verb> [<args>] [options]`. Options may come
 // before or after the verb and its arguments, as "--opt value" or
 // "--opt=value"; "--" ends the options.
+//
+// Which command takes which option, and how many arguments, is checked
+// here, in git collab's words; the values of the options that travel to
+// the sidecar are checked by the sidecar's own grammar, so a mistake reads
+// exactly as the sidecar would report it, and nothing is sent.
 func ParseArgs(args []string) (Invocation, error) {
 	inv := Invocation{Remote: "origin"}
 	var pos []string
-	haveTTL := false
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -88,24 +139,23 @@ func ParseArgs(args []string) (Invocation, error) {
 			if inv.Remote == "" || strings.HasPrefix(inv.Remote, "-") {
 				return inv, usagef("--remote needs a remote name, got %s", quote(inv.Remote))
 			}
-		case "--ttl":
-			if haveTTL {
-				return inv, usagef("--ttl given more than once")
-			}
-			haveTTL = true
-			if inv.TTL, err = takeValue(); err != nil {
-				return inv, err
-			}
-			// Checked as the sidecar checks it, except for its maximum,
-			// which only the sidecar knows.
-			if _, err := contract.ParseTTL(inv.TTL, 0); err != nil {
-				return inv, contractUsage(err)
-			}
 		default:
-			if len(a) > 1 && isDigit(a[1]) {
+			o := sidecarOption(name)
+			switch {
+			case o == nil && len(a) > 1 && isDigit(a[1]):
 				return inv, usagef("issue must be a positive number, got %s", quote(a))
+			case o == nil:
+				return inv, usagef("unknown option %s; see git collab -h", quote(a))
+			case o.meta == "" && hasValue:
+				return inv, usagef("%s takes no value", name)
+			case o.meta == "":
+				inv.Flags = append(inv.Flags, Flag{Name: name})
+			default:
+				if value, err = takeValue(); err != nil {
+					return inv, err
+				}
+				inv.Flags = append(inv.Flags, Flag{Name: name, Value: value})
 			}
-			return inv, usagef("unknown option %s; see git collab -h", quote(a))
 		}
 	}
 
@@ -139,11 +189,15 @@ func ParseArgs(args []string) (Invocation, error) {
 	if inv.Help {
 		return inv, nil // the rest of the line does not matter
 	}
-	if haveTTL && !v.ttl {
-		return inv, usagef("%s takes no --ttl; usage: %s", v.name, v.synopsis)
+	given := map[string]bool{}
+	for _, f := range inv.Flags {
+		if !v.takes(f.Name) {
+			return inv, usagef("%s takes no %s; usage: %s", v.name, f.Name, v.synopsis)
+		}
+		given[f.Name] = true
 	}
-	if v.ttlRequired && !haveTTL {
-		return inv, usagef("%s needs --ttl <dur>; usage: %s", v.name, v.synopsis)
+	if v.required != "" && !given[v.required] {
+		return inv, usagef("%s needs %s %s; usage: %s", v.name, v.required, sidecarOption(v.required).meta, v.synopsis)
 	}
 	want := 0
 	if v.issue {
@@ -160,6 +214,9 @@ func ParseArgs(args []string) (Invocation, error) {
 		if inv.Issue, err = contract.ParseIssue(pos[0]); err != nil {
 			return inv, contractUsage(err)
 		}
+	}
+	if _, _, err := RemoteCommand(v.remote, checkRepo, inv.Issue, inv.Flags); err != nil {
+		return inv, err
 	}
 	return inv, nil
 }

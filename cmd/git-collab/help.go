@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
@@ -9,29 +10,47 @@ import (
 
 // verb is one git collab command and the collab-lease sub-verb it runs.
 type verb struct {
-	name        string
-	remote      contract.Verb // the collab-lease sub-verb
-	issue       bool          // takes <issue>
-	ttl         bool          // takes --ttl
-	ttlRequired bool
-	synopsis    string
-	summary     string
-	detail      string
+	name     string
+	remote   contract.Verb // the collab-lease sub-verb
+	issue    bool          // takes <issue>
+	flags    []string      // the sidecar options it takes (see options)
+	required string        // the one of them it cannot do without, if any
+	synopsis string
+	summary  string
+	detail   string
 }
 
+// takes reports whether v takes the sidecar option named flag.
+func (v *verb) takes(flag string) bool { return slices.Contains(v.flags, flag) }
+
+// verbs are the commands, in the order an agent meets them.
 var verbs = []verb{
 	{
-		name: "claim", remote: contract.VerbAcquire, issue: true, ttl: true,
-		synopsis: "git collab claim <issue> [--ttl <dur>] [--remote <name>] [--json]",
+		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--ttl"},
+		synopsis: "git collab next [--label <name>]... [--pulls] [--ttl <dur>] [--remote <name>] [--json]",
+		summary:  "claim the oldest issue nobody holds",
+		detail: `Claim the oldest (lowest-numbered) open issue of this repository that
+nobody holds, that carries every --label given, and that no open issue it
+depends on blocks; with --pulls, the oldest such pull request. --ttl works
+as for claim. Agents running next at the same time never get the same
+issue. If nothing qualifies, git collab says so, exit 4: that is an
+answer, not a failure to retry at once.`,
+	},
+	{
+		name: "claim", remote: contract.VerbAcquire, issue: true, flags: []string{"--ttl", "--wait"},
+		synopsis: "git collab claim <issue> [--ttl <dur>] [--wait <dur>] [--remote <name>] [--json]",
 		summary:  "claim an issue or pull request",
 		detail: `Claim <issue> of this repository for yourself. With --ttl the claim
 expires <dur> from now unless renewed; without it the claim is open-ended
 (an assignment) until you unclaim it. Claiming an issue you already hold
 succeeds again, keeps its token and sets the expiry from this --ttl.
-If someone else holds it, git collab says who and until when, exit 4.`,
+If someone else holds it, git collab says who and until when, exit 4.
+With --wait, git collab first waits up to <dur> for their claim to be
+released or to expire (waiters are served first come, first served), and
+says who holds it, exit 4, only if the wait runs out.`,
 	},
 	{
-		name: "renew", remote: contract.VerbRenew, issue: true, ttl: true, ttlRequired: true,
+		name: "renew", remote: contract.VerbRenew, issue: true, flags: []string{"--ttl"}, required: "--ttl",
 		synopsis: "git collab renew <issue> --ttl <dur> [--remote <name>] [--json]",
 		summary:  "extend your claim: it now ends <dur> from now",
 		detail: `Renew your live claim on <issue>: it now expires <dur> from now and keeps
@@ -39,18 +58,39 @@ its token. If you do not hold it (never claimed, unclaimed, expired, or
 taken over by someone else), nothing changes, exit 4: claim it again.`,
 	},
 	{
-		name: "unclaim", remote: contract.VerbRelease, issue: true,
-		synopsis: "git collab unclaim <issue> [--remote <name>] [--json]",
+		name: "check", remote: contract.VerbCheck, issue: true, flags: []string{"--token"}, required: "--token",
+		synopsis: "git collab check <issue> --token <n> [--remote <name>] [--json]",
+		summary:  "is token <n> still the live claim on <issue>?",
+		detail: `Check that <n> is the token of the live claim on <issue>: exit 0 if it
+is, and exit 4 if that claim has since been released, has expired or was
+taken over (git collab says the token now current, if anyone holds the
+issue). Run it just before an action your claim must fence, such as a
+merge or a push, and drop the action on exit 4. Needs only read access.`,
+	},
+	{
+		name: "unclaim", remote: contract.VerbRelease, issue: true, flags: []string{"--force"},
+		synopsis: "git collab unclaim <issue> [--force] [--remote <name>] [--json]",
 		summary:  "release your claim",
 		detail: `Release your claim on <issue>. Releasing an issue nobody holds succeeds
 (so a retry after a dropped connection is safe); releasing someone else's
-live claim is refused, exit 4.`,
+live claim is refused, exit 4, unless you are an admin of the repository
+and give --force: the claim then ends as force_released, and its history
+names you.`,
 	},
 	{
 		name: "claims", remote: contract.VerbList,
 		synopsis: "git collab claims [--remote <name>] [--json]",
 		summary:  "list the live claims on this repository",
 		detail:   `List the live claims on this repository, oldest first.`,
+	},
+	{
+		name: "history", remote: contract.VerbHistory, issue: true, flags: []string{"--limit"},
+		synopsis: "git collab history <issue> [--limit <n>] [--remote <name>] [--json]",
+		summary:  "who held <issue>, and how each claim ended",
+		detail: `Show the claims of <issue>, newest first: each one's token and holder,
+when it began, and when and how it ended (released, expired, taken_over,
+closed, merged, deleted, or force_released by a repository admin); live
+if it has not. --limit shows at most <n> of them (default 20, at most 200).`,
 	},
 }
 
@@ -63,17 +103,26 @@ func findVerb(name string) *verb {
 	return nil
 }
 
-const optionsHelp = `  --ttl <dur>       claim length: seconds (300) or a duration (90s, 30m, 2h)
-  --remote <name>   the remote whose URL names the repository (default origin)
-  --json            print the sidecar's JSON reply unchanged, nothing else
-  -h, --help        show help`
+// optionsHelp lists the options for which keep is true, one a line.
+func optionsHelp(keep func(option) bool) string {
+	var lines []string
+	for _, o := range options {
+		if keep(o) {
+			lines = append(lines, fmt.Sprintf("  %-16s  %s", strings.TrimSpace(o.name+" "+o.meta), o.text))
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+func allOptions(option) bool { return true }
 
 const issueHelp = `<issue> is an issue or pull request number: 42 or #42.`
 
 const exitHelp = `  0    done (also: claiming what you hold, unclaiming what nobody holds)
   1    error: bad arguments, unknown repository or issue, closed issue,
        or your key no longer belongs to an active Gitea account
-  4    conflict: claimed by someone else, or you are not the holder
+  4    an answer, not an error: claimed by someone else, you are not the
+       holder, nothing to claim (next), or a stale token (check)
   75   temporary failure (forge unavailable, database busy): retry
   255  ssh could not reach or log in to the sidecar`
 
@@ -93,11 +142,18 @@ func mainHelp() string {
 	b.WriteString("usage: git collab <command> [<args>] [--remote <name>] [--json]\n\n")
 	b.WriteString("Claim issues of this repository's Gitea through its collab-lease sidecar,\n")
 	b.WriteString("so that people and agents do not work on the same issue twice.\n\ncommands:\n")
+	const width = 30
 	for _, v := range verbs {
-		fmt.Fprintf(&b, "  %-28s %s\n", strings.TrimPrefix(strings.Split(v.synopsis, " [--remote")[0], "git collab "), v.summary)
+		use := strings.TrimPrefix(strings.Split(v.synopsis, " [--remote")[0], "git collab ")
+		if len(use) > width {
+			// Too long to share its line: the summary goes under it.
+			fmt.Fprintf(&b, "  %s\n  %-*s %s\n", use, width, "", v.summary)
+			continue
+		}
+		fmt.Fprintf(&b, "  %-*s %s\n", width, use, v.summary)
 	}
-	fmt.Fprintf(&b, "  %-28s %s\n", "help [<command>]", "show help (also: git collab <command> -h)")
-	b.WriteString("\noptions:\n" + optionsHelp + "\n\n" + issueHelp + "\n\nexit status:\n" + exitHelp +
+	fmt.Fprintf(&b, "  %-*s %s\n", width, "help [<command>]", "show help (also: git collab <command> -h)")
+	b.WriteString("\noptions:\n" + optionsHelp(allOptions) + "\n\n" + issueHelp + "\n\nexit status:\n" + exitHelp +
 		"\n\nconfiguration:\n" + configHelp + "\n\n" + manNote + "\n")
 	return b.String()
 }
@@ -109,16 +165,18 @@ func verbHelp(v *verb) string {
 	if v.issue {
 		b.WriteString("\n" + issueHelp + "\n")
 	}
-	b.WriteString("\noptions:\n")
-	for _, line := range strings.Split(optionsHelp, "\n") {
-		if strings.Contains(line, "--ttl") && !v.ttl {
-			continue
-		}
-		b.WriteString(line + "\n")
-	}
+	b.WriteString("\noptions:\n" + optionsHelp(func(o option) bool { return !o.sidecar || v.takes(o.name) }) + "\n")
 	b.WriteString("\nexit status:\n" + exitHelp + "\n")
 	return b.String()
 }
+
+// agentLoop is the manual page's example: the loop SPEC §8.4 serves.
+const agentLoop = `# take the oldest free issue; exit 4 means there is none
+reply=$(git collab next --ttl 30m --json) || exit
+n=$(echo "$reply" | jq .issue) token=$(echo "$reply" | jq .token)
+# ... work; every 20 minutes or so: git collab renew "$n" --ttl 30m
+git collab check "$n" --token "$token" && git push   # fenced by the claim
+git collab unclaim "$n"`
 
 // manPage is the manual page `git collab --help` shows (git turns that
 // into `man git-collab`): install it with
@@ -142,22 +200,39 @@ Every command runs one collab-lease command on the sidecar over ssh.`)) + "\n")
 	for _, v := range verbs {
 		fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", v.name, roff(oneParagraph(v.detail)))
 	}
-	b.WriteString(".SH OPTIONS\n" + roffList(optionsHelp) + ".PP\n" + roff(issueHelp) + "\n")
+	b.WriteString(".SH OPTIONS\n" + roffList(optionsHelp(allOptions)) + ".PP\n" + roff(issueHelp) + "\n")
 	b.WriteString(".SH EXIT STATUS\n" + roffList(exitHelp))
+	b.WriteString(".PP\n" + roff(oneParagraph(`Exit status 4 is an answer: do other work, or claim again later
+(claim --wait lets the sidecar do the waiting); retrying at once changes
+nothing. After 75 nothing was done: retry the same command with backoff.`)) + "\n")
 	b.WriteString(".SH CONFIGURATION\n.nf\n" + roff(configHelp) + "\n.fi\n")
+	b.WriteString(".SH EXAMPLES\nAn agent's loop:\n.PP\n.nf\n" + roff(agentLoop) + "\n.fi\n")
 	return b.String()
 }
 
 func oneParagraph(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-// roffList renders "  term   text" lines as tagged paragraphs.
+// roffList renders "  term   text" lines as tagged paragraphs; a line
+// indented deeper than the terms continues the text above it.
 func roffList(s string) string {
 	var b strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		line = strings.TrimSpace(line)
-		term, text, _ := strings.Cut(line, "  ")
-		fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", roff(term), roff(strings.TrimSpace(text)))
+	var term, text string
+	flush := func() {
+		if term != "" {
+			fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", roff(term), roff(text))
+		}
 	}
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, "   ") && term != "" {
+			text += " " + strings.TrimSpace(line)
+			continue
+		}
+		flush()
+		var rest string
+		term, rest, _ = strings.Cut(strings.TrimSpace(line), "  ")
+		text = strings.TrimSpace(rest)
+	}
+	flush()
 	return b.String()
 }
 

@@ -1,6 +1,6 @@
 // Command git-collab is the client of the collab-lease sidecar: on PATH it
-// is `git collab`, which claims, renews, releases and lists claims on the
-// issues of the repository it runs in.
+// is `git collab`, which claims, renews, checks, releases and lists claims
+// on the issues of the repository it runs in, and shows their history.
 //
 // It works out the repository (owner/repo from a remote's URL) and the
 // sidecar's address, then runs the user's own ssh with one collab-lease
@@ -105,8 +105,11 @@ func (a *app) call(v *verb, inv Invocation) int {
 		return a.fail(configErr)
 	}
 
-	cmd := RemoteCommand(v.remote, remote.FullName(), inv.Issue, inv.TTL)
-	res, err := runSSH(sshCmd.Args("-p", sc.Port, sc.Destination(), cmd), a.env, a.stderr)
+	line, req, err := RemoteCommand(v.remote, remote.FullName(), inv.Issue, inv.Flags)
+	if err != nil {
+		return a.fail(err)
+	}
+	res, err := runSSH(sshCmd.Args("-p", sc.Port, sc.Destination(), line), a.env, a.stderr)
 	if err != nil {
 		return a.fail(fmt.Errorf("run the ssh command (from %s): %w", sshCmd.Source, err))
 	}
@@ -126,7 +129,7 @@ func (a *app) call(v *verb, inv Invocation) int {
 		a.stdout.Write(res.Stdout)
 		return res.Code
 	}
-	out, err := Render(v, res.Code, res.Stdout, a.now())
+	out, err := Render(req, res.Code, res.Stdout, a.now())
 	if err != nil {
 		// Whatever happened on the sidecar happened: show its reply as it
 		// is, keep its exit status, and say why there is no summary.

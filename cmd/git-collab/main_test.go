@@ -139,8 +139,16 @@ func TestEachVerbSendsItsCommand(t *testing.T) {
 		{[]string{"renew", "7", "--ttl=2h"}, "collab-lease renew 'acme/widgets' '7' --ttl '2h'"},
 		{[]string{"unclaim", "7"}, "collab-lease release 'acme/widgets' '7'"},
 		{[]string{"claims"}, "collab-lease list 'acme/widgets'"},
+		{[]string{"next"}, "collab-lease next 'acme/widgets'"},
+		{[]string{"next", "--label", "good first issue", "--pulls", "--label=it's", "--ttl", "30m"},
+			`collab-lease next 'acme/widgets' --label 'good first issue' --pulls --label 'it'\''s' --ttl '30m'`},
+		{[]string{"claim", "#7", "--wait", "5m"}, "collab-lease acquire 'acme/widgets' '7' --wait '5m'"},
+		{[]string{"check", "7", "--token=3"}, "collab-lease check 'acme/widgets' '7' --token '3'"},
+		{[]string{"history", "7"}, "collab-lease history 'acme/widgets' '7'"},
+		{[]string{"history", "7", "--limit", "5"}, "collab-lease history 'acme/widgets' '7' --limit '5'"},
+		{[]string{"unclaim", "7", "--force"}, "collab-lease release 'acme/widgets' '7' --force"},
 	} {
-		t.Run(c.args[0], func(t *testing.T) {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, "ssh://alice@forge.example:22/gitea/acme/widgets.git")
 			h.answer("0", "{}", "")
@@ -173,6 +181,28 @@ func TestJSONIsTheSidecarsBytesAndExitStatus(t *testing.T) {
 			t.Errorf("exit %s: got %+v", c.code, r)
 		}
 	}
+	// The agent verbs' replies too, exit 4 included.
+	for _, c := range []struct {
+		args         []string
+		code, stdout string
+		exit         int
+	}{
+		{[]string{"next", "--ttl", "30m"}, "0", acquiredJSON, 0},
+		{[]string{"next"}, "4", `{"status":"none","repo":"acme/widgets"}` + "\n", 4},
+		{[]string{"claim", "42", "--wait", "1m"}, "4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}` + "\n", 4},
+		{[]string{"check", "42", "--token", "3"}, "0", strings.Replace(acquiredJSON, "acquired", "current", 1), 0},
+		{[]string{"check", "42", "--token", "3"}, "4", `{"status":"stale","repo":"acme/widgets","issue":42,"token":null}` + "\n", 4},
+		{[]string{"history", "42"}, "0", `{"repo":"acme/widgets","issue":42,"tenures":[]}` + "\n", 0},
+		{[]string{"unclaim", "42", "--force"}, "0", `{"status":"released","repo":"acme/widgets","issue":42}` + "\n", 0},
+		{[]string{"unclaim", "42", "--force"}, "1", "", 1},
+		{[]string{"next"}, "75", "", 75},
+	} {
+		h := newHarness(t, "git@forge.example:acme/widgets.git")
+		h.answer(c.code, c.stdout, "")
+		if r := h.run(append(c.args, "--json")...); r != (result{c.stdout, "", c.exit}) {
+			t.Errorf("%q exit %s: got %+v", c.args, c.code, r)
+		}
+	}
 }
 
 func TestHumanOutputAndExitStatus(t *testing.T) {
@@ -188,6 +218,19 @@ func TestHumanOutputAndExitStatus(t *testing.T) {
 			result{"released acme/widgets#42\n", "", 0}},
 		{[]string{"claims"}, "0", `{"repo":"acme/widgets","leases":[]}` + "\n", "",
 			result{"no claims on acme/widgets\n", "", 0}},
+		// The agent verbs: exit 0 on stdout, exit 4 (an answer) on stderr.
+		{[]string{"next", "--ttl", "30m"}, "0", strings.Replace(acquiredJSON, `"issue":42`, `"issue":7`, 1), "",
+			result{"claimed acme/widgets#7 (token 3, expires 12:05 UTC, in 30m)\n", "", 0}},
+		{[]string{"next", "--label", "bug"}, "4", `{"status":"none","repo":"acme/widgets"}` + "\n", "",
+			result{"", "nothing to claim in acme/widgets\n", 4}},
+		{[]string{"check", "7", "--token", "3"}, "0", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}` + "\n", "",
+			result{"token 3 is current: acme/widgets#7 held by alice (open-ended)\n", "", 0}},
+		{[]string{"check", "7", "--token", "3"}, "4", `{"status":"stale","repo":"acme/widgets","issue":7,"token":5}` + "\n", "",
+			result{"", "token 3 is stale: acme/widgets#7 is now at token 5\n", 4}},
+		{[]string{"history", "7"}, "0", `{"repo":"acme/widgets","issue":7,"tenures":[{"token":1,"holder":"alice","acquired_at":"2026-09-05T11:00:00Z","ended_at":null,"ended_by":null}]}` + "\n", "",
+			result{"TOKEN  HOLDER  ACQUIRED   ENDED  HOW\n1      alice   11:00 UTC  live\n", "", 0}},
+		{[]string{"unclaim", "7", "--force"}, "1", "", "error: admin access to acme/widgets is required\n",
+			result{"", "error: admin access to acme/widgets is required\n", 1}},
 		// Server errors pass through as they are.
 		{[]string{"claim", "99999"}, "1", "", "error: issue not found\n", result{"", "error: issue not found\n", 1}},
 		{[]string{"claim", "42"}, "75", "", "error: forge unavailable, try again\n", result{"", "error: forge unavailable, try again\n", 75}},
@@ -330,6 +373,14 @@ func TestLocalMistakesSendNothing(t *testing.T) {
 			`git-collab: remote "origin": remote URL "git@forge.example:widgets.git": path "widgets.git" does not end in <owner>/<repo>` + "\n"},
 		{"a bad issue", "git@forge.example:acme/widgets.git", []string{"claim", "4'2"},
 			`git-collab: issue must be a positive number like 42 or #42, got "4'2"` + "\n"},
+		{"a bad token", "git@forge.example:acme/widgets.git", []string{"check", "7", "--token", "3x"},
+			`git-collab: --token must be a positive number, got "3x"` + "\n"},
+		{"a bad limit", "git@forge.example:acme/widgets.git", []string{"history", "7", "--limit", "1000"},
+			`git-collab: --limit "1000" is more than the maximum of 200` + "\n"},
+		{"a bad label", "git@forge.example:acme/widgets.git", []string{"next", "--label", "a,b"},
+			`git-collab: --label "a,b" may not contain a comma; give --label once per label` + "\n"},
+		{"a bad wait", "git@forge.example:acme/widgets.git", []string{"claim", "7", "--wait", "1.5s"},
+			`git-collab: --wait "1.5s" must be a whole number of seconds` + "\n"},
 		{"a bad sidecar setting", "git@forge.example:acme/widgets.git", []string{"claims"},
 			`git-collab: git config collab.sidecar "side example": host "side example" is not a host name; expected host:port` + "\n"},
 	} {

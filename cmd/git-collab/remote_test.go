@@ -149,9 +149,9 @@ func FuzzParseRemoteURL(f *testing.F) {
 		if checkHost(r.Host) != nil || strings.HasPrefix(r.Host, "-") {
 			t.Fatalf("unsafe host %q from %q", r.Host, raw)
 		}
-		cmd := RemoteCommand("acquire", r.FullName(), 1, "")
-		if strings.ContainsAny(cmd, "\n\r\x00") || strings.Count(cmd, "'") != 4 {
-			t.Fatalf("remote command %q", cmd)
+		cmd, _, err := RemoteCommand("acquire", r.FullName(), 1, nil)
+		if err != nil || strings.ContainsAny(cmd, "\n\r\x00") || strings.Count(cmd, "'") != 4 {
+			t.Fatalf("remote command %q, %v", cmd, err)
 		}
 
 		// Written back as an ssh URL, it parses to the same remote.

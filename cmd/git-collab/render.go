@@ -17,63 +17,115 @@ type rendered struct {
 	stdout, stderr string
 }
 
-// Render turns the sidecar's reply to v (exit status 0 or 4, in the shapes
-// of plugin/contract) into the human form, reading times relative to now.
-func Render(v *verb, code int, body []byte, now time.Time) (rendered, error) {
-	if v.remote == contract.VerbList {
+// Render turns the sidecar's reply to req (exit status 0 or 4, in the
+// shapes of plugin/contract) into the human form, reading times relative
+// to now. What it cannot read is an error, and the caller shows the reply
+// as it is.
+func Render(req contract.Command, code int, body []byte, now time.Time) (rendered, error) {
+	switch {
+	case code != contract.ExitOK && code != contract.ExitConflict:
+		return rendered{}, fmt.Errorf("unexpected exit status %d", code)
+	case req.Verb == contract.VerbList || req.Verb == contract.VerbHistory:
 		if code != contract.ExitOK {
-			return rendered{}, fmt.Errorf("list answered with exit status %d", code)
+			return rendered{}, fmt.Errorf("%s answered with exit status %d", req.Verb, code)
 		}
-		var l contract.List
-		if err := decodeOne(body, &l); err != nil {
-			return rendered{}, err
-		}
-		return rendered{stdout: renderList(l, now)}, nil
-	}
-	named := func(repo string, issue int64) string { return clean(repo) + "#" + strconv.FormatInt(issue, 10) }
-	switch code {
-	case contract.ExitOK:
-		want := map[contract.Verb]string{contract.VerbAcquire: contract.StatusAcquired,
-			contract.VerbRenew: contract.StatusRenewed, contract.VerbRelease: contract.StatusReleased}[v.remote]
-		if want == contract.StatusReleased {
-			var r contract.Released
-			if err := decodeOne(body, &r); err != nil {
+		if req.Verb == contract.VerbList {
+			var l contract.List
+			if err := decodeOne(body, &l); err != nil {
 				return rendered{}, err
 			}
-			if r.Status != want {
-				return rendered{}, unexpected(r.Status, code)
-			}
-			return rendered{stdout: "released " + named(r.Repo, r.Issue) + "\n"}, nil
+			return rendered{stdout: renderList(l, now)}, nil
 		}
-		var r contract.Tenure
-		if err := decodeOne(body, &r); err != nil {
+		var h contract.History
+		if err := decodeOne(body, &h); err != nil {
 			return rendered{}, err
 		}
-		if r.Status != want {
-			return rendered{}, unexpected(r.Status, code)
-		}
-		done := map[string]string{contract.StatusAcquired: "claimed", contract.StatusRenewed: "renewed"}[r.Status]
-		return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, named(r.Repo, r.Issue), r.Token,
-			expiresPhrase(stdTime(r.ExpiresAt), now))}, nil
-	case contract.ExitConflict:
-		var r contract.Conflict
-		if err := decodeOne(body, &r); err != nil {
-			return rendered{}, err
-		}
-		name := named(r.Repo, r.Issue)
-		switch {
-		case r.Status == contract.StatusHeld && r.Holder != nil:
-			return rendered{stderr: claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
-		case r.Status == contract.StatusNotHolder:
-			what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released"}[v.remote]
-			if r.Holder == nil {
-				return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}, nil
-			}
-			return rendered{stderr: what + ": " + claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
-		}
-		return rendered{}, unexpected(r.Status, code)
+		return rendered{stdout: renderHistory(h, now)}, nil
+	case code == contract.ExitOK:
+		return renderDone(req, body, now)
 	}
-	return rendered{}, fmt.Errorf("unexpected exit status %d", code)
+	return renderRefused(req, body, now)
+}
+
+// named is how a reply's issue is shown: "acme/widgets#42".
+func named(repo string, issue int64) string { return clean(repo) + "#" + strconv.FormatInt(issue, 10) }
+
+// renderDone is the line of a success (exit 0), on stdout.
+func renderDone(req contract.Command, body []byte, now time.Time) (rendered, error) {
+	if req.Verb == contract.VerbRelease {
+		var r contract.Released
+		if err := decodeStatus(body, &r, contract.ExitOK, contract.StatusReleased); err != nil {
+			return rendered{}, err
+		}
+		return rendered{stdout: "released " + named(r.Repo, r.Issue) + "\n"}, nil
+	}
+	want := map[contract.Verb]string{contract.VerbAcquire: contract.StatusAcquired, contract.VerbNext: contract.StatusAcquired,
+		contract.VerbRenew: contract.StatusRenewed, contract.VerbCheck: contract.StatusCurrent}[req.Verb]
+	var r contract.Tenure
+	if err := decodeStatus(body, &r, contract.ExitOK, want); err != nil {
+		return rendered{}, err
+	}
+	if r.Status == contract.StatusCurrent {
+		return rendered{stdout: fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
+			clean(r.Holder), expiresPhrase(stdTime(r.ExpiresAt), now))}, nil
+	}
+	done := map[string]string{contract.StatusAcquired: "claimed", contract.StatusRenewed: "renewed"}[r.Status]
+	return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, named(r.Repo, r.Issue), r.Token,
+		expiresPhrase(stdTime(r.ExpiresAt), now))}, nil
+}
+
+// renderRefused is the line of an answer that is not a success (exit 4),
+// on stderr: nothing to claim, a stale token, someone else's claim.
+func renderRefused(req contract.Command, body []byte, now time.Time) (rendered, error) {
+	switch req.Verb {
+	case contract.VerbNext:
+		var r contract.None
+		if err := decodeStatus(body, &r, contract.ExitConflict, contract.StatusNone); err != nil {
+			return rendered{}, err
+		}
+		return rendered{stderr: "nothing to claim in " + clean(r.Repo) + "\n"}, nil
+	case contract.VerbCheck:
+		var r contract.Stale
+		if err := decodeStatus(body, &r, contract.ExitConflict, contract.StatusStale); err != nil {
+			return rendered{}, err
+		}
+		// The reply names the current token, not the one asked about.
+		if r.Token == nil {
+			return rendered{stderr: fmt.Sprintf("token %d is stale: nobody holds %s\n", req.Token, named(r.Repo, r.Issue))}, nil
+		}
+		return rendered{stderr: fmt.Sprintf("token %d is stale: %s is now at token %d\n", req.Token, named(r.Repo, r.Issue), *r.Token)}, nil
+	}
+	var r contract.Conflict
+	if err := decodeOne(body, &r); err != nil {
+		return rendered{}, err
+	}
+	name := named(r.Repo, r.Issue)
+	switch {
+	case r.Status == contract.StatusHeld && req.Verb == contract.VerbAcquire && r.Holder != nil:
+		return rendered{stderr: claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
+	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease):
+		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released"}[req.Verb]
+		if r.Holder == nil {
+			return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}, nil
+		}
+		return rendered{stderr: what + ": " + claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
+	}
+	return rendered{}, unexpected(r.Status, contract.ExitConflict)
+}
+
+// decodeStatus reads one JSON reply, sent with exit status code, into r
+// and holds its "status" to want: the same shape serves several answers.
+func decodeStatus(body []byte, r any, code int, want string) error {
+	if err := decodeOne(body, r); err != nil {
+		return err
+	}
+	var s struct {
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal(body, &s); err != nil || want == "" || s.Status != want {
+		return unexpected(s.Status, code)
+	}
+	return nil
 }
 
 func unexpected(status string, code int) error {
@@ -115,6 +167,37 @@ func renderList(l contract.List, now time.Time) string {
 	tw.Flush()
 	// tabwriter pads the last column too when a cell is empty; no cell is.
 	return b.String()
+}
+
+// renderHistory is a table of an issue's tenures, newest first.
+func renderHistory(h contract.History, now time.Time) string {
+	if len(h.Tenures) == 0 {
+		return named(h.Repo, h.Issue) + " has never been claimed\n"
+	}
+	var b bytes.Buffer
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOKEN\tHOLDER\tACQUIRED\tENDED\tHOW")
+	for _, x := range h.Tenures {
+		ended, how := "live", ""
+		if t := stdTime(x.EndedAt); t != nil {
+			ended, how = clock(*t, now), "-"
+		}
+		if x.EndedBy != nil {
+			how = clean(*x.EndedBy)
+			if *x.EndedBy == contract.EndForceReleased && x.ForcedBy != "" {
+				how += " by " + clean(x.ForcedBy)
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", x.Token, clean(x.Holder), clock(time.Time(x.AcquiredAt), now), ended, how)
+	}
+	tw.Flush()
+	// tabwriter pads a cell before an empty last one (a live tenure's
+	// HOW): trim what it leaves at the end of the line.
+	var out strings.Builder
+	for _, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		out.WriteString(strings.TrimRight(line, " ") + "\n")
+	}
+	return out.String()
 }
 
 // clock shows an instant in UTC: "12:05 UTC" on now's (UTC) day, else with

@@ -4,36 +4,53 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // now is the clock of every rendering test: 11:35 UTC, 30m before 12:05.
 var now = time.Date(2026, 9, 5, 11, 35, 0, 0, time.UTC)
 
+// request is the command the sidecar reads when git collab runs with args
+// (split at spaces) in a checkout of acme/widgets.
+func request(t *testing.T, args string) contract.Command {
+	t.Helper()
+	inv, err := ParseArgs(strings.Fields(args))
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	_, cmd, err := RemoteCommand(findVerb(inv.Verb).remote, "acme/widgets", inv.Issue, inv.Flags)
+	if err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+	return cmd
+}
+
 func TestRender(t *testing.T) {
 	cases := []struct {
-		verb, body     string
+		args, body     string
 		code           int
 		stdout, stderr string
 	}{
-		{"claim", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
+		{"claim 42", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
 			"claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\n", ""},
-		{"claim", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+		{"claim 42", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
 			"claimed acme/widgets#42 (token 3, open-ended)\n", ""},
-		{"claim", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}`, 4,
+		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}`, 4,
 			"", "acme/widgets#42 is claimed by bob until 12:05 UTC\n"},
-		{"claim", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}`, 4,
+		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}`, 4,
 			"", "acme/widgets#42 is claimed by bob (open-ended)\n"},
-		{"renew", `{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:00:00Z","expires_at":"2026-09-05T13:35:00Z"}`, 0,
+		{"renew 42 --ttl 1h", `{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:00:00Z","expires_at":"2026-09-05T13:35:00Z"}`, 0,
 			"renewed acme/widgets#42 (token 3, expires 13:35 UTC, in 2h)\n", ""},
-		{"renew", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"expires_at":null}`, 4,
+		{"renew 42 --ttl 1h", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"expires_at":null}`, 4,
 			"", "not renewed: you do not hold acme/widgets#42 (nobody does; claim it again)\n"},
-		{"renew", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-06T09:00:00Z"}`, 4,
+		{"renew 42 --ttl 1h", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-06T09:00:00Z"}`, 4,
 			"", "not renewed: acme/widgets#42 is claimed by bob until 2026-09-06 09:00 UTC\n"},
-		{"unclaim", `{"status":"released","repo":"acme/widgets","issue":42}`, 0, "released acme/widgets#42\n", ""},
-		{"unclaim", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}`, 4,
+		{"unclaim 42", `{"status":"released","repo":"acme/widgets","issue":42}`, 0, "released acme/widgets#42\n", ""},
+		{"unclaim 42", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}`, 4,
 			"", "not released: acme/widgets#42 is claimed by bob (open-ended)\n"},
 		// The repository as the sidecar names it now (after a rename).
-		{"unclaim", `{"status":"released","repo":"acme/gadgets","issue":42}`, 0, "released acme/gadgets#42\n", ""},
+		{"unclaim 42", `{"status":"released","repo":"acme/gadgets","issue":42}`, 0, "released acme/gadgets#42\n", ""},
 		{"claims", `{"repo":"acme/widgets","leases":[]}`, 0, "no claims on acme/widgets\n", ""},
 		{"claims", `{"repo":"acme/widgets","leases":[` +
 			`{"issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"},` +
@@ -44,33 +61,80 @@ func TestRender(t *testing.T) {
 				"#7     bartholomew  12     open-ended\n" +
 				"#1234  c            1      2026-09-08 11:35 UTC (in 3d)\n", ""},
 		// Control characters from a server never reach the terminal raw.
-		{"claim", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"b\u001b[2Job","expires_at":null}`, 4,
+		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"b\u001b[2Job","expires_at":null}`, 4,
 			"", "acme/widgets#42 is claimed by \"b\\x1b[2Job\" (open-ended)\n"},
+
+		// The agent verbs.
+		{"next --ttl 30m", `{"status":"acquired","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
+			"claimed acme/widgets#7 (token 3, expires 12:05 UTC, in 30m)\n", ""},
+		{"next --label bug --pulls", `{"status":"acquired","repo":"acme/widgets","issue":8,"holder":"alice","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+			"claimed acme/widgets#8 (token 1, open-ended)\n", ""},
+		{"next", `{"status":"none","repo":"acme/widgets"}`, 4, "", "nothing to claim in acme/widgets\n"},
+		{"claim 42 --wait 5m", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":4,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+			"claimed acme/widgets#42 (token 4, open-ended)\n", ""},
+		{"claim 42 --wait 5m", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}`, 4,
+			"", "acme/widgets#42 is claimed by bob until 12:05 UTC\n"},
+		{"check 7 --token 3", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
+			"token 3 is current: acme/widgets#7 held by alice (expires 12:05 UTC, in 30m)\n", ""},
+		{"check 7 --token 3", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+			"token 3 is current: acme/widgets#7 held by alice (open-ended)\n", ""},
+		{"check 7 --token 3", `{"status":"stale","repo":"acme/widgets","issue":7,"token":5}`, 4,
+			"", "token 3 is stale: acme/widgets#7 is now at token 5\n"},
+		{"check 7 --token 3", `{"status":"stale","repo":"acme/widgets","issue":7,"token":null}`, 4,
+			"", "token 3 is stale: nobody holds acme/widgets#7\n"},
+		{"unclaim 42 --force", `{"status":"released","repo":"acme/widgets","issue":42}`, 0, "released acme/widgets#42\n", ""},
+		{"history 7", `{"repo":"acme/widgets","issue":7,"tenures":[]}`, 0, "acme/widgets#7 has never been claimed\n", ""},
+		{"history 7 --limit 5", `{"repo":"acme/widgets","issue":7,"tenures":[` +
+			`{"token":6,"holder":"bartholomew","acquired_at":"2026-09-05T11:30:00Z","ended_at":null,"ended_by":null},` +
+			`{"token":5,"holder":"alice","acquired_at":"2026-09-05T10:00:00Z","ended_at":"2026-09-05T11:00:00Z","ended_by":"force_released","forced_by":"root"},` +
+			`{"token":4,"holder":"bob","acquired_at":"2026-09-04T09:00:00Z","ended_at":"2026-09-04T09:30:00Z","ended_by":"expired"},` +
+			`{"token":3,"holder":"bob","acquired_at":"2026-09-04T08:00:00Z","ended_at":"2026-09-04T08:10:00Z","ended_by":"released"}]}` + "\n", 0,
+			"TOKEN  HOLDER       ACQUIRED              ENDED                 HOW\n" +
+				"6      bartholomew  11:30 UTC             live\n" +
+				"5      alice        10:00 UTC             11:00 UTC             force_released by root\n" +
+				"4      bob          2026-09-04 09:00 UTC  2026-09-04 09:30 UTC  expired\n" +
+				"3      bob          2026-09-04 08:00 UTC  2026-09-04 08:10 UTC  released\n", ""},
+		// A tenure that ended without saying how, and a holder with a
+		// control character.
+		{"history 7", `{"repo":"acme/widgets","issue":7,"tenures":[` +
+			`{"token":2,"holder":"b\u0007b","acquired_at":"2026-09-05T10:00:00Z","ended_at":"2026-09-05T11:00:00Z","ended_by":null}]}`, 0,
+			"TOKEN  HOLDER  ACQUIRED   ENDED      HOW\n" +
+				"2      \"b\\ab\"  10:00 UTC  11:00 UTC  -\n", ""},
 	}
 	for _, c := range cases {
-		got, err := Render(findVerb(c.verb), c.code, []byte(c.body), now)
+		got, err := Render(request(t, c.args), c.code, []byte(c.body), now)
 		if err != nil || got.stdout != c.stdout || got.stderr != c.stderr {
-			t.Errorf("%s %s:\n got %q %q %v\nwant %q %q", c.verb, c.body, got.stdout, got.stderr, err, c.stdout, c.stderr)
+			t.Errorf("%s %s:\n got %q %q %v\nwant %q %q", c.args, c.body, got.stdout, got.stderr, err, c.stdout, c.stderr)
 		}
 	}
 }
 
 func TestRenderRefusesWhatItDoesNotKnow(t *testing.T) {
 	for _, c := range []struct {
-		verb, body string
+		args, body string
 		code       int
 	}{
-		{"claim", ``, 0},
-		{"claim", `not json`, 0},
-		{"claim", `{"status":"acquired"} {"status":"acquired"}`, 0},
-		{"claim", `{"status":"renewed","repo":"a/b","issue":1}`, 0}, // the wrong verb's reply
-		{"claim", `{"status":"held","repo":"a/b","issue":1,"holder":null}`, 4},
-		{"claim", `{"status":"acquired","repo":"a/b","issue":1}`, 4},
+		{"claim 42", ``, 0},
+		{"claim 42", `not json`, 0},
+		{"claim 42", `{"status":"acquired"} {"status":"acquired"}`, 0},
+		{"claim 42", `{"status":"renewed","repo":"a/b","issue":1}`, 0}, // the wrong verb's reply
+		{"claim 42", `{"status":"held","repo":"a/b","issue":1,"holder":null}`, 4},
+		{"claim 42", `{"status":"acquired","repo":"a/b","issue":1}`, 4},
 		{"claims", `{"repo":"a/b","leases":[]}`, 4},
 		{"claims", `[]`, 0},
+		{"next", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","expires_at":null}`, 4}, // not next's refusal
+		{"next", `{"status":"acquired","repo":"a/b"}`, 4},
+		{"next", `{"status":"none","repo":"a/b"}`, 0},
+		{"check 1 --token 1", `{"status":"acquired","repo":"a/b","issue":1,"holder":"bob","token":1}`, 0},
+		{"check 1 --token 1", `{"status":"current","repo":"a/b","issue":1,"holder":"bob","token":1}`, 4},
+		{"check 1 --token 1", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","expires_at":null}`, 4},
+		{"renew 1 --ttl 1m", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","expires_at":null}`, 4}, // acquire's refusal
+		{"history 1", `{"repo":"a/b","issue":1,"tenures":[]}`, 4},
+		{"history 1", `{"repo":"a/b","issue":1,"tenures":{}}`, 0},
+		{"claim 1", `{"status":"acquired","repo":"a/b","issue":1}`, 1}, // errors are on stderr already
 	} {
-		if got, err := Render(findVerb(c.verb), c.code, []byte(c.body), now); err == nil {
-			t.Errorf("%s %q (exit %d): rendered %+v, want an error", c.verb, c.body, c.code, got)
+		if got, err := Render(request(t, c.args), c.code, []byte(c.body), now); err == nil {
+			t.Errorf("%s %q (exit %d): rendered %+v, want an error", c.args, c.body, c.code, got)
 		}
 	}
 }
@@ -125,8 +189,31 @@ func TestHelpCoversEveryVerb(t *testing.T) {
 			t.Errorf("%s missing from the help or the manual page", v.name)
 		}
 		h := verbHelp(&v)
-		if !strings.HasPrefix(h, "usage: "+v.synopsis+"\n") || strings.Contains(h, "--ttl <dur>  ") != v.ttl {
+		if !strings.HasPrefix(h, "usage: "+v.synopsis+"\n") {
 			t.Errorf("help of %s:\n%s", v.name, h)
+		}
+		// Its help lists exactly the sidecar options it takes, and every
+		// one of them is in its synopsis.
+		for _, o := range options {
+			if !o.sidecar {
+				continue
+			}
+			listed := strings.Contains(h, "\n  "+o.name+" ")
+			if listed != v.takes(o.name) || listed != strings.Contains(v.synopsis, o.name) {
+				t.Errorf("help of %s lists %s: %v, takes it: %v\n%s", v.name, o.name, listed, v.takes(o.name), h)
+			}
+		}
+		if v.required != "" && !v.takes(v.required) {
+			t.Errorf("%s requires %s, which it does not take", v.name, v.required)
+		}
+	}
+	// The commands and options fit a terminal.
+	for _, text := range []string{main, verbHelp(findVerb("next"))} {
+		text, _, _ = strings.Cut(text, "\nexit status:")
+		for _, line := range strings.Split(text, "\n") {
+			if len(line) > 80 && !strings.HasPrefix(line, "usage: ") {
+				t.Errorf("help line longer than 80: %q", line)
+			}
 		}
 	}
 	for _, line := range strings.Split(man, "\n") {

@@ -53,18 +53,42 @@ func (c SSHCommand) Args(args ...string) []string {
 	return append([]string{"sh", "-c", c.Shell + ` "$@"`, "ssh"}, args...)
 }
 
-// RemoteCommand is the collab-lease exec line for the sidecar. Every
-// argument is single-quoted; the callers have already restricted them to
+// RemoteCommand is the collab-lease exec line for the sidecar, and the
+// command the sidecar's grammar reads in it. Every argument is
+// single-quoted; the callers have already restricted the repository to
 // safe characters, so the quoting is a second fence, not the only one.
-func RemoteCommand(verb contract.Verb, repo string, issue int64, ttl string) string {
+//
+// The line is parsed with the sidecar's own grammar (contract.ParseCommand)
+// before anything is sent, so a flag's value is held to exactly the
+// sidecar's rules (durations, tokens, limits, labels, a flag given twice)
+// and a mistake is reported in its words, as a *usageError. Only the
+// maximum TTL, which the sidecar alone knows, is left to it.
+func RemoteCommand(verb contract.Verb, repo string, issue int64, flags []Flag) (string, contract.Command, error) {
 	words := []string{"collab-lease", string(verb), shellQuote(repo)}
 	if issue > 0 {
 		words = append(words, shellQuote(strconv.FormatInt(issue, 10)))
 	}
-	if ttl != "" {
-		words = append(words, "--ttl", shellQuote(ttl))
+	for _, f := range flags {
+		switch {
+		case sidecarOption(f.Name) == nil:
+			// Only ParseArgs makes flags; this is a second fence.
+			return "", contract.Command{}, usagef("unknown option %s; see git collab -h", quote(f.Name))
+		case sidecarOption(f.Name).meta == "":
+			words = append(words, f.Name)
+		case f.Value == "":
+			// The grammar refuses an empty word outright; "--token=" gets
+			// the error that names the flag, as the sidecar would give it.
+			words = append(words, f.Name+"=")
+		default:
+			words = append(words, f.Name, shellQuote(f.Value))
+		}
 	}
-	return strings.Join(words, " ")
+	line := strings.Join(words, " ")
+	cmd, err := contract.ParseCommand(line, 0)
+	if err != nil {
+		return "", contract.Command{}, contractUsage(err)
+	}
+	return line, cmd, nil
 }
 
 // shellQuote quotes s as one word for a POSIX shell (and for the

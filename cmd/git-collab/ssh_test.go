@@ -3,7 +3,9 @@ package main
 import (
 	"os/exec"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
@@ -52,25 +54,85 @@ func TestSSHCommandArgs(t *testing.T) {
 
 func TestRemoteCommand(t *testing.T) {
 	for _, c := range []struct {
-		verb      contract.Verb
-		repo      string
-		issue     int64
-		ttl, want string
+		verb  contract.Verb
+		repo  string
+		issue int64
+		flags []Flag
+		want  string
 	}{
-		{contract.VerbAcquire, "acme/widgets", 42, "30m", "collab-lease acquire 'acme/widgets' '42' --ttl '30m'"},
-		{contract.VerbAcquire, "acme/widgets", 42, "", "collab-lease acquire 'acme/widgets' '42'"},
-		{contract.VerbRenew, "acme/widgets", 7, "7200", "collab-lease renew 'acme/widgets' '7' --ttl '7200'"},
-		{contract.VerbRelease, "a/b", 1, "", "collab-lease release 'a/b' '1'"},
-		{contract.VerbList, "acme/widgets", 0, "", "collab-lease list 'acme/widgets'"},
+		{contract.VerbAcquire, "acme/widgets", 42, []Flag{{"--ttl", "30m"}}, "collab-lease acquire 'acme/widgets' '42' --ttl '30m'"},
+		{contract.VerbAcquire, "acme/widgets", 42, nil, "collab-lease acquire 'acme/widgets' '42'"},
+		{contract.VerbAcquire, "acme/widgets", 42, []Flag{{"--wait", "5m"}, {"--ttl", "1h"}}, "collab-lease acquire 'acme/widgets' '42' --wait '5m' --ttl '1h'"},
+		{contract.VerbRenew, "acme/widgets", 7, []Flag{{"--ttl", "7200"}}, "collab-lease renew 'acme/widgets' '7' --ttl '7200'"},
+		{contract.VerbRelease, "a/b", 1, nil, "collab-lease release 'a/b' '1'"},
+		{contract.VerbRelease, "a/b", 1, []Flag{{"--force", ""}}, "collab-lease release 'a/b' '1' --force"},
+		{contract.VerbList, "acme/widgets", 0, nil, "collab-lease list 'acme/widgets'"},
+		{contract.VerbNext, "acme/widgets", 0, []Flag{{"--label", "good first issue"}, {"--label", "it's"}, {"--pulls", ""}, {"--ttl", "30m"}},
+			`collab-lease next 'acme/widgets' --label 'good first issue' --label 'it'\''s' --pulls --ttl '30m'`},
+		{contract.VerbCheck, "acme/widgets", 7, []Flag{{"--token", "3"}}, "collab-lease check 'acme/widgets' '7' --token '3'"},
+		{contract.VerbHistory, "acme/widgets", 7, nil, "collab-lease history 'acme/widgets' '7'"},
+		{contract.VerbHistory, "acme/widgets", 7, []Flag{{"--limit", "5"}}, "collab-lease history 'acme/widgets' '7' --limit '5'"},
 	} {
-		got := RemoteCommand(c.verb, c.repo, c.issue, c.ttl)
-		if got != c.want {
-			t.Errorf("got %s, want %s", got, c.want)
+		got, cmd, err := RemoteCommand(c.verb, c.repo, c.issue, c.flags)
+		if err != nil || got != c.want {
+			t.Errorf("got %s, %v; want %s", got, err, c.want)
 		}
-		// The sidecar's grammar reads it as meant.
-		cmd, err := contract.ParseCommand(got, 0)
-		if err != nil || cmd.Verb != c.verb || cmd.Repo() != c.repo || cmd.Issue != c.issue {
-			t.Errorf("%s parses to %+v, %v", got, cmd, err)
+		// What it returns is the sidecar's reading of the line.
+		if again, err := contract.ParseCommand(got, 0); err != nil || !reflect.DeepEqual(again, cmd) || cmd.Verb != c.verb || cmd.Repo() != c.repo || cmd.Issue != c.issue {
+			t.Errorf("%s parses to %+v, %v; RemoteCommand said %+v", got, again, err, cmd)
+		}
+	}
+
+	// The flags' values arrive as the user wrote them.
+	_, cmd, err := RemoteCommand(contract.VerbNext, "acme/widgets", 0, []Flag{{"--label", "good first issue"}, {"--label", "it's"}, {"--pulls", ""}, {"--ttl", "30m"}})
+	if err != nil || !reflect.DeepEqual(cmd.Labels, []string{"good first issue", "it's"}) || !cmd.Pulls || cmd.TTL != 30*time.Minute {
+		t.Errorf("next: %+v, %v", cmd, err)
+	}
+	_, cmd, err = RemoteCommand(contract.VerbCheck, "acme/widgets", 7, []Flag{{"--token", "9223372036854775807"}})
+	if err != nil || cmd.Token != 1<<63-1 {
+		t.Errorf("check: %+v, %v", cmd, err)
+	}
+	_, cmd, err = RemoteCommand(contract.VerbHistory, "acme/widgets", 7, nil)
+	if err != nil || cmd.Limit != contract.DefaultHistoryLimit {
+		t.Errorf("history: %+v, %v", cmd, err)
+	}
+
+	// A flag ParseArgs never makes is refused, not sent.
+	if got, _, err := RemoteCommand(contract.VerbAcquire, "a/b", 1, []Flag{{"--remote", "x"}}); err == nil {
+		t.Errorf("sent %s", got)
+	}
+}
+
+// The client's commands take every flag of their sidecar verbs, and no
+// other: SPEC §8.4's "git collab … mirror them".
+func TestVerbsMirrorTheSidecarsGrammar(t *testing.T) {
+	usage := map[contract.Verb]string{}
+	for _, line := range strings.Split(contract.Usage, "\n") {
+		if f := strings.Fields(line); len(f) > 1 {
+			usage[contract.Verb(f[1])] = line
+		}
+	}
+	for _, v := range verbs {
+		line, ok := usage[v.remote]
+		if !ok {
+			t.Errorf("%s runs %s, which the sidecar does not know", v.name, v.remote)
+			continue
+		}
+		if strings.Contains(line, "<issue>") != v.issue {
+			t.Errorf("%s: takes <issue> %v, but the sidecar's %q", v.name, v.issue, line)
+		}
+		for _, o := range options {
+			if !o.sidecar {
+				continue
+			}
+			inGrammar := strings.Contains(line, " "+o.name+" ") || strings.Contains(line, "["+o.name+" ") || strings.Contains(line, "["+o.name+"]")
+			if inGrammar != v.takes(o.name) {
+				t.Errorf("%s takes %s: %v; the sidecar's %q", v.name, o.name, v.takes(o.name), line)
+			}
+			required := strings.Contains(line, " "+o.name+" ") && !strings.Contains(line, "["+o.name)
+			if required != (v.required == o.name) {
+				t.Errorf("%s requires %s: %v; the sidecar's %q", v.name, o.name, v.required == o.name, line)
+			}
 		}
 	}
 }
