@@ -108,13 +108,13 @@ var parseArgsCases = []struct {
 	{args: "check 7", error: "check needs --token <n>; usage: git collab check <issue> --token <n> [--remote <name>] [--json]"},
 	{args: "check --token 3", error: "check needs an issue number"},
 	{args: "check 7 --token", error: "--token needs a value"},
-	{args: "check 7 --token 0", error: `--token must be a positive number without a leading zero, got "0"`}, // the sidecar's words
-	{args: "check 7 --token 03", error: `--token must be a positive number without a leading zero, got "03"`},
+	{args: "check 7 --token 0", error: `--token must be a positive number, got "0"`}, // the sidecar's words
+	{args: "check 7 --token 03", error: `--token must not have a leading zero, got "03"`},
 	{args: "check 7 --token -3", error: `--token must be a positive number, got "-3"`},
 	{args: "check 7 --token=", error: `--token must be a positive number, got ""`},
 	{args: "check 7 --token 9223372036854775808", error: `--token "9223372036854775808" is more than the maximum of 9223372036854775807`},
 	{args: "check 7 --token 3 --token 4", error: "--token given more than once"},
-	{args: "history 7 --limit 0", error: `--limit must be a positive number without a leading zero, got "0"`},
+	{args: "history 7 --limit 0", error: `--limit must be a positive number, got "0"`},
 	{args: "history 7 --limit 201", error: `--limit "201" is more than the maximum of 200`},
 	{args: "history 7 --limit ten", error: `--limit must be a positive number, got "ten"`},
 	{args: "history", error: "history needs an issue number"},
