@@ -59,7 +59,7 @@ bench: gitea
 # run as plain tests in make test).
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./plugin/contract:FuzzParseCommand ./plugin/contract:FuzzParseDuration ./plugin/contract:FuzzSplitWords \
-	./cmd/git-collab:FuzzParseRemoteURL ./cmd/collab-sidecar:FuzzConfig
+	./cmd/git-collab:FuzzParseRemoteURL ./cmd/git-collab:FuzzParseArgs ./cmd/collab-sidecar:FuzzConfig
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
@@ -28,6 +29,9 @@ type metrics struct {
 	deliveries  *prometheus.CounterVec
 	sweeps      *prometheus.CounterVec
 	repairs     prometheus.Counter
+	nexts       *prometheus.CounterVec
+	nextTries   prometheus.Histogram
+	nextReqs    prometheus.Histogram
 }
 
 func newMetrics(store *models.Store) *metrics {
@@ -72,6 +76,20 @@ func newMetrics(store *models.Store) *metrics {
 			Help: "Leases a reconcile ended because Gitea had closed, merged or deleted their issue without a delivered webhook.",
 		}),
 	}
+	m.nexts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "collab_lease_next_total",
+		Help: "next commands, by outcome (acquired, none, try_again, error).",
+	}, []string{"outcome"})
+	m.nextTries = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "collab_lease_next_candidates_tried",
+		Help:    "Candidates one next tried to acquire in the ledger (a lost race moves on to the next).",
+		Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64},
+	})
+	m.nextReqs = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "collab_lease_next_gitea_requests",
+		Help:    "Requests to Gitea one next made (issue list pages and dependency questions; 0 when cached).",
+		Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64},
+	})
 	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "collab_lease_live_leases",
 		Help: "Live leases across all repositories.",
@@ -85,7 +103,7 @@ func newMetrics(store *models.Store) *metrics {
 		return float64(n)
 	})
 	m.reg.MustRegister(m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
-		m.deliveries, m.sweeps, m.repairs,
+		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -98,6 +116,13 @@ func (m *metrics) observe(verb contract.Verb, outcome string, d time.Duration) {
 	}
 	m.ops.WithLabelValues(v, outcome).Inc()
 	m.opSeconds.WithLabelValues(v).Observe(d.Seconds())
+}
+
+// next is plugin.WithNextObserver's observer.
+func (m *metrics) next(st plugin.NextStats) {
+	m.nexts.WithLabelValues(st.Outcome).Inc()
+	m.nextTries.Observe(float64(st.Attempts))
+	m.nextReqs.Observe(float64(st.Requests))
 }
 
 // delivery is routes.Webhook.Observe.

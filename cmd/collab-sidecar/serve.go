@@ -62,7 +62,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL))
+	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next))
 	if err != nil {
 		return err
 	}
