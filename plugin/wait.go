@@ -122,6 +122,13 @@ func (s *Service) Waiting(repoID, n int64) int {
 	return s.waits.count(models.Key{RepoID: repoID, Issue: n})
 }
 
+// Waiters returns how many callers wait, on all issues.
+func (s *Service) Waiters() int {
+	s.waits.mu.Lock()
+	defer s.waits.mu.Unlock()
+	return s.waits.total
+}
+
 // AcquireWait is Acquire that, when another holds the issue, waits up to
 // wait for it to free up (SPEC §8.4): it returns the acquired tenure, or
 // the last held conflict once the wait is over. A wait of 0 is Acquire.

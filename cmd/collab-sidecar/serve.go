@@ -66,6 +66,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
+	met.watchWaiters(leases.Waiters)
 	// Finishing an upgrade from holders by login needs Gitea, which may be
 	// down now: it goes on in the background, and stops before the ledger
 	// closes.

@@ -1,0 +1,227 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// SPEC §8.4 against the real Gitea and real OpenSSH: twenty agents call
+// next at once on a repository with eight open issues, one of them
+// blocked by an open dependency; --label narrows it; --wait gets the
+// issue as soon as its holder lets go.
+
+type agentWorld struct {
+	t      *testing.T
+	ctx    context.Context
+	g      *Gitea
+	s      *Sidecar
+	repo   Repo
+	agents []*User
+}
+
+func newAgentWorld(t *testing.T, agents int) *agentWorld {
+	t.Helper()
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	a := &agentWorld{t: t, ctx: ctx, g: g, s: s, repo: identityRepo(t, ctx, g, w)}
+	for i := 0; i < agents; i++ {
+		a.agents = append(a.agents, identityUser(t, ctx, g, w, fmt.Sprintf("agent%02d", i), a.repo))
+	}
+	return a
+}
+
+func (a *agentWorld) api(method, path string, in, out any) {
+	a.t.Helper()
+	if err := a.g.Admin().Do(a.ctx, method, path, in, out); err != nil {
+		a.t.Fatalf("%s %s: %v", method, path, err)
+	}
+}
+
+// issues opens n issues and returns their numbers, oldest first.
+func (a *agentWorld) issues(n int) []int64 {
+	var out []int64
+	for i := 0; i < n; i++ {
+		out = append(out, identityIssue(a.t, a.ctx, a.g, a.repo))
+	}
+	return out
+}
+
+// label puts a new label on the issues.
+func (a *agentWorld) label(name string, issues ...int64) {
+	var l struct{ ID int64 }
+	a.api("POST", "/repos/"+a.repo.FullName()+"/labels", map[string]any{"name": name, "color": "#ee0701"}, &l)
+	for _, n := range issues {
+		a.api("POST", fmt.Sprintf("/repos/%s/issues/%d/labels", a.repo.FullName(), n), map[string]any{"labels": []int64{l.ID}}, nil)
+	}
+}
+
+// nextAll runs next for every agent at once, with extra words, and
+// returns the issue each got (0 for none).
+func (a *agentWorld) nextAll(extra string) map[string]int64 {
+	a.t.Helper()
+	var mu sync.Mutex
+	got := map[string]int64{}
+	var wg sync.WaitGroup
+	for _, u := range a.agents {
+		wg.Go(func() {
+			res := run(a.t, a.s, u, "collab-lease next "+a.repo.FullName()+" --ttl 30m"+extra)
+			mu.Lock()
+			defer mu.Unlock()
+			switch res.Code {
+			case 0:
+				got[u.Login] = parseMaybe(res).Issue
+			case 4:
+				if res.Stdout != fmt.Sprintf(`{"status":"none","repo":%q}`+"\n", a.repo.FullName()) {
+					a.t.Errorf("%s: exit 4 with %s", u.Login, show(res))
+				}
+				got[u.Login] = 0
+			default:
+				a.t.Errorf("%s: %s", u.Login, show(res))
+			}
+		})
+	}
+	wg.Wait()
+	return got
+}
+
+func winners(got map[string]int64) []int64 {
+	var out []int64
+	for _, n := range got {
+		if n != 0 {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func TestNextHandsOutDistinctIssuesAgainstGitea(t *testing.T) {
+	a := newAgentWorld(t, 20)
+	is := a.issues(8)
+	a.label("agent-ready", is[2], is[4])
+	// The last issue depends on the first, which is open.
+	a.api("POST", fmt.Sprintf("/repos/%s/issues/%d/dependencies", a.repo.FullName(), is[7]),
+		map[string]any{"owner": a.repo.Owner, "repo": a.repo.Name, "index": is[0]}, nil)
+
+	got := a.nextAll("")
+	want := is[:7]
+	if w := winners(got); fmt.Sprint(w) != fmt.Sprint(want) {
+		t.Fatalf("next gave %v (by agent %v), want each of %v once", w, got, want)
+	}
+	if len(got) != 20 {
+		t.Fatalf("%d of 20 agents answered", len(got))
+	}
+
+	// Everyone lets go; only the labelled issues go to --label.
+	for login, n := range got {
+		if n != 0 {
+			expect(t, run(t, a.s, a.user(login), lease("release", a.repo, n)), 0, "release")
+		}
+	}
+	got = a.nextAll(" --label agent-ready")
+	if w := winners(got); fmt.Sprint(w) != fmt.Sprint([]int64{is[2], is[4]}) {
+		t.Fatalf("next --label gave %v, want %v", w, []int64{is[2], is[4]})
+	}
+	t.Logf("Gitea requests so far: %.0f", giteaRequests(t, a.s))
+}
+
+func (a *agentWorld) user(login string) *User {
+	for _, u := range a.agents {
+		if u.Login == login {
+			return u
+		}
+	}
+	a.t.Fatalf("no agent %s", login)
+	return nil
+}
+
+func TestAcquireWaitGetsTheIssueOnReleaseAgainstGitea(t *testing.T) {
+	a := newAgentWorld(t, 2)
+	n := a.issues(1)[0]
+	holder, waiter := a.agents[0], a.agents[1]
+	expect(t, run(t, a.s, holder, lease("acquire", a.repo, n)), 0, "acquire")
+
+	host, port, _ := net.SplitHostPort(a.s.SSHAddr)
+	cmd := exec.CommandContext(a.ctx, "ssh", "-F", "/dev/null", "-p", port, "-i", waiter.Key.Path,
+		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
+		"-o", "UserKnownHostsFile="+a.s.KnownHosts, "-o", "StrictHostKeyChecking=yes", "-o", "LogLevel=ERROR",
+		"git@"+host, lease("acquire", a.repo, n, "--wait", "2m", "--ttl", "10m"))
+	done := make(chan time.Time, 1)
+	var res SSHResult
+	go func() {
+		r, _ := RunCommand(cmd)
+		res = r
+		done <- time.Now()
+	}()
+	waitMetric(t, a.s, "collab_lease_waiters", 1)
+	released := run(t, a.s, holder, lease("release", a.repo, n))
+	at := time.Now()
+	expect(t, released, 0, "release")
+	var got time.Time
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not get the issue within 30 s of the release")
+	}
+	if h := parseMaybe(res).Holder; res.Code != 0 || h == nil || *h != waiter.Login {
+		t.Fatalf("the waiter: %s", show(res))
+	}
+	took := got.Sub(at)
+	t.Logf("the waiter's ssh exited %s after the release's did", took.Round(time.Millisecond))
+	if took > 100*time.Millisecond {
+		t.Fatalf("the waiter got the issue %s after the release, want within 100 ms", took)
+	}
+}
+
+// waitMetric polls the sidecar's metrics until the unlabelled series name
+// has value want.
+func waitMetric(t *testing.T, s *Sidecar, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if v, ok := metric(t, s, name); ok && v == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never reached %v", name, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func metric(t *testing.T, s *Sidecar, name string) (float64, bool) {
+	t.Helper()
+	resp, err := http.Get(s.HTTPURL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
