@@ -136,3 +136,46 @@ func checkTenures(t *testing.T, got, want []Tenure) {
 		}
 	}
 }
+
+func TestAcquireFirstTakesTheFirstFreeCandidate(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	cand := func(n int64, verified bool) Candidate {
+		return Candidate{Issue: n, Observed: Observed{Kind: KindIssue}, Verified: verified}
+	}
+	all := []Candidate{cand(1, true), cand(2, true), cand(3, true), cand(4, false), cand(5, true)}
+	mustAcquire(t, s, Key{RepoID: 7, Issue: 1}, "alice", 0) // held by alice: skipped, by alice too
+	if _, err := s.EndIssue(bg, Key{RepoID: 7, Issue: 3}, ReasonClosed, 5, ""); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.AcquireFirst(bg, 7, all, who("alice"), time.Minute)
+	if err != nil || l.Issue != 2 || l.Holder != who("alice") || l.Token != 1 {
+		t.Fatalf("first: %+v %v, want #2 for alice", l, err)
+	}
+	// 3 is closed; 4 is free but unchecked: nothing is written.
+	_, err = s.AcquireFirst(bg, 7, all, who("bob"), time.Minute)
+	var unverified *UnverifiedError
+	if !errors.As(err, &unverified) || unverified.Issue != 4 {
+		t.Fatalf("second: %v, want #4 unverified", err)
+	}
+	if cur, _ := s.Current(bg, Key{RepoID: 7, Issue: 4}); cur != nil {
+		t.Fatalf("an unverified candidate was taken: %+v", cur)
+	}
+	all[3].Verified = true
+	if l, err := s.AcquireFirst(bg, 7, all, who("bob"), time.Minute); err != nil || l.Issue != 4 {
+		t.Fatalf("third: %+v %v, want #4", l, err)
+	}
+	if l, err := s.AcquireFirst(bg, 7, all, who("carol"), 0); err != nil || l.Issue != 5 {
+		t.Fatalf("fourth: %+v %v, want #5", l, err)
+	}
+	if _, err := s.AcquireFirst(bg, 7, all, who("dave"), 0); !errors.Is(err, ErrNoneFree) {
+		t.Fatalf("fifth: %v, want none free", err)
+	}
+	// A closed candidate whose forge state is newer than the close is free.
+	all[2].Version = 6
+	if l, err := s.AcquireFirst(bg, 7, all, who("dave"), 0); err != nil || l.Issue != 3 {
+		t.Fatalf("reopened: %+v %v, want #3", l, err)
+	}
+	if _, err := s.AcquireFirst(bg, 7, []Candidate{{Issue: 9}}, who("dave"), 0); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a candidate of no kind: %v", err)
+	}
+}

@@ -52,6 +52,7 @@ type linLedger interface {
 	Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error)
 	Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error)
 	Release(ctx context.Context, k Key, h Holder) (*Lease, error)
+	AcquireFirst(ctx context.Context, repoID int64, cands []Candidate, h Holder, ttl time.Duration) (Lease, error)
 	EndIssue(ctx context.Context, k Key, why Reason, version int64, delivery string) (Ended, error)
 	ReopenIssue(ctx context.Context, k Key, version int64, delivery string) (Ended, error)
 	List(ctx context.Context, repoID int64) ([]Lease, error)
@@ -93,7 +94,7 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 			for range opsPerClient {
 				k := linKeys[rng.Intn(len(linKeys))]
 				in := leasemodel.Input{Key: leasemodel.Key(k), Holder: holder}
-				switch r := rng.Intn(22); {
+				switch r := rng.Intn(24); {
 				case r < 8:
 					in.Kind = leasemodel.Acquire
 					if rng.Intn(8) > 0 { // one in eight open-ended
@@ -105,11 +106,17 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 					in.Kind = leasemodel.Release
 				case r < 20:
 					in.Kind = leasemodel.List
-				default:
+				case r < 22:
 					// The forge's events, with versions in the order they
 					// were issued; applied concurrently, some arrive late.
 					in.Kind, in.Holder = leasemodel.Close+leasemodel.Kind(r-20), ""
 					in.Version = version.Add(1)
+				default:
+					// next over the repository's issues.
+					in.Kind = leasemodel.NextTake
+					if rng.Intn(8) > 0 {
+						in.TTL = int64(1 + rng.Intn(4))
+					}
 				}
 				in.Lo = clock.sec.Load()
 				call := seq.Add(1)
@@ -124,8 +131,11 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 				}
 				for _, o := range outs {
 					in := in
-					if in.Kind == leasemodel.List {
+					if in.Kind == leasemodel.List || in.Kind == leasemodel.NextTake {
 						in.Key = leasemodel.Key(o.key)
+					}
+					if o.kind != 0 {
+						in.Kind = o.kind
 					}
 					if o.out.Result == leasemodel.Unavailable {
 						busy++
@@ -150,8 +160,9 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 }
 
 type linKeyedOutput struct {
-	key Key
-	out leasemodel.Output
+	key  Key
+	out  leasemodel.Output
+	kind leasemodel.Kind // the operation this output checks, when not the call's own (next)
 }
 
 // linCall makes one call and translates its answer; a list answers once
@@ -187,6 +198,35 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 	switch in.Kind {
 	case leasemodel.Acquire:
 		return granted(led.Acquire(ctx, k, who(in.Holder), ttl, Observed{Kind: KindIssue}))
+	case leasemodel.NextTake:
+		var cands []Candidate
+		for _, lk := range linKeys {
+			if lk.RepoID == k.RepoID {
+				cands = append(cands, Candidate{Issue: lk.Issue, Observed: Observed{Kind: KindIssue}, Verified: true})
+			}
+		}
+		l, err := led.AcquireFirst(ctx, k.RepoID, cands, who(in.Holder), ttl)
+		switch {
+		case errors.Is(err, ErrBusy):
+			return nil, nil // nothing was done, and nothing is said
+		case err != nil && !errors.Is(err, ErrNoneFree):
+			return nil, err
+		case err == nil && l.Holder != who(in.Holder):
+			return nil, fmt.Errorf("next granted %+v to the wrong caller", l)
+		}
+		var outs []linKeyedOutput
+		for _, c := range cands {
+			ck := Key{RepoID: k.RepoID, Issue: c.Issue}
+			if err == nil && c.Issue == l.Issue {
+				return append(outs, linKeyedOutput{key: ck, out: leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login,
+					Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}}), nil
+			}
+			outs = append(outs, linKeyedOutput{key: ck, out: leasemodel.Output{Result: leasemodel.Held}, kind: leasemodel.NextSkip})
+		}
+		if err == nil {
+			return nil, fmt.Errorf("next took %d, not a candidate", l.Issue)
+		}
+		return outs, nil
 	case leasemodel.Renew:
 		return granted(led.Renew(ctx, k, who(in.Holder), ttl))
 	case leasemodel.Close, leasemodel.Reopen:
@@ -349,6 +389,9 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 		{"lease live at its expiry instant", func(s *Store) linLedger { return liveAtExpiry{s} }},
 		// The forge's close is recorded but the live lease stays.
 		{"close keeps the lease", func(s *Store) linLedger { return closeKeepsLease{s} }},
+		// next looks at the live leases first, then tries its candidates
+		// one transaction each: "none" can come while one was free.
+		{"next tries candidates one by one", func(s *Store) linLedger { return nextOneByOne{s} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A broken store shows itself only when the run happens to
@@ -403,6 +446,31 @@ func (d deletingRelease) Release(ctx context.Context, k Key, h Holder) (*Lease, 
 
 // staleAcquire checks with Current (outside the write lock), then writes
 // a new tenure without checking again.
+type nextOneByOne struct{ *Store }
+
+func (s nextOneByOne) AcquireFirst(ctx context.Context, repoID int64, cands []Candidate, h Holder, ttl time.Duration) (Lease, error) {
+	live, err := s.List(ctx, repoID)
+	if err != nil {
+		return Lease{}, err
+	}
+	for _, c := range cands {
+		if slices.ContainsFunc(live, func(l Lease) bool { return l.Issue == c.Issue }) {
+			continue
+		}
+		runtime.Gosched()
+		l, err := s.Acquire(ctx, Key{RepoID: repoID, Issue: c.Issue}, h, ttl, c.Observed)
+		var held *HeldError
+		switch {
+		case errors.As(err, &held), errors.Is(err, ErrClosed):
+			continue
+		case err != nil:
+			return Lease{}, err
+		}
+		return l, nil
+	}
+	return Lease{}, ErrNoneFree
+}
+
 type staleAcquire struct{ *Store }
 
 func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error) {

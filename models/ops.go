@@ -37,45 +37,52 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 		if err := admit(tx, k, obs, now); err != nil {
 			return err
 		}
-		row, found, err := load(tx, k)
-		if err != nil {
-			return err
-		}
-		expires := expiry(now, ttl)
-		ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, At: now, ExpiresAt: expires}
-		switch {
-		case found && row.live(now) && !row.heldBy(h):
-			return &HeldError{Holder: *row.Holder, ExpiresAt: unixPtr(row.ExpiresAt)}
-		case found && row.live(now):
-			row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
-			ev.Action = ActionReacquire
-		case found:
-			if row.Holder != nil {
-				ev.Action, ev.Previous = ActionTakeover, *row.Holder
-			} else {
-				ev.Action = ActionAcquire
-			}
-			row.Holder, row.HolderID, row.Kind = &h.Login, &h.ID, kind
-			row.Token, row.AcquiredAt, row.ExpiresAt = row.Token+1, now, expires
-		default:
-			ev.Action = ActionAcquire
-			row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: kind,
-				Token: 1, AcquiredAt: now, ExpiresAt: expires}
-		}
-		if err := store(tx, row, found); err != nil {
-			return err
-		}
-		ev.Token, ev.AcquiredAt = row.Token, row.AcquiredAt
-		if err := record(tx, ev); err != nil {
-			return err
-		}
-		out = row.lease()
-		return nil
+		var err error
+		out, err = acquireIn(tx, k, h, ttl, kind, now)
+		return err
 	})
 	if err != nil {
 		return Lease{}, fmt.Errorf("acquire %d#%d: %w", k.RepoID, k.Issue, err)
 	}
 	return out, nil
+}
+
+// acquireIn is acquire's decision, inside its transaction, once the
+// issue's state has been admitted.
+func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now int64) (Lease, error) {
+	row, found, err := load(tx, k)
+	if err != nil {
+		return Lease{}, err
+	}
+	expires := expiry(now, ttl)
+	ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, At: now, ExpiresAt: expires}
+	switch {
+	case found && row.live(now) && !row.heldBy(h):
+		return Lease{}, &HeldError{Holder: *row.Holder, ExpiresAt: unixPtr(row.ExpiresAt)}
+	case found && row.live(now):
+		row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
+		ev.Action = ActionReacquire
+	case found:
+		if row.Holder != nil {
+			ev.Action, ev.Previous = ActionTakeover, *row.Holder
+		} else {
+			ev.Action = ActionAcquire
+		}
+		row.Holder, row.HolderID, row.Kind = &h.Login, &h.ID, kind
+		row.Token, row.AcquiredAt, row.ExpiresAt = row.Token+1, now, expires
+	default:
+		ev.Action = ActionAcquire
+		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: kind,
+			Token: 1, AcquiredAt: now, ExpiresAt: expires}
+	}
+	if err := store(tx, row, found); err != nil {
+		return Lease{}, err
+	}
+	ev.Token, ev.AcquiredAt = row.Token, row.AcquiredAt
+	if err := record(tx, ev); err != nil {
+		return Lease{}, err
+	}
+	return row.lease(), nil
 }
 
 // Renew extends h's live lease on k to now+ttl, keeping its token; the
@@ -237,9 +244,13 @@ func (s *Store) History(ctx context.Context, k Key) ([]Event, error) {
 	return evs, nil
 }
 
-// liveRows applies the SQL form of leaseRow.live; the two must agree.
+// liveSQL is the SQL form of leaseRow.live, with now as its argument; the
+// two must agree.
+const liveSQL = "holder IS NOT NULL AND (expires_at IS NULL OR expires_at > ?)"
+
+// liveRows selects the live lease rows.
 func liveRows(db *gorm.DB, now int64) *gorm.DB {
-	return db.Model(&leaseRow{}).Where("holder IS NOT NULL AND (expires_at IS NULL OR expires_at > ?)", now)
+	return db.Model(&leaseRow{}).Where(liveSQL, now)
 }
 
 func notHolder(row leaseRow, found bool, now int64) error {

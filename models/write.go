@@ -213,5 +213,7 @@ func (s *Store) writeAlone(ctx context.Context, fn func(tx *gorm.DB, now int64) 
 
 // isRefusal tells a lease decision that said no from a failure.
 func isRefusal(err error) bool {
-	return errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrClosed)
+	var unverified *UnverifiedError
+	return errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrClosed) ||
+		errors.Is(err, ErrNoneFree) || errors.As(err, &unverified)
 }

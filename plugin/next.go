@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,17 +19,20 @@ import (
 // next (SPEC §8.4): claim the oldest open issue of a repository that
 // carries the labels asked for, is not live-held and is not blocked by an
 // open dependency. The candidates come from the forge's list of open
-// issues, oldest first; the ledger says which are held; each remaining
-// one is asked of the forge for open dependencies and then acquired in
-// the ledger's own transaction, so two callers never get the same issue:
-// a caller that loses the race for one moves on to the next.
+// issues, oldest first; the ledger takes the first of them that is free in
+// one transaction (models' AcquireFirst), so that two callers never get
+// the same issue and "none" means every candidate was held at one
+// instant. Whether a candidate is blocked is asked of the forge only for
+// the one the ledger would take, between transactions (the ledger never
+// waits on the network): a blocked one is dropped and the ledger asked
+// again.
 //
 // What the forge said is reused for a short while (DefaultNextCacheTTL)
 // by every caller of the repository, and dropped at once when a forge
 // event about the repository arrives, so that a fleet calling next costs
 // the forge about one list per repository and interval, not one per call.
-// A claim of a candidate that was closed meanwhile is refused by the
-// ledger when the close has been recorded (models' admit), as for acquire.
+// A candidate closed meanwhile is skipped by the ledger once the close has
+// been recorded (models' admit), as for acquire.
 
 // Bounds of one next.
 const (
@@ -39,16 +43,14 @@ const (
 	// if none of those is free, a long one (50 to a page of the forge's).
 	nextShortList = 100
 	nextLongList  = 1000
-	// nextMaxAsks bounds the dependency questions to the forge per call;
-	// nextMaxAttempts the acquires tried in the ledger.
-	nextMaxAsks     = 32
-	nextMaxAttempts = 64
+	// nextMaxAsks bounds the dependency questions to the forge per call.
+	nextMaxAsks = 32
 )
 
 // NextStats is what one next cost, for metrics.
 type NextStats struct {
-	Attempts int    // candidates whose acquire was tried in the ledger
-	Requests int    // requests to the forge (lists and dependencies)
+	Attempts int    // ledger transactions that tried to claim a candidate
+	Requests int    // requests to the forge (list pages and dependencies)
 	Outcome  string // acquired, none, try_again or error
 }
 
@@ -90,54 +92,54 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f Issu
 	case !r.CanWriteIssues:
 		return contract.Tenure{}, &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
 	}
-	leases, err := s.ledger.List(ctx, r.ID)
-	if err != nil {
-		return contract.Tenure{}, fmt.Errorf("leases of %s: %w", r.FullName, err)
-	}
-	held := make(map[int64]bool, len(leases))
-	for _, l := range leases {
-		held[l.Issue] = true
-	}
-	tried := map[int64]bool{}
+	asks := 0
 	for _, limit := range []int{nextShortList, nextLongList} {
-		cands, n, err := s.next.list(ctx, s, r, f, limit)
+		list, n, err := s.next.list(ctx, s, r, f, limit)
 		st.Requests += n
 		if err != nil {
 			return contract.Tenure{}, err
 		}
-		for _, is := range cands {
-			if held[is.Number] || tried[is.Number] {
+		cands := make([]models.Candidate, 0, len(list))
+		for _, is := range list {
+			blocked, known := s.next.knownBlocked(s, r.ID, is.Number)
+			if known && blocked {
 				continue
 			}
-			tried[is.Number] = true
-			if st.Attempts == nextMaxAttempts {
-				return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
-			}
-			blocked, asked, err := s.next.isBlocked(ctx, s, r, is.Number, st.Requests < nextMaxAsks+2)
-			if asked {
-				st.Requests++
-			}
-			switch {
-			case errors.Is(err, errNoBudget):
-				return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
-			case err != nil:
-				return contract.Tenure{}, err
-			case blocked:
-				continue
-			}
-			st.Attempts++
-			k := models.Key{RepoID: r.ID, Issue: is.Number}
-			l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, models.Observed{Kind: kind, Version: max(is.Updated.Unix(), 1)})
-			var lost *models.HeldError
-			switch {
-			case errors.As(err, &lost), errors.Is(err, models.ErrClosed):
-				continue // taken meanwhile, or closed: the next one
-			case err != nil:
-				return contract.Tenure{}, err
-			}
-			return tenure(contract.StatusAcquired, r, l), nil
+			cands = append(cands, models.Candidate{Issue: is.Number, Verified: known,
+				Observed: models.Observed{Kind: kind, Version: max(is.Updated.Unix(), 1)}})
 		}
-		if len(cands) < limit {
+		for {
+			st.Attempts++
+			l, err := s.ledger.AcquireFirst(ctx, r.ID, cands, v.holder(), ttl)
+			var unverified *models.UnverifiedError
+			switch {
+			case err == nil:
+				return tenure(contract.StatusAcquired, r, l), nil
+			case errors.As(err, &unverified):
+			case errors.Is(err, models.ErrNoneFree):
+			default:
+				return contract.Tenure{}, err
+			}
+			if unverified == nil {
+				break // every candidate is held or closed
+			}
+			if asks == nextMaxAsks {
+				return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
+			}
+			asks++
+			st.Requests++
+			blocked, err := s.next.ask(ctx, s, r, unverified.Issue)
+			if err != nil {
+				return contract.Tenure{}, err
+			}
+			i := slices.IndexFunc(cands, func(c models.Candidate) bool { return c.Issue == unverified.Issue })
+			if blocked {
+				cands = slices.Delete(cands, i, i+1)
+			} else {
+				cands[i].Verified = true
+			}
+		}
+		if len(list) < limit {
 			break // that was every open issue
 		}
 		if limit == nextLongList {
@@ -146,9 +148,6 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f Issu
 	}
 	return contract.Tenure{}, &ConflictError{Reply: contract.None{Status: contract.StatusNone, Repo: r.FullName}}
 }
-
-// errNoBudget: a dependency question the bounds of the call do not allow.
-var errNoBudget = errors.New("no budget left for forge requests")
 
 // nextCache keeps what the forge said for next, per repository, for ttl,
 // or until a forge event about the repository (forget).
@@ -237,26 +236,29 @@ func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter,
 	}
 }
 
-// isBlocked says whether issue n of r has an open dependency, and whether
-// it asked the forge (only if may).
-func (c *nextCache) isBlocked(ctx context.Context, s *Service, r Repo, n int64, may bool) (bool, bool, error) {
-	k := models.Key{RepoID: r.ID, Issue: n}
+// knownBlocked returns what is cached about whether issue n of the
+// repository is blocked, and whether anything fresh is.
+func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bool) {
 	c.mu.Lock()
-	e, ok := c.deps[k]
+	defer c.mu.Unlock()
+	e, ok := c.deps[models.Key{RepoID: repoID, Issue: n}]
+	if !ok || !c.fresh(s, repoID, e.at, e.gen) {
+		return false, false
+	}
+	return e.blocked, true
+}
+
+// ask asks the forge whether issue n of r has an open dependency, and
+// caches the answer.
+func (c *nextCache) ask(ctx context.Context, s *Service, r Repo, n int64) (bool, error) {
+	c.mu.Lock()
 	gen := c.gen[r.ID]
-	if ok && c.fresh(s, r.ID, e.at, e.gen) {
-		c.mu.Unlock()
-		return e.blocked, false, nil
-	}
 	c.mu.Unlock()
-	if !may {
-		return false, false, errNoBudget
-	}
 	at := s.now()
 	owner, name, _ := strings.Cut(r.FullName, "/")
 	b, err := s.forge.Blocked(ctx, owner, name, n)
 	if err != nil {
-		return false, true, err
+		return false, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -267,6 +269,6 @@ func (c *nextCache) isBlocked(ctx context.Context, s *Service, r Repo, n int64, 
 			}
 		}
 	}
-	c.deps[k] = blockedEntry{at: at, gen: gen, blocked: b}
-	return b, true, nil
+	c.deps[models.Key{RepoID: r.ID, Issue: n}] = blockedEntry{at: at, gen: gen, blocked: b}
+	return b, nil
 }

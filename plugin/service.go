@@ -13,6 +13,7 @@ type Ledger interface {
 	Acquire(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, obs models.Observed) (models.Lease, error)
 	Renew(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration) (models.Lease, error)
 	Release(ctx context.Context, k models.Key, h models.Holder) (*models.Lease, error)
+	AcquireFirst(ctx context.Context, repoID int64, cands []models.Candidate, h models.Holder, ttl time.Duration) (models.Lease, error)
 	ForceRelease(ctx context.Context, k models.Key, by models.Holder) (*models.Lease, error)
 	Tenures(ctx context.Context, k models.Key, limit int) ([]models.Tenure, error)
 	Current(ctx context.Context, k models.Key) (*models.Lease, error)

@@ -82,7 +82,7 @@ func newMetrics(store *models.Store) *metrics {
 	}, []string{"outcome"})
 	m.nextTries = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "collab_lease_next_candidates_tried",
-		Help:    "Candidates one next tried to acquire in the ledger (a lost race moves on to the next).",
+		Help:    "Ledger transactions one next took (one more for each candidate whose dependencies had to be asked of Gitea).",
 		Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64},
 	})
 	m.nextReqs = prometheus.NewHistogram(prometheus.HistogramOpts{

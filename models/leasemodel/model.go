@@ -25,10 +25,17 @@ const (
 	List   // one issue's part of a list of its repository
 	Close  // the forge closed the issue (at Input.Version)
 	Reopen // the forge reopened it (at Input.Version)
+	// A next over a repository's candidates is checked issue by issue, as
+	// a list is: NextTake is the candidate it took (free then, and now
+	// the caller's, like a new tenure of Acquire); NextSkip each candidate
+	// before it, or every one if it found none (live-held, by anyone, or
+	// closed, at an instant of the call).
+	NextTake
+	NextSkip
 )
 
 func (k Kind) String() string {
-	return [...]string{"acquire", "renew", "release", "list", "close", "reopen"}[k]
+	return [...]string{"acquire", "renew", "release", "list", "close", "reopen", "next-take", "next-skip"}[k]
 }
 
 // Input is one call. TTL is in seconds (0: open-ended acquire).
@@ -155,6 +162,17 @@ func Spec(s State, in Input, now int64) (Output, State) {
 			s.Closed, s.Version = false, in.Version
 		}
 		return Output{Result: OK}, s
+	case NextTake:
+		if live || s.Closed {
+			return Output{Result: Held}, s // not free: next would not take it
+		}
+		return granted(State{Holder: in.Holder, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
+			Known: true, Version: s.Version})
+	case NextSkip:
+		if live || s.Closed {
+			return Output{Result: Held}, s
+		}
+		return Output{Result: OK}, s // free: next should have taken it
 	}
 	panic("unknown operation kind")
 }
@@ -244,6 +262,9 @@ func describeOperation(input, output any) string {
 	}
 	switch out.Result {
 	case Held:
+		if in.Kind == NextSkip {
+			return call + " -> skipped"
+		}
 		return fmt.Sprintf("%s -> held by %s until %d", call, out.Holder, out.ExpiresAt)
 	case NotHolder:
 		return fmt.Sprintf("%s -> not_holder (%q until %d)", call, out.Holder, out.ExpiresAt)

@@ -1,0 +1,111 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// next's claim (SPEC §8.4), in one transaction: of a repository's
+// candidate issues, in the order given (oldest first), the first that is
+// not live-held and not recorded closed is acquired. Deciding in one
+// transaction, rather than trying candidates one by one, makes next one
+// linearizable operation: "none" means every candidate was held (or
+// closed) at one instant, and two callers never both take one issue.
+//
+// Whether a candidate is blocked by an open dependency is the forge's to
+// say, and no network call may wait inside a transaction: a candidate not
+// yet checked (Verified false) that would be taken stops the decision
+// with *UnverifiedError, so the caller can ask the forge and try again.
+
+// Candidate is one issue next may claim.
+type Candidate struct {
+	Issue int64
+	// Observed is what the forge's list said of it (kind and version),
+	// as for Acquire.
+	Observed
+	// Verified: the forge said it has no open dependency.
+	Verified bool
+}
+
+// ErrNoneFree: every candidate is live-held or closed.
+var ErrNoneFree = errors.New("no free candidate")
+
+// UnverifiedError: Issue is the first free candidate, and its dependencies
+// have not been checked; nothing was written.
+type UnverifiedError struct {
+	Issue int64
+}
+
+func (e *UnverifiedError) Error() string {
+	return fmt.Sprintf("candidate #%d is free but its dependencies are unchecked", e.Issue)
+}
+
+// AcquireFirst acquires for h the first candidate of repository repoID
+// that is free: not live-held by anyone (h included) and not recorded
+// closed at a version at least its Observed.Version. ErrNoneFree if there
+// is none; *UnverifiedError if the first free one is not Verified.
+func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidate, h Holder, ttl time.Duration) (Lease, error) {
+	if err := s.validate(Key{RepoID: repoID, Issue: 1}, h, ttl, false); err != nil {
+		return Lease{}, fmt.Errorf("next in %d: %w", repoID, err)
+	}
+	for _, c := range cands {
+		if c.Issue <= 0 || (c.Kind != KindIssue && c.Kind != KindPull) {
+			return Lease{}, fmt.Errorf("next in %d: %w: bad candidate %+v", repoID, ErrInvalid, c)
+		}
+	}
+	var out Lease
+	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+		held, err := liveIssues(tx, repoID, now)
+		if err != nil {
+			return err
+		}
+		for _, c := range cands {
+			if held[c.Issue] {
+				continue
+			}
+			k := Key{RepoID: repoID, Issue: c.Issue}
+			st, found, err := loadIssue(tx, k)
+			switch {
+			case err != nil:
+				return err
+			case found && st.Closed && c.Version <= st.Version:
+				continue
+			case !c.Verified:
+				return &UnverifiedError{Issue: c.Issue}
+			}
+			if err := admit(tx, k, c.Observed, now); err != nil {
+				return err
+			}
+			out, err = acquireIn(tx, k, h, ttl, c.Kind, now)
+			return err
+		}
+		return ErrNoneFree
+	})
+	if err != nil {
+		return Lease{}, fmt.Errorf("next in %d: %w", repoID, err)
+	}
+	return out, nil
+}
+
+// liveIssues returns the numbers of the repository's live leases.
+func liveIssues(tx *gorm.DB, repoID, now int64) (map[int64]bool, error) {
+	c, ctx := conn(tx)
+	rows, err := c.QueryContext(ctx, "SELECT issue FROM leases WHERE repo_id = ? AND "+liveSQL, repoID, now)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	held := map[int64]bool{}
+	for rows.Next() {
+		var n int64
+		if err := rows.Scan(&n); err != nil {
+			return nil, err
+		}
+		held[n] = true
+	}
+	return held, rows.Err()
+}
