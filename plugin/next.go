@@ -206,6 +206,14 @@ func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter,
 	c.mu.Unlock()
 	requests := 0
 	ch := c.flight.DoChan(key, func() (any, error) {
+		c.mu.Lock()
+		e, ok := c.lists[key]
+		if ok && c.fresh(s, r.ID, e.at, e.gen) { // stored by a flight that ended meanwhile
+			c.mu.Unlock()
+			return e.issues, nil
+		}
+		gen = c.gen[r.ID]
+		c.mu.Unlock()
 		at := s.now()
 		owner, name, _ := strings.Cut(r.FullName, "/")
 		issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
