@@ -253,6 +253,8 @@ render() {
 		print "| 3c | " n(c "race-agents") " agents race for one issue | told they won: sidecar **" n(c "sidecar-race-winners") "** of " n(c "race-agents") ", Gitea **" n(c "gitea-race-winners") "** of " n(c "race-agents") " | the Gitea issue ended with " n(c "gitea-race-final-assignees") " assignee(s) (names under Notes) |"
 		e = "e2e:ListLeases10k:"
 		print "| 4a | `GET /api/v1/repos/acme/widgets/leases` with " n(e "leases") " live leases, anonymous, " n(e "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | leases/page = **" x(e "leases/page") "** | p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms**, " v(e "body-KiB") " KiB per answer; Gitea page p50 " v(e "gitea-page-p50-ms") " ms; seeding the leases through models from " n(e "seeders") " goroutines took " v(e "seed-s") " s |"
+		e = "e2e:Next:"
+		print "| 6 | `next --ttl 1h`: " n(e "agents") " agents, one persistent SSH connection each, drain a repository of " n(e "issues") " open issues until each is told `none` | Gitea requests per next = **" v(e "gitea-requests/next") "** | **" v(e "nexts/s") " nexts/s**, p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms** (" n(e "nexts") " nexts, " n(e "nones") " of them `none`) |"
 		e = "e2e:AssetBundle:"
 		print "| 4b | badge bundle (JS + CSS), gzipped | gzip/raw = **" x(e "gzip/raw") "** | **" v(e "gzip-bytes") " bytes** gzipped (" v(e "raw-bytes") " raw) |"
 		e = "e2e:SidecarMemory:"

@@ -10,7 +10,7 @@ import (
 
 // giteaRequests is how many requests the sidecar has sent to Gitea so far,
 // answered or not, from its own metrics.
-func giteaRequests(t *testing.T, s *Sidecar) float64 {
+func giteaRequests(t testing.TB, s *Sidecar) float64 {
 	t.Helper()
 	resp, err := http.Get(s.HTTPURL + "/metrics")
 	if err != nil {
