@@ -327,9 +327,8 @@ func (f *Forge) adminUser(ctx context.Context) (*sdk.User, error) {
 	return u, wellFormedUser(u)
 }
 
-// issue is GET /repos/{o}/{r}/issues/{n} as login sees it.
-func (f *Forge) issue(ctx context.Context, login, owner, name string, n int64) (*sdk.Issue, error) {
-	id := f.asViewer(login)
+// issue is GET /repos/{o}/{r}/issues/{n} as id.
+func (f *Forge) issue(ctx context.Context, id identity, owner, name string, n int64) (*sdk.Issue, error) {
 	is, resp, err := f.sdk(ctx, id).GetIssue(owner, name, n)
 	op := fmt.Sprintf("GET /api/v1/repos/%s/%s/issues/%d", owner, name, n)
 	if err := sdkErr(op, id, resp, err); err != nil {

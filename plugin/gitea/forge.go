@@ -1,8 +1,9 @@
 // Package gitea is everything the sidecar says to Gitea over HTTP. It
 // implements plugin.Forge against the REST API of a Gitea (or
 // Gitea-compatible) server, using a site administrator's token: it resolves
-// SSH key fingerprints and API tokens to users, and tells what a user may do
-// in a repository and whether an issue exists. It also registers and
+// SSH key fingerprints and API tokens to users, tells what a user may do
+// in a repository and whether an issue exists, and finds the oldest open
+// issues and their open dependencies for `next`. It also registers and
 // removes the sidecar's OAuth2 application and system webhook (for
 // install), completes a browser's sign-in at Gitea's OAuth2 provider, and
 // runs doctor's checks of Gitea.
@@ -255,7 +256,7 @@ func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
-	is, err := f.issue(ctx, login, owner, name, n)
+	is, err := f.issue(ctx, f.asViewer(login), owner, name, n)
 	if err != nil {
 		return plugin.Issue{}, fmt.Errorf("%s: %w", what, err)
 	}

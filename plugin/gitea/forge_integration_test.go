@@ -55,6 +55,7 @@ func TestForgeAgainstGitea(t *testing.T) {
 	t.Run("bad admin tokens", func(t *testing.T) { testBadAdminTokens(t, g, w) })
 	t.Run("system webhook", func(t *testing.T) { testWebhook(t, g, f, w) })
 	t.Run("reconcile's questions", func(t *testing.T) { testReconcileQuestions(t, f, w) })
+	t.Run("next's questions", func(t *testing.T) { testNext(t, g, f, w) })
 	t.Run("outage", func(t *testing.T) { testOutage(t, g, f, w, clk) })
 }
 
@@ -209,37 +210,31 @@ func testPermissionOracle(t *testing.T, g *integration.Gitea, f *Forge, w *integ
 func testMoreGrants(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World) {
 	ctx := context.Background()
 	admin := g.Admin()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	newUser := func(login string) {
-		must(admin.Do(ctx, "POST", "/admin/users", map[string]any{
+		must(t, admin.Do(ctx, "POST", "/admin/users", map[string]any{
 			"username": login, "email": login + "@example.com", "password": "Secret-0123456789", "must_change_password": false,
 		}, nil))
 	}
 	newTeam := func(name string, body map[string]any, member string, repo integration.Repo) int64 {
 		var team struct{ ID int64 }
 		body["name"] = name
-		must(admin.Do(ctx, "POST", "/orgs/"+w.Org+"/teams", body, &team))
-		must(admin.Do(ctx, "PUT", fmt.Sprintf("/teams/%d/members/%s", team.ID, member), nil, nil))
-		must(admin.Do(ctx, "PUT", fmt.Sprintf("/teams/%d/repos/%s", team.ID, repo.FullName()), nil, nil))
+		must(t, admin.Do(ctx, "POST", "/orgs/"+w.Org+"/teams", body, &team))
+		must(t, admin.Do(ctx, "PUT", fmt.Sprintf("/teams/%d/members/%s", team.ID, member), nil, nil))
+		must(t, admin.Do(ctx, "PUT", fmt.Sprintf("/teams/%d/repos/%s", team.ID, repo.FullName()), nil, nil))
 		return team.ID
 	}
 	collab := func(r integration.Repo, login, perm string) {
-		must(admin.Do(ctx, "PUT", "/repos/"+r.FullName()+"/collaborators/"+login, map[string]any{"permission": perm}, nil))
+		must(t, admin.Do(ctx, "PUT", "/repos/"+r.FullName()+"/collaborators/"+login, map[string]any{"permission": perm}, nil))
 	}
 	newIssue := func(r integration.Repo) int64 {
 		var is struct{ Number int64 }
-		must(admin.Do(ctx, "POST", "/repos/"+r.FullName()+"/issues", map[string]any{"title": "an issue"}, &is))
+		must(t, admin.Do(ctx, "POST", "/repos/"+r.FullName()+"/issues", map[string]any{"title": "an issue"}, &is))
 		return is.Number
 	}
 	newRepo := func(name string, edit map[string]any) integration.Repo {
-		must(admin.Do(ctx, "POST", "/orgs/"+w.Org+"/repos", map[string]any{"name": name, "auto_init": true}, nil))
+		must(t, admin.Do(ctx, "POST", "/orgs/"+w.Org+"/repos", map[string]any{"name": name, "auto_init": true}, nil))
 		if edit != nil {
-			must(admin.Do(ctx, "PATCH", "/repos/"+w.Org+"/"+name, edit, nil))
+			must(t, admin.Do(ctx, "PATCH", "/repos/"+w.Org+"/"+name, edit, nil))
 		}
 		return integration.Repo{Owner: w.Org, Name: name}
 	}
@@ -260,12 +255,12 @@ func testMoreGrants(t *testing.T, g *integration.Gitea, f *Forge, w *integration
 	mixed := newTeam("mixed", map[string]any{"permission": "write", "units_map": map[string]string{
 		"repo.code": "write", "repo.issues": "read",
 	}}, "vera", tracker)
-	must(admin.Do(ctx, "PUT", fmt.Sprintf("/teams/%d/members/walt", mixed), nil, nil))
+	must(t, admin.Do(ctx, "PUT", fmt.Sprintf("/teams/%d/members/walt", mixed), nil, nil))
 	collab(tracker, "vera", "read")
 	collab(tracker, "walt", "write")
 	// Only now: Gitea lets nobody add a team to a repository without code
 	// (it checks admin access on the Code unit).
-	must(admin.Do(ctx, "PATCH", "/repos/"+tracker.FullName(), map[string]any{"has_code": false, "has_pull_requests": false}, nil))
+	must(t, admin.Do(ctx, "PATCH", "/repos/"+tracker.FullName(), map[string]any{"has_code": false, "has_pull_requests": false}, nil))
 
 	want := map[string]access{"uma": "w", "trent": "w", "vera": "r", "walt": "w", w.Bob.Login: "r", w.Dave.Login: "r"}
 	for login, expected := range want {
@@ -293,7 +288,7 @@ func testMoreGrants(t *testing.T, g *integration.Gitea, f *Forge, w *integration
 	}
 	attic := newRepo("attic", nil)
 	collab(attic, w.Bob.Login, "write")
-	must(admin.Do(ctx, "PATCH", "/repos/"+attic.FullName(), map[string]any{"archived": true}, nil))
+	must(t, admin.Do(ctx, "PATCH", "/repos/"+attic.FullName(), map[string]any{"archived": true}, nil))
 	for _, login := range []string{w.Bob.Login, w.Admin.Login} {
 		if r, err := f.Repo(ctx, login, attic.Owner, attic.Name); err != nil || r.CanWriteIssues || r.CanWritePulls || !r.CanRead {
 			t.Errorf("%s on an archived repository: %+v %v, want read only", login, r, err)
@@ -687,6 +682,14 @@ func testOutage(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wor
 		if err := check(); err != nil {
 			t.Errorf("%s after Gitea is back: %v", name, err)
 		}
+	}
+}
+
+// must fails the test at once on an error of setting Gitea up.
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -204,6 +204,11 @@ func TestFailuresMapToSentinels(t *testing.T) {
 			return err
 		},
 		"Check": func(f *Forge) error { _, err := f.Check(context.Background()); return err },
+		"OpenIssues": func(f *Forge) error {
+			_, _, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{Labels: []string{"bug"}}, 5)
+			return err
+		},
+		"Blocked": func(f *Forge) error { _, err := f.Blocked(context.Background(), "acme", "widgets", 1); return err },
 	}
 	for _, tt := range tests {
 		for name, call := range calls {
@@ -343,7 +348,7 @@ func TestRepoRequests(t *testing.T) {
 		{
 			"repository admin",
 			repoRoutes(widgets(true, true, true), "admin", true, []map[string]any{issuesTeam}, nil),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
+			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true, Admin: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets": "alice",
 				"/api/v1/user/teams":         "alice",

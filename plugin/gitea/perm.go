@@ -192,6 +192,7 @@ func toRepo(repo *sdk.Repository, g grants) plugin.Repo {
 		CanWritePulls:  writable && canWrite(g, unitPulls, repo.HasPullRequests),
 		CanReadIssues:  canRead(g, unitIssues, issues, !repo.Private),
 		CanReadPulls:   canRead(g, unitPulls, repo.HasPullRequests, !repo.Private),
+		Admin:          g.admin,
 	}
 }
 

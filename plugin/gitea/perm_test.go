@@ -59,7 +59,9 @@ func TestWriteRules(t *testing.T) {
 			}
 			got := toRepo(repo, tt.g)
 			got.CanReadIssues, got.CanReadPulls = false, false // TestReadRules
-			want := plugin.Repo{ID: 9, FullName: "acme/widgets", CanRead: true, CanWriteIssues: tt.wantIssues, CanWritePulls: tt.wantPulls}
+			// Admin is Gitea's admin permission, whatever the units and
+			// even when archived: who may force-release what is held.
+			want := plugin.Repo{ID: 9, FullName: "acme/widgets", CanRead: true, CanWriteIssues: tt.wantIssues, CanWritePulls: tt.wantPulls, Admin: tt.g.admin}
 			if got != want {
 				t.Errorf("toRepo = %+v, want %+v", got, want)
 			}

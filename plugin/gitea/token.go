@@ -42,9 +42,10 @@ import (
 // with the user's own permissions from Repo, which Gitea does not reduce
 // for a token in its answers.
 //
-// Writes are never granted through a token: Gitea checks write scopes only
-// on requests that write, and this package does not write to
-// repositories to find out. Nothing the sidecar offers writes through an
+// Writes are never granted through a token, and so neither is the
+// repository admin's force-release: Gitea checks write scopes only on
+// requests that write, and this package does not write to repositories to
+// find out. Nothing the sidecar offers writes through an
 // API token (SSH commands use keys; the sign-in uses the session cookie).
 
 // TokenRepo returns owner/name as user u sees it through the API token
@@ -84,7 +85,7 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name
 			what, u.Login, plugin.ErrUnavailable, viaToken.ID, mine.ID)
 	}
 	r := mine
-	r.CanWriteIssues, r.CanWritePulls = false, false
+	r.CanWriteIssues, r.CanWritePulls, r.Admin = false, false, false
 	if !issues {
 		r.CanReadIssues, r.CanReadPulls = false, false
 	}

@@ -87,6 +87,26 @@ func TestTokenRepo(t *testing.T) {
 	}
 }
 
+// A token never grants the repository admin's force-release, as it never
+// grants write.
+func TestTokenNeverGrantsAdmin(t *testing.T) {
+	routes := repoRoutes(widgets(true, true, true), "admin", true, nil, nil)
+	routes["GET /api/v1/repos/acme/widgets/labels"] = jsonBody([]any{})
+	g := newFake(t, routes)
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
+	ctx := context.Background()
+	if r, err := f.Repo(ctx, "alice", "acme", "widgets"); err != nil || !r.Admin {
+		t.Fatalf("Repo as the admin alice: %+v %v, want Admin", r, err)
+	}
+	r, err := f.TokenRepo(ctx, alice, userToken, "acme", "widgets")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Admin || r.CanWriteIssues || r.CanWritePulls || !r.CanReadIssues {
+		t.Errorf("TokenRepo of the admin alice = %+v, want read only, no Admin", r)
+	}
+}
+
 // Answers are cached like Repo's, under a hash of the token: the cache
 // never holds the token, and another token asks again.
 func TestTokenRepoCache(t *testing.T) {
