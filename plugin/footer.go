@@ -133,7 +133,7 @@ func CheckFooter(customDir, publicURL string) error {
 
 func checkCustomDir(dir string) error {
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("Gitea custom directory %s: not a directory (pass --gitea-custom, Gitea's $GITEA_CUSTOM)", dir)
+		return fmt.Errorf("gitea-custom %s: not a directory (pass --gitea-custom, Gitea's $GITEA_CUSTOM)", dir)
 	}
 	return nil
 }

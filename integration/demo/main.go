@@ -121,7 +121,7 @@ func run(dir, sshAddr string, once bool) error {
 			return err
 		}
 		if !strings.Contains(page, s.HTTPURL+"/assets/collab-lease.js") {
-			return fmt.Errorf("Gitea's issue list does not load %s/assets/collab-lease.js", s.HTTPURL)
+			return fmt.Errorf("the issue list of Gitea does not load %s/assets/collab-lease.js", s.HTTPURL)
 		}
 		cmd := exec.CommandContext(setup, "git", "collab", "claims")
 		cmd.Dir = checkout
