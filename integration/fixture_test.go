@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -25,6 +26,12 @@ var fixture struct {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		// Every test here needs a real Gitea (and some need Chromium).
+		fmt.Println("integration: skipped with -short: every test here needs a real Gitea")
+		os.Exit(0)
+	}
 	code := m.Run()
 	if fixture.g != nil {
 		_ = fixture.g.Close()

@@ -168,10 +168,14 @@ func StartGitea(ctx context.Context, opts Options) (*Gitea, error) {
 
 // NewGitea starts a fresh Gitea for a test (see StartGitea) and stops it
 // when the test ends. It fails the test, with the tail of Gitea's log, if
-// Gitea does not start; it never skips. The first use on a machine builds
-// the Gitea binary, which takes minutes.
+// Gitea does not start; it skips only under -short, the convention of
+// make check's tests that need no Gitea. The first use on a machine
+// builds the Gitea binary, which takes minutes.
 func NewGitea(t testing.TB) *Gitea {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real Gitea: not run with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	g, err := StartGitea(ctx, Options{Dir: t.TempDir()})
