@@ -1,5 +1,5 @@
 # collab-sidecar: build with CGO (SQLite), run as a non-root user.
-#   docker build -t collab-sidecar .
+#   docker build --build-arg VERSION="$(git describe --tags --always --dirty)" -t collab-sidecar .
 #   docker run -v collab-data:/data -p 2222:2222 -p 8787:8787 \
 #     -e COLLAB_GITEA_URL=https://git.example.com \
 #     -e COLLAB_GITEA_TOKEN_FILE=/run/secrets/gitea-token collab-sidecar
@@ -9,8 +9,12 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w" -o /out/collab-sidecar ./cmd/collab-sidecar \
- && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/git-collab ./cmd/git-collab
+# The build context has no .git, so the go command cannot stamp a commit:
+# VERSION names the build instead (--version, the start log line and the
+# collab_lease_build_info metric show it).
+ARG VERSION=
+RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/collab-sidecar ./cmd/collab-sidecar \
+ && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/git-collab ./cmd/git-collab
 
 FROM debian:bookworm-slim
 # hadolint ignore=DL3008

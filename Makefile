@@ -2,13 +2,17 @@
 GO      ?= go
 PKGS    := ./...
 BIN     := bin
+# VERSION names the build in --version, the start log line and the build
+# info metric (the go command stamps no commit in a Git worktree or with
+# -buildvcs=false).
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .PHONY: all build test fmt-check vet unit gitea gitea-frontend bench fuzz demo clean stress
 
 all: build
 
 build:
-	CGO_ENABLED=1 $(GO) build -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \

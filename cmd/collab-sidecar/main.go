@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/collab-lease/collab-lease/buildinfo"
 )
 
 const usage = `collab-sidecar: atomic, expiring work claims on Gitea issues.
@@ -27,6 +29,7 @@ Usage:
                                    says what to fix (exit 0 only when all pass)
   collab-sidecar healthcheck       ask the running server's /healthz (for container health checks)
   collab-sidecar help              show this text
+  collab-sidecar --version         show the version, commit and Go version of this build
 `
 
 func main() {
@@ -75,6 +78,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
+		return 0
+	case "--version", "version":
+		fmt.Fprintln(stdout, "collab-sidecar "+buildinfo.Read(version).String())
 		return 0
 	default:
 		fmt.Fprintf(stderr, "collab-sidecar: unknown command %q\n\n%s", args[0], usage)

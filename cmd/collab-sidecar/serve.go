@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/collab-lease/collab-lease/assets"
+	"github.com/collab-lease/collab-lease/buildinfo"
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
@@ -43,6 +44,8 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 // the database.
 func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	log := newLogger(cfg, logw)
+	build := buildinfo.Read(version)
+	log.Info("collab-sidecar starting", "version", build.Version, "commit", build.Revision, "modified", build.Dirty, "go", build.GoVersion)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
@@ -54,6 +57,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	defer store.Close()
 	met := newMetrics(store)
+	met.reg.MustRegister(buildInfoMetric(build))
 	forge, err := newForge(cfg, func(o *gitea.Options) { o.WrapTransport = met.wrapGitea })
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/collab-lease/collab-lease/buildinfo"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
@@ -56,6 +57,10 @@ func (a *app) getenv(key string) string {
 }
 
 func (a *app) run(args []string) int {
+	if len(args) == 1 && args[0] == "--version" {
+		fmt.Fprintln(a.stdout, "git-collab "+buildinfo.Read(version).String())
+		return contract.ExitOK
+	}
 	inv, err := ParseArgs(args)
 	if err != nil {
 		return a.fail(err)
