@@ -1,4 +1,5 @@
-# make test is what CI runs (.ci/run calls it on a clean clone).
+# make test is what CI runs (.ci/run calls it on a clean clone); make check
+# is the fast loop it starts with. CONTRIBUTING.md says what each runs.
 GO      ?= go
 PKGS    := ./...
 BIN     := bin
@@ -7,7 +8,7 @@ BIN     := bin
 # -buildvcs=false).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
-.PHONY: all build test fmt-check vet unit gitea gitea-frontend bench fuzz demo clean stress
+.PHONY: all build check test fmt-check vet staticcheck unit-short unit gitea gitea-frontend bench fuzz demo clean stress
 
 all: build
 
@@ -20,6 +21,22 @@ fmt-check:
 
 vet:
 	$(GO) vet $(PKGS)
+
+# staticcheck is pinned in go.mod's tool block: go tool builds it (once,
+# cached) at that version, so nothing needs installing.
+staticcheck:
+	$(GO) tool staticcheck $(PKGS)
+
+# unit-short runs the tests that need neither Gitea nor Chromium, without
+# the race detector: -short skips plugin/gitea's tests against a real
+# Gitea, and integration/ (all of it needs one) is left out.
+SHORT_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/integration')
+unit-short:
+	CGO_ENABLED=1 $(GO) test -short -count=1 $(SHORT_PKGS)
+
+# check is the fast inner loop: under a minute once the build cache is
+# warm (CONTRIBUTING.md has a measured figure).
+check: fmt-check vet staticcheck unit-short
 
 # gitea builds (once, cached outside the work tree) the real Gitea the
 # integration tests run against.
@@ -36,7 +53,7 @@ gitea-frontend:
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 
-test: fmt-check vet gitea unit
+test: check gitea unit
 
 # demo starts a real Gitea with demo users and the sidecar, prints what to
 # try, and runs until Ctrl-C. Without Gitea's frontend it runs unstyled.
