@@ -73,6 +73,20 @@ func mayChange(r Repo) error {
 	return nil
 }
 
+// mayNext decides whether the viewer of r may claim from the unit f
+// names, and returns that unit's kind.
+func mayNext(r Repo, f IssueFilter) (models.Kind, error) {
+	switch {
+	case f.Pulls && !r.CanWritePulls:
+		return 0, &WriteRequiredError{Repo: r.FullName, Unit: "pulls"}
+	case f.Pulls:
+		return models.KindPull, nil
+	case !r.CanWriteIssues:
+		return 0, &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
+	}
+	return models.KindIssue, nil
+}
+
 // mayForce decides whether the viewer of r may release another's lease.
 func mayForce(r Repo) error {
 	if !r.Admin {

@@ -83,14 +83,9 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f Issu
 	if err != nil {
 		return contract.Tenure{}, err
 	}
-	kind := models.KindIssue
-	switch {
-	case f.Pulls && !r.CanWritePulls:
-		return contract.Tenure{}, &WriteRequiredError{Repo: r.FullName, Unit: "pulls"}
-	case f.Pulls:
-		kind = models.KindPull
-	case !r.CanWriteIssues:
-		return contract.Tenure{}, &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
+	kind, err := mayNext(r, f)
+	if err != nil {
+		return contract.Tenure{}, err
 	}
 	asks := 0
 	for _, limit := range []int{nextShortList, nextLongList} {
