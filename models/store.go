@@ -28,7 +28,9 @@ import (
 //   - 3: the forge's state of each issue (issue_states), so acquire and
 //     the forge's close are ordered by the ledger, and the webhook
 //     deliveries already applied (webhook_deliveries).
-const schemaVersion = 3
+//   - 4: open pull requests and the issues they would close
+//     (pull_requests, pull_links), for fenced merges.
+const schemaVersion = 4
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -160,7 +162,7 @@ func (s *Store) migrate() error {
 			if version > schemaVersion {
 				return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
 			}
-			if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}); err != nil {
+			if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}); err != nil {
 				return err
 			}
 			return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error

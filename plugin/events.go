@@ -25,6 +25,9 @@ const (
 	EventDeleted     EventKind = "deleted" // an issue deleted
 	EventReopened    EventKind = "reopened"
 	EventRepoDeleted EventKind = "repo_deleted"
+	// EventPullChanged: a pull request opened, edited (title or body) or
+	// pushed to; what it is linked to, or its head, may have changed.
+	EventPullChanged EventKind = "pull_changed"
 )
 
 // ForgeEvent is one thing the forge says happened to an issue (or to a
@@ -39,6 +42,19 @@ type ForgeEvent struct {
 	// Delivery identifies the webhook delivery; a delivery seen before
 	// has no second effect. "" for none (the reconcile).
 	Delivery string
+	// Pull is what the forge says of the pull request Number now, for an
+	// event about a pull request (nil otherwise).
+	Pull *PullEvent
+}
+
+// PullEvent is a pull request as a webhook delivery describes it.
+type PullEvent struct {
+	Repo   string // the repository's "owner/name", for references like owner/name#3
+	Head   string // the head commit's SHA
+	Author User
+	Title  string
+	Body   string
+	Open   bool
 }
 
 // Applied is what an event did: the live leases it ended, and whether it
@@ -52,7 +68,28 @@ func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 	a, err := s.apply(ctx, e)
 	s.next.forget(e.RepoID)
 	s.freed(a.Leases...)
+	if err == nil && e.Kind != EventRepoDeleted {
+		s.fence.touch(models.Key{RepoID: e.RepoID, Issue: e.Number})
+	}
+	if err == nil && e.Pull != nil {
+		err = s.recordPull(ctx, e)
+	}
 	return a, err
+}
+
+// recordPull keeps what a delivery says of a pull request: its head, its
+// author and the issues it would close, for its fenced-merge status.
+func (s *Service) recordPull(ctx context.Context, e ForgeEvent) error {
+	pe := e.Pull
+	links := append(closingRefs(pe.Repo, pe.Title+"\n"+pe.Body), e.Number)
+	open := pe.Open && e.Kind != EventClosed && e.Kind != EventMerged && e.Kind != EventDeleted
+	p := models.Pull{RepoID: e.RepoID, Number: e.Number, Head: pe.Head, Author: models.Holder{ID: pe.Author.ID, Login: pe.Author.Login},
+		Open: open, Version: e.Updated.Unix(), Links: links}
+	if _, err := s.ledger.RecordPull(ctx, p, ""); err != nil {
+		return err
+	}
+	s.fence.touchPull(pullKey{e.RepoID, e.Number})
+	return nil
 }
 
 func (s *Service) apply(ctx context.Context, e ForgeEvent) (Applied, error) {
@@ -69,6 +106,8 @@ func (s *Service) apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 		return s.ledger.ReopenIssue(ctx, k, version, e.Delivery)
 	case EventRepoDeleted:
 		return s.ledger.EndRepo(ctx, e.RepoID, e.Delivery)
+	case EventPullChanged:
+		return Applied{}, nil // only what it says of the pull request matters (recordPull)
 	}
 	return Applied{}, fmt.Errorf("apply forge event %q: %w", e.Kind, ErrInvalid)
 }

@@ -72,6 +72,15 @@ type IssueFilter struct {
 	Labels []string // names; a candidate carries every one of them
 }
 
+// CommitStatus is a status the sidecar sets on a commit (Gitea's commit
+// statuses; a required one gates merges on a protected branch).
+type CommitStatus struct {
+	State       string // "success" or "failure"
+	Description string
+	TargetURL   string
+	Context     string
+}
+
 // Forge is what the sidecar needs to know from its forge. Implementations
 // must bound every call with a deadline and map failures onto the sentinel
 // errors above (wrapped with context).
@@ -119,4 +128,7 @@ type Forge interface {
 	// or pull request that is still open (Gitea's "depends on"), as the
 	// sidecar's admin sees it.
 	Blocked(ctx context.Context, owner, name string, n int64) (bool, error)
+	// PostStatus sets st on commit sha of owner/name, as the sidecar's
+	// admin; the forge keeps the latest status of each context.
+	PostStatus(ctx context.Context, owner, name, sha string, st CommitStatus) error
 }

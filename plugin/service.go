@@ -24,6 +24,12 @@ type Ledger interface {
 	ReopenIssue(ctx context.Context, k models.Key, version int64, delivery string) (models.Ended, error)
 	EndRepo(ctx context.Context, repoID int64, delivery string) (models.Ended, error)
 	LiveRepos(ctx context.Context) ([]int64, error)
+	// Pull requests and their links, for fenced merges (fence.go).
+	RecordPull(ctx context.Context, p models.Pull, delivery string) (bool, error)
+	PullsLinkedTo(ctx context.Context, repoID, n int64) ([]models.Pull, error)
+	PullOf(ctx context.Context, repoID, number int64) (*models.Pull, error)
+	OpenPulls(ctx context.Context) ([]models.Pull, error)
+	Leases(ctx context.Context, repoID int64, issues []int64) ([]models.Lease, error)
 }
 
 var _ Ledger = (*models.Store)(nil)
@@ -58,6 +64,7 @@ type Service struct {
 	issueTTL time.Duration
 	waits    *waits
 	next     *nextCache
+	fence    *fence
 	// observeNext, if set, is told what each next cost (metrics).
 	observeNext func(NextStats)
 }
@@ -106,7 +113,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
 	}
 	s := &Service{forge: forge, ledger: ledger, now: time.Now, after: realTimer, issueTTL: DefaultIssueTTL,
-		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextCacheTTL)}
+		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextCacheTTL), fence: newFence()}
 	for _, o := range opts {
 		o(s)
 	}

@@ -184,9 +184,11 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 	}
 }
 
-// freed tells the waiters that the leases on these issues have ended.
+// freed tells the waiters, and the fenced-merge statuses, that the leases
+// on these issues have ended.
 func (s *Service) freed(ls ...models.Lease) {
 	for _, l := range ls {
 		s.waits.freed(l.Key)
+		s.fence.touch(l.Key)
 	}
 }

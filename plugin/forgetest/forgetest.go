@@ -61,10 +61,11 @@ type Forge struct {
 	disabled map[int64]bool         // accounts that may not log in
 	keys     map[string]int64       // fingerprint -> user ID
 	tokens   map[string]token
-	repos    map[string]*repo        // lower-case "owner/name"
-	issues   map[string]plugin.Issue // lower-case "owner/name#n"
-	labels   map[string][]string     // lower-case "owner/name#n" -> its labels
-	deps     map[string][]int64      // lower-case "owner/name#n" -> the numbers it depends on
+	repos    map[string]*repo                 // lower-case "owner/name"
+	issues   map[string]plugin.Issue          // lower-case "owner/name#n"
+	labels   map[string][]string              // lower-case "owner/name#n" -> its labels
+	deps     map[string][]int64               // lower-case "owner/name#n" -> the numbers it depends on
+	statuses map[string][]plugin.CommitStatus // lower-case "owner/name@sha" -> posted, oldest first
 	down     bool
 	hang     bool
 	hook     Hook
@@ -86,7 +87,7 @@ var _ plugin.Forge = (*Forge)(nil)
 // New returns an empty forge.
 func New() *Forge {
 	return &Forge{users: map[string]plugin.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},
-		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, calls: map[string]int{}, asked: map[string][]string{}}
+		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, statuses: map[string][]plugin.CommitStatus{}, calls: map[string]int{}, asked: map[string][]string{}}
 }
 
 // AddUser creates an account and returns it.
@@ -546,4 +547,25 @@ func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool,
 		}
 	}
 	return false, nil
+}
+
+// PostStatus implements plugin.Forge: the statuses are kept in order, for
+// Statuses.
+func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st plugin.CommitStatus) error {
+	if err := f.enter(ctx, "PostStatus"); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	key := strings.ToLower(owner+"/"+name) + "@" + sha
+	f.statuses[key] = append(f.statuses[key], st)
+	return nil
+}
+
+// Statuses returns the statuses posted on commit sha of fullName, oldest
+// first; the last one is what the forge shows.
+func (f *Forge) Statuses(fullName, sha string) []plugin.CommitStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]plugin.CommitStatus(nil), f.statuses[strings.ToLower(fullName)+"@"+sha]...)
 }

@@ -21,16 +21,28 @@ type hookPayload struct {
 	PullRequest *struct {
 		Merged  bool      `json:"merged"`
 		Updated time.Time `json:"updated_at"`
+		State   string    `json:"state"`
+		Title   string    `json:"title"`
+		Body    string    `json:"body"`
+		Head    struct {
+			SHA string `json:"sha"`
+		} `json:"head"`
+		User struct {
+			ID    int64  `json:"id"`
+			Login string `json:"login"`
+		} `json:"user"`
 	} `json:"pull_request"`
 	Repository *struct {
-		ID int64 `json:"id"`
+		ID       int64  `json:"id"`
+		FullName string `json:"full_name"`
 	} `json:"repository"`
 }
 
 // hookActions are the actions that matter, per event.
 var hookActions = map[string]map[string]plugin.EventKind{
 	"issues":       {"closed": plugin.EventClosed, "reopened": plugin.EventReopened, "deleted": plugin.EventDeleted},
-	"pull_request": {"closed": plugin.EventClosed, "reopened": plugin.EventReopened},
+	"pull_request": {"closed": plugin.EventClosed, "reopened": plugin.EventReopened,
+		"opened": plugin.EventPullChanged, "edited": plugin.EventPullChanged, "synchronized": plugin.EventPullChanged},
 	"repository":   {"deleted": plugin.EventRepoDeleted},
 }
 
@@ -63,6 +75,12 @@ func ParseDelivery(event, delivery string, body []byte) (plugin.ForgeEvent, bool
 		e.Number, e.Updated = p.Number, p.PullRequest.Updated
 		if kind == plugin.EventClosed && p.PullRequest.Merged {
 			e.Kind = plugin.EventMerged
+		}
+		pr := p.PullRequest
+		e.Pull = &plugin.PullEvent{Head: pr.Head.SHA, Author: plugin.User{ID: pr.User.ID, Login: pr.User.Login},
+			Title: pr.Title, Body: pr.Body, Open: pr.State == "open"}
+		if p.Repository != nil {
+			e.Pull.Repo = p.Repository.FullName
 		}
 	case event != "repository":
 		e.Number = 0 // no issue or pull request object: malformed

@@ -2,6 +2,7 @@ package gitea
 
 import (
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -22,14 +23,22 @@ func TestParseDelivery(t *testing.T) {
 			plugin.ForgeEvent{Kind: plugin.EventReopened, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
 		{"issue deleted", "issues", `{"action":"deleted","number":5,"issue":{"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
 			plugin.ForgeEvent{Kind: plugin.EventDeleted, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
-		{"pull request merged", "pull_request", `{"action":"closed","number":7,"pull_request":{"merged":true,"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventMerged, RepoID: 3, Number: 7, Updated: at, Delivery: "d"}, true, false},
+		{"pull request merged", "pull_request", `{"action":"closed","number":7,"pull_request":{"merged":true,"state":"closed","updated_at":"2026-12-01T10:00:05Z","head":{"sha":"abc"},"user":{"id":4,"login":"alice"}},"repository":{"id":3,"full_name":"acme/widgets"}}`,
+			plugin.ForgeEvent{Kind: plugin.EventMerged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
+				Pull: &plugin.PullEvent{Repo: "acme/widgets", Head: "abc", Author: plugin.User{ID: 4, Login: "alice"}}}, true, false},
 		{"pull request closed", "pull_request", `{"action":"closed","number":7,"pull_request":{"merged":false,"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 3, Number: 7, Updated: at, Delivery: "d"}, true, false},
+			plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 3, Number: 7, Updated: at, Delivery: "d", Pull: &plugin.PullEvent{}}, true, false},
+		{"pull request opened", "pull_request", `{"action":"opened","number":7,"pull_request":{"state":"open","title":"Fix it","body":"Fixes #5","updated_at":"2026-12-01T10:00:05Z","head":{"sha":"abc"},"user":{"id":4,"login":"alice"}},"repository":{"id":3,"full_name":"acme/widgets"}}`,
+			plugin.ForgeEvent{Kind: plugin.EventPullChanged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
+				Pull: &plugin.PullEvent{Repo: "acme/widgets", Head: "abc", Author: plugin.User{ID: 4, Login: "alice"}, Title: "Fix it", Body: "Fixes #5", Open: true}}, true, false},
+		{"pull request pushed to", "pull_request", `{"action":"synchronized","number":7,"pull_request":{"state":"open","updated_at":"2026-12-01T10:00:05Z","head":{"sha":"def"},"user":{"id":4,"login":"alice"}},"repository":{"id":3}}`,
+			plugin.ForgeEvent{Kind: plugin.EventPullChanged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
+				Pull: &plugin.PullEvent{Head: "def", Author: plugin.User{ID: 4, Login: "alice"}, Open: true}}, true, false},
 		{"repository deleted", "repository", `{"action":"deleted","repository":{"id":3}}`,
 			plugin.ForgeEvent{Kind: plugin.EventRepoDeleted, RepoID: 3, Delivery: "d"}, true, false},
 		{"labels are ignored", "issues", `{"action":"label_updated","number":5}`, plugin.ForgeEvent{}, false, false},
-		{"opened is ignored", "pull_request", `{"action":"opened","number":5}`, plugin.ForgeEvent{}, false, false},
+		{"assigned is ignored", "pull_request", `{"action":"assigned","number":5}`, plugin.ForgeEvent{}, false, false},
+		{"opened without a pull request", "pull_request", `{"action":"opened","number":5,"repository":{"id":3}}`, plugin.ForgeEvent{}, false, true},
 		{"pushes are ignored", "push", `{}`, plugin.ForgeEvent{}, false, false},
 		{"repository created is ignored", "repository", `{"action":"created","repository":{"id":3}}`, plugin.ForgeEvent{}, false, false},
 		{"not JSON", "issues", `{`, plugin.ForgeEvent{}, false, true},
@@ -37,7 +46,7 @@ func TestParseDelivery(t *testing.T) {
 		{"no number", "pull_request", `{"action":"closed","pull_request":{},"repository":{"id":3}}`, plugin.ForgeEvent{}, false, true},
 	} {
 		got, ok, err := ParseDelivery(tc.event, "d", []byte(tc.body))
-		if tc.bad != (err != nil) || (err != nil && !errors.Is(err, plugin.ErrInvalid)) || ok != tc.ok || got != tc.want {
+		if tc.bad != (err != nil) || (err != nil && !errors.Is(err, plugin.ErrInvalid)) || ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v %v %v, want %+v %v bad=%v", tc.name, got, ok, err, tc.want, tc.ok, tc.bad)
 		}
 	}
