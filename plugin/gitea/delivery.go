@@ -40,10 +40,10 @@ type hookPayload struct {
 
 // hookActions are the actions that matter, per event.
 var hookActions = map[string]map[string]plugin.EventKind{
-	"issues":       {"closed": plugin.EventClosed, "reopened": plugin.EventReopened, "deleted": plugin.EventDeleted},
+	"issues": {"closed": plugin.EventClosed, "reopened": plugin.EventReopened, "deleted": plugin.EventDeleted},
 	"pull_request": {"closed": plugin.EventClosed, "reopened": plugin.EventReopened,
 		"opened": plugin.EventPullChanged, "edited": plugin.EventPullChanged, "synchronized": plugin.EventPullChanged},
-	"repository":   {"deleted": plugin.EventRepoDeleted},
+	"repository": {"deleted": plugin.EventRepoDeleted},
 }
 
 // ParseDelivery reads one webhook delivery: event is its X-Gitea-Event
