@@ -117,9 +117,9 @@ type fenceState struct {
 	retryAt time.Time // when to try again after a failed post
 }
 
-// RunFences posts the fenced-merge statuses until ctx ends (see above).
-// At start it re-posts the status of every open linked pull request, so a
-// restart leaves none stale.
+// RunFences posts the fenced-merge statuses until ctx ends (see above),
+// and then returns nil. At start it re-posts the status of every open
+// linked pull request, so a restart leaves none stale.
 func (s *Service) RunFences(ctx context.Context, o FenceOptions) error {
 	s.fence.mu.Lock()
 	s.fence.running = true
@@ -130,12 +130,24 @@ func (s *Service) RunFences(ctx context.Context, o FenceOptions) error {
 		s.fence.mu.Unlock()
 	}()
 	state := map[pullKey]*fenceState{}
-	open, err := s.ledger.OpenPulls(ctx)
-	if err != nil {
-		return err
-	}
-	for _, p := range open {
-		s.fence.touchPull(pullKey{p.RepoID, p.Number})
+	for wait := fenceRetryMin; ; wait = min(2*wait, fenceRetryMax) {
+		open, err := s.ledger.OpenPulls(ctx)
+		if err == nil {
+			for _, p := range open {
+				s.fence.touchPull(pullKey{p.RepoID, p.Number})
+			}
+			break
+		}
+		if o.Log != nil {
+			o.Log("listing open pull requests for their fenced-merge statuses failed; retrying", "err", err)
+		}
+		c, stop := s.after(wait)
+		select {
+		case <-ctx.Done():
+			stop()
+			return nil
+		case <-c:
+		}
 	}
 	var timer <-chan time.Time
 	stop := func() bool { return false }

@@ -32,6 +32,7 @@ type metrics struct {
 	nexts       *prometheus.CounterVec
 	nextTries   prometheus.Histogram
 	nextReqs    prometheus.Histogram
+	fencePosts  *prometheus.CounterVec
 }
 
 func newMetrics(store *models.Store) *metrics {
@@ -90,6 +91,10 @@ func newMetrics(store *models.Store) *metrics {
 		Help:    "Requests to Gitea one next made (issue list pages and dependency questions; 0 when cached).",
 		Buckets: []float64{0, 1, 2, 4, 8, 16, 32, 64},
 	})
+	m.fencePosts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "collab_lease_fence_statuses_total",
+		Help: "Posts of the collab-lease/claim commit status on pull requests, by outcome (posted, failed: retried with backoff).",
+	}, []string{"outcome"})
 	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "collab_lease_live_leases",
 		Help: "Live leases across all repositories.",
@@ -103,7 +108,7 @@ func newMetrics(store *models.Store) *metrics {
 		return float64(n)
 	})
 	m.reg.MustRegister(m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
-		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs,
+		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -125,6 +130,9 @@ func (m *metrics) watchWaiters(count func() int) {
 		Help: "Callers of acquire --wait now waiting for an issue to free up.",
 	}, func() float64 { return float64(count()) }))
 }
+
+// fencePosted is plugin.FenceOptions.Observe.
+func (m *metrics) fencePosted(outcome string) { m.fencePosts.WithLabelValues(outcome).Inc() }
 
 // next is plugin.WithNextObserver's observer.
 func (m *metrics) next(st plugin.NextStats) {

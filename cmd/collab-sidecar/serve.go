@@ -78,6 +78,9 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	var resolving sync.WaitGroup
 	resolving.Go(func() { resolveHolders(rctx, log, forge, store) })
 	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
+	resolving.Go(func() {
+		_ = leases.RunFences(rctx, plugin.FenceOptions{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted, Log: log.Warn})
+	})
 	defer resolving.Wait()
 	defer stopResolving()
 	web, err := newHTTPHandler(cfg, store, forge, leases, met, log)

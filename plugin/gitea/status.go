@@ -16,7 +16,7 @@ func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st plug
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	body := map[string]string{"state": st.State, "description": st.Description, "target_url": st.TargetURL, "context": st.Context}
-	if err := f.send(ctx, f.asAdmin(), http.MethodPost, "/repos/"+owner+"/"+name+"/statuses/"+sha, nil, body, nil); err != nil {
+	if err := f.send(ctx, f.asAdmin(), http.MethodPost, "/api/v1/repos/"+owner+"/"+name+"/statuses/"+sha, nil, body, nil); err != nil {
 		return fmt.Errorf("status of %s/%s@%s: %w", owner, name, sha, err)
 	}
 	return nil
