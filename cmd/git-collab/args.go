@@ -215,6 +215,12 @@ func ParseArgs(args []string) (Invocation, error) {
 			return inv, contractUsage(err)
 		}
 	}
+	if v.remote == "" { // mcp: it sends nothing itself
+		if inv.JSON {
+			return inv, usagef("%s takes no --json; usage: %s", v.name, v.synopsis)
+		}
+		return inv, nil
+	}
 	if _, _, err := RemoteCommand(v.remote, checkRepo, inv.Issue, inv.Flags); err != nil {
 		return inv, err
 	}

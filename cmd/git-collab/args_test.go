@@ -42,6 +42,12 @@ var parseArgsCases = []struct {
 	{args: "history 7 --limit 200", want: Invocation{Verb: "history", Issue: 7, Remote: "origin", Flags: []Flag{{"--limit", "200"}}}},
 	{args: "unclaim 7 --force", want: Invocation{Verb: "unclaim", Issue: 7, Remote: "origin", Flags: []Flag{{"--force", ""}}}},
 	{args: "check --help", want: Invocation{Verb: "check", Remote: "origin", Help: true}},
+	// mcp sends nothing itself: it takes only the remote.
+	{args: "mcp", want: Invocation{Verb: "mcp", Remote: "origin"}},
+	{args: "mcp --remote upstream", want: Invocation{Verb: "mcp", Remote: "upstream"}},
+	{args: "mcp --json", error: "mcp takes no --json; usage: git collab mcp [--remote <name>]"},
+	{args: "mcp --ttl 30m", error: "mcp takes no --ttl"},
+	{args: "mcp 42", error: `unexpected argument "42"`},
 	// Help, in every spelling.
 	{args: "help", want: Invocation{Verb: "help", Remote: "origin"}},
 	{args: "-h", want: Invocation{Verb: "help", Remote: "origin", Help: true}},
@@ -192,6 +198,12 @@ func FuzzParseArgs(f *testing.F) {
 		v := findVerb(inv.Verb)
 		if v == nil {
 			t.Fatalf("%q: accepted unknown command %q", args, inv.Verb)
+		}
+		if v.remote == "" { // mcp: nothing for the sidecar but the remote
+			if inv.Issue != 0 || inv.Flags != nil || inv.JSON {
+				t.Fatalf("%q: mcp accepted %+v", args, inv)
+			}
+			return
 		}
 		sent, cmd, err := RemoteCommand(v.remote, "acme/widgets", inv.Issue, inv.Flags)
 		if err != nil {

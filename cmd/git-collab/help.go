@@ -11,7 +11,7 @@ import (
 // verb is one git collab command and the collab-lease sub-verb it runs.
 type verb struct {
 	name     string
-	remote   contract.Verb // the collab-lease sub-verb
+	remote   contract.Verb // the collab-lease sub-verb; "" for mcp, which runs them all
 	issue    bool          // takes <issue>
 	flags    []string      // the sidecar options it takes (see options)
 	required string        // the one of them it cannot do without, if any
@@ -92,6 +92,20 @@ when it began, and when and how it ended (released, expired, taken_over,
 closed, merged, deleted, or force_released by a repository admin); live
 if it has not. --limit shows at most <n> of them (default 20, at most 200).`,
 	},
+	{
+		name:     "mcp",
+		synopsis: "git collab mcp [--remote <name>]",
+		summary:  "serve these commands to coding agents over MCP",
+		detail: `Serve claim, renew, unclaim, claims, next, check and history as tools of
+the Model Context Protocol, on stdin and stdout, to a coding agent that
+starts git collab mcp in a checkout (command git, arguments collab mcp).
+Each tool call runs the command git collab would, on the same repository,
+sidecar and ssh; its answer is the sidecar's JSON reply. Exit 4 answers
+(held, not_holder, none, stale) are ordinary results; the rest are tool
+errors, and a temporary one (75) says how long to wait before retrying.
+ssh runs without a terminal: use a key without a passphrase, or an agent.
+It serves until the client closes its stdin, then exits 0.`,
+	},
 }
 
 func findVerb(name string) *verb {
@@ -165,8 +179,15 @@ func verbHelp(v *verb) string {
 	if v.issue {
 		b.WriteString("\n" + issueHelp + "\n")
 	}
-	b.WriteString("\noptions:\n" + optionsHelp(func(o option) bool { return !o.sidecar || v.takes(o.name) }) + "\n")
-	b.WriteString("\nexit status:\n" + exitHelp + "\n")
+	b.WriteString("\noptions:\n" + optionsHelp(func(o option) bool {
+		if o.name == "--json" {
+			return v.remote != "" // mcp's answers are JSON already
+		}
+		return !o.sidecar || v.takes(o.name)
+	}) + "\n")
+	if v.remote != "" { // mcp's calls end in results, not in its exit status
+		b.WriteString("\nexit status:\n" + exitHelp + "\n")
+	}
 	return b.String()
 }
 

@@ -6,11 +6,13 @@
 // sidecar's address, then runs the user's own ssh with one collab-lease
 // command, so the keys, agent and ssh config that already reach the forge
 // reach the sidecar too. It decides nothing about leases: the sidecar's
-// reply and exit status are the answer, shown as one line for people or
-// passed through unchanged with --json for programs.
+// reply and exit status are the answer, shown as one line for people,
+// passed through unchanged with --json for programs, or, under
+// `git collab mcp`, handed to coding agents as the results of MCP tools.
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -29,6 +31,7 @@ const exitSSH = 255 // as OpenSSH reports it
 
 func main() {
 	a := &app{
+		stdin:  os.Stdin,
 		stdout: os.Stdout,
 		stderr: os.Stderr,
 		env:    os.Environ(),
@@ -41,6 +44,7 @@ func main() {
 // app is one run of git-collab with everything it touches passed in, so
 // tests run it with their own environment, repository and clock.
 type app struct {
+	stdin          io.Reader // read by mcp only
 	stdout, stderr io.Writer
 	env            []string // the environment of ssh and git
 	now            func() time.Time
@@ -78,73 +82,49 @@ func (a *app) run(args []string) int {
 	case inv.Help:
 		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Verb)))
 		return contract.ExitOK
+	case inv.Verb == "mcp":
+		return a.serveMCP(inv.Remote)
 	}
 	return a.call(findVerb(inv.Verb), inv)
 }
 
 // call runs one collab-lease command on the sidecar and reports its reply.
 func (a *app) call(v *verb, inv Invocation) int {
-	rawURL, err := a.git.RemoteURL(inv.Remote)
+	t, err := a.resolve(inv.Remote)
 	if err != nil {
 		return a.fail(err)
 	}
-	remote, err := ParseRemoteURL(rawURL)
-	if err != nil {
-		return a.fail(fmt.Errorf("remote %s: %w", quote(inv.Remote), err))
-	}
-	configured, err := a.git.Config("collab.sidecar")
+	x, err := a.send(context.Background(), t, v.remote, inv.Issue, inv.Flags, a.stderr, false)
 	if err != nil {
 		return a.fail(err)
-	}
-	sc, err := ResolveSidecar(configured, a.getenv("COLLAB_SIDECAR"), inv.Remote, remote)
-	if err != nil {
-		return a.fail(err)
-	}
-	var configErr error
-	sshCmd := ResolveSSH(a.getenv, func() string {
-		v, err := a.git.Config("core.sshCommand")
-		configErr = err
-		return v
-	})
-	if configErr != nil {
-		return a.fail(configErr)
 	}
 
-	line, req, err := RemoteCommand(v.remote, remote.FullName(), inv.Issue, inv.Flags)
-	if err != nil {
-		return a.fail(err)
-	}
-	res, err := runSSH(sshCmd.Args("-p", sc.Port, sc.Destination(), line), a.env, a.stderr)
-	if err != nil {
-		return a.fail(fmt.Errorf("run the ssh command (from %s): %w", sshCmd.Source, err))
-	}
-
-	switch res.Code {
+	switch x.code {
 	case contract.ExitOK, contract.ExitConflict:
 	case contract.ExitError, contract.ExitTempFail:
 		// The sidecar's error line is already on stderr.
-		a.stdout.Write(res.Stdout)
-		return res.Code
+		a.stdout.Write(x.stdout)
+		return x.code
 	default:
-		a.stdout.Write(res.Stdout)
-		fmt.Fprintln(a.stderr, "git-collab: "+transportHint(res.Code, sc, sshCmd))
-		return res.Code
+		a.stdout.Write(x.stdout)
+		fmt.Fprintln(a.stderr, "git-collab: "+transportHint(x.code, t.sidecar, t.ssh))
+		return x.code
 	}
 	if inv.JSON {
-		a.stdout.Write(res.Stdout)
-		return res.Code
+		a.stdout.Write(x.stdout)
+		return x.code
 	}
-	out, err := Render(req, res.Code, res.Stdout, a.now())
-	if err != nil {
+	if x.replyErr != nil {
 		// Whatever happened on the sidecar happened: show its reply as it
 		// is, keep its exit status, and say why there is no summary.
-		a.stdout.Write(res.Stdout)
-		fmt.Fprintf(a.stderr, "git-collab: could not read the reply of the sidecar at %s: %v\n", sc.Addr(), err)
-		return res.Code
+		a.stdout.Write(x.stdout)
+		fmt.Fprintf(a.stderr, "git-collab: could not read the reply of the sidecar at %s: %v\n", t.sidecar.Addr(), x.replyErr)
+		return x.code
 	}
+	out := renderReply(x.req, x.reply, a.now())
 	fmt.Fprint(a.stdout, out.stdout)
 	fmt.Fprint(a.stderr, out.stderr)
-	return res.Code
+	return x.code
 }
 
 // transportHint is the one line added when ssh, not the sidecar, failed.

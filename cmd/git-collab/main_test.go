@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,9 +96,15 @@ type result struct {
 func (h *harness) run(args ...string) result {
 	h.t.Helper()
 	var out, errb bytes.Buffer
-	a := &app{stdout: &out, stderr: &errb, env: h.env, now: func() time.Time { return now }, git: execGit{dir: h.repo, env: h.env}}
-	code := a.run(args)
+	code := h.app(nil, &out, &errb).run(args)
 	return result{out.String(), errb.String(), code}
+}
+
+// app is git-collab in h's repository and environment, on the clock of
+// the rendering tests.
+func (h *harness) app(stdin io.Reader, stdout, stderr io.Writer) *app {
+	return &app{stdin: stdin, stdout: stdout, stderr: stderr, env: h.env, now: func() time.Time { return now },
+		git: execGit{dir: h.repo, env: h.env}}
 }
 
 // sshArgs is what the fake ssh was run with ("" if it was not run).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -22,115 +21,56 @@ type rendered struct {
 // to now. What it cannot read is an error, and the caller shows the reply
 // as it is.
 func Render(req contract.Command, code int, body []byte, now time.Time) (rendered, error) {
-	switch {
-	case code != contract.ExitOK && code != contract.ExitConflict:
-		return rendered{}, fmt.Errorf("unexpected exit status %d", code)
-	case req.Verb == contract.VerbList || req.Verb == contract.VerbHistory:
-		if code != contract.ExitOK {
-			return rendered{}, fmt.Errorf("%s answered with exit status %d", req.Verb, code)
-		}
-		if req.Verb == contract.VerbList {
-			var l contract.List
-			if err := decodeOne(body, &l); err != nil {
-				return rendered{}, err
-			}
-			return rendered{stdout: renderList(l, now)}, nil
-		}
-		var h contract.History
-		if err := decodeOne(body, &h); err != nil {
-			return rendered{}, err
-		}
-		return rendered{stdout: renderHistory(h, now)}, nil
-	case code == contract.ExitOK:
-		return renderDone(req, body, now)
+	reply, err := decodeReply(req, code, body)
+	if err != nil {
+		return rendered{}, err
 	}
-	return renderRefused(req, body, now)
+	return renderReply(req, reply, now), nil
+}
+
+// renderReply is the human form of a reply decodeReply read: a success
+// (exit 0) on stdout; on stderr, an answer that is not one (exit 4):
+// nothing to claim, a stale token, someone else's claim.
+func renderReply(req contract.Command, reply any, now time.Time) rendered {
+	switch r := reply.(type) {
+	case *contract.List:
+		return rendered{stdout: renderList(*r, now)}
+	case *contract.History:
+		return rendered{stdout: renderHistory(*r, now)}
+	case *contract.Released:
+		return rendered{stdout: "released " + named(r.Repo, r.Issue) + "\n"}
+	case *contract.Tenure:
+		if r.Status == contract.StatusCurrent {
+			return rendered{stdout: fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
+				clean(r.Holder), expiresPhrase(stdTime(r.ExpiresAt), now))}
+		}
+		done := map[string]string{contract.StatusAcquired: "claimed", contract.StatusRenewed: "renewed"}[r.Status]
+		return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, named(r.Repo, r.Issue), r.Token,
+			expiresPhrase(stdTime(r.ExpiresAt), now))}
+	case *contract.None:
+		return rendered{stderr: "nothing to claim in " + clean(r.Repo) + "\n"}
+	case *contract.Stale:
+		// The reply names the current token, not the one asked about.
+		if r.Token == nil {
+			return rendered{stderr: fmt.Sprintf("token %d is stale: nobody holds %s\n", req.Token, named(r.Repo, r.Issue))}
+		}
+		return rendered{stderr: fmt.Sprintf("token %d is stale: %s is now at token %d\n", req.Token, named(r.Repo, r.Issue), *r.Token)}
+	case *contract.Conflict:
+		name := named(r.Repo, r.Issue)
+		if r.Status == contract.StatusHeld {
+			return rendered{stderr: claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}
+		}
+		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released"}[req.Verb]
+		if r.Holder == nil {
+			return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}
+		}
+		return rendered{stderr: what + ": " + claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}
+	}
+	panic(fmt.Sprintf("renderReply: %T is not a reply decodeReply makes", reply))
 }
 
 // named is how a reply's issue is shown: "acme/widgets#42".
 func named(repo string, issue int64) string { return clean(repo) + "#" + strconv.FormatInt(issue, 10) }
-
-// renderDone is the line of a success (exit 0), on stdout.
-func renderDone(req contract.Command, body []byte, now time.Time) (rendered, error) {
-	if req.Verb == contract.VerbRelease {
-		var r contract.Released
-		if err := decodeStatus(body, &r, contract.ExitOK, contract.StatusReleased); err != nil {
-			return rendered{}, err
-		}
-		return rendered{stdout: "released " + named(r.Repo, r.Issue) + "\n"}, nil
-	}
-	want := map[contract.Verb]string{contract.VerbAcquire: contract.StatusAcquired, contract.VerbNext: contract.StatusAcquired,
-		contract.VerbRenew: contract.StatusRenewed, contract.VerbCheck: contract.StatusCurrent}[req.Verb]
-	var r contract.Tenure
-	if err := decodeStatus(body, &r, contract.ExitOK, want); err != nil {
-		return rendered{}, err
-	}
-	if r.Status == contract.StatusCurrent {
-		return rendered{stdout: fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
-			clean(r.Holder), expiresPhrase(stdTime(r.ExpiresAt), now))}, nil
-	}
-	done := map[string]string{contract.StatusAcquired: "claimed", contract.StatusRenewed: "renewed"}[r.Status]
-	return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, named(r.Repo, r.Issue), r.Token,
-		expiresPhrase(stdTime(r.ExpiresAt), now))}, nil
-}
-
-// renderRefused is the line of an answer that is not a success (exit 4),
-// on stderr: nothing to claim, a stale token, someone else's claim.
-func renderRefused(req contract.Command, body []byte, now time.Time) (rendered, error) {
-	switch req.Verb {
-	case contract.VerbNext:
-		var r contract.None
-		if err := decodeStatus(body, &r, contract.ExitConflict, contract.StatusNone); err != nil {
-			return rendered{}, err
-		}
-		return rendered{stderr: "nothing to claim in " + clean(r.Repo) + "\n"}, nil
-	case contract.VerbCheck:
-		var r contract.Stale
-		if err := decodeStatus(body, &r, contract.ExitConflict, contract.StatusStale); err != nil {
-			return rendered{}, err
-		}
-		// The reply names the current token, not the one asked about.
-		if r.Token == nil {
-			return rendered{stderr: fmt.Sprintf("token %d is stale: nobody holds %s\n", req.Token, named(r.Repo, r.Issue))}, nil
-		}
-		return rendered{stderr: fmt.Sprintf("token %d is stale: %s is now at token %d\n", req.Token, named(r.Repo, r.Issue), *r.Token)}, nil
-	}
-	var r contract.Conflict
-	if err := decodeOne(body, &r); err != nil {
-		return rendered{}, err
-	}
-	name := named(r.Repo, r.Issue)
-	switch {
-	case r.Status == contract.StatusHeld && req.Verb == contract.VerbAcquire && r.Holder != nil:
-		return rendered{stderr: claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
-	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease):
-		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released"}[req.Verb]
-		if r.Holder == nil {
-			return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}, nil
-		}
-		return rendered{stderr: what + ": " + claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}, nil
-	}
-	return rendered{}, unexpected(r.Status, contract.ExitConflict)
-}
-
-// decodeStatus reads one JSON reply, sent with exit status code, into r
-// and holds its "status" to want: the same shape serves several answers.
-func decodeStatus(body []byte, r any, code int, want string) error {
-	if err := decodeOne(body, r); err != nil {
-		return err
-	}
-	var s struct {
-		Status string `json:"status"`
-	}
-	if err := json.Unmarshal(body, &s); err != nil || want == "" || s.Status != want {
-		return unexpected(s.Status, code)
-	}
-	return nil
-}
-
-func unexpected(status string, code int) error {
-	return fmt.Errorf("unexpected status %s with exit status %d", quote(status), code)
-}
 
 // stdTime reads an optional contract time (nil: open-ended).
 func stdTime(t *contract.Time) *time.Time { return (*time.Time)(t) }
@@ -236,18 +176,6 @@ func untilPhrase(t, now time.Time) string {
 		return fmt.Sprintf("in %dd", days)
 	}
 	return fmt.Sprintf("in %dd%dh", days, h)
-}
-
-// decodeOne reads exactly one JSON object from body.
-func decodeOne(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("not the JSON reply expected: %v", err)
-	}
-	if dec.More() {
-		return fmt.Errorf("more than one JSON value")
-	}
-	return nil
 }
 
 // clean keeps a server-supplied string from reaching the terminal with

@@ -2,11 +2,13 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os/exec"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
@@ -104,18 +106,32 @@ type sshResult struct {
 }
 
 // runSSH runs argv with no stdin (so ssh never swallows input meant for
-// the caller, e.g. a shell loop reading lines), stdout captured and stderr
-// passed through as it comes: the server's error line, and ssh's own
-// prompts and complaints, reach the user unchanged.
-func runSSH(argv, env []string, stderr io.Writer) (sshResult, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
+// the caller, e.g. a shell loop reading lines, or an MCP client's
+// requests), stdout captured and stderr passed through as it comes: the
+// server's error line, and ssh's own prompts and complaints, reach the
+// user unchanged.
+//
+// When ctx ends, ssh is stopped, and the sidecar forgets whatever it was
+// doing for it (a claim --wait stops waiting). detached runs ssh without
+// a controlling terminal, in a process group of its own, all of which
+// ctx's end stops: for a server with no user at a terminal, where a
+// passphrase prompt would hang forever and where ssh must not outlive the
+// call that started it (through a wrapper like sh -c).
+func runSSH(ctx context.Context, argv, env []string, stderr io.Writer, detached bool) (sshResult, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, stderr
+	// ssh may leave a process holding its pipes (a ControlPersist master,
+	// a child of a stopped ssh): do not wait for it for long.
+	cmd.WaitDelay = 5 * time.Second
+	if detached {
+		detach(cmd)
+	}
 	err := cmd.Run()
 	var ee *exec.ExitError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, exec.ErrWaitDelay): // ssh itself succeeded
 		return sshResult{Stdout: out.Bytes()}, nil
 	case errors.As(err, &ee):
 		code := ee.ExitCode()

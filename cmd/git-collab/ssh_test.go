@@ -113,6 +113,9 @@ func TestVerbsMirrorTheSidecarsGrammar(t *testing.T) {
 		}
 	}
 	for _, v := range verbs {
+		if v.remote == "" {
+			continue // mcp runs the others
+		}
 		line, ok := usage[v.remote]
 		if !ok {
 			t.Errorf("%s runs %s, which the sidecar does not know", v.name, v.remote)

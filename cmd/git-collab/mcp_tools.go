@@ -1,0 +1,252 @@
+package main
+
+import (
+	"fmt"
+	"reflect"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// The tools of git collab mcp as an agent sees them: what each takes,
+// what it answers, and the words that teach the contract's rules. How a
+// call runs is in mcp.go.
+
+// workflow is the server's instructions and its "workflow" prompt: the
+// loop of README's agent guide, in the tools' words.
+const workflow = `Claim an issue before working on it, so that no other agent or person works on it at the same time:
+1. next (or claim with an issue number), with a ttl such as "30m". The answer's token identifies your claim; expires_at says when it lapses.
+2. Work. Renew with the same ttl well before expires_at (every two thirds of the ttl, say). A claim that lapsed is not yours: if renew answers not_holder, stop, claim again, and do not assume earlier work is still yours to finish.
+3. Right before a merge or a push, check the issue with your token; unless it answers current, do not merge or push.
+4. unclaim when done, or when you give up.
+The statuses held, not_holder, none and stale are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
+
+// errorsNote ends every tool's description: the outcomes an agent must
+// tell apart, in one place.
+const errorsNote = ` A tool error that says "temporary" means nothing was done: retry the same call after the wait it gives. Any other tool error (bad arguments, unknown or closed issue, no access, ssh failure) needs a different call, not a retry.`
+
+// claimArgs and the other *Args are the tools' inputs (toolArgs). words
+// turns one into what the command line would send: the issue and the
+// sidecar options, whose values RemoteCommand then holds to the sidecar's
+// grammar.
+type claimArgs struct {
+	Issue int64  `json:"issue" jsonschema:"the issue or pull request number, e.g. 42"`
+	TTL   string `json:"ttl,omitempty" jsonschema:"how long the claim lasts unless renewed: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit for an open-ended claim, which stays until unclaimed"`
+	Wait  string `json:"wait,omitempty" jsonschema:"if someone else holds the issue, wait up to this long (e.g. \"5m\") for their claim to be released or to lapse before answering held"`
+}
+
+func (a claimArgs) words() (int64, []Flag) {
+	return a.Issue, flagsOf("--ttl", a.TTL, "--wait", a.Wait)
+}
+
+type renewArgs struct {
+	Issue int64  `json:"issue" jsonschema:"the issue or pull request number"`
+	TTL   string `json:"ttl" jsonschema:"the claim then lapses this long from now: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\")"`
+}
+
+func (a renewArgs) words() (int64, []Flag) { return a.Issue, flagsOf("--ttl", a.TTL) }
+
+type unclaimArgs struct {
+	Issue int64 `json:"issue" jsonschema:"the issue or pull request number"`
+	Force bool  `json:"force,omitempty" jsonschema:"release someone else's claim (repository admins only)"`
+}
+
+func (a unclaimArgs) words() (int64, []Flag) {
+	if a.Force {
+		return a.Issue, []Flag{{Name: "--force"}}
+	}
+	return a.Issue, nil
+}
+
+type claimsArgs struct{}
+
+func (claimsArgs) words() (int64, []Flag) { return 0, nil }
+
+type nextArgs struct {
+	Labels []string `json:"labels,omitempty" jsonschema:"only issues that carry every one of these labels"`
+	Pulls  bool     `json:"pulls,omitempty" jsonschema:"pull requests instead of issues"`
+	TTL    string   `json:"ttl,omitempty" jsonschema:"how long the claim lasts unless renewed: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit for an open-ended claim"`
+}
+
+func (a nextArgs) words() (int64, []Flag) {
+	var flags []Flag
+	for _, l := range a.Labels {
+		flags = append(flags, Flag{Name: "--label", Value: l})
+	}
+	if a.Pulls {
+		flags = append(flags, Flag{Name: "--pulls"})
+	}
+	return 0, append(flags, flagsOf("--ttl", a.TTL)...)
+}
+
+type checkArgs struct {
+	Issue int64 `json:"issue" jsonschema:"the issue or pull request number"`
+	Token int64 `json:"token" jsonschema:"the token your claim was given"`
+}
+
+func (a checkArgs) words() (int64, []Flag) {
+	return a.Issue, []Flag{{Name: "--token", Value: fmt.Sprint(a.Token)}}
+}
+
+type historyArgs struct {
+	Issue int64 `json:"issue" jsonschema:"the issue or pull request number"`
+	Limit int   `json:"limit,omitempty" jsonschema:"show at most this many claims, newest first (default 20, at most 200)"`
+}
+
+func (a historyArgs) words() (int64, []Flag) {
+	if a.Limit == 0 {
+		return a.Issue, nil
+	}
+	return a.Issue, []Flag{{Name: "--limit", Value: fmt.Sprint(a.Limit)}}
+}
+
+// flagsOf is the valued options among name/value pairs whose value is set.
+func flagsOf(pairs ...string) []Flag {
+	var flags []Flag
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] != "" {
+			flags = append(flags, Flag{Name: pairs[i], Value: pairs[i+1]})
+		}
+	}
+	return flags
+}
+
+// outcome is one shape a tool's structured content may take: a contract
+// reply type, the "status" it then carries ("" for one without), what it
+// means to the agent, and what its fields mean where replyFields would
+// say otherwise.
+type outcome struct {
+	shape  any
+	status string
+	means  string
+	fields map[string]string
+}
+
+// The outcomes of the tools (their exit 0 and exit 4 replies).
+var (
+	outAcquired = outcome{shape: contract.Tenure{}, status: contract.StatusAcquired,
+		means: "the issue is yours: token fences your work, expires_at is when the claim lapses unless renewed"}
+	outHeld = outcome{shape: contract.Conflict{}, status: contract.StatusHeld,
+		means: "an answer, not an error: holder has the issue until expires_at; pick other work, or claim it later"}
+	outRenewed = outcome{shape: contract.Tenure{}, status: contract.StatusRenewed,
+		means: "still yours, same token, now until expires_at"}
+	outNotHolder = outcome{shape: contract.Conflict{}, status: contract.StatusNotHolder,
+		means:  "an answer, not an error: you do not hold the issue; a lapsed claim is not yours",
+		fields: map[string]string{"holder": "the Gitea login holding the issue now; null: nobody does", "expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}}
+	outReleased = outcome{shape: contract.Released{}, status: contract.StatusReleased,
+		means: "released, or nobody held it: either way it is free"}
+	outNone = outcome{shape: contract.None{}, status: contract.StatusNone,
+		means: "an answer, not an error: no issue qualifies now; look again later"}
+	outCurrent = outcome{shape: contract.Tenure{}, status: contract.StatusCurrent,
+		means: "the token is the live claim's: the fenced action may go ahead"}
+	outStale = outcome{shape: contract.Stale{}, status: contract.StatusStale,
+		means:  "an answer, not an error: the token is no longer the live claim's; do not merge or push",
+		fields: map[string]string{"token": "the live claim's token, not the one checked; null: nobody holds the issue"}}
+	outList    = outcome{shape: contract.List{}, means: "the live claims, oldest first"}
+	outHistory = outcome{shape: contract.History{}, means: "the issue's claims, newest first"}
+)
+
+// replyFields describe the properties of the reply shapes, wherever they
+// occur.
+var replyFields = map[string]string{
+	"repo":        "the repository, owner/name",
+	"issue":       "the issue or pull request number",
+	"holder":      "the Gitea login of the claim's holder",
+	"token":       "the fencing token of the claim: each new claim of the issue gets a larger one; give it to check before a merge or a push",
+	"acquired_at": "when the claim began (RFC 3339, UTC)",
+	"expires_at":  "when the claim lapses unless renewed (RFC 3339, UTC); null: open-ended, until unclaimed",
+	"leases":      "the live claims, oldest first",
+	"tenures":     "the claims of the issue, newest first",
+	"ended_at":    "when the claim ended; null while it is live",
+	"ended_by": "how it ended: released, expired (it lapsed, nobody took the issue since), taken_over (it lapsed and someone claimed the issue), " +
+		"closed, merged, deleted, force_released (by a repository admin, named in forced_by); null while it is live",
+	"forced_by": "the repository admin who force-released it",
+}
+
+// mcpTool is one tool: the git collab command it runs, what it says of
+// itself, and its outcomes.
+type mcpTool struct {
+	name        string // also the git collab command it runs
+	description string
+	outcomes    []outcome
+	readOnly    bool
+	idempotent  bool
+	destructive bool // it can end someone else's claim
+	// add adds it to a server: addTool with its arguments' type.
+	add func(*mcp.Server, *mcpServer, mcpTool) error
+}
+
+var mcpTools = []mcpTool{
+	{name: "next", add: addTool[nextArgs], outcomes: []outcome{outAcquired, outNone}, description: `Claim the oldest open issue (with pulls: pull request) of this repository that nobody holds, that carries every one of labels, and that no open issue blocks. Agents calling next at the same time never get the same issue. Answers status acquired with the issue, its token and expires_at, exactly like claim; or status none when nothing qualifies, which is an answer, not an error: look again later. Give a ttl, and renew before expires_at.`},
+	{name: "claim", add: addTool[claimArgs], idempotent: true, outcomes: []outcome{outAcquired, outHeld}, description: `Claim an issue or pull request of this repository before working on it. With ttl the claim lapses that long from now unless renewed (renew before expires_at: a lapsed claim is not yours); without it the claim is open-ended until you unclaim it. Answers status acquired with the token that fences your work; claiming what you already hold succeeds again with the same token. If someone else holds it, answers status held with holder and expires_at: an answer, not an error, so pick other work or claim again later. With wait, the sidecar first waits up to that long for the claim to be released or to lapse.`},
+	{name: "renew", add: addTool[renewArgs], idempotent: true, outcomes: []outcome{outRenewed, outNotHolder}, description: `Extend your live claim: it now lapses ttl from now, with the same token. Renew well before expires_at. Answers status renewed, or status not_holder when the claim is no longer yours (it lapsed, was released, or was taken over: holder says by whom, null if by nobody): then stop working under its token, claim again before going on, and do not assume earlier work is still yours to finish.`},
+	{name: "check", add: addTool[checkArgs], readOnly: true, outcomes: []outcome{outCurrent, outStale}, description: `Check that token is still the live claim on the issue. Call it right before every action your claim must fence, such as a merge or a push: a claim can lapse between two calls. Answers status current (go ahead) or status stale (the claim was released, lapsed or taken over since; token is the live claim's, null if nobody holds the issue): an answer, not an error, and the action must not happen. Needs only read access.`},
+	{name: "unclaim", add: addTool[unclaimArgs], idempotent: true, destructive: true, outcomes: []outcome{outReleased, outNotHolder}, description: `Release your claim on an issue when you are done with it or give up. Answers status released, also when nobody held it, so a retry is safe. Someone else's live claim is not released: status not_holder with holder and expires_at, an answer, not an error; with force a repository admin releases it anyway.`},
+	{name: "claims", add: addTool[claimsArgs], readOnly: true, outcomes: []outcome{outList}, description: `List the live claims on this repository, oldest first: issue, holder, token and expires_at (null: open-ended) of each.`},
+	{name: "history", add: addTool[historyArgs], readOnly: true, outcomes: []outcome{outHistory}, description: `Show who claimed an issue, newest first: token, holder, acquired_at, and ended_at and ended_by (released, expired, taken_over, closed, merged, deleted, force_released with forced_by; both null while the claim is live).`},
+}
+
+// inputSchema is In's schema, with the bounds the sidecar's grammar holds
+// its numbers to.
+func inputSchema[In any]() (*jsonschema.Schema, error) {
+	s, err := jsonschema.For[In](nil)
+	if err != nil {
+		return nil, err
+	}
+	for name, p := range s.Properties {
+		switch name {
+		case "issue", "token":
+			p.Minimum = jsonschema.Ptr(1.0)
+		case "limit":
+			p.Minimum, p.Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(contract.MaxHistoryLimit))
+		case "labels":
+			p.MaxItems = jsonschema.Ptr(contract.MaxLabels)
+		}
+	}
+	return s, nil
+}
+
+// outputSchema is the schema of a tool's structured content: its one
+// outcome's shape, or one of several.
+func outputSchema(outcomes []outcome) (*jsonschema.Schema, error) {
+	opts := &jsonschema.ForOptions{TypeSchemas: map[reflect.Type]*jsonschema.Schema{
+		reflect.TypeFor[contract.Time](): {Type: "string", Format: "date-time"},
+	}}
+	var branches []*jsonschema.Schema
+	for _, o := range outcomes {
+		s, err := jsonschema.ForType(reflect.TypeOf(o.shape), opts)
+		if err != nil {
+			return nil, err
+		}
+		describe(s, o.fields)
+		if o.status != "" {
+			var status any = o.status
+			s.Properties["status"].Const = &status
+		}
+		s.Title, s.Description = o.status, o.means
+		branches = append(branches, s)
+	}
+	if len(branches) == 1 {
+		return branches[0], nil
+	}
+	return &jsonschema.Schema{Type: "object", OneOf: branches}, nil
+}
+
+// describe gives every property of s, however deep, its text: from
+// fields, else from replyFields.
+func describe(s *jsonschema.Schema, fields map[string]string) {
+	if s == nil {
+		return
+	}
+	for name, p := range s.Properties {
+		if d, ok := fields[name]; ok {
+			p.Description = d
+		} else if d, ok := replyFields[name]; ok {
+			p.Description = d
+		}
+		describe(p, fields)
+	}
+	describe(s.Items, fields)
+}

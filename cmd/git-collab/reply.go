@@ -1,0 +1,97 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// decodeReply reads the sidecar's reply to req, sent with exit status code
+// (0 or 4), into the contract shape that verb answers with under that
+// status: *contract.Tenure, *contract.Conflict, *contract.None,
+// *contract.Stale, *contract.Released, *contract.List or
+// *contract.History. What it cannot read, and a shape or status the verb
+// never answers with, is an error: the callers then show the reply as it
+// is rather than guess.
+//
+// It is the one reading of a reply: the command line renders what it
+// returns for people, and the MCP server hands it to agents.
+func decodeReply(req contract.Command, code int, body []byte) (any, error) {
+	switch {
+	case code != contract.ExitOK && code != contract.ExitConflict:
+		return nil, fmt.Errorf("unexpected exit status %d", code)
+	case req.Verb == contract.VerbList || req.Verb == contract.VerbHistory:
+		if code != contract.ExitOK {
+			return nil, fmt.Errorf("%s answered with exit status %d", req.Verb, code)
+		}
+		if req.Verb == contract.VerbList {
+			return decodeAs[contract.List](body)
+		}
+		return decodeAs[contract.History](body)
+	case code == contract.ExitOK && req.Verb == contract.VerbRelease:
+		r, err := decodeAs[contract.Released](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusReleased)
+	case code == contract.ExitOK:
+		want := map[contract.Verb]string{contract.VerbAcquire: contract.StatusAcquired, contract.VerbNext: contract.StatusAcquired,
+			contract.VerbRenew: contract.StatusRenewed, contract.VerbCheck: contract.StatusCurrent}[req.Verb]
+		r, err := decodeAs[contract.Tenure](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, want)
+	case req.Verb == contract.VerbNext:
+		r, err := decodeAs[contract.None](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusNone)
+	case req.Verb == contract.VerbCheck:
+		r, err := decodeAs[contract.Stale](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusStale)
+	}
+	r, err := decodeAs[contract.Conflict](body)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case r.Status == contract.StatusHeld && req.Verb == contract.VerbAcquire && r.Holder != nil:
+		return r, nil
+	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease):
+		return r, nil
+	}
+	return nil, unexpected(r.Status, code)
+}
+
+// decodeAs reads exactly one JSON object from body as a T.
+func decodeAs[T any](body []byte) (*T, error) {
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("not the JSON reply expected: %v", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("more than one JSON value")
+	}
+	return &v, nil
+}
+
+// wantStatus holds a reply's "status" to want: one shape serves several
+// answers.
+func wantStatus(status string, code int, want string) error {
+	if want == "" || status != want {
+		return unexpected(status, code)
+	}
+	return nil
+}
+
+func unexpected(status string, code int) error {
+	return fmt.Errorf("unexpected status %s with exit status %d", quote(status), code)
+}
