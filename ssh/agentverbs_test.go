@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,22 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// An internal error tells the client nothing but "internal error", and
+// the log everything.
+func TestInternalErrorIsLoggedWithItsDetail(t *testing.T) {
+	w := newWorld(t)
+	_ = w.ledger.Close()
+	r := w.ssh("alice", "collab-lease list acme/widgets")
+	if r.code != 1 || r.stderr != "error: internal error\n" {
+		t.Fatalf("list on a closed ledger: %+v", r)
+	}
+	w.logMu.mu.Lock()
+	logs := w.logs.String()
+	w.logMu.mu.Unlock()
+	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "outcome=internal") || !strings.Contains(logs, "err=") {
+		t.Fatalf("the log has no detail of the internal error:\n%s", logs)
 	}
 }

@@ -141,5 +141,5 @@ func exitCode(err error) Reply {
 		}
 		return Reply{Stderr: line + "\n", Code: e.code, Outcome: e.outcome}
 	}
-	return Reply{Stderr: contract.ErrorLine("internal error") + "\n", Code: contract.ExitError, Outcome: "internal"}
+	return Reply{Stderr: contract.ErrorLine("internal error") + "\n", Code: contract.ExitError, Outcome: "internal", Err: err}
 }

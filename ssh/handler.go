@@ -55,4 +55,6 @@ type Reply struct {
 	Code   int
 	// Outcome names the result for logs and metrics; it is not sent.
 	Outcome string
+	// Err is the detail of an internal error, for the log only.
+	Err error
 }

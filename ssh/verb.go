@@ -89,7 +89,12 @@ func (v *LeaseVerb) Exec(ctx context.Context, c ConnInfo, line string) Reply {
 	if c.Unavailable {
 		attrs = append(attrs, "fingerprint", c.Fingerprint)
 	}
-	v.logger().Info("collab-lease", attrs...)
+	if r.Err != nil {
+		// The client sees only "internal error"; the detail is here.
+		v.logger().Error("collab-lease", append(attrs, "err", r.Err.Error())...)
+	} else {
+		v.logger().Info("collab-lease", attrs...)
+	}
 	if v.Observe != nil {
 		v.Observe(cmd.Verb, r.Outcome, dur)
 	}
