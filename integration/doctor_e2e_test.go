@@ -45,11 +45,11 @@ func TestDoctorAgainstGitea(t *testing.T) {
 			passed++
 		}
 	}
-	if code != 0 || strings.Contains(out, "FAIL") || passed != 7 {
+	if code != 0 || strings.Contains(out, "FAIL") || passed != 8 {
 		t.Fatalf("healthy: exit %d\n%s", code, out)
 	}
 	for _, want := range []string{"version 1.26.0", "site administrator", "key lookup", "footer", "oauth2", "live leases",
-		"ok   webhook", public + "/hooks/gitea"} {
+		"ok   webhook", public + "/hooks/gitea", "ok   fencing"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("healthy report lacks %q:\n%s", want, out)
 		}

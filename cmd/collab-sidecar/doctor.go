@@ -73,6 +73,11 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 	found, err = checkDataDir(ctx, cfg)
 	add("data-dir", found, err)
 
+	if giteaUp {
+		found, err = checkFencing(ctx, forge)
+		add("fencing", found, err)
+	}
+
 	failed := 0
 	for _, c := range checks {
 		if c.err != nil {
@@ -164,6 +169,24 @@ func checkWebhook(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp b
 	default:
 		return "", fmt.Errorf("cannot ask Gitea about the webhook: %v", err)
 	}
+}
+
+// checkFencing lists the repositories whose protected branches require
+// the fenced-merge status. Requiring none is no failure: it is the admin's
+// choice.
+func checkFencing(ctx context.Context, forge *gitea.Forge) (string, error) {
+	fenced, truncated, err := forge.FencedRepos(ctx, plugin.StatusContext)
+	if err != nil {
+		return "", fmt.Errorf("cannot list the branch protections: %v", err)
+	}
+	more := ""
+	if truncated {
+		more = " (only the first repositories were looked at)"
+	}
+	if len(fenced) == 0 {
+		return "no protected branch requires " + plugin.StatusContext + more + " (README: Fenced merges)", nil
+	}
+	return fmt.Sprintf("%d protected branch(es) require %s%s: %s", len(fenced), plugin.StatusContext, more, strings.Join(fenced, ", ")), nil
 }
 
 // checkDataDir: the directory exists, only its owner may enter it, its

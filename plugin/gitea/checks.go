@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"path"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/collab-lease/collab-lease/plugin"
@@ -72,4 +75,55 @@ func (f *Forge) CheckOAuthApp(ctx context.Context, app OAuthApp) error {
 		return fmt.Errorf("OAuth2 application %d is no longer a confidential client with redirect %s: %w", app.ID, app.RedirectURI, plugin.ErrNotFound)
 	}
 	return nil
+}
+
+// maxFencedRepoPages bounds the pages (of 50 repositories) FencedRepos
+// reads: doctor says when it stopped short.
+const maxFencedRepoPages = 20
+
+// FencedRepos lists the repositories (as "owner/name (branch)") whose
+// branch protection requires the status context, among the first
+// maxFencedRepoPages pages of all repositories as the admin sees them;
+// truncated says there were more repositories than that. A rule's
+// required contexts may be glob patterns, as Gitea allows.
+func (f *Forge) FencedRepos(ctx context.Context, context string) (fenced []string, truncated bool, err error) {
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	for page := 1; page <= maxFencedRepoPages; page++ {
+		var found struct {
+			Data []struct {
+				FullName string `json:"full_name"`
+			} `json:"data"`
+		}
+		q := url.Values{"limit": {"50"}, "page": {strconv.Itoa(page)}}
+		if err := f.send(ctx, f.asAdmin(), http.MethodGet, "/api/v1/repos/search", q, nil, &found); err != nil {
+			return nil, false, err
+		}
+		for _, r := range found.Data {
+			var rules []struct {
+				RuleName          string   `json:"rule_name"`
+				EnableStatusCheck bool     `json:"enable_status_check"`
+				Contexts          []string `json:"status_check_contexts"`
+			}
+			err := f.send(ctx, f.asAdmin(), http.MethodGet, "/api/v1/repos/"+r.FullName+"/branch_protections", nil, nil, &rules)
+			if errors.Is(err, plugin.ErrNotFound) {
+				continue // gone meanwhile, or no code unit
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			for _, rule := range rules {
+				if rule.EnableStatusCheck && slices.ContainsFunc(rule.Contexts, func(c string) bool {
+					ok, _ := path.Match(c, context)
+					return c == context || ok
+				}) {
+					fenced = append(fenced, fmt.Sprintf("%s (%s)", r.FullName, rule.RuleName))
+				}
+			}
+		}
+		if len(found.Data) < 50 {
+			return fenced, false, nil
+		}
+	}
+	return fenced, true, nil
 }

@@ -48,3 +48,29 @@ func TestPostStatus(t *testing.T) {
 		t.Fatalf("%d requests after malformed ones", n)
 	}
 }
+
+func TestFencedRepos(t *testing.T) {
+	page := func(names ...string) http.HandlerFunc {
+		var data []map[string]string
+		for _, n := range names {
+			data = append(data, map[string]string{"full_name": n})
+		}
+		return jsonBody(map[string]any{"data": data, "ok": true})
+	}
+	f := newFake(t, map[string]http.HandlerFunc{
+		"GET /api/v1/repos/search": page("acme/widgets", "acme/tools", "acme/gone", "acme/plain"),
+		"GET /api/v1/repos/acme/widgets/branch_protections": jsonBody([]map[string]any{
+			{"rule_name": "main", "enable_status_check": true, "status_check_contexts": []string{"ci/build", "collab-lease/claim"}},
+			{"rule_name": "release/*", "enable_status_check": false, "status_check_contexts": []string{"collab-lease/claim"}},
+		}),
+		"GET /api/v1/repos/acme/tools/branch_protections": jsonBody([]map[string]any{
+			{"rule_name": "main", "enable_status_check": true, "status_check_contexts": []string{"collab-lease/*"}},
+		}),
+		"GET /api/v1/repos/acme/plain/branch_protections": jsonBody([]map[string]any{}),
+	})
+	forge := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
+	got, truncated, err := forge.FencedRepos(context.Background(), plugin.StatusContext)
+	if err != nil || truncated || len(got) != 2 || got[0] != "acme/widgets (main)" || got[1] != "acme/tools (main)" {
+		t.Fatalf("FencedRepos = %q %v %v", got, truncated, err)
+	}
+}
