@@ -36,8 +36,12 @@ import (
 
 // Bounds of one next.
 const (
-	// DefaultNextCacheTTL: how long a list of open issues and an answer
-	// about dependencies are reused.
+	// DefaultNextListTTL: how long a list of open issues is reused. A
+	// candidate closed meanwhile is skipped by the ledger once the close
+	// is recorded; one opened meanwhile waits for the next list.
+	DefaultNextListTTL = 10 * time.Second
+	// DefaultNextCacheTTL: how long an answer about dependencies is
+	// reused; a forge event about the repository drops them at once.
 	DefaultNextCacheTTL = 2 * time.Second
 	// The oldest open issues considered: first a short list, and only
 	// if none of those is free, a long one (50 to a page of the forge's).
@@ -145,10 +149,12 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f Issu
 	return contract.Tenure{}, &ConflictError{Reply: contract.None{Status: contract.StatusNone, Repo: r.FullName}}
 }
 
-// nextCache keeps what the forge said for next, per repository, for ttl,
-// or until a forge event about the repository (forget).
+// nextCache keeps what the forge said for next, per repository: lists of
+// open issues for listTTL, answers about dependencies for ttl or until a
+// forge event about the repository (forget).
 type nextCache struct {
-	ttl    time.Duration
+	listTTL time.Duration
+	ttl     time.Duration
 	flight singleflight.Group
 	mu     sync.Mutex
 	gen    map[int64]uint64 // per repository: bumped by forget
@@ -157,9 +163,7 @@ type nextCache struct {
 }
 
 type listEntry struct {
-	repoID int64
 	at     time.Time
-	gen    uint64
 	issues []Issue
 }
 
@@ -172,11 +176,13 @@ type blockedEntry struct {
 // nextCacheMax bounds each cache; past it, entries no longer fresh go.
 const nextCacheMax = 10000
 
-func newNextCache(ttl time.Duration) *nextCache {
-	return &nextCache{ttl: ttl, gen: map[int64]uint64{}, lists: map[string]listEntry{}, deps: map[models.Key]blockedEntry{}}
+func newNextCache(listTTL, ttl time.Duration) *nextCache {
+	return &nextCache{listTTL: listTTL, ttl: ttl, gen: map[int64]uint64{}, lists: map[string]listEntry{}, deps: map[models.Key]blockedEntry{}}
 }
 
-// forget drops what is cached about the repository with this ID.
+// forget drops the answers about dependencies of the repository with this
+// ID (a close may have unblocked an issue). Its lists stay: what changed
+// in them the ledger knows better (a recorded close is skipped).
 func (c *nextCache) forget(repoID int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -187,30 +193,27 @@ func (c *nextCache) fresh(s *Service, repoID int64, at time.Time, gen uint64) bo
 	return gen == c.gen[repoID] && s.now().Sub(at) < c.ttl
 }
 
+func (c *nextCache) freshList(s *Service, at time.Time) bool { return s.now().Sub(at) < c.listTTL }
+
 // list returns the oldest limit open issues of r that match f, and how
 // many requests to the forge it made for them (0 when cached, or when
 // another caller's request was shared).
 func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter, limit int) ([]Issue, int, error) {
 	key := strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatBool(f.Pulls) + "/" + strconv.Itoa(limit) + "/" + strings.Join(f.Labels, ",")
-	c.mu.Lock()
-	e, ok := c.lists[key]
-	gen := c.gen[r.ID]
-	if ok && c.fresh(s, r.ID, e.at, e.gen) {
-		c.mu.Unlock()
-		return e.issues, 0, nil
+	cached := func() ([]Issue, bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		e, ok := c.lists[key]
+		return e.issues, ok && c.freshList(s, e.at)
 	}
-	c.mu.Unlock()
+	if issues, ok := cached(); ok {
+		return issues, 0, nil
+	}
 	requests := 0
 	ch := c.flight.DoChan(key, func() (any, error) {
-		c.mu.Lock()
-		e, ok := c.lists[key]
-		if ok && c.fresh(s, r.ID, e.at, e.gen) { // stored by a flight that ended meanwhile
-			c.mu.Unlock()
-			return e.issues, nil
+		if issues, ok := cached(); ok { // stored by a flight that ended meanwhile
+			return issues, nil
 		}
-		gen = c.gen[r.ID]
-		c.mu.Unlock()
-		at := s.now()
 		owner, name, _ := strings.Cut(r.FullName, "/")
 		issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
 		requests = n
@@ -221,12 +224,14 @@ func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter,
 		defer c.mu.Unlock()
 		if len(c.lists) >= nextCacheMax {
 			for k, e := range c.lists {
-				if !c.fresh(s, e.repoID, e.at, e.gen) {
+				if !c.freshList(s, e.at) {
 					delete(c.lists, k)
 				}
 			}
 		}
-		c.lists[key] = listEntry{repoID: r.ID, at: at, gen: gen, issues: issues}
+		// Its age counts from when it arrived: a list that took longer
+		// to read than the interval would otherwise never be reused.
+		c.lists[key] = listEntry{at: s.now(), issues: issues}
 		return issues, nil
 	})
 	select {

@@ -98,10 +98,13 @@ func WithWaiters(perIssue, total int) Option {
 // WithNextObserver has every next report what it cost (for metrics).
 func WithNextObserver(f func(NextStats)) Option { return func(s *Service) { s.observeNext = f } }
 
-// WithNextCacheTTL sets how long next reuses the forge's list of open
-// issues and its answers about dependencies (default DefaultNextCacheTTL);
-// a forge event on the repository drops them at once. 0: never reuse.
-func WithNextCacheTTL(d time.Duration) Option { return func(s *Service) { s.next.ttl = d } }
+// WithNextCacheTTL sets how long next reuses the forge's lists of open
+// issues (default DefaultNextListTTL) and its answers about dependencies
+// (default DefaultNextCacheTTL; a forge event on the repository drops
+// them at once). 0: never reuse.
+func WithNextCacheTTL(lists, deps time.Duration) Option {
+	return func(s *Service) { s.next.listTTL, s.next.ttl = lists, deps }
+}
 
 // WithIssueTTL sets how long the ledger's record of an issue's state is
 // trusted (default DefaultIssueTTL); 0 or less: always ask the forge.
@@ -113,7 +116,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
 	}
 	s := &Service{forge: forge, ledger: ledger, now: time.Now, after: realTimer, issueTTL: DefaultIssueTTL,
-		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextCacheTTL), fence: newFence()}
+		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL), fence: newFence()}
 	for _, o := range opts {
 		o(s)
 	}
