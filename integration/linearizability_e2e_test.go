@@ -24,7 +24,7 @@ import (
 
 // Linearizability of the whole service, end to end: sixteen SSH clients
 // (eight Gitea users, two persistent connections each, one session per
-// command) run acquire (a quarter of them with --wait 2s when the client
+// command) run acquire (an eighth of them with --wait 1s when the client
 // does not hold the issue), renew, release and list against a real sidecar and
 // the real Gitea, with wall-clock ttls of one or two seconds so that
 // leases expire and are taken over while the clients work. The history of
@@ -352,10 +352,10 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 					}
 				}
 				cmd := e2eCommand(in, w.Widgets.FullName())
-				if in.Kind == leasemodel.Acquire && !holds(a.user.Login, in.Key.Issue) && rng.Intn(4) == 0 {
+				if in.Kind == leasemodel.Acquire && !holds(a.user.Login, in.Key.Issue) && rng.Intn(8) == 0 {
 					// acquire --wait: its answer is an acquire's, at some
 					// instant of its (longer) window.
-					cmd += " --wait 2s"
+					cmd += " --wait 1s"
 				}
 				in.Lo = time.Now().Unix()
 				call := mono()
