@@ -2,6 +2,7 @@ package models
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -154,8 +155,8 @@ func TestAcquireFirstTakesTheFirstFreeCandidate(t *testing.T) {
 	// 3 is closed; 4 is free but unchecked: nothing is written.
 	_, err = s.AcquireFirst(bg, 7, all, who("bob"), time.Minute)
 	var unverified *UnverifiedError
-	if !errors.As(err, &unverified) || unverified.Issue != 4 {
-		t.Fatalf("second: %v, want #4 unverified", err)
+	if !errors.As(err, &unverified) || fmt.Sprint(unverified.Issues) != "[4]" {
+		t.Fatalf("second: %v, want #4 unverified (5, the next free one, is verified)", err)
 	}
 	if cur, _ := s.Current(bg, Key{RepoID: 7, Issue: 4}); cur != nil {
 		t.Fatalf("an unverified candidate was taken: %+v", cur)

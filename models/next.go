@@ -34,14 +34,19 @@ type Candidate struct {
 // ErrNoneFree: every candidate is live-held or closed.
 var ErrNoneFree = errors.New("no free candidate")
 
-// UnverifiedError: Issue is the first free candidate, and its dependencies
-// have not been checked; nothing was written.
+// UnverifiedError: Issues are the first free candidates, in order, up to
+// MaxUnverified of them and up to the first one that is verified, and
+// the first one's dependencies have not been checked; nothing was
+// written. The caller asks the forge about them together.
 type UnverifiedError struct {
-	Issue int64
+	Issues []int64
 }
 
+// MaxUnverified bounds UnverifiedError.Issues.
+const MaxUnverified = 8
+
 func (e *UnverifiedError) Error() string {
-	return fmt.Sprintf("candidate #%d is free but its dependencies are unchecked", e.Issue)
+	return fmt.Sprintf("candidates %v are free but their dependencies are unchecked", e.Issues)
 }
 
 // AcquireFirst acquires for h the first candidate of repository repoID
@@ -63,6 +68,7 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 		if err != nil {
 			return err
 		}
+		var unverified []int64
 		for _, c := range cands {
 			if held[c.Issue] {
 				continue
@@ -75,13 +81,21 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 			case found && st.Closed && c.Version <= st.Version:
 				continue
 			case !c.Verified:
-				return &UnverifiedError{Issue: c.Issue}
+				if unverified = append(unverified, c.Issue); len(unverified) == MaxUnverified {
+					return &UnverifiedError{Issues: unverified}
+				}
+				continue
+			case len(unverified) > 0:
+				return &UnverifiedError{Issues: unverified}
 			}
 			if err := admit(tx, k, c.Observed, now); err != nil {
 				return err
 			}
 			out, err = acquireIn(tx, k, h, ttl, c.Kind, now)
 			return err
+		}
+		if len(unverified) > 0 {
+			return &UnverifiedError{Issues: unverified}
 		}
 		return ErrNoneFree
 	})

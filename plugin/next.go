@@ -1,6 +1,7 @@
 package plugin
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -123,20 +124,23 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f Issu
 			if unverified == nil {
 				break // every candidate is held or closed
 			}
-			if asks == nextMaxAsks {
+			if asks >= nextMaxAsks {
 				return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
 			}
-			asks++
-			st.Requests++
-			blocked, err := s.next.ask(ctx, s, r, unverified.Issue)
+			// Ask about the first free candidates together: callers that
+			// lose the race for the first find the next ones checked.
+			ask := unverified.Issues[:min(len(unverified.Issues), nextMaxAsks-asks)]
+			blocked, n, err := s.next.askAll(ctx, s, r, ask)
+			asks += len(ask)
+			st.Requests += n
 			if err != nil {
 				return contract.Tenure{}, err
 			}
-			i := slices.IndexFunc(cands, func(c models.Candidate) bool { return c.Issue == unverified.Issue })
-			if blocked {
-				cands = slices.Delete(cands, i, i+1)
-			} else {
-				cands[i].Verified = true
+			cands = slices.DeleteFunc(cands, func(c models.Candidate) bool { return blocked[c.Issue] })
+			for i := range cands {
+				if _, asked := blocked[cands[i].Issue]; asked {
+					cands[i].Verified = true
+				}
 			}
 		}
 		if len(list) < limit {
@@ -155,11 +159,11 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f Issu
 type nextCache struct {
 	listTTL time.Duration
 	ttl     time.Duration
-	flight singleflight.Group
-	mu     sync.Mutex
-	gen    map[int64]uint64 // per repository: bumped by forget
-	lists  map[string]listEntry
-	deps   map[models.Key]blockedEntry
+	flight  singleflight.Group
+	mu      sync.Mutex
+	gen     map[int64]uint64 // per repository: bumped by forget
+	lists   map[string]listEntry
+	deps    map[models.Key]blockedEntry
 }
 
 type listEntry struct {
@@ -257,27 +261,79 @@ func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bo
 	return e.blocked, true
 }
 
-// ask asks the forge whether issue n of r has an open dependency, and
-// caches the answer.
-func (c *nextCache) ask(ctx context.Context, s *Service, r Repo, n int64) (bool, error) {
-	c.mu.Lock()
-	gen := c.gen[r.ID]
-	c.mu.Unlock()
-	at := s.now()
-	owner, name, _ := strings.Cut(r.FullName, "/")
-	b, err := s.forge.Blocked(ctx, owner, name, n)
-	if err != nil {
-		return false, err
+// askAll asks the forge about these issues of r at once, and returns
+// which are blocked (every one asked is a key) and how many requests it
+// made (an answer another caller was already waiting for costs none).
+func (c *nextCache) askAll(ctx context.Context, s *Service, r Repo, issues []int64) (map[int64]bool, int, error) {
+	type answer struct {
+		n       int64
+		blocked bool
+		asked   bool
+		err     error
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.deps) >= nextCacheMax {
-		for k, e := range c.deps {
-			if !c.fresh(s, k.RepoID, e.at, e.gen) {
-				delete(c.deps, k)
+	out := make(chan answer, len(issues))
+	for _, n := range issues {
+		go func() {
+			b, asked, err := c.ask(ctx, s, r, n)
+			out <- answer{n, b, asked, err}
+		}()
+	}
+	blocked := make(map[int64]bool, len(issues))
+	requests := 0
+	var first error
+	for range issues {
+		a := <-out
+		if a.asked {
+			requests++
+		}
+		if a.err != nil {
+			first = cmp.Or(first, a.err)
+			continue
+		}
+		blocked[a.n] = a.blocked
+	}
+	return blocked, requests, first
+}
+
+// ask asks the forge whether issue n of r has an open dependency (one
+// question at a time per issue: concurrent callers share it), caches the
+// answer, and says whether this call asked.
+func (c *nextCache) ask(ctx context.Context, s *Service, r Repo, n int64) (bool, bool, error) {
+	k := models.Key{RepoID: r.ID, Issue: n}
+	asked := false
+	ch := c.flight.DoChan("deps/"+strconv.FormatInt(r.ID, 10)+"/"+strconv.FormatInt(n, 10), func() (any, error) {
+		if b, known := c.knownBlocked(s, r.ID, n); known {
+			return b, nil
+		}
+		asked = true
+		c.mu.Lock()
+		gen := c.gen[r.ID]
+		c.mu.Unlock()
+		at := s.now()
+		owner, name, _ := strings.Cut(r.FullName, "/")
+		b, err := s.forge.Blocked(context.WithoutCancel(ctx), owner, name, n)
+		if err != nil {
+			return false, err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.deps) >= nextCacheMax {
+			for k, e := range c.deps {
+				if !c.fresh(s, k.RepoID, e.at, e.gen) {
+					delete(c.deps, k)
+				}
 			}
 		}
+		c.deps[k] = blockedEntry{at: at, gen: gen, blocked: b}
+		return b, nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return false, asked, res.Err
+		}
+		return res.Val.(bool), asked, nil
+	case <-ctx.Done():
+		return false, false, ctx.Err()
 	}
-	c.deps[models.Key{RepoID: r.ID, Issue: n}] = blockedEntry{at: at, gen: gen, blocked: b}
-	return b, nil
 }
