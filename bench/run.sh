@@ -254,7 +254,7 @@ render() {
 		e = "e2e:ListLeases10k:"
 		print "| 4a | `GET /api/v1/repos/acme/widgets/leases` with " n(e "leases") " live leases, anonymous, " n(e "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | leases/page = **" x(e "leases/page") "** | p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms**, " v(e "body-KiB") " KiB per answer; Gitea page p50 " v(e "gitea-page-p50-ms") " ms; seeding the leases through models from " n(e "seeders") " goroutines took " v(e "seed-s") " s |"
 		e = "e2e:Next:"
-		print "| 6 | `next --ttl 1h`: " n(e "agents") " agents, one persistent SSH connection each, drain a repository of " n(e "issues") " open issues until each is told `none` | Gitea requests per next = **" v(e "gitea-requests/next") "** | **" v(e "nexts/s") " nexts/s**, p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms** (" n(e "nexts") " nexts, " n(e "nones") " of them `none`) |"
+		print "| 6 | `next --ttl 1h`: " n(e "agents") " agents, one persistent SSH connection each, on a repository of " n(e "issues") " open issues, each cycling next and the release of what it got for " v(e "seconds") " s | Gitea requests per next = **" v(e "gitea-requests/next") "** | **" v(e "nexts/s") " nexts/s**, p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms** (" n(e "nexts") " nexts, " n(e "nones") " of them `none`) |"
 		e = "e2e:AssetBundle:"
 		print "| 4b | badge bundle (JS + CSS), gzipped | gzip/raw = **" x(e "gzip/raw") "** | **" v(e "gzip-bytes") " bytes** gzipped (" v(e "raw-bytes") " raw) |"
 		e = "e2e:SidecarMemory:"

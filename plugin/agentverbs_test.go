@@ -160,6 +160,10 @@ func TestConcurrentNextGivesDistinctIssues(t *testing.T) {
 	if len(won) != 4 {
 		t.Fatalf("issues claimed %v, want 1, 2, 4 and 5", won)
 	}
+	// Each open issue's dependencies are asked once, however many race.
+	if n := w.forge.Calls("Blocked"); n > 5 {
+		t.Errorf("%d dependency questions for 5 open issues", n)
+	}
 	if n := w.forge.Calls("OpenIssues"); n > 2 {
 		t.Errorf("%d lists of open issues for 12 callers within the cache interval, want them shared", n)
 	}
