@@ -180,3 +180,24 @@ func TestAcquireFirstTakesTheFirstFreeCandidate(t *testing.T) {
 		t.Fatalf("a candidate of no kind: %v", err)
 	}
 }
+
+// The first free candidates are reported together, up to the first
+// verified one and at most MaxUnverified.
+func TestAcquireFirstReportsTheFirstUnverifiedCandidatesTogether(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	var cands []Candidate
+	for n := int64(1); n <= 12; n++ {
+		cands = append(cands, Candidate{Issue: n, Observed: Observed{Kind: KindIssue}, Verified: n == 4})
+	}
+	mustAcquire(t, s, Key{RepoID: 7, Issue: 2}, "bob", 0)
+	var unverified *UnverifiedError
+	if _, err := s.AcquireFirst(bg, 7, cands, who("alice"), 0); !errors.As(err, &unverified) || fmt.Sprint(unverified.Issues) != "[1 3]" {
+		t.Fatalf("%v, want 1 and 3 (2 is held, 4 verified)", err)
+	}
+	cands[0].Verified, cands[2].Verified, cands[3].Verified = true, true, false
+	mustAcquire(t, s, Key{RepoID: 7, Issue: 1}, "bob", 0)
+	mustAcquire(t, s, Key{RepoID: 7, Issue: 3}, "bob", 0)
+	if _, err := s.AcquireFirst(bg, 7, cands, who("alice"), 0); !errors.As(err, &unverified) || fmt.Sprint(unverified.Issues) != "[4 5 6 7 8 9 10 11]" {
+		t.Fatalf("%v, want the first eight", err)
+	}
+}
