@@ -30,9 +30,9 @@ func (h *handler) cors(c *gin.Context) {
 // cors, for Gitea's origin only.
 func (h *handler) preflight(c *gin.Context) {
 	hd := c.Writer.Header()
-	hd.Set("Allow", "GET, HEAD, POST, OPTIONS")
+	hd.Set("Allow", "GET, HEAD, POST, PATCH, DELETE, OPTIONS")
 	if h.allowedOrigin(c.GetHeader("Origin")) && c.GetHeader("Access-Control-Request-Method") != "" {
-		hd.Set("Access-Control-Allow-Methods", "GET, POST")
+		hd.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE")
 		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
 		hd.Set("Access-Control-Max-Age", "600")
 	}

@@ -150,8 +150,12 @@ func queryNumber(c *gin.Context, name string, limit, def int64) (int64, error) {
 
 // reply sends a viewer-specific JSON answer that no cache may keep.
 func (h *handler) reply(c *gin.Context, v any) {
+	h.replyStatus(c, http.StatusOK, v)
+}
+
+func (h *handler) replyStatus(c *gin.Context, code int, v any) {
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, v)
+	c.JSON(code, v)
 }
 
 // issueNumber parses a positive decimal issue number.
