@@ -23,7 +23,7 @@ import (
 // it decides who may see what; the handlers only bind, call and translate.
 type Leases interface {
 	ByToken(ctx context.Context, token string) (plugin.Viewer, error)
-	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
+	ListPage(ctx context.Context, v plugin.Viewer, owner, name string, q plugin.ListQuery) (contract.List, int, error)
 	Lease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.IssueLease, error)
 	Acquire(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
 	Renew(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
