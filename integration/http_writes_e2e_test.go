@@ -35,27 +35,29 @@ func apiDo(t *testing.T, method, u, body string, headers ...string) (int, string
 	return resp.StatusCode, string(b)
 }
 
+// userToken creates an API token of u with these scopes.
+func userToken(t *testing.T, g *Gitea, u *User, scopes ...string) string {
+	t.Helper()
+	var tok struct {
+		SHA1 string `json:"sha1"`
+	}
+	basic := &API{URL: g.URL, User: u.Login, Password: u.Password}
+	if err := basic.Do(context.Background(), "POST", "/users/"+u.Login+"/tokens", map[string]any{
+		"name": "scopes-" + randomHex(4), "scopes": scopes,
+	}, &tok); err != nil {
+		t.Fatalf("create a token of %s with %v: %v", u.Login, scopes, err)
+	}
+	return tok.SHA1
+}
+
 // A token with write:issue claims through HTTP, and an SSH client then
 // sees the issue held by the token's user; a token with the read scopes
 // only is refused writes (403), and a cookie-less, token-less write 401.
 func TestHTTPWritesWithATokenAgainstGitea(t *testing.T) {
 	s, w := newSidecar(t)
 	g, _, _ := shared(t)
-	token := func(scopes ...string) string {
-		t.Helper()
-		var tok struct {
-			SHA1 string `json:"sha1"`
-		}
-		basic := &API{URL: g.URL, User: w.Alice.Login, Password: w.Alice.Password}
-		if err := basic.Do(context.Background(), "POST", "/users/"+w.Alice.Login+"/tokens", map[string]any{
-			"name": "writes-" + randomHex(4), "scopes": scopes,
-		}, &tok); err != nil {
-			t.Fatalf("create a token with %v: %v", scopes, err)
-		}
-		return tok.SHA1
-	}
-	writer := "Authorization: token " + token("read:user", "read:repository", "write:issue")
-	reader := "Authorization: token " + token("read:user", "read:repository", "read:issue")
+	writer := "Authorization: token " + userToken(t, g, w.Alice, "read:user", "read:repository", "write:issue")
+	reader := "Authorization: token " + userToken(t, g, w.Alice, "read:user", "read:repository", "read:issue")
 	u := fmt.Sprintf("%s/api/v1/repos/%s/issues/%d/lease", s.HTTPURL, w.Widgets.FullName(), w.OpenIssue)
 
 	if code, body := apiDo(t, "POST", u, `{"ttl":"30m"}`, reader); code != http.StatusForbidden {

@@ -2,6 +2,7 @@ package models
 
 import (
 	"errors"
+	"slices"
 	"testing"
 	"time"
 )
@@ -60,7 +61,7 @@ func TestListPage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if g := issues(got); total != c.total || len(g) != len(c.want) || (len(g) > 0 && !equal(g, c.want)) {
+		if g := issues(got); total != c.total || len(g) != len(c.want) || (len(g) > 0 && !slices.Equal(g, c.want)) {
 			t.Errorf("%s: %v of %d, want %v of %d", c.name, g, total, c.want, c.total)
 		}
 	}
@@ -76,16 +77,4 @@ func TestListPage(t *testing.T) {
 			t.Errorf("ListPage(%+v) = %v, want ErrInvalid", p, err)
 		}
 	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

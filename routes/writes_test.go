@@ -1,29 +1,13 @@
 package routes
 
 import (
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
-
-// doBody sends a request with a body; headers are "Name: value" strings.
-func (f *fixture) doBody(method, path, body string, headers ...string) reply {
-	f.t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	for _, h := range headers {
-		k, v, _ := strings.Cut(h, ": ")
-		req.Header.Add(k, v)
-	}
-	rec := httptest.NewRecorder()
-	f.h.ServeHTTP(rec, req)
-	b, _ := io.ReadAll(rec.Result().Body)
-	return reply{Code: rec.Code, Header: rec.Result().Header, Body: string(b)}
-}
 
 // newWriteFixture: bob and carol write acme/widgets, which has issue 1
 // (open), 2 (closed) and pull request 3; tokens with write:issue
