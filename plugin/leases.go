@@ -158,9 +158,12 @@ func (s *Service) List(ctx context.Context, v Viewer, owner, name string) (contr
 	return out, nil
 }
 
+// MaxListIssues bounds the numbers one ListPage may ask for.
+const MaxListIssues = models.MaxPageIssues
+
 // ListQuery selects a page of a repository's live leases (ListPage).
 type ListQuery struct {
-	Issues []int64 // only these numbers (at most models.MaxPageIssues); none: all
+	Issues []int64 // only these numbers (at most MaxListIssues); none: all
 	Offset int
 	Limit  int
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 )
 
@@ -53,8 +52,8 @@ func listQuery(c *gin.Context) (page int, q plugin.ListQuery, err error) {
 			q.Issues = append(q.Issues, n)
 		}
 	}
-	if len(q.Issues) > models.MaxPageIssues {
-		return 0, q, &badRequestError{msg: fmt.Sprintf("at most %d issue numbers", models.MaxPageIssues)}
+	if len(q.Issues) > plugin.MaxListIssues {
+		return 0, q, &badRequestError{msg: fmt.Sprintf("at most %d issue numbers", plugin.MaxListIssues)}
 	}
 	return int(p), q, nil
 }
