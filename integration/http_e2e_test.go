@@ -499,16 +499,7 @@ func TestHTTPTokenScopesAgainstGitea(t *testing.T) {
 	unknownCode, _, unknown := apiGet(t, nil, api+"acme/does-not-exist/leases")
 	token := func(scopes ...string) string {
 		t.Helper()
-		var tok struct {
-			SHA1 string `json:"sha1"`
-		}
-		basic := &API{URL: g.URL, User: w.Carol.Login, Password: w.Carol.Password}
-		if err := basic.Do(context.Background(), "POST", "/users/"+w.Carol.Login+"/tokens", map[string]any{
-			"name": "scopes-" + randomHex(4), "scopes": scopes,
-		}, &tok); err != nil {
-			t.Fatalf("create a token with %v: %v", scopes, err)
-		}
-		return tok.SHA1
+		return userToken(t, g, w.Carol, scopes...)
 	}
 	for _, c := range []struct {
 		name    string

@@ -104,8 +104,9 @@ type Forge interface {
 	// repository the token may not read (no read:repository scope, or a
 	// public-only token on a private repo) is ErrNotFound; a token that may
 	// read the repository but not its issues (no read:issue) sees neither
-	// unit (CanReadIssues/CanReadPulls false). A token never grants write
-	// (CanWriteIssues/CanWritePulls false): nothing writes through one.
+	// unit (CanReadIssues/CanReadPulls false). Write (CanWriteIssues,
+	// CanWritePulls, Admin) is the user's only for a token with the
+	// write:issue scope (or "all"), and false otherwise.
 	TokenRepo(ctx context.Context, u User, token, owner, name string) (Repo, error)
 	// UserByLogin returns the account that has this login now (or, if
 	// none has, the account Gitea says was renamed from it). Existence is

@@ -158,6 +158,53 @@ func (s *Service) List(ctx context.Context, v Viewer, owner, name string) (contr
 	return out, nil
 }
 
+// MaxListIssues bounds the numbers one ListPage may ask for.
+const MaxListIssues = models.MaxPageIssues
+
+// ListQuery selects a page of a repository's live leases (ListPage).
+type ListQuery struct {
+	Issues []int64 // only these numbers (at most MaxListIssues); none: all
+	Offset int
+	Limit  int
+}
+
+// ListPage is List a page at a time: the live leases of owner/name that v
+// may see, oldest first, q's page of them, and how many there are in all.
+// The ledger filters by number and by the units v may read, so the cost
+// follows the page, not the repository. Leases written before the ledger
+// kept kinds are checked with the forge for a viewer of one unit only,
+// after paging: such a page may be short, and the total count them.
+func (s *Service) ListPage(ctx context.Context, v Viewer, owner, name string, q ListQuery) (contract.List, int, error) {
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return contract.List{}, 0, err
+	}
+	out := contract.List{Repo: r.FullName, Leases: []contract.LeaseView{}}
+	p := models.Page{RepoID: r.ID, Issues: q.Issues, Offset: q.Offset, Limit: q.Limit}
+	if !readsAll(r) {
+		p.Kinds = []models.Kind{models.KindUnknown}
+		for _, k := range []models.Kind{models.KindIssue, models.KindPull} {
+			if mayRead(r, k) {
+				p.Kinds = append(p.Kinds, k)
+			}
+		}
+		if len(p.Kinds) == 1 {
+			return out, 0, nil // neither unit: no lease is visible
+		}
+	}
+	leases, total, err := s.ledger.ListPage(ctx, p)
+	if err != nil {
+		return contract.List{}, 0, fmt.Errorf("leases of %s: %w", r.FullName, err)
+	}
+	if leases, err = s.visibleLeases(ctx, v, r, leases); err != nil {
+		return contract.List{}, 0, err
+	}
+	for _, l := range leases {
+		out.Leases = append(out.Leases, leaseView(l))
+	}
+	return out, total, nil
+}
+
 // Lease returns the live lease on issue n of owner/name, if v may see it.
 // Like renew and release it reads the ledger alone and does not ask
 // whether the issue exists: an unknown issue has no lease.

@@ -18,6 +18,7 @@ type Ledger interface {
 	Tenures(ctx context.Context, k models.Key, limit int) ([]models.Tenure, error)
 	Current(ctx context.Context, k models.Key) (*models.Lease, error)
 	List(ctx context.Context, repoID int64) ([]models.Lease, error)
+	ListPage(ctx context.Context, p models.Page) ([]models.Lease, int, error)
 	// The forge's state of issues (events.go).
 	Issue(ctx context.Context, k models.Key) (*models.IssueState, error)
 	EndIssue(ctx context.Context, k models.Key, why models.Reason, version int64, delivery string) (models.Ended, error)

@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -311,5 +312,42 @@ func TestTokenScopes(t *testing.T) {
 		if !sameErr(err, tc.err) || len(l.Leases) != tc.count {
 			t.Errorf("token %s lists %s: %d leases, %v; want %d, %v", tc.token, tc.repo, len(l.Leases), err, tc.count, tc.err)
 		}
+	}
+}
+
+// ListPage pages in the ledger, and a viewer of one unit sees a page of
+// that unit only, counted without the other's.
+func TestListPage(t *testing.T) {
+	w := newWorld(t)
+	for _, n := range []int64{1, 2, 4} {
+		if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "tools", n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	issues := func(l contract.List) (out []int64) {
+		for _, v := range l.Leases {
+			out = append(out, v.Issue)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		who   string
+		q     plugin.ListQuery
+		want  string
+		total int
+	}{
+		{"alice", plugin.ListQuery{Limit: 50}, "[1 2 4]", 3},
+		{"alice", plugin.ListQuery{Limit: 2, Offset: 2}, "[4]", 3},
+		{"alice", plugin.ListQuery{Issues: []int64{2, 4}, Limit: 50}, "[2 4]", 2},
+		{"dave", plugin.ListQuery{Limit: 50}, "[1 4]", 2}, // issues only
+		{"dave", plugin.ListQuery{Issues: []int64{2}, Limit: 50}, "[]", 0},
+	} {
+		l, total, err := w.svc.ListPage(bg, w.as(c.who), "acme", "tools", c.q)
+		if got := fmt.Sprint(issues(l)); err != nil || got != c.want || total != c.total {
+			t.Errorf("%s %+v: %s of %d, %v; want %s of %d", c.who, c.q, got, total, err, c.want, c.total)
+		}
+	}
+	if _, _, err := w.svc.ListPage(bg, w.as("eve"), "acme", "tools", plugin.ListQuery{Limit: 50}); !errors.Is(err, plugin.ErrRepoNotFound) {
+		t.Errorf("a stranger: %v, want ErrRepoNotFound", err)
 	}
 }

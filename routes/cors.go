@@ -22,6 +22,7 @@ func (h *handler) cors(c *gin.Context) {
 	if o := c.GetHeader("Origin"); h.allowedOrigin(o) {
 		hd.Set("Access-Control-Allow-Origin", o)
 		hd.Set("Access-Control-Allow-Credentials", "true")
+		hd.Set("Access-Control-Expose-Headers", "ETag, Link, X-Total-Count")
 	}
 	c.Next()
 }
@@ -30,10 +31,10 @@ func (h *handler) cors(c *gin.Context) {
 // cors, for Gitea's origin only.
 func (h *handler) preflight(c *gin.Context) {
 	hd := c.Writer.Header()
-	hd.Set("Allow", "GET, HEAD, POST, OPTIONS")
+	hd.Set("Allow", "GET, HEAD, POST, PATCH, DELETE, OPTIONS")
 	if h.allowedOrigin(c.GetHeader("Origin")) && c.GetHeader("Access-Control-Request-Method") != "" {
-		hd.Set("Access-Control-Allow-Methods", "GET, POST")
-		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type")
+		hd.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE")
+		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-None-Match")
 		hd.Set("Access-Control-Max-Age", "600")
 	}
 	c.AbortWithStatus(http.StatusNoContent)

@@ -19,12 +19,24 @@ var (
 	// errSignIn: the OAuth2 sign-in cannot be completed (state missing,
 	// expired, reused or not matching; Gitea refused the code).
 	errSignIn = errors.New("sign-in failed")
+	// errTokenRequired: a write came without an API token (a session
+	// cookie alone never authorizes one: CSRF).
+	errTokenRequired = errors.New("writes need an API token: Authorization: token <gitea token>")
 )
 
-// badRequestError is a malformed request; its message is shown.
+// badRequestError is a malformed request line (a path or query number);
+// its message is shown.
 type badRequestError struct{ msg string }
 
 func (e *badRequestError) Error() string { return e.msg }
+
+// invalidError is a well-formed request whose content cannot be done (a
+// write's body: not JSON, a bad or missing ttl); its message is shown.
+// It is 422, as Gitea answers a body that fails validation; malformed
+// numbers in the path or query stay 400, as they always were.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string { return e.msg }
 
 // errorBody is the one JSON shape of every error reply.
 type errorBody struct {
@@ -34,11 +46,14 @@ type errorBody struct {
 // status is the one place that maps an error onto an HTTP status.
 func status(err error) int {
 	var bad *badRequestError
+	var invalid *invalidError
 	var write *plugin.WriteRequiredError
 	switch {
 	case errors.As(err, &bad), errors.Is(err, errSignIn), errors.Is(err, plugin.ErrInvalid):
 		return http.StatusBadRequest
-	case errors.Is(err, errUnauthorized), errors.Is(err, plugin.ErrRevoked):
+	case errors.As(err, &invalid):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, errUnauthorized), errors.Is(err, errTokenRequired), errors.Is(err, plugin.ErrRevoked):
 		return http.StatusUnauthorized
 	case errors.As(err, &write):
 		return http.StatusForbidden
@@ -70,7 +85,16 @@ func (h *handler) fail(c *gin.Context, err error) {
 		default:
 			badRequest(c, "invalid request")
 		}
+	case http.StatusUnprocessableEntity:
+		var invalid *invalidError
+		errors.As(err, &invalid)
+		c.AbortWithStatusJSON(http.StatusUnprocessableEntity, errorBody{Error: invalid.msg})
 	case http.StatusUnauthorized:
+		if errors.Is(err, errTokenRequired) {
+			c.Header("WWW-Authenticate", `token realm="collab-lease"`)
+			c.AbortWithStatusJSON(http.StatusUnauthorized, errorBody{Error: errTokenRequired.Error()})
+			return
+		}
 		unauthorized(c)
 	case http.StatusForbidden:
 		// Only a viewer who may read the repository is told what it may

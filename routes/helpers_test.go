@@ -108,15 +108,21 @@ type reply struct {
 // do sends a request; headers are "Name: value" strings.
 func (f *fixture) do(method, path string, headers ...string) reply {
 	f.t.Helper()
-	req := httptest.NewRequest(method, path, nil)
+	return f.doBody(method, path, "", headers...)
+}
+
+// doBody sends a request with a body.
+func (f *fixture) doBody(method, path, body string, headers ...string) reply {
+	f.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	for _, h := range headers {
 		k, v, _ := strings.Cut(h, ": ")
 		req.Header.Add(k, v)
 	}
 	rec := httptest.NewRecorder()
 	f.h.ServeHTTP(rec, req)
-	body, _ := io.ReadAll(rec.Result().Body)
-	return reply{Code: rec.Code, Header: rec.Result().Header, Body: string(body)}
+	b, _ := io.ReadAll(rec.Result().Body)
+	return reply{Code: rec.Code, Header: rec.Result().Header, Body: string(b)}
 }
 
 // sessionFor is the Cookie header of a signed-in login, as the callback

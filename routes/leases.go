@@ -14,18 +14,24 @@ import (
 )
 
 // listLeases answers GET /api/v1/repos/{owner}/{repo}/leases with the
-// reply of `collab-lease list`.
+// reply of `collab-lease list`, a page at a time (page.go).
 func (h *handler) listLeases(c *gin.Context) {
+	page, q, err := listQuery(c)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
 	v, err := h.viewer(c)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	out, err := h.leases.List(c.Request.Context(), v, c.Param("owner"), c.Param("repo"))
+	out, total, err := h.leases.ListPage(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), q)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
+	h.pageHeaders(c, total, page, q.Limit)
 	h.reply(c, out)
 }
 
@@ -148,10 +154,19 @@ func queryNumber(c *gin.Context, name string, limit, def int64) (int64, error) {
 	return n, nil
 }
 
-// reply sends a viewer-specific JSON answer that no cache may keep.
+// reply sends a viewer-specific JSON answer: to a GET with an ETag
+// (replyCached), to a write as one that no cache may keep.
 func (h *handler) reply(c *gin.Context, v any) {
+	if c.Request.Method == http.MethodGet {
+		h.replyCached(c, v)
+		return
+	}
+	h.replyStatus(c, http.StatusOK, v)
+}
+
+func (h *handler) replyStatus(c *gin.Context, code int, v any) {
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusOK, v)
+	c.JSON(code, v)
 }
 
 // issueNumber parses a positive decimal issue number.

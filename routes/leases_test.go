@@ -15,7 +15,7 @@ func TestListLeasesIsTheListReply(t *testing.T) {
 	f := newFixture(t)
 	r := f.do("GET", "/api/v1/repos/acme/widgets/leases")
 	expectReply(t, "no leases", r, 200, `{"repo":"acme/widgets","leases":[]}`)
-	if ct, cc := r.Header.Get("Content-Type"), r.Header.Get("Cache-Control"); ct != "application/json; charset=utf-8" || cc != "no-store" {
+	if ct, cc := r.Header.Get("Content-Type"), r.Header.Get("Cache-Control"); ct != "application/json; charset=utf-8" || cc != "private, no-cache" {
 		t.Fatalf("headers: Content-Type %q, Cache-Control %q", ct, cc)
 	}
 

@@ -23,8 +23,11 @@ import (
 // it decides who may see what; the handlers only bind, call and translate.
 type Leases interface {
 	ByToken(ctx context.Context, token string) (plugin.Viewer, error)
-	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
+	ListPage(ctx context.Context, v plugin.Viewer, owner, name string, q plugin.ListQuery) (contract.List, int, error)
 	Lease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.IssueLease, error)
+	Acquire(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	Renew(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	Release(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
@@ -78,6 +81,9 @@ type Options struct {
 	// RequestTimeout bounds each request's calls to the forge, the ledger
 	// and Gitea's OAuth2 provider. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// MaxTTL is the largest ttl a write may ask for. Zero means
+	// plugin.DefaultMaxTTL.
+	MaxTTL time.Duration
 }
 
 // handler holds the validated options every handler reads.
@@ -97,6 +103,7 @@ type handler struct {
 	rand       io.Reader
 	ready      func(ctx context.Context) error
 	timeout    time.Duration
+	maxTTL     time.Duration
 	spent      *spentStates
 }
 
@@ -128,6 +135,9 @@ func New(o Options) (http.Handler, error) {
 
 	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
+	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease", h.acquireLease)
+	r.PATCH("/api/v1/repos/:owner/:repo/issues/:n/lease", h.renewLease)
+	r.DELETE("/api/v1/repos/:owner/:repo/issues/:n/lease", h.releaseLease)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/check", h.checkLease)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)
@@ -178,6 +188,7 @@ func newHandler(o Options) (*handler, error) {
 		rand:       o.Rand,
 		ready:      o.Ready,
 		timeout:    o.RequestTimeout,
+		maxTTL:     o.MaxTTL,
 		spent:      newSpentStates(),
 	}
 	if h.log == nil {
@@ -191,6 +202,9 @@ func newHandler(o Options) (*handler, error) {
 	}
 	if h.timeout == 0 {
 		h.timeout = DefaultRequestTimeout
+	}
+	if h.maxTTL <= 0 {
+		h.maxTTL = plugin.DefaultMaxTTL
 	}
 	ttl := o.SessionTTL
 	if ttl == 0 {

@@ -1,6 +1,6 @@
 /* collab-lease: draws "claimed by alice · 12m left" badges into Gitea's
- * issue lists and issue pages. It reads the live leases of each repository
- * on the page once from the sidecar that served this script, and draws
+ * issue lists and issue pages. It reads the live leases of the numbers on
+ * the page, once per repository, from the sidecar that served this script, and draws
  * nothing (and logs nothing) where nothing is claimed or the sidecar is
  * unreachable. Plain ES2017, no dependencies, no build step. */
 (function () {
@@ -17,19 +17,34 @@
     return fetch(base + path, { credentials: 'include', headers: { Accept: 'application/json' } });
   }
 
-  // leasesOf resolves to {ok, byIssue} or {ok: false, status}.
-  function leasesOf(repo) {
-    var c = leases[repo];
+  // leasesOf resolves to {ok, byIssue} or {ok: false, status}: the live
+  // leases of these numbers of repo, asked for in one request per 50
+  // numbers (?issue=…; a page of Gitea's issue list shows at most 50), so
+  // the answer does not grow with the repository. Unchanged answers are
+  // 304s: the sidecar sends an ETag and the browser revalidates.
+  var MAX_ISSUES = 50;
+  function leasesOf(repo, issues) {
+    var nums = issues.filter(function (n, i) { return issues.indexOf(n) === i; }).sort(function (a, b) { return a - b; });
+    var key = repo + '#' + nums.join(',');
+    var c = leases[key];
     if (c && Date.now() - c.at < REFRESH_MS) return c.promise;
-    var p = get('/api/v1/repos/' + repo + '/leases').then(function (r) {
-      if (!r.ok) return { ok: false, status: r.status };
-      return r.json().then(function (j) {
-        var byIssue = {};
-        (j.leases || []).forEach(function (l) { byIssue[l.issue] = l; });
-        return { ok: true, byIssue: byIssue };
-      });
+    var asks = [];
+    for (var i = 0; i < nums.length; i += MAX_ISSUES) {
+      var q = nums.slice(i, i + MAX_ISSUES).map(function (n) { return 'issue=' + n; }).join('&');
+      asks.push(get('/api/v1/repos/' + repo + '/leases?' + q).then(function (r) {
+        if (!r.ok) return { ok: false, status: r.status };
+        return r.json().then(function (j) { return { ok: true, leases: j.leases || [] }; });
+      }));
+    }
+    var p = Promise.all(asks).then(function (parts) {
+      var byIssue = {};
+      for (var k = 0; k < parts.length; k++) {
+        if (!parts[k].ok) return parts[k];
+        parts[k].leases.forEach(function (l) { byIssue[l.issue] = l; });
+      }
+      return { ok: true, byIssue: byIssue };
     }).catch(function () { return { ok: false, status: 0 }; });
-    leases[repo] = { at: Date.now(), promise: p };
+    leases[key] = { at: Date.now(), promise: p };
     return p;
   }
 
@@ -120,7 +135,7 @@
     var repos = {};
     ps.forEach(function (p) { (repos[p.repo] = repos[p.repo] || []).push(p); });
     Object.keys(repos).forEach(function (repo) {
-      leasesOf(repo).then(function (res) {
+      leasesOf(repo, repos[repo].map(function (p) { return p.issue; })).then(function (res) {
         if (res.ok) {
           repos[repo].forEach(function (p) { if (p.anchor.isConnected) draw(p.anchor, res.byIssue[p.issue]); });
         } else if (res.status === 404) {

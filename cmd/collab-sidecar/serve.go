@@ -211,9 +211,9 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases 
 	return routes.New(routes.Options{
 		Leases: leases, Database: store.Ping, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
-		RequestTimeout: operationTimeout(cfg),
-		Metrics:        met.handler(),
-		Webhook:        webhook,
+		RequestTimeout: operationTimeout(cfg), MaxTTL: cfg.MaxTTL,
+		Metrics: met.handler(),
+		Webhook: webhook,
 		Ready: func(ctx context.Context) error {
 			_, err := forge.Check(ctx)
 			return err

@@ -37,11 +37,15 @@ const (
 type Scopes struct {
 	Repository bool // read:repository
 	Issue      bool // read:issue
+	WriteIssue bool // write:issue (implies read:issue)
 	PublicOnly bool
 }
 
-// AllScopes may read everything its owner may.
-var AllScopes = Scopes{Repository: true, Issue: true}
+// AllScopes may do everything its owner may, as Gitea's "all".
+var AllScopes = Scopes{Repository: true, Issue: true, WriteIssue: true}
+
+// ReadScopes may read everything its owner may, and write nothing.
+var ReadScopes = Scopes{Repository: true, Issue: true}
 
 type repo struct {
 	plugin.Repo
@@ -396,10 +400,12 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name str
 		return plugin.Repo{}, err
 	case !tok.scopes.Repository || (tok.scopes.PublicOnly && r.Private):
 		return plugin.Repo{}, fmt.Errorf("repository %s/%s through the token: %w", owner, name, plugin.ErrNotFound)
-	case !tok.scopes.Issue:
+	case !tok.scopes.Issue && !tok.scopes.WriteIssue:
 		r.CanReadIssues, r.CanReadPulls = false, false
 	}
-	r.CanWriteIssues, r.CanWritePulls, r.Admin = false, false, false // nothing writes through a token
+	if !tok.scopes.WriteIssue {
+		r.CanWriteIssues, r.CanWritePulls, r.Admin = false, false, false
+	}
 	return r, nil
 }
 

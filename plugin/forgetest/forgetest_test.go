@@ -89,7 +89,8 @@ func TestIssuesNamesAndAliases(t *testing.T) {
 	}
 }
 
-// A token sees its owner's repository cut to its scopes, never with write.
+// A token sees its owner's repository cut to its scopes; it writes only
+// with write:issue.
 func TestTokenRepoScopes(t *testing.T) {
 	f := forgetest.New()
 	alice, bob := f.AddUser("alice"), f.AddUser("bob")
@@ -97,6 +98,7 @@ func TestTokenRepoScopes(t *testing.T) {
 	f.AddRepo("acme/public", 2, false)
 	f.Grant("acme/private", "alice", forgetest.Write)
 	f.AddToken("alice", "all", forgetest.AllScopes)
+	f.AddToken("alice", "read", forgetest.ReadScopes)
 	f.AddToken("alice", "none", forgetest.Scopes{})
 	f.AddToken("alice", "repo", forgetest.Scopes{Repository: true})
 	f.AddToken("alice", "public", forgetest.Scopes{Repository: true, Issue: true, PublicOnly: true})
@@ -107,7 +109,9 @@ func TestTokenRepoScopes(t *testing.T) {
 		repo  string
 		want  perms // the zero perms: ErrNotFound
 	}{
-		{alice, "all", "private", readAll},
+		{alice, "all", "private", perms{true, true, true, true, true}},
+		{alice, "read", "private", readAll},
+		{alice, "all", "public", readAll}, // no more than alice may
 		{alice, "none", "private", perms{}},
 		{alice, "repo", "private", perms{read: true}},
 		{alice, "public", "private", perms{}},

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 
@@ -42,11 +43,18 @@ import (
 // with the user's own permissions from Repo, which Gitea does not reduce
 // for a token in its answers.
 //
-// Writes are never granted through a token, and so neither is the
-// repository admin's force-release: Gitea checks write scopes only on
-// requests that write, and this package does not write to repositories to
-// find out. Nothing the sidecar offers writes through an
-// API token (SSH commands use keys; the sign-in uses the session cookie).
+// Writes through a token (the HTTP API's acquire, renew and release) keep
+// the user's write permissions only if the token's scopes let it write
+// issues: write:issue (or "all"). Gitea reports a token's scopes nowhere
+// a token can read them (GET /users/{u}/tokens wants basic auth), so the
+// token asks for a write that Gitea refuses before doing anything:
+// DELETE /repos/{o}/{r}/issues/comments/0. tokenRequiresScopes checks the
+// scope of a DELETE (write:issue) before any handler runs, and answers
+// 403 "token does not have at least one of required scope(s)" without it;
+// with it the handler looks up comment 0, which cannot exist (IDs start
+// at 1), and answers 404. Nothing is written either way. A repository
+// admin's force-release through a token is allowed on the same terms, as
+// Gitea lets a write:issue token do what the user's admin role allows.
 
 // TokenRepo returns owner/name as user u sees it through the API token
 // token (see above); a repository the token may not read is
@@ -69,11 +77,13 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name
 		mine     plugin.Repo
 		viaToken *sdk.Repository
 		issues   bool
-		errs     [3]error
+		writes   bool
+		errs     [4]error
 	)
 	wg.Go(func() { mine, errs[0] = f.Repo(ctx, u.Login, owner, name) })
 	wg.Go(func() { viaToken, errs[1] = f.tokenRepoView(ctx, token, owner, name) })
 	wg.Go(func() { issues, errs[2] = f.tokenReadsIssues(ctx, token, owner, name) })
+	wg.Go(func() { writes, errs[3] = f.tokenWritesIssues(ctx, token, owner, name) })
 	wg.Wait()
 	if err := worst(errs[:]); err != nil {
 		return plugin.Repo{}, fmt.Errorf("repository %s through a token of %s: %w", what, u.Login, err)
@@ -85,9 +95,11 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name
 			what, u.Login, plugin.ErrUnavailable, viaToken.ID, mine.ID)
 	}
 	r := mine
-	r.CanWriteIssues, r.CanWritePulls, r.Admin = false, false, false
 	if !issues {
 		r.CanReadIssues, r.CanReadPulls = false, false
+	}
+	if !issues || !writes {
+		r.CanWriteIssues, r.CanWritePulls, r.Admin = false, false, false
 	}
 	f.perms.put(key, r)
 	return r, nil
@@ -128,4 +140,29 @@ func (f *Forge) tokenReadsIssues(ctx context.Context, token, owner, name string)
 		return false, nil
 	}
 	return err == nil, err
+}
+
+// tokenWritesIssues is DELETE /repos/{o}/{r}/issues/comments/0 with the
+// caller's token: whether its scopes let it write the repository's issues
+// (see above). 404 (no comment 0) means the scope check passed; 403 means
+// it did not.
+func (f *Forge) tokenWritesIssues(ctx context.Context, token, owner, name string) (bool, error) {
+	id := asToken(token)
+	resp, err := f.sdk(ctx, id).DeleteIssueComment(owner, name, 0)
+	if resp != nil && resp.Response != nil {
+		switch resp.StatusCode {
+		case http.StatusNotFound:
+			return true, nil
+		case http.StatusForbidden, http.StatusUnauthorized:
+			// No write:issue (or a public-only token on a private
+			// repository, or an invalid token: the reads say so too).
+			return false, nil
+		}
+	}
+	if err := sdkErr("DELETE /api/v1/repos/"+owner+"/"+name+"/issues/comments/0 with the token", id, resp, err); err != nil {
+		return false, err
+	}
+	// A success deleted nothing (there is no comment 0), but the scope
+	// check passed all the same.
+	return true, nil
 }

@@ -14,10 +14,17 @@ import (
 
 const userToken = "usertoken0123456789"
 
+// Gitea's answers to the token's write probe (DELETE …/issues/comments/0).
+var (
+	writeScope   = status(404, `{"message":"comment does not exist [id: 0]"}`)
+	noWriteScope = status(403, `{"message":"token does not have at least one of required scope(s), required=[write:issue], token scope=read:issue,read:repository"}`)
+)
+
 // tokenRoutes answers a TokenRepo call for alice on acme/widgets: the
 // admin's requests as alice sees the repository (a write collaborator in
-// no team), and the token's own two requests with repo and labels.
-func tokenRoutes(repo, labels http.HandlerFunc) map[string]http.HandlerFunc {
+// no team), and the token's own three requests with repo, labels and the
+// write probe.
+func tokenRoutes(repo, labels, probe http.HandlerFunc) map[string]http.HandlerFunc {
 	routes := repoRoutes(widgets(false, true, true), "write", true, nil, nil)
 	asAdmin := routes["GET /api/v1/repos/acme/widgets"]
 	routes["GET /api/v1/repos/acme/widgets"] = func(w http.ResponseWriter, r *http.Request) {
@@ -34,6 +41,13 @@ func tokenRoutes(repo, labels http.HandlerFunc) map[string]http.HandlerFunc {
 		}
 		labels(w, r)
 	}
+	routes["DELETE /api/v1/repos/acme/widgets/issues/comments/0"] = func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "token "+userToken || r.Header.Get("Sudo") != "" {
+			http.Error(w, `{"message":"the fake wants the user's token"}`, http.StatusTeapot)
+			return
+		}
+		probe(w, r)
+	}
 	return routes
 }
 
@@ -43,26 +57,31 @@ func TestTokenRepo(t *testing.T) {
 	noScope := status(403, `{"message":"token does not have at least one of required scope(s), required=[read:repository]"}`)
 	publicOnly := status(403, `{"message":"token scope is limited to public repos"}`)
 	read := plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanReadIssues: true, CanReadPulls: true}
+	write := read
+	write.CanWriteIssues, write.CanWritePulls = true, true
 	tests := []struct {
-		name         string
-		repo, labels http.HandlerFunc
-		want         plugin.Repo
-		wantErr      error
+		name                string
+		repo, labels, probe http.HandlerFunc
+		want                plugin.Repo
+		wantErr             error
 	}{
-		{"repository and issues", jsonBody(widgets(false, true, true)), jsonBody([]any{}), read, nil},
-		{"no read:issue", jsonBody(widgets(false, true, true)), noScope,
+		{"repository and issues", jsonBody(widgets(false, true, true)), jsonBody([]any{}), noWriteScope, read, nil},
+		{"write:issue", jsonBody(widgets(false, true, true)), jsonBody([]any{}), writeScope, write, nil},
+		{"write:issue, probe answered 204", jsonBody(widgets(false, true, true)), jsonBody([]any{}), status(204, ``), write, nil},
+		{"no read:issue", jsonBody(widgets(false, true, true)), noScope, noWriteScope,
 			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true}, nil},
-		{"no read:repository", noScope, jsonBody([]any{}), plugin.Repo{}, plugin.ErrNotFound},
-		{"public-only on a private repository", publicOnly, publicOnly, plugin.Repo{}, plugin.ErrNotFound},
-		{"not visible to the token's user", status(404, `{"message":"not found"}`), status(404, ``), plugin.Repo{}, plugin.ErrNotFound},
-		{"revoked token", status(401, `{"message":"invalid token"}`), status(401, ``), plugin.Repo{}, plugin.ErrNotFound},
-		{"Gitea failing", status(500, ``), jsonBody([]any{}), plugin.Repo{}, plugin.ErrUnavailable},
-		{"labels failing", jsonBody(widgets(false, true, true)), status(502, ``), plugin.Repo{}, plugin.ErrUnavailable},
-		{"another repository by now", jsonBody(map[string]any{"id": 43}), jsonBody([]any{}), plugin.Repo{}, plugin.ErrUnavailable},
+		{"no read:repository", noScope, jsonBody([]any{}), writeScope, plugin.Repo{}, plugin.ErrNotFound},
+		{"public-only on a private repository", publicOnly, publicOnly, status(403, `{"message":"token scope is limited to public issues"}`), plugin.Repo{}, plugin.ErrNotFound},
+		{"not visible to the token's user", status(404, `{"message":"not found"}`), status(404, ``), status(404, ``), plugin.Repo{}, plugin.ErrNotFound},
+		{"revoked token", status(401, `{"message":"invalid token"}`), status(401, ``), status(401, ``), plugin.Repo{}, plugin.ErrNotFound},
+		{"Gitea failing", status(500, ``), jsonBody([]any{}), writeScope, plugin.Repo{}, plugin.ErrUnavailable},
+		{"labels failing", jsonBody(widgets(false, true, true)), status(502, ``), writeScope, plugin.Repo{}, plugin.ErrUnavailable},
+		{"probe failing", jsonBody(widgets(false, true, true)), jsonBody([]any{}), status(502, ``), plugin.Repo{}, plugin.ErrUnavailable},
+		{"another repository by now", jsonBody(map[string]any{"id": 43}), jsonBody([]any{}), writeScope, plugin.Repo{}, plugin.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			g := newFake(t, tokenRoutes(tt.repo, tt.labels))
+			g := newFake(t, tokenRoutes(tt.repo, tt.labels, tt.probe))
 			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 			got, err := f.TokenRepo(context.Background(), alice, userToken, "acme", "widgets")
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) {
@@ -80,37 +99,46 @@ func TestTokenRepo(t *testing.T) {
 					}
 				}
 			}
-			if withToken != 2 {
-				t.Errorf("%d requests with the token, want 2: %+v", withToken, g.requests())
+			if withToken != 3 {
+				t.Errorf("%d requests with the token, want 3: %+v", withToken, g.requests())
 			}
 		})
 	}
 }
 
-// A token never grants the repository admin's force-release, as it never
-// grants write.
-func TestTokenNeverGrantsAdmin(t *testing.T) {
-	routes := repoRoutes(widgets(true, true, true), "admin", true, nil, nil)
-	routes["GET /api/v1/repos/acme/widgets/labels"] = jsonBody([]any{})
-	g := newFake(t, routes)
-	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
-	ctx := context.Background()
-	if r, err := f.Repo(ctx, "alice", "acme", "widgets"); err != nil || !r.Admin {
-		t.Fatalf("Repo as the admin alice: %+v %v, want Admin", r, err)
-	}
-	r, err := f.TokenRepo(ctx, alice, userToken, "acme", "widgets")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Admin || r.CanWriteIssues || r.CanWritePulls || !r.CanReadIssues {
-		t.Errorf("TokenRepo of the admin alice = %+v, want read only, no Admin", r)
+// A token grants the repository admin's force-release, as it grants
+// write, only with write:issue.
+func TestTokenAdminNeedsWriteScope(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		probe http.HandlerFunc
+		admin bool
+	}{{"read scopes", noWriteScope, false}, {"write:issue", writeScope, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			routes := repoRoutes(widgets(true, true, true), "admin", true, nil, nil)
+			routes["GET /api/v1/repos/acme/widgets/labels"] = jsonBody([]any{})
+			routes["DELETE /api/v1/repos/acme/widgets/issues/comments/0"] = tc.probe
+			g := newFake(t, routes)
+			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
+			ctx := context.Background()
+			if r, err := f.Repo(ctx, "alice", "acme", "widgets"); err != nil || !r.Admin {
+				t.Fatalf("Repo as the admin alice: %+v %v, want Admin", r, err)
+			}
+			r, err := f.TokenRepo(ctx, alice, userToken, "acme", "widgets")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Admin != tc.admin || r.CanWriteIssues != tc.admin || r.CanWritePulls != tc.admin || !r.CanReadIssues {
+				t.Errorf("TokenRepo of the admin alice = %+v, want Admin and write %v", r, tc.admin)
+			}
+		})
 	}
 }
 
 // Answers are cached like Repo's, under a hash of the token: the cache
 // never holds the token, and another token asks again.
 func TestTokenRepoCache(t *testing.T) {
-	g := newFake(t, tokenRoutes(jsonBody(widgets(false, true, true)), jsonBody([]any{})))
+	g := newFake(t, tokenRoutes(jsonBody(widgets(false, true, true)), jsonBody([]any{}), noWriteScope))
 	clk := clocktest.New()
 	f := newTestForge(t, g.srv.URL, clk, time.Second)
 	ctx := context.Background()
@@ -137,8 +165,8 @@ func TestTokenRepoCache(t *testing.T) {
 	if _, err := f.TokenRepo(ctx, alice, "anothertoken", "acme", "widgets"); !errors.Is(err, plugin.ErrUnavailable) && !errors.Is(err, plugin.ErrNotFound) {
 		t.Fatalf("another token: %v", err)
 	}
-	if n := len(g.requests()); n != 2 {
-		t.Errorf("another token: %d requests, want its own 2 (the user's view is cached)", n)
+	if n := len(g.requests()); n != 3 {
+		t.Errorf("another token: %d requests, want its own 3 (the user's view is cached)", n)
 	}
 	g.reset()
 	clk.Advance(DefaultPermCacheTTL)

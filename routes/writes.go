@@ -1,0 +1,144 @@
+package routes
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// Writes for token holders: POST (acquire), PATCH (renew) and DELETE
+// (release) of …/issues/{n}/lease, the HTTP twins of the SSH verbs, with
+// the same service calls and the same JSON. They are authorized only by
+// "Authorization: token …": a browser sends the session cookie with any
+// cross-site request, so a cookie never authorizes a write (CSRF); a
+// request without a token is 401 before anything is looked up. What the
+// token may write is the service's question (the token's scopes, through
+// the forge's TokenRepo): without write:issue it is 403.
+
+// maxWriteBody bounds the JSON body of a write; {"ttl":"…"} is tiny.
+const maxWriteBody = 4 << 10
+
+// writeBody is the optional JSON body of POST and PATCH.
+type writeBody struct {
+	TTL *string `json:"ttl"`
+}
+
+// acquireLease answers POST …/issues/{n}/lease: 201 with the acquired
+// tenure (a re-acquire by the holder too: the reply is the same
+// "acquired" tenure as over SSH).
+func (h *handler) acquireLease(c *gin.Context) {
+	w, err := h.writeRequest(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out, err := h.leases.Acquire(c.Request.Context(), w.viewer, c.Param("owner"), c.Param("repo"), w.issue, w.ttl)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	c.Header("Location", c.Request.URL.Path)
+	h.replyStatus(c, http.StatusCreated, out)
+}
+
+// renewLease answers PATCH …/issues/{n}/lease; the body's ttl is required.
+func (h *handler) renewLease(c *gin.Context) {
+	w, err := h.writeRequest(c, true)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out, err := h.leases.Renew(c.Request.Context(), w.viewer, c.Param("owner"), c.Param("repo"), w.issue, w.ttl)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.reply(c, out)
+}
+
+// releaseLease answers DELETE …/issues/{n}/lease; releasing nothing
+// succeeds, as over SSH.
+func (h *handler) releaseLease(c *gin.Context) {
+	w, err := h.writeRequest(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	out, err := h.leases.Release(c.Request.Context(), w.viewer, c.Param("owner"), c.Param("repo"), w.issue)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.reply(c, out)
+}
+
+// write is a bound write request.
+type write struct {
+	viewer plugin.Viewer
+	issue  int64
+	ttl    time.Duration // 0: none given (acquire: open-ended)
+}
+
+// writeRequest binds a write: the issue number (400), a token (401: never
+// a cookie alone), and the body (422), in that order, so that nothing
+// about the repository is looked up for a request that cannot succeed.
+func (h *handler) writeRequest(c *gin.Context, ttlRequired bool) (write, error) {
+	n, err := issueNumber(c.Param("n"))
+	if err != nil {
+		return write{}, err
+	}
+	if c.GetHeader("Authorization") == "" {
+		return write{}, errTokenRequired
+	}
+	v, err := h.viewer(c)
+	if err != nil {
+		return write{}, err
+	}
+	ttl, err := h.writeTTL(c, ttlRequired)
+	if err != nil {
+		return write{}, err
+	}
+	return write{viewer: v, issue: n, ttl: ttl}, nil
+}
+
+// writeTTL reads the optional JSON body and parses its ttl with the
+// grammar of --ttl (contract.ParseTTL) and the sidecar's maximum.
+func (h *handler) writeTTL(c *gin.Context, required bool) (time.Duration, error) {
+	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, maxWriteBody+1))
+	if err != nil {
+		return 0, fmt.Errorf("read the body: %w", err)
+	}
+	if len(raw) > maxWriteBody {
+		return 0, &invalidError{msg: fmt.Sprintf("the body is larger than %d bytes", maxWriteBody)}
+	}
+	var b writeBody
+	if len(bytes.TrimSpace(raw)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&b); err != nil || dec.More() {
+			return 0, &invalidError{msg: `the body must be a JSON object like {"ttl":"30m"}`}
+		}
+	}
+	if b.TTL == nil {
+		if required {
+			return 0, &invalidError{msg: `ttl is required, e.g. {"ttl":"30m"}`}
+		}
+		return 0, nil
+	}
+	ttl, err := contract.ParseTTL(*b.TTL, h.maxTTL)
+	var usage *contract.UsageError
+	if errors.As(err, &usage) {
+		return 0, &invalidError{msg: strings.Replace(usage.Detail, "--ttl", "ttl", 1)}
+	}
+	return ttl, err
+}
