@@ -130,6 +130,7 @@ func (s *Service) RunFences(ctx context.Context, o FenceOptions) error {
 		s.fence.mu.Unlock()
 	}()
 	state := map[pullKey]*fenceState{}
+	names := &repoNames{byID: map[int64]repoName{}}
 	for wait := fenceRetryMin; ; wait = min(2*wait, fenceRetryMax) {
 		open, err := s.ledger.OpenPulls(ctx)
 		if err == nil {
@@ -165,7 +166,7 @@ func (s *Service) RunFences(ctx context.Context, o FenceOptions) error {
 				}
 			}
 		}
-		s.fenceRound(ctx, o, state)
+		s.fenceRound(ctx, o, state, names)
 		// Sleep until the soonest expiry or retry that matters.
 		stop()
 		timer, stop = nil, func() bool { return false }
@@ -184,7 +185,7 @@ func (s *Service) RunFences(ctx context.Context, o FenceOptions) error {
 }
 
 // fenceRound recomputes and posts every pull request marked so far.
-func (s *Service) fenceRound(ctx context.Context, o FenceOptions, state map[pullKey]*fenceState) {
+func (s *Service) fenceRound(ctx context.Context, o FenceOptions, state map[pullKey]*fenceState, names *repoNames) {
 	issues, pulls := s.fence.take()
 	for k := range issues {
 		linked, err := s.ledger.PullsLinkedTo(ctx, k.RepoID, k.Issue)
@@ -221,7 +222,7 @@ func (s *Service) fenceRound(ctx context.Context, o FenceOptions, state map[pull
 			delete(state, k)
 			continue
 		}
-		full, err := s.forge.RepoName(ctx, k.repoID)
+		full, err := names.get(ctx, s, k.repoID)
 		if errors.Is(err, ErrNotFound) {
 			delete(state, k)
 			continue
@@ -312,4 +313,30 @@ func (s *Service) fenceStatus(ctx context.Context, p models.Pull, full, giteaURL
 	}
 	st.Description = fmt.Sprintf("claimed by %s (%s)", p.Author.Login, strings.Join(mine, ", "))
 	return st, expiry, nil
+}
+
+// repoNames remembers repositories' current names for a while, so that a
+// status recomputed after every change does not ask the forge each time.
+type repoNames struct{ byID map[int64]repoName }
+
+type repoName struct {
+	full string
+	at   time.Time
+}
+
+// repoNameTTL: how long a name is reused (a rename shows in the links of
+// statuses posted after it within this long).
+const repoNameTTL = time.Minute
+
+func (n *repoNames) get(ctx context.Context, s *Service, id int64) (string, error) {
+	if e, ok := n.byID[id]; ok && s.now().Sub(e.at) < repoNameTTL {
+		return e.full, nil
+	}
+	full, err := s.forge.RepoName(ctx, id)
+	if err != nil {
+		delete(n.byID, id)
+		return "", err
+	}
+	n.byID[id] = repoName{full: full, at: s.now()}
+	return full, nil
 }
