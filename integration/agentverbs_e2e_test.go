@@ -3,9 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -208,16 +206,7 @@ func waitMetric(t *testing.T, s *Sidecar, name string, want float64) {
 
 func metric(t *testing.T, s *Sidecar, name string) (float64, bool) {
 	t.Helper()
-	resp, err := http.Get(s.HTTPURL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range scrape(t, s) {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			f, err := strconv.ParseFloat(v, 64)
 			return f, err == nil

@@ -8,9 +8,8 @@ import (
 	"testing"
 )
 
-// giteaRequests is how many requests the sidecar has sent to Gitea so far,
-// answered or not, from its own metrics.
-func giteaRequests(t testing.TB, s *Sidecar) float64 {
+// scrape returns the lines of the sidecar's /metrics.
+func scrape(t testing.TB, s *Sidecar) []string {
 	t.Helper()
 	resp, err := http.Get(s.HTTPURL + "/metrics")
 	if err != nil {
@@ -21,8 +20,15 @@ func giteaRequests(t testing.TB, s *Sidecar) float64 {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return strings.Split(string(b), "\n")
+}
+
+// giteaRequests is how many requests the sidecar has sent to Gitea so far,
+// answered or not, from its own metrics.
+func giteaRequests(t testing.TB, s *Sidecar) float64 {
+	t.Helper()
 	total := 0.0
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range scrape(t, s) {
 		if strings.HasPrefix(line, "collab_lease_gitea_requests_total{") || strings.HasPrefix(line, "collab_lease_gitea_request_errors_total ") {
 			v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 			if err != nil {

@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -35,8 +36,10 @@ func (h *handler) listLeases(c *gin.Context) {
 	h.reply(c, out)
 }
 
-// issueLease answers GET /api/v1/repos/{owner}/{repo}/issues/{n}/lease.
-func (h *handler) issueLease(c *gin.Context) {
+// issueCall answers a request about issue {n} of {owner}/{repo}: the
+// issue number and then the viewer, then the one service call, whose
+// answer is the reply. Bad input is refused before anyone is asked.
+func (h *handler) issueCall(c *gin.Context, call func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error)) {
 	n, err := issueNumber(c.Param("n"))
 	if err != nil {
 		h.fail(c, err)
@@ -47,65 +50,46 @@ func (h *handler) issueLease(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	out, err := h.leases.Lease(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n)
+	out, err := call(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
 	h.reply(c, out)
+}
+
+// issueLease answers GET /api/v1/repos/{owner}/{repo}/issues/{n}/lease.
+func (h *handler) issueLease(c *gin.Context) {
+	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+		return h.leases.Lease(ctx, v, owner, name, n)
+	})
 }
 
 // checkLease answers GET …/issues/{n}/lease/check?token=N: 200 with the
 // tenure when N is the live tenure's token, 409 with the stale reply
 // otherwise (SPEC §8.4).
 func (h *handler) checkLease(c *gin.Context) {
-	n, err := issueNumber(c.Param("n"))
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
 	token, err := queryNumber(c, "token", 1<<63-1, 0)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	v, err := h.viewer(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out, err := h.leases.Check(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n, token)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.reply(c, out)
+	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+		return h.leases.Check(ctx, v, owner, name, n, token)
+	})
 }
 
 // leaseHistory answers GET …/issues/{n}/lease/history?limit=N with the
 // reply of `collab-lease history`.
 func (h *handler) leaseHistory(c *gin.Context) {
-	n, err := issueNumber(c.Param("n"))
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
 	limit, err := queryNumber(c, "limit", contract.MaxHistoryLimit, contract.DefaultHistoryLimit)
 	if err != nil {
 		h.fail(c, err)
 		return
 	}
-	v, err := h.viewer(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	out, err := h.leases.History(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n, int(limit))
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.reply(c, out)
+	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+		return h.leases.History(ctx, v, owner, name, n, int(limit))
+	})
 }
 
 // forceRelease answers POST …/issues/{n}/lease/force-release, the issue
@@ -118,26 +102,12 @@ func (h *handler) forceRelease(c *gin.Context) {
 		c.AbortWithStatusJSON(http.StatusForbidden, errorBody{Error: "cross-origin request refused"})
 		return
 	}
-	n, err := issueNumber(c.Param("n"))
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	v, err := h.viewer(c)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	if v.Anonymous() {
-		unauthorized(c)
-		return
-	}
-	out, err := h.leases.ForceRelease(c.Request.Context(), v, c.Param("owner"), c.Param("repo"), n)
-	if err != nil {
-		h.fail(c, err)
-		return
-	}
-	h.reply(c, out)
+	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+		if v.Anonymous() {
+			return nil, errUnauthorized
+		}
+		return h.leases.ForceRelease(ctx, v, owner, name, n)
+	})
 }
 
 // queryNumber parses the query parameter name as a positive decimal
