@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes bench/RESULTS.md: the ledger's own
-# benchmarks (models/) and the end-to-end ones against a real Gitea and the
+# benchmarks (models/), the end-to-end ones against a real Gitea and the
 # real sidecar binary (integration/bench_*_test.go), with the goals of SPEC
-# §8.3 checked against the ratios of this run. It prints the summary and
-# writes the whole report; see bench/README.md.
+# §8.3 checked against the ratios of this run, and the fleet benchmark
+# (bench/fleet, also `make fleet`), whose section it writes itself. It
+# prints the summary and writes the whole report; see bench/README.md.
 #
 #   make bench                          # or: bench/run.sh
 #   BENCH_BASELINE=<rev> make bench     # also measure <rev>, for before/after
@@ -154,6 +155,10 @@ step "ledger benchmarks (models/)"
 "$go" test -run '^$' -bench . -benchtime 2s ./models/ | tee "$work/models.txt" >&2
 step "end-to-end benchmarks (integration/, real Gitea and sidecar)"
 "$go" test -run '^$' -bench . -benchtime 1x -v -timeout 15m ./integration/ | tee "$work/e2e.txt" >&2
+step "fleet benchmark (bench/fleet: agents drain a backlog with collab-lease, with Gitea's assignees alone, and with faults)"
+# It fails (and so does this script, writing nothing) if an agent's loop
+# failed or a collab-lease run worked an issue twice or left one open.
+"$go" run ./bench/fleet -md "$work/fleet.md" | tee "$work/fleet.txt" >&2
 
 : >"$work/base-models.txt"
 : >"$work/base-e2e.txt"
@@ -297,10 +302,11 @@ render() {
 
 {
 	render
+	cat "$work/fleet.md"
 	echo "## Raw output"
 	echo
 	echo '```'
-	cat "$work/models.txt" "$work/e2e.txt"
+	cat "$work/models.txt" "$work/e2e.txt" "$work/fleet.txt"
 	if [ -n "$baseline" ]; then
 		echo
 		echo "# baseline $baseline, with today's benchmark code:"
@@ -309,4 +315,6 @@ render() {
 	echo '```'
 } >"$out"
 render | sed -n '/^## Goals/,/^## Before/p' | sed '$d'
+# The fleet's heading and table, as written into RESULTS.md.
+sed -n '/^## Fleet/,/^- /p' "$work/fleet.md" | sed '$d'
 step "wrote $out"
