@@ -8,7 +8,7 @@ BIN     := bin
 # -buildvcs=false).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
-.PHONY: all build check test fmt-check vet staticcheck unit-short unit gitea gitea-frontend bench fuzz demo clean stress
+.PHONY: all build check test fmt-check vet staticcheck unit-short unit gitea gitea-frontend bench fleet fuzz demo clean stress
 
 all: build
 
@@ -75,6 +75,16 @@ stress: gitea
 # bench/README.md. BENCH_BASELINE=<rev> make bench adds a before/after part.
 bench: gitea
 	GO=$(GO) ./bench/run.sh
+
+# fleet runs the fleet benchmark (bench/fleet, under 3 minutes on 2
+# cores): 20 agents, each a loop of real git collab processes, drain a
+# 200-issue backlog in a real Gitea with collab-lease, with Gitea's
+# assignees alone, and with faults, and it prints what each cost; see
+# bench/README.md. make bench runs it too. Flags go in FLEET_FLAGS, e.g.
+# make fleet FLEET_FLAGS='-seed 7 -agents 10 -v'.
+FLEET_FLAGS ?=
+fleet: gitea
+	CGO_ENABLED=1 $(GO) run ./bench/fleet $(FLEET_FLAGS)
 
 # fuzz runs every fuzz target for FUZZTIME each (their seed corpora also
 # run as plain tests in make test).

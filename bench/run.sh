@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes bench/RESULTS.md: the ledger's own
-# benchmarks (models/) and the end-to-end ones against a real Gitea and the
+# benchmarks (models/), the end-to-end ones against a real Gitea and the
 # real sidecar binary (integration/bench_*_test.go), with the goals of SPEC
-# §8.3 checked against the ratios of this run. It prints the summary and
-# writes the whole report; see bench/README.md.
+# §8.3 checked against the ratios of this run, and the fleet benchmark
+# (bench/fleet, also `make fleet`), whose section it writes itself. It
+# prints the summary and writes the whole report; see bench/README.md.
 #
 #   make bench                          # or: bench/run.sh
 #   BENCH_BASELINE=<rev> make bench     # also measure <rev>, for before/after
@@ -154,6 +155,10 @@ step "ledger benchmarks (models/)"
 "$go" test -run '^$' -bench . -benchtime 2s ./models/ | tee "$work/models.txt" >&2
 step "end-to-end benchmarks (integration/, real Gitea and sidecar)"
 "$go" test -run '^$' -bench . -benchtime 1x -v -timeout 15m ./integration/ | tee "$work/e2e.txt" >&2
+step "fleet benchmark (bench/fleet: agents drain a backlog with collab-lease, with Gitea's assignees alone, and with faults)"
+# It fails (and so does this script, writing nothing) if an agent's loop
+# failed or a collab-lease run worked an issue twice or left one open.
+"$go" run ./bench/fleet -md "$work/fleet.md" | tee "$work/fleet.txt" >&2
 
 : >"$work/base-models.txt"
 : >"$work/base-e2e.txt"
@@ -252,7 +257,7 @@ render() {
 		print "| 3b | the same, a fresh connection per claim (Go SSH client; HTTP without keep-alive), medians of " n(c "fresh-samples-each") " | sidecar/Gitea = **" x(c "fresh-sidecar/gitea") "** | sidecar " v(c "fresh-sidecar-p50-ms") " ms, Gitea " v(c "fresh-gitea-p50-ms") " ms |"
 		print "| 3c | " n(c "race-agents") " agents race for one issue | told they won: sidecar **" n(c "sidecar-race-winners") "** of " n(c "race-agents") ", Gitea **" n(c "gitea-race-winners") "** of " n(c "race-agents") " | the Gitea issue ended with " n(c "gitea-race-final-assignees") " assignee(s) (names under Notes) |"
 		e = "e2e:ListLeases10k:"
-		print "| 4a | the badge's `GET /api/v1/repos/acme/widgets/leases?issue=…` (50 numbers) with " n(e "leases") " live leases, anonymous, " n(e "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | leases/page = **" x(e "leases/page") "** | p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms**, " v(e "body-KiB") " KiB per answer; Gitea page p50 " v(e "gitea-page-p50-ms") " ms; seeding the leases through models from " n(e "seeders") " goroutines took " v(e "seed-s") " s |"
+		print "| 4a | the badge'"'"'s `GET /api/v1/repos/acme/widgets/leases?issue=…` (50 numbers) with " n(e "leases") " live leases, anonymous, " n(e "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | leases/page = **" x(e "leases/page") "** | p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms**, " v(e "body-KiB") " KiB per answer; Gitea page p50 " v(e "gitea-page-p50-ms") " ms; seeding the leases through models from " n(e "seeders") " goroutines took " v(e "seed-s") " s |"
 		e = "e2e:Next:"
 		print "| 6 | `next --ttl 1h`: " n(e "agents") " agents, one persistent SSH connection each, on a repository of " n(e "issues") " open issues, each cycling next and the release of what it got for " v(e "seconds") " s | Gitea requests per next = **" v(e "gitea-requests/next") "** | **" v(e "nexts/s") " nexts/s**, p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms** (" n(e "nexts") " nexts, " n(e "nones") " of them `none`) |"
 		e = "e2e:AssetBundle:"
@@ -297,10 +302,11 @@ render() {
 
 {
 	render
+	cat "$work/fleet.md"
 	echo "## Raw output"
 	echo
 	echo '```'
-	cat "$work/models.txt" "$work/e2e.txt"
+	cat "$work/models.txt" "$work/e2e.txt" "$work/fleet.txt"
 	if [ -n "$baseline" ]; then
 		echo
 		echo "# baseline $baseline, with today's benchmark code:"
@@ -309,4 +315,6 @@ render() {
 	echo '```'
 } >"$out"
 render | sed -n '/^## Goals/,/^## Before/p' | sed '$d'
+# The fleet's heading and table, as written into RESULTS.md.
+sed -n '/^## Fleet/,/^- /p' "$work/fleet.md" | sed '$d'
 step "wrote $out"

@@ -35,38 +35,14 @@ func vmRSS(b *testing.B, pid int) int64 {
 	return 0
 }
 
-// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, which
-// Linux fixes at 100 for user space on every architecture it runs on).
-const userHZ = 100
-
-// cpuTime is the CPU time (user and system, all threads) process pid has
-// used so far; pid 0 means this process.
+// cpuTime is CPUTime(pid), failing the benchmark when it cannot be read.
 func cpuTime(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	path := "/proc/self/stat"
-	if pid != 0 {
-		path = fmt.Sprintf("/proc/%d/stat", pid)
-	}
-	raw, err := os.ReadFile(path)
+	d, err := CPUTime(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The command name (field 2) may hold spaces; fields after it are
-	// numbered from 3. utime and stime are fields 14 and 15.
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		b.Fatalf("%s: too few fields", path)
-	}
-	var ticks int64
-	for _, v := range f[11:13] {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			b.Fatalf("%s: %v", path, err)
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * time.Second / userHZ
+	return d
 }
 
 // raiseFileLimit lifts this process's open-file limit to at least n (as far

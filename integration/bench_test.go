@@ -182,20 +182,12 @@ func agentsB(b *testing.B, g *Gitea, w *World, n int) []*User {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		users := make([]*User, benchAgentCount)
-		for i := range users {
-			u := &User{Login: fmt.Sprintf("bench%02d", i), Password: randomHex(8) + "Aa1!"}
-			k, err := newKey(w.KeyDir, u.Login)
-			if err != nil {
-				benchAgents.err = err
-				return
-			}
-			u.Key, users[i] = k, u
-		}
 		benchAgents.err = inParallel(8, len(users), func(i int) error {
-			u := users[i]
-			if err := createUser(ctx, g, u, true); err != nil {
+			u, err := NewUser(ctx, g, w.KeyDir, fmt.Sprintf("bench%02d", i))
+			if err != nil {
 				return err
 			}
+			users[i] = u
 			return g.Admin().Do(ctx, "PUT", "/repos/"+w.Widgets.FullName()+"/collaborators/"+u.Login,
 				map[string]any{"permission": "write"}, nil)
 		})

@@ -207,12 +207,11 @@ func giteaIssueRate(b *testing.B, g *Gitea, w *World, agents []*User, issues []i
 // giteaPID is the process ID of the running Gitea g.
 func giteaPID(b *testing.B, g *Gitea) int {
 	b.Helper()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.proc == nil {
+	pid := g.PID()
+	if pid == 0 {
 		b.Fatal("Gitea is not running")
 	}
-	return g.proc.cmd.Process.Pid
+	return pid
 }
 
 // sidecarProfile starts, when BENCH_SIDECAR_PPROF names where the sidecar

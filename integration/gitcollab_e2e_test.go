@@ -35,17 +35,9 @@ func buildGitCollab(t *testing.T) string {
 	gitCollabBuild.once.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		root, err := moduleRoot(ctx)
+		bin, err := BuildGitCollab(ctx, filepath.Join(fixture.dir, "git-collab", "bin"))
 		if err != nil {
 			gitCollabBuild.err = err
-			return
-		}
-		bin := filepath.Join(fixture.dir, "git-collab", "bin", "git-collab")
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/git-collab")
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // the client needs no cgo
-		if out, err := cmd.CombinedOutput(); err != nil {
-			gitCollabBuild.err = fmt.Errorf("build git-collab: %v\n%s", err, out)
 			return
 		}
 		gitCollabBuild.bin = bin
@@ -77,24 +69,14 @@ func newCheckout(t *testing.T, s *Sidecar, u *User, remoteURL, sshVia string) *c
 	t.Helper()
 	bin := buildGitCollab(t)
 	home := t.TempDir()
-	c := &checkout{t: t, dir: filepath.Join(home, "widgets")}
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "COLLAB_") || strings.HasPrefix(k, "GIT_") || k == "PATH" || k == "HOME" || k == "MANPATH" || k == "SSH_AUTH_SOCK" {
-			continue
-		}
-		c.env = append(c.env, kv)
-	}
-	c.env = append(c.env, "PATH="+filepath.Dir(bin)+string(os.PathListSeparator)+os.Getenv("PATH"), "HOME="+home,
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull, "MANPAGER=cat", "PAGER=cat", "GIT_PAGER=cat")
+	c := &checkout{t: t, dir: filepath.Join(home, "widgets"), env: CheckoutEnv(home, filepath.Dir(bin))}
 	c.git("init", "-q", c.dir)
 	c.git("remote", "add", "origin", remoteURL)
 	if s != nil {
 		c.git("config", "collab.sidecar", s.SSHAddr)
 	}
 	if u != nil {
-		ssh := strings.Join([]string{"ssh -F", sq(os.DevNull), "-i", sq(u.Key.Path), "-o IdentitiesOnly=yes -o IdentityAgent=none -o BatchMode=yes",
-			"-o UserKnownHostsFile=" + sq(s.KnownHosts), "-o StrictHostKeyChecking=yes -o ConnectTimeout=10 -o LogLevel=ERROR"}, " ")
+		ssh := s.SSHCommand(u.Key.Path)
 		switch sshVia {
 		case viaCoreSSHCommand:
 			c.git("config", "core.sshCommand", ssh)
@@ -106,9 +88,6 @@ func newCheckout(t *testing.T, s *Sidecar, u *User, remoteURL, sshVia string) *c
 	}
 	return c
 }
-
-// sq single-quotes a word for a shell command string.
-func sq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (c *checkout) git(args ...string) {
 	c.t.Helper()

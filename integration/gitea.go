@@ -594,6 +594,16 @@ func (g *Gitea) Running() bool {
 	}
 }
 
+// PID is the process ID of the running `gitea web`, 0 while stopped.
+func (g *Gitea) PID() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.proc == nil {
+		return 0
+	}
+	return g.proc.cmd.Process.Pid
+}
+
 // LogTail returns the last n lines of Gitea's log.
 func (g *Gitea) LogTail(n int) string {
 	f, err := os.Open(g.LogFile)

@@ -41,17 +41,24 @@ func (g *Gitea) As(login string) *API { return &API{URL: g.URL, Token: g.AdminTo
 // decodes a JSON answer into out (if not nil). A non-2xx answer is an
 // *APIError.
 func (a *API) Do(ctx context.Context, method, path string, in, out any) error {
+	_, err := a.DoHeader(ctx, method, path, in, out)
+	return err
+}
+
+// DoHeader is Do that also returns the answer's header (X-Total-Count,
+// Link), nil when no answer came.
+func (a *API) DoHeader(ctx context.Context, method, path string, in, out any) (http.Header, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(a.URL, "/")+"/api/v1"+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -72,20 +79,20 @@ func (a *API) Do(ctx context.Context, method, path string, in, out any) error {
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("%s /api/v1%s: %w", method, path, err)
+		return nil, fmt.Errorf("%s /api/v1%s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return fmt.Errorf("%s /api/v1%s: %w", method, path, err)
+		return resp.Header, fmt.Errorf("%s /api/v1%s: %w", method, path, err)
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return &APIError{Method: method, Path: path, Status: resp.StatusCode, Body: string(b)}
+		return resp.Header, &APIError{Method: method, Path: path, Status: resp.StatusCode, Body: string(b)}
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s /api/v1%s: decode: %w", method, path, err)
+			return resp.Header, fmt.Errorf("%s /api/v1%s: decode: %w", method, path, err)
 		}
 	}
-	return nil
+	return resp.Header, nil
 }

@@ -287,6 +287,22 @@ func pullRequest(ctx context.Context, admin *API, r Repo, n *int64) error {
 	return err
 }
 
+// NewUser creates the account login in g (a random password) with a new
+// key, its private half written to <keyDir>/<login>, and an access token
+// with scope "all".
+func NewUser(ctx context.Context, g *Gitea, keyDir, login string) (*User, error) {
+	u := &User{Login: login, Password: randomHex(8) + "Aa1!"}
+	k, err := newKey(keyDir, login)
+	if err != nil {
+		return nil, err
+	}
+	u.Key = k
+	if err := createUser(ctx, g, u, true); err != nil {
+		return nil, fmt.Errorf("create user %s: %w", login, err)
+	}
+	return u, nil
+}
+
 // createUser creates u with its key, and a token if withToken.
 func createUser(ctx context.Context, g *Gitea, u *User, withToken bool) error {
 	var out struct{ ID int64 }

@@ -23,16 +23,26 @@ import (
 // BuildSidecar builds cmd/collab-sidecar of this module into dir and
 // returns the binary's path.
 func BuildSidecar(ctx context.Context, dir string) (string, error) {
+	return buildCommand(ctx, dir, "collab-sidecar", true)
+}
+
+// buildCommand builds cmd/<name> of this module into dir, with cgo or
+// without, and returns the binary's path.
+func buildCommand(ctx context.Context, dir, name string, cgo bool) (string, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "collab-sidecar")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/collab-sidecar")
+	bin := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	enabled := "0"
+	if cgo {
+		enabled = "1"
+	}
+	cmd.Env = append(os.Environ(), "CGO_ENABLED="+enabled)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build collab-sidecar: %v\n%s", err, out)
+		return "", fmt.Errorf("build %s: %v\n%s", name, err, out)
 	}
 	return bin, nil
 }
@@ -54,10 +64,18 @@ func moduleRoot(ctx context.Context) (string, error) {
 type SidecarOptions struct {
 	Binary   string   // from BuildSidecar
 	Gitea    *Gitea   // the forge it serves
+	GiteaURL string   // where it reaches Gitea; "" means Gitea.URL (set it for a proxy in front)
 	DataDir  string   // kept across restarts of the same sidecar
 	SSHAddr  string   // "" means 127.0.0.1:0
 	HTTPAddr string   // "" means 127.0.0.1:0
 	Args     []string // extra flags for `serve`
+}
+
+func (o SidecarOptions) giteaURL() string {
+	if o.GiteaURL != "" {
+		return o.GiteaURL
+	}
+	return o.Gitea.URL
 }
 
 // Sidecar is a running `collab-sidecar serve` process.
@@ -99,7 +117,7 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 	if httpAddr == "" {
 		httpAddr = "127.0.0.1:0"
 	}
-	args := append([]string{"serve", "--gitea-url", o.Gitea.URL, "--gitea-token-file", tokenFile,
+	args := append([]string{"serve", "--gitea-url", o.giteaURL(), "--gitea-token-file", tokenFile,
 		"--data-dir", o.DataDir, "--ssh-listen", addr, "--http-listen", httpAddr}, o.Args...)
 	s := &Sidecar{DataDir: o.DataDir, DB: filepath.Join(o.DataDir, "collab.db"), opts: o,
 		done: make(chan struct{}), logs: &syncBuffer{}}
@@ -233,7 +251,7 @@ func Install(ctx context.Context, o SidecarOptions, public, custom string, extra
 	if err := os.WriteFile(tokenFile, []byte(o.Gitea.AdminToken+"\n"), 0o600); err != nil {
 		return "", err
 	}
-	args := append([]string{"install", "--gitea-url", o.Gitea.URL, "--gitea-token-file", tokenFile,
+	args := append([]string{"install", "--gitea-url", o.giteaURL(), "--gitea-token-file", tokenFile,
 		"--data-dir", o.DataDir, "--public-url", public, "--gitea-custom", custom}, extra...)
 	cmd := exec.CommandContext(ctx, o.Binary, args...)
 	cmd.Env = cleanEnv()

@@ -320,9 +320,11 @@ func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 // side: a request (NewRequest), a client (Client, DefaultClient, Get, …) or
 // a transport to send one with. Serving HTTP (handlers, Request and
 // ResponseWriter, cookies, httptest in tests) is fine. Exempt are the
-// test helpers of integration/ (they seed a real Gitea), cmd/git-collab
-// (the client, which speaks only to the sidecar) and collab-sidecar's
-// healthcheck (which asks the sidecar's own /healthz).
+// test helpers of integration/ (they seed a real Gitea), the benchmark
+// programs under bench/ (they seed Gitea, and play agents that use Gitea's
+// API as stock Gitea offers it, through a proxy that counts requests),
+// cmd/git-collab (the client, which speaks only to the sidecar) and
+// collab-sidecar's healthcheck (which asks the sidecar's own /healthz).
 
 const giteaSDK = "code.gitea.io/sdk/gitea"
 
@@ -340,6 +342,7 @@ func mayRequestGitea(rel string) bool {
 	case strings.HasSuffix(rel, "_test.go"),
 		pathpkg.Dir(rel) == "plugin/gitea",
 		strings.HasPrefix(rel, "integration/"),
+		strings.HasPrefix(rel, "bench/"),
 		strings.HasPrefix(rel, "cmd/git-collab/"),
 		rel == "cmd/collab-sidecar/healthcheck.go":
 		return true
@@ -429,7 +432,7 @@ func TestHTTPGateFlagsOffendingSources(t *testing.T) {
 		}
 	}
 	for _, rel := range []string{"plugin/gitea/client.go", "integration/gitea_api.go", "cmd/git-collab/remote.go",
-		"cmd/collab-sidecar/healthcheck.go", "routes/oauth_test.go"} {
+		"cmd/collab-sidecar/healthcheck.go", "routes/oauth_test.go", "bench/fleet/proxy.go"} {
 		if !mayRequestGitea(rel) {
 			t.Errorf("%s should be exempt", rel)
 		}

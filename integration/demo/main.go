@@ -95,7 +95,7 @@ func run(dir, sshAddr string, once bool) error {
 	// A checkout of acme/widgets whose `git collab` talks to this sidecar
 	// as alice: the agent's view of the demo.
 	checkout := filepath.Join(abs, "widgets")
-	gitCollab, err := buildGitCollab(setup, abs)
+	gitCollab, err := integration.BuildGitCollab(setup, filepath.Join(abs, "bin"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func run(dir, sshAddr string, once bool) error {
 		{"init", "-q", checkout},
 		{"-C", checkout, "remote", "add", "origin", "git@127.0.0.1:acme/widgets.git"},
 		{"-C", checkout, "config", "collab.sidecar", s.SSHAddr},
-		{"-C", checkout, "config", "core.sshCommand", "ssh -F /dev/null -i " + shellQuote(w.Alice.Key.Path) + " -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + shellQuote(s.KnownHosts)},
+		{"-C", checkout, "config", "core.sshCommand", s.SSHCommand(w.Alice.Key.Path)},
 	} {
 		if out, err := exec.CommandContext(setup, "git", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("git %v: %v: %s", args, err, out)
@@ -195,21 +195,6 @@ func fetch(ctx context.Context, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return string(b), err
-}
-
-// buildGitCollab builds cmd/git-collab into dir.
-func buildGitCollab(ctx context.Context, dir string) (string, error) {
-	bin := filepath.Join(dir, "bin", "git-collab")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/git-collab")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build git-collab: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
-// shellQuote quotes s for the sh -c that runs core.sshCommand.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func rel(p string) string {

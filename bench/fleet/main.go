@@ -1,0 +1,255 @@
+// Command fleet is the fleet benchmark (`make fleet`; `make bench` puts
+// its section in bench/RESULTS.md): K agents (default 20), each a Gitea
+// user with its own SSH key and each a loop of real `git collab` processes
+// (real OpenSSH) in its own checkout, drain a backlog of N open issues
+// (default 200; some labelled, a few blocked by a dependency) in a real
+// Gitea, three times on three copies of the backlog:
+//
+//  1. collab-lease: next --ttl, work, renew past half the TTL, check
+//     --token, close the issue in Gitea (the webhook ends the claim);
+//  2. Gitea's assignees alone: list oldest first, PATCH oneself in as the
+//     assignee, re-read and let go if someone else is assigned too, work,
+//     close — run before the sidecar exists, so Gitea is stock;
+//  3. collab-lease with faults: two agents SIGKILLed mid-work (their
+//     claims must come back through expiry) and the sidecar restarted once.
+//
+// Every request to Gitea, the sidecar's and the agents', goes through a
+// counting proxy. It prints a summary and, with -md, writes the markdown
+// section; it exits non-zero if any agent's loop failed or if a
+// collab-lease run worked an issue twice or left one open. Its choices
+// (work times, labels, dependencies, victims, picks, jitter) follow from
+// -seed; timings do not.
+//
+// It is a benchmark harness: it must not be imported, and it never
+// writes the ledger except through the sidecar's own verbs.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/collab-lease/collab-lease/integration"
+)
+
+type options struct {
+	seed         int64
+	issues       int
+	agents       int
+	ttl          time.Duration
+	faultTTL     time.Duration
+	markdown     string
+	modes        map[string]bool // which modes run, by key
+	keep         bool
+	verbose      bool
+	reproduction string // the command line, for the report
+}
+
+func main() {
+	if len(os.Args) > 1 && os.Args[1] == agentCommand {
+		os.Exit(agentMain(os.Stdin, os.Stdout))
+	}
+	var o options
+	flag.Int64Var(&o.seed, "seed", 1, "seed of every choice: work times, labels, dependencies, victims, picks, jitter")
+	flag.IntVar(&o.issues, "issues", 200, "open issues in the backlog")
+	flag.IntVar(&o.agents, "agents", 20, "agents in the fleet")
+	flag.DurationVar(&o.ttl, "ttl", 30*time.Second, "claim TTL of the collab-lease run (whole seconds)")
+	flag.DurationVar(&o.faultTTL, "fault-ttl", 10*time.Second, "claim TTL of the fault run, which the killed agents' claims wait out")
+	flag.StringVar(&o.markdown, "md", "", "also write the markdown section for bench/RESULTS.md to this file")
+	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (Gitea, ledger, checkouts) and print where it is")
+	flag.BoolVar(&o.verbose, "v", false, "print every agent event")
+	only := flag.String("modes", "lease,assignees,faults", "the modes to run, comma-separated (all three make the benchmark)")
+	flag.Parse()
+	o.modes = map[string]bool{}
+	for _, m := range strings.Split(*only, ",") {
+		if m != "lease" && m != "assignees" && m != "faults" {
+			fail(fmt.Errorf("-modes: unknown mode %q (lease, assignees, faults)", m))
+		}
+		o.modes[m] = true
+	}
+	o.reproduction = reproduction(o)
+	switch {
+	case o.issues < 1 || o.agents < 1:
+		fail(errors.New("-issues and -agents must be positive"))
+	case o.ttl < time.Second || o.ttl%time.Second != 0 || o.faultTTL < time.Second || o.faultTTL%time.Second != 0:
+		fail(errors.New("-ttl and -fault-ttl must be whole seconds"))
+	}
+	if runtime.GOOS != "linux" {
+		fail(errors.New("the fleet benchmark runs on Linux only: it reads CPU times from /proc"))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "fleet: FAIL:", err)
+	os.Exit(1)
+}
+
+// reproduction is the make command that repeats this run's choices.
+func reproduction(o options) string {
+	cmd := "make fleet"
+	var flags string
+	if o.seed != 1 {
+		flags += fmt.Sprintf(" -seed %d", o.seed)
+	}
+	if o.issues != 200 {
+		flags += fmt.Sprintf(" -issues %d", o.issues)
+	}
+	if o.agents != 20 {
+		flags += fmt.Sprintf(" -agents %d", o.agents)
+	}
+	if o.ttl != 30*time.Second {
+		flags += " -ttl " + o.ttl.String()
+	}
+	if o.faultTTL != 10*time.Second {
+		flags += " -fault-ttl " + o.faultTTL.String()
+	}
+	if flags != "" {
+		cmd += " FLEET_FLAGS='" + flags[1:] + "'"
+	}
+	return cmd
+}
+
+func run(ctx context.Context, o options) error {
+	began := time.Now()
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "collab-fleet-")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		fmt.Fprintln(os.Stderr, "fleet: working directory", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	f := &fleet{seed: o.seed, dir: dir, self: self, verbose: o.verbose, log: os.Stderr,
+		backlog: planBacklog(o.seed, o.issues), gitBin: filepath.Join(dir, "bin")}
+	setup, cancel := context.WithTimeout(ctx, 15*time.Minute)
+	defer cancel()
+
+	step := time.Now()
+	var sidecarBin string
+	var eg errgroup.Group
+	eg.Go(func() (err error) {
+		f.g, err = integration.StartGitea(setup, integration.Options{Dir: filepath.Join(dir, "gitea")})
+		return err
+	})
+	eg.Go(func() (err error) { sidecarBin, err = integration.BuildSidecar(setup, dir); return err })
+	eg.Go(func() error { _, err := integration.BuildGitCollab(setup, f.gitBin); return err })
+	err = eg.Wait()
+	if f.g != nil {
+		defer f.g.Close()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "fleet: Gitea started, collab-sidecar and git-collab built in %.1fs\n", time.Since(step).Seconds())
+
+	if f.proxy, err = startProxy(f.g.URL, srcSidecar, srcAgents); err != nil {
+		return err
+	}
+	defer f.proxy.close()
+
+	step = time.Now()
+	const org = "fleet"
+	if err := f.g.Admin().Do(setup, "POST", "/orgs", map[string]any{"username": org, "visibility": "public"}, nil); err != nil {
+		return err
+	}
+	keys := filepath.Join(dir, "keys")
+	if err := os.Mkdir(keys, 0o700); err != nil {
+		return err
+	}
+	if f.agents, err = seedAgents(setup, f.g, keys, o.agents); err != nil {
+		return err
+	}
+	specs := []modeSpec{
+		{Key: "lease", Title: "collab-lease", Mode: modeLease, TTL: o.ttl},
+		{Key: "assignees", Title: "assignees only", Mode: modeAssignees},
+		{Key: "faults", Title: "collab-lease, faults", Mode: modeLease, TTL: o.faultTTL,
+			Kill: faults(o.seed, o.agents), RestartAfter: max(1, o.issues/2)},
+	}
+	for i := range specs {
+		if o.modes[specs[i].Key] {
+			eg.Go(func() (err error) {
+				specs[i].Repo, err = seedRepo(setup, f.g, org, "backlog-"+specs[i].Key, f.backlog, f.agents)
+				return err
+			})
+		}
+	}
+	if err := eg.Wait(); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "fleet: seeded %d agents and %d copies of a %d-issue backlog (%d labelled, %d blocked) in %.1fs\n",
+		o.agents, len(o.modes), o.issues, len(f.backlog.Labels), len(f.backlog.Blocked), time.Since(step).Seconds())
+
+	results := map[string]ModeResult{}
+	// Assignees first, while Gitea is stock: no sidecar, no webhook.
+	if o.modes["assignees"] {
+		results["assignees"] = f.runMode(ctx, specs[1], nil)
+	}
+	if o.modes["lease"] || o.modes["faults"] {
+		if err := f.startSidecar(setup, sidecarBin); err != nil {
+			return err
+		}
+		defer func() { _ = f.sidecar.Stop(20 * time.Second) }()
+		for _, spec := range []modeSpec{specs[0], specs[2]} {
+			if !o.modes[spec.Key] {
+				continue
+			}
+			cos, err := f.checkouts(setup, spec.Repo)
+			if err != nil {
+				return err
+			}
+			results[spec.Key] = f.runMode(ctx, spec, cos)
+		}
+	}
+	var ran []ModeResult
+	for _, spec := range specs {
+		if r, ok := results[spec.Key]; ok {
+			ran = append(ran, r)
+		}
+	}
+
+	total := time.Since(began)
+	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage()}
+	fmt.Print(sum.text())
+	if o.markdown != "" {
+		if err := os.WriteFile(o.markdown, []byte(sum.markdown()), 0o644); err != nil {
+			return err
+		}
+	}
+	var errs []error
+	for _, r := range ran {
+		if r.Err != nil {
+			errs = append(errs, r.Err)
+		}
+		if r.Spec.Mode == modeLease && (len(r.Report.Duplicates) > 0 || len(r.Report.Unclosed) > 0) {
+			errs = append(errs, fmt.Errorf("%s: %d issues worked more than once, %d never closed; both must be 0",
+				r.Spec.Title, len(r.Report.Duplicates), len(r.Report.Unclosed)))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if f.sidecar != nil {
+			fmt.Fprintf(os.Stderr, "fleet: the sidecar's last log lines:\n%s\n", tail(f.sidecar.Logs(), 40))
+		}
+		return err
+	}
+	return nil
+}

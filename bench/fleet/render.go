@@ -1,0 +1,288 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// How a run is shown: a plain summary on stdout and the markdown section
+// of bench/RESULTS.md, both from the same figures.
+
+type summary struct {
+	opts    options
+	backlog backlog
+	results []ModeResult // lease, assignees, faults
+	total   time.Duration
+	load    string
+}
+
+// row is one measure across the modes.
+type row struct {
+	label string
+	cell  func(ModeResult) string
+}
+
+func (s summary) rows() []row {
+	closed := func(r ModeResult) float64 { return float64(max(r.Report.Closed, 1)) }
+	return []row{
+		{"issues worked more than once", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Duplicates)) }},
+		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
+		{"wall time (last issue closed)", func(r ModeResult) string {
+			return fmt.Sprintf("%.1f s (%.1f s)", r.Report.Wall.Seconds(), r.Report.LastClose.Seconds())
+		}},
+		{"agent-seconds working / not working", func(r ModeResult) string {
+			return fmt.Sprintf("%.1f / %.1f", r.Report.Working.Seconds(), r.Report.NotWorking.Seconds())
+		}},
+		{"agent time in git collab and API calls per closed issue", func(r ModeResult) string {
+			return fmt.Sprintf("%.0f ms", float64(r.Report.InCalls.Milliseconds())/closed(r))
+		}},
+		{"Gitea requests per closed issue (sidecar + agents)", func(r ModeResult) string {
+			sc, ag := float64(r.Requests[srcSidecar]), float64(r.Requests[srcAgents])
+			return fmt.Sprintf("%.2f (%.2f + %.2f)", (sc+ag)/closed(r), sc/closed(r), ag/closed(r))
+		}},
+		{"sidecar CPU per closed issue", func(r ModeResult) string {
+			if !r.UsesSidecar {
+				return "no sidecar"
+			}
+			return fmt.Sprintf("%.1f ms", float64(r.SidecarCPU.Microseconds())/1000/closed(r))
+		}},
+		{"Gitea CPU per closed issue", func(r ModeResult) string {
+			return fmt.Sprintf("%.1f ms", float64(r.GiteaCPU.Microseconds())/1000/closed(r))
+		}},
+		{"agents' CPU per closed issue (their git, git-collab, ssh)", func(r ModeResult) string {
+			return fmt.Sprintf("%.1f ms", float64(r.AgentsCPU.Microseconds())/1000/closed(r))
+		}},
+		{"retries (exit 75 or 255, HTTP 5xx) / back-offs / stale checks", func(r ModeResult) string {
+			return fmt.Sprintf("%d / %d / %d", r.Report.Retries, r.Report.Backoffs, r.Report.Stale)
+		}},
+	}
+}
+
+func (s summary) title() string {
+	return fmt.Sprintf("%d agents drain a %d-issue backlog", s.opts.agents, s.opts.issues)
+}
+
+// notes are the sentences under the table: duplicates, the faults, errors.
+func (s summary) notes() []string {
+	var out []string
+	for _, r := range s.results {
+		rep := r.Report
+		if len(rep.Duplicates) > 0 {
+			var parts []string
+			for _, d := range rep.Duplicates {
+				var who []string
+				for _, a := range d.Agents {
+					who = append(who, agentLogin(a))
+				}
+				parts = append(parts, fmt.Sprintf("#%d (%s)", d.Issue, strings.Join(who, ", ")))
+			}
+			out = append(out, fmt.Sprintf("%s: worked more than once: %s.", r.Spec.Title, strings.Join(parts, "; ")))
+		}
+		if len(rep.Unclosed) > 0 {
+			out = append(out, fmt.Sprintf("%s: never closed: %s.", r.Spec.Title, issueList(rep.Unclosed, 30)))
+		}
+		for _, a := range rep.Abandoned {
+			what := fmt.Sprintf("%s: %s was SIGKILLed while working on #%d (token %d); ", r.Spec.Title, agentLogin(a.Agent), a.Issue, a.Token)
+			switch {
+			case a.By < 0:
+				what += "nobody claimed it again."
+			default:
+				what += fmt.Sprintf("%s claimed it %.1f s later (token %d, after the %s claim expired)", agentLogin(a.By), a.ClaimedAfter.Seconds(), a.ByToken, r.Spec.TTL)
+				if a.ClosedByOther {
+					what += " and closed it."
+				} else {
+					what += " but did not close it."
+				}
+			}
+			out = append(out, what)
+		}
+		if r.Restart != nil {
+			out = append(out, fmt.Sprintf("%s: the sidecar was restarted (SIGTERM, then started on the same ledger and addresses) after the %dth close, %.1f s into the run; it was back %.2f s later.",
+				r.Spec.Title, r.Restart.AfterCloses, r.Restart.At.Seconds(), r.Restart.Took.Seconds()))
+		}
+		if r.Err != nil {
+			out = append(out, fmt.Sprintf("%s: FAILED: %s", r.Spec.Title, firstLines(r.Err.Error(), 5)))
+		}
+	}
+	return out
+}
+
+// breakdown says where one mode's calls and requests went: the agents'
+// calls and the requests to Gitea, by kind, most frequent first.
+func (s summary) breakdown(r ModeResult, top int) []string {
+	var out []string
+	line := func(what string, stats map[string]*CallStat) {
+		keys := make([]string, 0, len(stats))
+		for k := range stats {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b string) int {
+			return cmp.Or(stats[b].N-stats[a].N, strings.Compare(a, b))
+		})
+		var parts []string
+		for i, k := range keys {
+			if i == top {
+				parts = append(parts, fmt.Sprintf("%d kinds more", len(keys)-top))
+				break
+			}
+			c := stats[k]
+			p := fmt.Sprintf("%s ×%d (mean %s, max %s", k, c.N, ms(c.Total/time.Duration(max(c.N, 1))), ms(c.Max))
+			if c.Canceled > 0 {
+				p += fmt.Sprintf(", %d given up by the caller", c.Canceled)
+			}
+			parts = append(parts, p+")")
+		}
+		if len(parts) > 0 {
+			out = append(out, fmt.Sprintf("%s: %s: %s.", r.Spec.Title, what, strings.Join(parts, "; ")))
+		}
+	}
+	if len(r.Report.RetryReasons) > 0 {
+		reasons := r.Report.RetryReasons
+		keys := slices.Collect(maps.Keys(reasons))
+		slices.SortFunc(keys, func(a, b string) int { return cmp.Or(reasons[b]-reasons[a], strings.Compare(a, b)) })
+		var parts []string
+		for i, k := range keys {
+			if i == top {
+				parts = append(parts, fmt.Sprintf("%d reasons more", len(keys)-top))
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%d× %s", reasons[k], k))
+		}
+		out = append(out, fmt.Sprintf("%s: retried: %s.", r.Spec.Title, strings.Join(parts, "; ")))
+	}
+	line("agents' calls", r.Report.Calls)
+	line("Gitea requests", r.Traffic.Routes)
+	if asked := r.Traffic.Deps[srcSidecar]; len(asked) > 0 {
+		out = append(out, fmt.Sprintf("%s: %s.", r.Spec.Title, s.dependencyAsks(asked)))
+	}
+	return out
+}
+
+// dependencyAsks says how often the sidecar asked Gitea about the
+// dependencies of the blocked issues and of the others.
+func (s summary) dependencyAsks(asked map[int64]int) string {
+	var blocked []string
+	total, others, otherIssues := 0, 0, 0
+	for _, n := range slices.Sorted(maps.Keys(asked)) {
+		total += asked[n]
+		if by, ok := s.backlog.Blocked[n]; ok {
+			blocked = append(blocked, fmt.Sprintf("#%d (blocked by #%d) %d×", n, by, asked[n]))
+		} else {
+			others += asked[n]
+			otherIssues++
+		}
+	}
+	return fmt.Sprintf("the sidecar asked Gitea %d times about an issue's dependencies: about the blocked issues %s; about %d other issues %d times (%.1f each)",
+		total, strings.Join(blocked, ", "), otherIssues, others, float64(others)/float64(max(otherIssues, 1)))
+}
+
+func ms(d time.Duration) string {
+	if d >= time.Second {
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	}
+	return fmt.Sprintf("%d ms", d.Milliseconds())
+}
+
+// text is the summary printed on stdout.
+func (s summary) text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nfleet: %s (seed %d), real git collab over OpenSSH against a real Gitea\n\n", s.title(), s.opts.seed)
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	fmt.Fprint(tw, "\t")
+	for _, r := range s.results {
+		fmt.Fprintf(tw, "%s\t", r.Spec.Title)
+	}
+	fmt.Fprintln(tw)
+	for _, row := range s.rows() {
+		fmt.Fprintf(tw, "%s\t", row.label)
+		for _, r := range s.results {
+			fmt.Fprintf(tw, "%s\t", row.cell(r))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+	b.WriteString("\n")
+	for _, n := range s.notes() {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	for _, r := range s.results {
+		for _, l := range s.breakdown(r, 8) {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	fmt.Fprintf(&b, "\nWhole run, setup included: %.1f s (load average %s). Reproduce: %s\n", s.total.Seconds(), s.load, s.opts.reproduction)
+	return b.String()
+}
+
+// markdown is the section of bench/RESULTS.md.
+func (s summary) markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## Fleet: %s\n\n", s.title())
+	fmt.Fprintf(&b, "Written by `bench/fleet` in this run (`%s`, seed %d; the whole run took %.0f s, setup included; load average at its end %s).\n",
+		s.opts.reproduction, s.opts.seed, s.total.Seconds(), s.load)
+	fmt.Fprintf(&b, "Each agent is a Gitea user with its own SSH key and a loop of real `git collab` processes (OpenSSH) in its own checkout; work on an issue takes 50–500 ms, the same per issue in every run. Every request to Gitea passed a counting proxy. What each run does: `bench/README.md`.\n\n")
+	b.WriteString("| |")
+	for _, r := range s.results {
+		fmt.Fprintf(&b, " %s |", r.Spec.Title)
+	}
+	b.WriteString("\n|---|")
+	for range s.results {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
+	for i, row := range s.rows() {
+		fmt.Fprintf(&b, "| %s |", row.label)
+		for _, r := range s.results {
+			c := row.cell(r)
+			if i < 2 {
+				c = "**" + c + "**"
+			}
+			fmt.Fprintf(&b, " %s |", c)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\n")
+	for _, n := range s.notes() {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	b.WriteString("\nWhere the calls and requests went (count, mean and max latency; numbers in paths as `{n}`):\n\n")
+	for _, r := range s.results {
+		for _, l := range s.breakdown(r, 6) {
+			fmt.Fprintf(&b, "- %s\n", l)
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines = append(lines[:n], "…")
+	}
+	return strings.Join(lines, " / ")
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// loadAverage is the 1, 5 and 15 minute load averages, or "n/a".
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "n/a"
+	}
+	return strings.Join(f[:3], " ")
+}
