@@ -66,7 +66,9 @@ type Applied = models.Ended
 // repository is dropped.
 func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 	a, err := s.apply(ctx, e)
-	s.next.forget(e.RepoID)
+	if e.Kind != EventPullChanged { // a push or an edit changes no dependency
+		s.next.forget(e.RepoID, e.Kind == EventClosed || e.Kind == EventMerged || e.Kind == EventDeleted)
+	}
 	s.freed(a.Leases...)
 	if err == nil && e.Kind != EventRepoDeleted {
 		s.fence.touch(models.Key{RepoID: e.RepoID, Issue: e.Number})

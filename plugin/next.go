@@ -185,12 +185,22 @@ func newNextCache(listTTL, ttl time.Duration) *nextCache {
 }
 
 // forget drops the answers about dependencies of the repository with this
-// ID (a close may have unblocked an issue). Its lists stay: what changed
-// in them the ledger knows better (a recorded close is skipped).
-func (c *nextCache) forget(repoID int64) {
+// ID that an event may have made wrong: a close (or deletion) can only
+// unblock issues, so it drops the "blocked" answers; anything else (a
+// reopen can block again) drops them all. Its lists stay: what changed in
+// them the ledger knows better (a recorded close is skipped).
+func (c *nextCache) forget(repoID int64, onlyBlocked bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gen[repoID]++
+	if !onlyBlocked {
+		c.gen[repoID]++
+		return
+	}
+	for k, e := range c.deps {
+		if k.RepoID == repoID && e.blocked {
+			delete(c.deps, k)
+		}
+	}
 }
 
 func (c *nextCache) fresh(s *Service, repoID int64, at time.Time, gen uint64) bool {
