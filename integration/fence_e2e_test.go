@@ -1,12 +1,17 @@
 package integration
 
 import (
+	"context"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/chromedp/chromedp"
 )
 
 // Fenced merges against the real Gitea: with a protected main that
@@ -85,6 +90,37 @@ func (a *agentWorld) merge(u *User, n int64) error {
 	}
 }
 
+// screenshotPull opens pull request pr's page in Chromium, checks that
+// Gitea shows the claim status there with want in its description, and
+// takes a screenshot (docs/fenced-merge.png with COLLAB_UPDATE_SCREENSHOT
+// set; run it after make gitea-frontend, so the page is styled).
+func (a *agentWorld) screenshotPull(pr int64, want string) {
+	a.t.Helper()
+	b := newBrowser(a.t)
+	b.run(a.t, "open the pull request", chromedp.Navigate(fmt.Sprintf("%s/%s/pulls/%d", a.g.URL, a.repo.FullName(), pr)))
+	var text string
+	for end := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		b.run(a.t, "read the page", chromedp.Text("body", &text, chromedp.ByQuery))
+		if strings.Contains(text, "collab-lease/claim") && strings.Contains(text, want) {
+			break
+		}
+		if time.Now().After(end) {
+			a.t.Fatalf("the pull request page does not show the claim status %q:\n%s", want, text)
+		}
+		b.run(a.t, "reload", chromedp.Reload())
+	}
+	var png []byte
+	b.run(a.t, "screenshot", chromedp.FullScreenshot(&png, 100))
+	shot := filepath.Join(a.t.TempDir(), "fenced-merge.png")
+	if os.Getenv("COLLAB_UPDATE_SCREENSHOT") != "" {
+		root, _ := moduleRoot(context.Background())
+		shot = filepath.Join(root, "docs", "fenced-merge.png")
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
 func TestFencedMergeAgainstGitea(t *testing.T) {
 	a := newAgentWorld(t, 2)
 	alice, bob := a.agents[0], a.agents[1]
@@ -120,6 +156,7 @@ func TestFencedMergeAgainstGitea(t *testing.T) {
 	if took > time.Second {
 		t.Errorf("the status flipped %s after the takeover, want within 1 s", took)
 	}
+	a.screenshotPull(pr, fmt.Sprintf("issue #%d is claimed by %s", n, bob.Login))
 	err := a.merge(alice, pr)
 	var api *APIError
 	if !errors.As(err, &api) || !strings.Contains(api.Body, "Not all required status checks successful") {
