@@ -87,8 +87,15 @@ func (s *Service) recordPull(ctx context.Context, e ForgeEvent) error {
 	open := pe.Open && e.Kind != EventClosed && e.Kind != EventMerged && e.Kind != EventDeleted
 	p := models.Pull{RepoID: e.RepoID, Number: e.Number, Head: pe.Head, Author: models.Holder{ID: pe.Author.ID, Login: pe.Author.Login},
 		Open: open, Version: e.Updated.Unix(), Links: links}
-	if _, err := s.ledger.RecordPull(ctx, p, ""); err != nil {
+	changed, err := s.ledger.RecordPull(ctx, p, "")
+	if err != nil {
 		return err
+	}
+	if changed {
+		if !open {
+			links = nil
+		}
+		s.fence.setLinks(pullKey{e.RepoID, e.Number}, links)
 	}
 	s.fence.touchPull(pullKey{e.RepoID, e.Number})
 	return nil

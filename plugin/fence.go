@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,25 +51,57 @@ type fence struct {
 	issues  map[models.Key]struct{}
 	pulls   map[pullKey]struct{}
 	wake    chan struct{}
+	// What open pull requests link to (kept by setLinks), so that a change
+	// of an issue no open pull request links to costs a map lookup.
+	links  map[pullKey][]int64
+	linked map[models.Key]int // issue -> how many open pull requests link it
 }
 
 func newFence() *fence {
-	return &fence{issues: map[models.Key]struct{}{}, pulls: map[pullKey]struct{}{}, wake: make(chan struct{}, 1)}
+	return &fence{issues: map[models.Key]struct{}{}, pulls: map[pullKey]struct{}{}, wake: make(chan struct{}, 1),
+		links: map[pullKey][]int64{}, linked: map[models.Key]int{}}
 }
 
-// touch marks issues whose leases changed. It costs a map insert: the
-// worker finds the pull requests linked to them. Nothing is kept while no
-// worker runs.
+// setLinks records what pull request p links to while it is open (nil:
+// closed, or gone).
+func (f *fence) setLinks(p pullKey, links []int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.links[p] {
+		k := models.Key{RepoID: p.repoID, Issue: n}
+		if f.linked[k]--; f.linked[k] <= 0 {
+			delete(f.linked, k)
+		}
+	}
+	delete(f.links, p)
+	if links == nil {
+		return
+	}
+	f.links[p] = slices.Clone(links)
+	for _, n := range links {
+		f.linked[models.Key{RepoID: p.repoID, Issue: n}]++
+	}
+}
+
+// touch marks issues whose leases changed, if an open pull request links
+// them: the worker recomputes those pull requests. Nothing is kept while
+// no worker runs.
 func (f *fence) touch(ks ...models.Key) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.running {
 		return
 	}
+	marked := false
 	for _, k := range ks {
-		f.issues[k] = struct{}{}
+		if f.linked[k] > 0 {
+			f.issues[k] = struct{}{}
+			marked = true
+		}
 	}
-	f.signal()
+	if marked {
+		f.signal()
+	}
 }
 
 func (f *fence) touchPull(k pullKey) {
@@ -135,6 +168,7 @@ func (s *Service) RunFences(ctx context.Context, o FenceOptions) error {
 		open, err := s.ledger.OpenPulls(ctx)
 		if err == nil {
 			for _, p := range open {
+				s.fence.setLinks(pullKey{p.RepoID, p.Number}, p.Links)
 				s.fence.touchPull(pullKey{p.RepoID, p.Number})
 			}
 			break
