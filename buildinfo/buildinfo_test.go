@@ -1,7 +1,6 @@
 package buildinfo
 
 import (
-	"go/build"
 	"runtime/debug"
 	"testing"
 )
@@ -56,27 +55,5 @@ func TestFrom(t *testing.T) {
 func TestReadNamesTheRunningBinary(t *testing.T) {
 	if i := Read(""); i.Version == "" || i.GoVersion == "" {
 		t.Errorf("Read = %+v: a build always has a version and a Go version", i)
-	}
-}
-
-// The client imports this package, so it must stay a leaf: the standard
-// library only (cmd/git-collab's own test checks what it imports).
-func TestImportsOnlyTheStandardLibrary(t *testing.T) {
-	pkg, err := build.ImportDir(".", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(pkg.Imports) == 0 {
-		t.Fatal("no imports found: the check would pass vacuously")
-	}
-	for _, path := range pkg.Imports {
-		dep, err := build.Import(path, pkg.Dir, build.FindOnly)
-		if err != nil {
-			t.Errorf("import %s: %v", path, err)
-			continue
-		}
-		if !dep.Goroot {
-			t.Errorf("buildinfo imports %s, which is not in the standard library", path)
-		}
 	}
 }
