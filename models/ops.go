@@ -200,26 +200,14 @@ func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
 	// Scanned by hand rather than by gorm's reflection: a badge page
 	// lists every live lease of a repository, and for thousands of rows
 	// the reflection cost more than SQLite did.
-	rows, err := liveRows(s.db.WithContext(ctx), now).
-		Select("repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at").
+	rows, err := liveRows(s.db.WithContext(ctx), now).Select(leaseColumns).
 		Where("repo_id = ?", repoID).Order("acquired_at, issue").Rows()
 	if err != nil {
 		return nil, fmt.Errorf("list %d: %w", repoID, mapDBError(err))
 	}
-	defer rows.Close()
-	var out []Lease
-	for rows.Next() {
-		var r leaseRow
-		if err := rows.Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt); err != nil {
-			return nil, fmt.Errorf("list %d: %w", repoID, mapDBError(err))
-		}
-		out = append(out, r.lease())
-	}
-	if err := rows.Err(); err != nil {
+	out, err := scanLeases(rows, []Lease{})
+	if err != nil {
 		return nil, fmt.Errorf("list %d: %w", repoID, mapDBError(err))
-	}
-	if out == nil {
-		out = []Lease{}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"gorm.io/gorm"
@@ -58,21 +59,27 @@ func (s *Store) ListPage(ctx context.Context, p Page) ([]Lease, int, error) {
 	if int64(p.Offset) >= total {
 		return out, int(total), nil
 	}
-	rows, err := where(s.db).Select("repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at").
+	rows, err := where(s.db).Select(leaseColumns).
 		Order("acquired_at, issue").Offset(p.Offset).Limit(p.Limit).Rows()
 	if err != nil {
 		return nil, 0, fmt.Errorf("list page %d: %w", p.RepoID, mapDBError(err))
 	}
+	if out, err = scanLeases(rows, out); err != nil {
+		return nil, 0, fmt.Errorf("list page %d: %w", p.RepoID, mapDBError(err))
+	}
+	return out, int(total), nil
+}
+
+// scanLeases appends the leases of rows (selected as leaseColumns) to out
+// and closes rows.
+func scanLeases(rows *sql.Rows, out []Lease) ([]Lease, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var r leaseRow
 		if err := rows.Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt); err != nil {
-			return nil, 0, fmt.Errorf("list page %d: %w", p.RepoID, mapDBError(err))
+			return nil, err
 		}
 		out = append(out, r.lease())
 	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("list page %d: %w", p.RepoID, mapDBError(err))
-	}
-	return out, int(total), nil
+	return out, rows.Err()
 }

@@ -134,16 +134,16 @@ func (s *Store) pulls(ctx context.Context, q *gorm.DB) ([]Pull, error) {
 	return out, nil
 }
 
-// Leases returns the live leases on these issues of the repository.
+// Leases returns the live leases on these issues of the repository, by
+// pages of MaxPageIssues numbers (ListPage's query).
 func (s *Store) Leases(ctx context.Context, repoID int64, issues []int64) ([]Lease, error) {
-	var rows []leaseRow
-	if err := liveRows(s.db.WithContext(ctx), s.now()).Where("repo_id = ? AND issue IN ?", repoID, issues).
-		Order("issue").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("leases of %d: %w", repoID, mapDBError(err))
-	}
-	out := make([]Lease, len(rows))
-	for i := range rows {
-		out[i] = rows[i].lease()
+	var out []Lease
+	for chunk := range slices.Chunk(issues, MaxPageIssues) {
+		ls, _, err := s.ListPage(ctx, Page{RepoID: repoID, Issues: chunk, Limit: len(chunk)})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, ls...)
 	}
 	return out, nil
 }
