@@ -65,6 +65,15 @@ type Applied = models.Ended
 // waiters on them are woken, and what next had cached about the
 // repository is dropped.
 func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
+	// What the delivery says of a pull request is recorded first: the
+	// fenced-merge worker then never reads a closed pull request as open
+	// with its leases already ended (and posts a status on it), and a
+	// redelivery after a failure here is not taken for a repeat.
+	if e.Pull != nil {
+		if err := s.recordPull(ctx, e); err != nil {
+			return Applied{}, err
+		}
+	}
 	a, err := s.apply(ctx, e)
 	if e.Kind != EventPullChanged { // a push or an edit changes no dependency
 		s.next.forget(e.RepoID, e.Kind == EventClosed || e.Kind == EventMerged || e.Kind == EventDeleted)
@@ -72,9 +81,6 @@ func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 	s.freed(a.Leases...)
 	if err == nil && e.Kind != EventRepoDeleted {
 		s.fence.touch(models.Key{RepoID: e.RepoID, Issue: e.Number})
-	}
-	if err == nil && e.Pull != nil {
-		err = s.recordPull(ctx, e)
 	}
 	return a, err
 }

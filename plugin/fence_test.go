@@ -162,8 +162,8 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.status(t, sha1, "success: claimed by alice (#1 token 3)")
-	if got := len(w.forge.Statuses("acme/widgets", sha2)); got != n {
-		t.Fatalf("%d statuses posted on a closed pull request", got-n)
+	if got := w.forge.Statuses("acme/widgets", sha2); len(got) != n {
+		t.Fatalf("%d statuses posted on a closed pull request: %+v", len(got)-n, got[n:])
 	}
 }
 
