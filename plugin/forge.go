@@ -26,6 +26,10 @@ var (
 	// ErrConfig: the sidecar's own credentials are wrong (bad or
 	// under-privileged admin token). The wrapped message names the fix.
 	ErrConfig = errors.New("forge configuration error")
+	// ErrRateLimited: the request would have asked the forge beyond the
+	// share of the address it came from (see Budget); nothing was asked
+	// and nothing done. Retry later (HTTP 429).
+	ErrRateLimited = errors.New("too many requests to the forge from this address")
 )
 
 // User is a forge account that may log in.

@@ -61,6 +61,8 @@ func status(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, plugin.ErrConflict), errors.Is(err, plugin.ErrIssueClosed):
 		return http.StatusConflict
+	case errors.Is(err, plugin.ErrRateLimited):
+		return http.StatusTooManyRequests
 	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, plugin.ErrBusy),
 		errors.Is(err, plugin.ErrTryAgain), errors.Is(err, plugin.ErrTooManyWaiters),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
@@ -109,6 +111,8 @@ func (h *handler) fail(c *gin.Context, err error) {
 			return
 		}
 		c.AbortWithStatusJSON(http.StatusConflict, errorBody{Error: "issue is closed"})
+	case http.StatusTooManyRequests:
+		tooManyRequests(c)
 	case http.StatusServiceUnavailable:
 		h.log.Warn("http request failed, retryable", "path", c.Request.URL.Path, "err", err)
 		unavailable(c)
@@ -141,4 +145,9 @@ func unavailable(c *gin.Context) {
 
 func serverError(c *gin.Context) {
 	c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: "internal error"})
+}
+
+func tooManyRequests(c *gin.Context) {
+	c.Header("Retry-After", "1")
+	c.AbortWithStatusJSON(http.StatusTooManyRequests, errorBody{Error: "too many requests, try again"})
 }

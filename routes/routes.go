@@ -84,6 +84,10 @@ type Options struct {
 	// MaxTTL is the largest ttl a write may ask for. Zero means
 	// plugin.DefaultMaxTTL.
 	MaxTTL time.Duration
+	// ForgeBudgets, if set, is each client address's share of requests
+	// to Gitea (see plugin.Budget): a request that would ask past it is
+	// answered 429. Nil: no limit.
+	ForgeBudgets *plugin.AddrBudgets
 }
 
 // handler holds the validated options every handler reads.
@@ -105,6 +109,7 @@ type handler struct {
 	timeout    time.Duration
 	maxTTL     time.Duration
 	spent      *spentStates
+	budgets    *plugin.AddrBudgets
 }
 
 // New returns the sidecar's HTTP handler.
@@ -123,7 +128,7 @@ func New(o Options) (http.Handler, error) {
 	if err := r.SetTrustedProxies(nil); err != nil {
 		return nil, err
 	}
-	r.Use(h.recover, h.accessLog, h.deadline, h.cors)
+	r.Use(h.recover, h.accessLog, h.deadline, h.budget, h.cors)
 	r.NoRoute(notFound)
 	r.OPTIONS("/*any", h.preflight)
 
@@ -190,6 +195,7 @@ func newHandler(o Options) (*handler, error) {
 		timeout:    o.RequestTimeout,
 		maxTTL:     o.MaxTTL,
 		spent:      newSpentStates(),
+		budgets:    o.ForgeBudgets,
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -247,6 +253,15 @@ func (h *handler) deadline(c *gin.Context) {
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.timeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)
+	c.Next()
+}
+
+// budget charges what the request asks of Gitea to its address's share
+// (gin's ClientIP is the connection's address: no proxy is trusted).
+func (h *handler) budget(c *gin.Context) {
+	if b := h.budgets.For(c.ClientIP()); b != nil {
+		c.Request = c.Request.WithContext(plugin.WithBudget(c.Request.Context(), b))
+	}
 	c.Next()
 }
 

@@ -100,6 +100,8 @@ var exitCodes = []struct {
 	{errForbidden, contract.ExitError, "", "forbidden"},
 	{plugin.ErrUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
 	{errForgeUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
+	{errTooManyConnections, contract.ExitTempFail, contract.LineTooManyConnections, "too_many_connections"},
+	{plugin.ErrRateLimited, contract.ExitTempFail, contract.LineTooManyRequests, "rate_limited"},
 	{plugin.ErrBusy, contract.ExitTempFail, contract.LineBusy, "busy"},
 	{plugin.ErrTryAgain, contract.ExitTempFail, contract.LineNextTryAgain, "try_again"},
 	{plugin.ErrTooManyWaiters, contract.ExitTempFail, contract.LineTooManyWaiters, "too_many_waiters"},

@@ -43,6 +43,9 @@ type ConnInfo struct {
 	// (unreachable, or key lookups saturated), so the client was let in
 	// without an identity, to be told to retry.
 	Unavailable bool
+	// Crowded: the account already had as many connections open as it
+	// may (Server.MaxConnsPerAccount); every command is told to retry.
+	Crowded bool
 	// RemoteAddr is the client's address.
 	RemoteAddr net.Addr
 }

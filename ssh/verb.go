@@ -16,6 +16,10 @@ import (
 // with exit 75 so the agent retries instead of seeing an auth failure.
 var errForgeUnavailable = errors.New("forge unavailable")
 
+// errTooManyConnections marks a connection its account opened beyond
+// Server.MaxConnsPerAccount: every command on it answers exit 75.
+var errTooManyConnections = errors.New("too many connections for this account")
+
 // LeaseVerb is the collab-lease verb (SPEC §3) as a Handler: it parses a
 // command with the contract's grammar, has the lease service run it for
 // the connection's account, translates the outcome (exitCode), and logs
@@ -70,6 +74,8 @@ func (v *LeaseVerb) Exec(ctx context.Context, c ConnInfo, line string) Reply {
 		r = Reply{Stdout: []byte(contract.Usage), Outcome: "help"}
 	case c.Unavailable:
 		r = exitCode(errForgeUnavailable)
+	case c.Crowded:
+		r = exitCode(errTooManyConnections)
 	default:
 		v.logger().Debug("command started", "user", c.Login, "verb", string(cmd.Verb), "repo", cmd.Repo(), "issue", cmd.Issue)
 		r, login = run(ctx, v.Leases, c, cmd)

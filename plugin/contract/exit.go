@@ -37,6 +37,12 @@ const (
 	// deleted, or whose account was deactivated or may no longer log in,
 	// since the connection was opened (SPEC §8.2).
 	LineRevoked = ErrorPrefix + "this key no longer belongs to an active Gitea account"
+	// LineTooManyConnections answers every command on a connection its
+	// account opened beyond the sidecar's per-account cap.
+	LineTooManyConnections = ErrorPrefix + "too many connections for this account, try again"
+	// LineTooManyRequests: the caller's address asked more of the forge
+	// than its share allows; nothing was done.
+	LineTooManyRequests = ErrorPrefix + "too many requests, try again"
 )
 
 // ErrorLine is the error line for msg, without its newline.

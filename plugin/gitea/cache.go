@@ -5,10 +5,13 @@ import (
 	"time"
 )
 
-// cache keeps successful answers for a short time. It never holds errors:
-// a lookup that failed (Gitea down, or "not found") asks Gitea again next
-// time, so an outage never becomes a cached "not found", and a key or
-// permission added in Gitea works at once.
+// cache keeps answers for a short time. The key and permission caches
+// hold successful answers only: a lookup that failed asks Gitea again next
+// time, so an outage never becomes a cached "not found", and a key added
+// in Gitea works at once. The misses cache holds "not found" answers of
+// repositories and tokens for a few seconds (Options.MissTTL), never an
+// outage: a repository created or a permission granted right after a
+// request for it was refused works within those seconds.
 type cache[V any] struct {
 	clock func() time.Time
 	ttl   time.Duration // <= 0: caching is off

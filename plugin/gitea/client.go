@@ -45,6 +45,8 @@ type identity struct {
 	// grant marks a request to the OAuth2 token endpoint, which refuses a
 	// code (expired, used, or not this client's) with 400.
 	grant bool
+	// keys sends the request through the key lookups' own connections.
+	keys bool
 }
 
 func (f *Forge) asAdmin() identity { return identity{token: f.token, fix: tokenFix} }
@@ -88,6 +90,7 @@ const userAgent = "collab-lease"
 // errors, for every request the package makes. status is 0 when no
 // response arrived; err is the transport's or the decoder's error.
 //
+//	not sent: the request's budget spent  plugin.ErrRateLimited
 //	no answer, 5xx, anything unexpected   plugin.ErrUnavailable (retry)
 //	2xx that does not decode              plugin.ErrUnavailable
 //	404                                   plugin.ErrNotFound
@@ -98,6 +101,8 @@ func classify(op string, id identity, status int, body []byte, err error) error 
 	refused := status == http.StatusUnauthorized || status == http.StatusForbidden ||
 		(id.grant && status == http.StatusBadRequest)
 	switch {
+	case status == 0 && errors.Is(err, plugin.ErrRateLimited):
+		return fmt.Errorf("%s: %w", op, plugin.ErrRateLimited)
 	case status == 0:
 		return fmt.Errorf("%s: %w: %w", op, plugin.ErrUnavailable, err)
 	case status >= 200 && status < 300 && err != nil:
@@ -199,7 +204,11 @@ func (f *Forge) send(ctx context.Context, id identity, method, path string, quer
 	if id.sudo != "" {
 		req.Header.Set("Sudo", id.sudo)
 	}
-	resp, err := f.http.Do(req)
+	client := f.http
+	if id.keys {
+		client = f.keysHTTP
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return classify(op, id, 0, nil, err)
 	}
@@ -221,7 +230,9 @@ func (f *Forge) send(ctx context.Context, id identity, method, path string, quer
 func (f *Forge) keysByFingerprint(ctx context.Context, fingerprint string) ([]*sdk.PublicKey, error) {
 	var keys []*sdk.PublicKey
 	q := url.Values{"fingerprint": {fingerprint}, "limit": {"50"}}
-	err := f.send(ctx, f.asAdmin(), http.MethodGet, "/api/v1/user/keys", q, nil, &keys)
+	id := f.asAdmin()
+	id.keys = true
+	err := f.send(ctx, id, http.MethodGet, "/api/v1/user/keys", q, nil, &keys)
 	return keys, err
 }
 

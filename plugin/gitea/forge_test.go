@@ -549,10 +549,20 @@ func TestCachesKeepOnlySuccessesForTheirLifetime(t *testing.T) {
 			t.Fatalf("err = %v", err)
 		}
 		count()
+		// A "not found" is remembered for DefaultMissTTL: a flood of
+		// requests for it asks Gitea once…
 		set(jsonBody(widgets(false, true, true)))
+		if _, err := f.Repo(ctx, "alice", "acme", "widgets"); !errors.Is(err, plugin.ErrNotFound) {
+			t.Fatalf("within the miss lifetime: %v, want the remembered not-found", err)
+		}
+		if n := count(); n != 0 {
+			t.Errorf("a remembered not-found made %d requests", n)
+		}
+		// …and no longer.
+		c.Advance(DefaultMissTTL)
 		r, err := f.Repo(ctx, "alice", "acme", "widgets")
 		if err != nil || !r.CanWriteIssues {
-			t.Fatalf("repo after not-found: %+v %v (a not-found must not be cached)", r, err)
+			t.Fatalf("repo after the miss lifetime: %+v %v", r, err)
 		}
 		count()
 		set(status(503, ""))

@@ -199,7 +199,7 @@ func toRepo(repo *sdk.Repository, g grants) plugin.Repo {
 // worst returns the most serious of errs: a configuration error first (an
 // operator must act), then unavailability (retry), then not-found.
 func worst(errs []error) error {
-	for _, sentinel := range []error{plugin.ErrConfig, plugin.ErrUnavailable, plugin.ErrNotFound} {
+	for _, sentinel := range []error{plugin.ErrConfig, plugin.ErrRateLimited, plugin.ErrUnavailable, plugin.ErrNotFound} {
 		for _, err := range errs {
 			if errors.Is(err, sentinel) {
 				return err

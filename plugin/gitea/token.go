@@ -70,6 +70,9 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name
 	if r, ok := f.perms.get(key); ok {
 		return r, nil
 	}
+	if err := f.missed("repo\x00" + key); err != nil {
+		return plugin.Repo{}, err
+	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	var (
@@ -86,7 +89,9 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name
 	wg.Go(func() { writes, errs[3] = f.tokenWritesIssues(ctx, token, owner, name) })
 	wg.Wait()
 	if err := worst(errs[:]); err != nil {
-		return plugin.Repo{}, fmt.Errorf("repository %s through a token of %s: %w", what, u.Login, err)
+		err = fmt.Errorf("repository %s through a token of %s: %w", what, u.Login, err)
+		f.miss("repo\x00"+key, err)
+		return plugin.Repo{}, err
 	}
 	if viaToken.ID != mine.ID {
 		// Renamed, and another repository took the name, between the
