@@ -2,20 +2,23 @@ package ssh
 
 import (
 	"container/list"
+	"net"
+	"net/netip"
 	"time"
 )
 
 // takeSlot reserves one of MaxConns for a new connection. When all are
 // taken, a connection still in its handshake gives way (see evictLocked),
-// so stalled handshakes cannot hold every slot; authenticated connections
-// are never pushed out.
+// so stalled handshakes cannot hold every slot; failing that, the oldest
+// connection let in for ShortLife only (see doom). Connections that run
+// commands as an account are never pushed out.
 func (s *Server) takeSlot() bool {
 	select {
 	case s.slots <- struct{}{}:
 		return true
 	default:
 	}
-	if !s.evictStartup() {
+	if !s.evictStartup() && !s.evictDoomed() {
 		return false
 	}
 	t := time.NewTimer(time.Second)
@@ -89,5 +92,92 @@ func (s *Server) endStartup(c *serverConn) {
 	if c.startup != nil {
 		s.startups.Remove(c.startup)
 		c.startup = nil
+	}
+}
+
+// doom lists c among the connections let in for ShortLife only.
+func (s *Server) doom(c *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.doomed = s.doomed.PushBack(c)
+}
+
+// evictDoomed closes the oldest connection let in for ShortLife only.
+func (s *Server) evictDoomed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.doomed.Front()
+	if e == nil {
+		return false
+	}
+	c := s.doomed.Remove(e).(*serverConn)
+	c.doomed = nil
+	_ = c.Close()
+	return true
+}
+
+// forget drops c from the doomed list and its account's count.
+func (s *Server) forget(c *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.doomed != nil {
+		s.doomed.Remove(c.doomed)
+		c.doomed = nil
+	}
+	if c.account != 0 {
+		if s.perAcct[c.account]--; s.perAcct[c.account] <= 0 {
+			delete(s.perAcct, c.account)
+		}
+		c.account = 0
+	}
+}
+
+// countAccount counts c for its account, unless the account already has
+// MaxConnsPerAccount connections.
+func (s *Server) countAccount(c *serverConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perAcct[c.info.UserID] >= s.MaxConnsPerAccount {
+		return false
+	}
+	s.perAcct[c.info.UserID]++
+	c.account = c.info.UserID
+	return true
+}
+
+// addrOf is the client address as the per-address cap counts it: the IP,
+// or its /64 for IPv6 (one host usually holds a whole /64). Anything else
+// (a Unix socket, a test pipe) counts as one unknown address.
+func addrOf(a net.Addr) netip.Prefix {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return netip.Prefix{}
+	}
+	ip := ap.Addr().Unmap()
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits)
+	return p
+}
+
+// countAddr counts a new connection from addr, unless addr already has
+// MaxConnsPerAddr.
+func (s *Server) countAddr(addr netip.Prefix) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perAddr[addr] >= s.MaxConnsPerAddr {
+		return false
+	}
+	s.perAddr[addr]++
+	return true
+}
+
+func (s *Server) uncountAddr(addr netip.Prefix) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.perAddr[addr]--; s.perAddr[addr] <= 0 {
+		delete(s.perAddr, addr)
 	}
 }

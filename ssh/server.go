@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,21 @@ type Server struct {
 	// MaxKeyLookups caps concurrent key lookups at the forge (default 8),
 	// so a flood of unknown keys cannot flood Gitea.
 	MaxKeyLookups int
+	// MaxConnsPerAddr caps the connections from one client address
+	// (default MaxConns/8); past it a new one is closed at once. IPv6
+	// addresses count per /64.
+	MaxConnsPerAddr int
+	// MaxConnsPerAccount caps the authenticated connections of one Gitea
+	// account (default MaxConns/4); past it a connection is let in only
+	// to answer every command with exit 75, and goes after ShortLife.
+	MaxConnsPerAccount int
+	// ShortLife is how long a connection may stay that was let in
+	// without an identity to run commands as (the forge could not resolve
+	// its key, or its account is over MaxConnsPerAccount): long enough
+	// to answer its commands with exit 75, never kept open by traffic
+	// (default 10s). When every slot is taken, such connections are the
+	// first pushed out after those still in the handshake.
+	ShortLife time.Duration
 
 	// ConnDelta, if set, is told +1 when a connection is accepted and -1
 	// when it closes (for metrics).
@@ -68,7 +84,12 @@ type Server struct {
 	slots     chan struct{}
 	lookups   chan struct{}
 	startups  *list.List // *serverConn still in the handshake, oldest first
-	initOnce  sync.Once
+	// doomed holds the connections let in for ShortLife only, oldest
+	// first: eviction's second choice.
+	doomed   *list.List
+	perAddr  map[netip.Prefix]int // connections per client address
+	perAcct  map[int64]int        // authenticated connections per account
+	initOnce sync.Once
 	// keepalives counts the keepalive requests sent to clients that wait.
 	keepalives atomic.Int64
 }
@@ -81,7 +102,10 @@ type serverConn struct {
 	active   atomic.Int32  // commands running on this connection
 	sessions atomic.Int32  // open sessions on this connection
 	startup  *list.Element // in Server.startups while in the handshake
+	doomed   *list.Element // in Server.doomed while let in for ShortLife
 	since    time.Time     // when the connection was accepted, on Clock
+	addr     netip.Prefix  // the client's address, as perAddr counts it
+	account  int64         // the account counted in perAcct (0: none)
 }
 
 func (s *Server) init() {
@@ -119,6 +143,18 @@ func (s *Server) init() {
 		if s.MaxKeyLookups <= 0 {
 			s.MaxKeyLookups = 8
 		}
+		if s.MaxConnsPerAddr <= 0 {
+			s.MaxConnsPerAddr = max(s.MaxConns/8, 1)
+		}
+		if s.MaxConnsPerAccount <= 0 {
+			s.MaxConnsPerAccount = max(s.MaxConns/4, 1)
+		}
+		if s.ShortLife <= 0 {
+			s.ShortLife = 10 * time.Second
+		}
+		s.doomed = list.New()
+		s.perAddr = map[netip.Prefix]int{}
+		s.perAcct = map[int64]int{}
 		s.slots = make(chan struct{}, s.MaxConns)
 		s.lookups = make(chan struct{}, s.MaxKeyLookups)
 		s.startups = list.New()
@@ -170,7 +206,14 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			return err
 		}
+		addr := addrOf(c.RemoteAddr())
+		if !s.countAddr(addr) {
+			s.Logger.Warn("connection refused: too many connections from one address", "remote", c.RemoteAddr().String(), "max", s.MaxConnsPerAddr)
+			_ = c.Close()
+			continue
+		}
 		if !s.takeSlot() {
+			s.uncountAddr(addr)
 			s.Logger.Warn("connection refused: too many connections", "remote", c.RemoteAddr().String(), "max", s.MaxConns)
 			_ = c.Close()
 			continue
@@ -178,7 +221,7 @@ func (s *Server) Serve(l net.Listener) error {
 		// Counted among the handshakes here, in arrival order, so that
 		// eviction's "oldest" means the first accepted.
 		idle := newIdleConn(c, s.IdleTimeout)
-		sc := &serverConn{Conn: idle, idle: idle, since: s.Clock()}
+		sc := &serverConn{Conn: idle, idle: idle, since: s.Clock(), addr: addr}
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 		s.beginStartup(sc)
 		go s.handleConn(sc, cfg)
@@ -187,7 +230,9 @@ func (s *Server) Serve(l net.Listener) error {
 
 func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 	defer func() { <-s.slots }()
+	defer s.uncountAddr(c.addr)
 	defer s.endStartup(c)
+	defer s.forget(c)
 	if s.ConnDelta != nil {
 		s.ConnDelta(1)
 		defer s.ConnDelta(-1)
@@ -206,8 +251,21 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 		}
 		return
 	}
-	c.idle.arm()
 	c.info, c.ssh = connInfo(sconn), sconn
+	if !c.info.Unavailable && !s.countAccount(c) {
+		c.info.Crowded = true
+		s.Logger.Warn("connection let in to answer exit 75: too many connections for one account",
+			"user", c.info.Login, "remote", c.RemoteAddr().String(), "max", s.MaxConnsPerAccount)
+	}
+	if c.info.Unavailable || c.info.Crowded {
+		// No identity to run commands as: answer them, then go. Traffic
+		// does not extend this life, and these go first when slots run
+		// out, so they cannot lock agents out while Gitea is slow.
+		s.doom(c)
+		_ = c.idle.Conn.SetDeadline(time.Now().Add(s.ShortLife))
+	} else {
+		c.idle.arm()
+	}
 	go gossh.DiscardRequests(reqs) // tcpip-forward and friends: refused
 	for ch := range chans {
 		if ch.ChannelType() != "session" {

@@ -611,7 +611,7 @@ func TestSessionLimits(t *testing.T) {
 // Connections that never finish the handshake cannot lock others out: past
 // MaxStartups the oldest is evicted, and a real client still gets in.
 func TestStalledHandshakesDoNotLockOthersOut(t *testing.T) {
-	w := newWorld(t, func(s *Server) { s.MaxStartups = 8; s.MaxConns = 64 })
+	w := newWorld(t, func(s *Server) { s.MaxStartups = 8; s.MaxConns = 64; s.MaxConnsPerAddr = 1000 })
 	var (
 		mu      sync.Mutex
 		stalled []net.Conn
