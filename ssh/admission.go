@@ -50,12 +50,21 @@ const startupGrace = 500 * time.Millisecond
 // (A flood of more than MaxStartups new connections within startupGrace
 // can therefore push out a real client that arrived amid it: it must
 // retry, as with OpenSSH's MaxStartups.) Ages are read on s.Clock.
-func (s *Server) evictLocked() bool {
-	var victim *list.Element
+func (s *Server) evictLocked() bool { return s.evictWhereLocked(func(*serverConn) bool { return true }) }
+
+// evictWhereLocked is evictLocked among the handshakes that match.
+func (s *Server) evictWhereLocked(match func(*serverConn) bool) bool {
+	var victim, oldest *list.Element
 	least := int64(-1)
 	now := s.Clock()
 	for e := s.startups.Front(); e != nil; e = e.Next() {
 		c := e.Value.(*serverConn)
+		if !match(c) {
+			continue
+		}
+		if oldest == nil {
+			oldest = e
+		}
 		if now.Sub(c.since) < startupGrace {
 			break // the list is in arrival order: the rest are younger still
 		}
@@ -64,7 +73,7 @@ func (s *Server) evictLocked() bool {
 		}
 	}
 	if victim == nil {
-		victim = s.startups.Front()
+		victim = oldest
 	}
 	if victim == nil {
 		return false
@@ -106,14 +115,21 @@ func (s *Server) doom(c *serverConn) {
 func (s *Server) evictDoomed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.doomed.Front()
-	if e == nil {
-		return false
+	return s.evictDoomedWhereLocked(func(*serverConn) bool { return true })
+}
+
+func (s *Server) evictDoomedWhereLocked(match func(*serverConn) bool) bool {
+	for e := s.doomed.Front(); e != nil; e = e.Next() {
+		c := e.Value.(*serverConn)
+		if !match(c) {
+			continue
+		}
+		s.doomed.Remove(e)
+		c.doomed = nil
+		_ = c.Close()
+		return true
 	}
-	c := s.doomed.Remove(e).(*serverConn)
-	c.doomed = nil
-	_ = c.Close()
-	return true
+	return false
 }
 
 // forget drops c from the doomed list and its account's count.
@@ -162,13 +178,21 @@ func addrOf(a net.Addr) netip.Prefix {
 	return p
 }
 
-// countAddr counts a new connection from addr, unless addr already has
-// MaxConnsPerAddr.
+// countAddr counts a new connection from addr. When addr already has
+// MaxConnsPerAddr, one of its own connections gives way as takeSlot picks
+// one (in the handshake, else let in for ShortLife only), so an address's
+// stalled handshakes cannot lock out its real clients (who share it behind
+// a NAT); if all of them run commands as an account, the new one is
+// refused. (The evicted connection is uncounted when its goroutine ends,
+// so an address may briefly hold one more.)
 func (s *Server) countAddr(addr netip.Prefix) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.perAddr[addr] >= s.MaxConnsPerAddr {
-		return false
+		same := func(c *serverConn) bool { return c.addr == addr }
+		if !s.evictWhereLocked(same) && !s.evictDoomedWhereLocked(same) {
+			return false
+		}
 	}
 	s.perAddr[addr]++
 	return true

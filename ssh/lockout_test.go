@@ -147,26 +147,33 @@ func TestConnectionsPerAccountAreCapped(t *testing.T) {
 	}
 }
 
-// One address cannot hold every connection: past MaxConnsPerAddr a new
-// one is closed at once, and leaving frees the place.
+// One address cannot hold every connection: past MaxConnsPerAddr, a new
+// connection pushes out one of that address's own handshakes (so its
+// stalled connections never lock out its real clients), and is closed at
+// once when all of them are working connections; leaving frees a place.
 func TestConnectionsPerAddressAreCapped(t *testing.T) {
 	w := newWorld(t, func(s *Server) { s.MaxConnsPerAddr = 3 })
-	var conns []net.Conn
+	var stalled []net.Conn
 	for i := 0; i < 3; i++ {
 		c, err := net.Dial("tcp", w.addr.String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		conns = append(conns, c)
+		stalled = append(stalled, c)
 	}
-	// The server's version line shows each of the three was accepted.
-	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-		buf := make([]byte, 8)
-		if _, err := c.Read(buf); err != nil || !strings.HasPrefix(string(buf), "SSH-2.0-") {
-			t.Fatalf("accepted connection: %q %v", buf, err)
-		}
+	// A real client from the same address gets in among its stallers.
+	if r := w.ssh("alice", "collab-lease list acme/widgets"); r.code != 0 {
+		t.Fatalf("a real client among its address's stalled handshakes: %+v", r)
+	}
+	for _, c := range stalled {
+		c.Close()
+	}
+	var clients []*gossh.Client
+	for _, u := range []string{"alice", "bob", "carol"} {
+		c := w.dialRetry(t, u)
+		defer c.Close()
+		clients = append(clients, c)
 	}
 	fourth, err := net.Dial("tcp", w.addr.String())
 	if err != nil {
@@ -175,9 +182,9 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 	defer fourth.Close()
 	_ = fourth.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if n, err := fourth.Read(make([]byte, 8)); err == nil {
-		t.Fatalf("a fourth connection from one address got %d bytes", n)
+		t.Fatalf("a fourth connection from an address holding 3 got %d bytes", n)
 	}
-	conns[0].Close()
+	clients[0].Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		r := w.ssh("alice", "collab-lease list acme/widgets")
@@ -186,6 +193,23 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("after one left: %+v", r)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// dialRetry dials as user, retrying while the server is still letting a
+// closed connection go (its place is freed when its goroutine ends).
+func (w *world) dialRetry(t *testing.T, user string) *gossh.Client {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := w.tryDial(user)
+		if err == nil {
+			return c
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dial as %s: %v", user, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -402,22 +402,27 @@ func TestShellPtyAndForwardingAreRefused(t *testing.T) {
 
 func (w *world) dial(t *testing.T, user string) *gossh.Client {
 	t.Helper()
-	pemBytes, err := os.ReadFile(w.keys[user].path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gossh.ParsePrivateKey(pemBytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := gossh.Dial("tcp", w.addr.String(), &gossh.ClientConfig{
-		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)},
-		HostKeyCallback: gossh.FixedHostKey(w.srv.HostKey.PublicKey()), Timeout: 10 * time.Second,
-	})
+	client, err := w.tryDial(user)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return client
+}
+
+// tryDial opens an authenticated x/crypto/ssh client connection as user.
+func (w *world) tryDial(user string) (*gossh.Client, error) {
+	pemBytes, err := os.ReadFile(w.keys[user].path)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := gossh.ParsePrivateKey(pemBytes)
+	if err != nil {
+		return nil, err
+	}
+	return gossh.Dial("tcp", w.addr.String(), &gossh.ClientConfig{
+		User: "git", Auth: []gossh.AuthMethod{gossh.PublicKeys(signer)},
+		HostKeyCallback: gossh.FixedHostKey(w.srv.HostKey.PublicKey()), Timeout: 10 * time.Second,
+	})
 }
 
 // Fifty real ssh processes race for one issue: exactly one wins.

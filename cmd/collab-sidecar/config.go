@@ -46,6 +46,12 @@ type Config struct {
 	Reconcile     time.Duration
 	LogFormat     string
 	LogLevel      string
+	// Limits per client: SSH connections per address and per account,
+	// and requests to Gitea per second that one address's HTTP requests
+	// may cause (0: no limit).
+	MaxConnsPerAddr    int
+	MaxConnsPerAccount int
+	ForgeRatePerAddr   int
 }
 
 // setting is one row of the settings table: the single source for flags,
@@ -73,6 +79,9 @@ var settings = []setting{
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
 	{"issue-state-ttl", "COLLAB_ISSUE_STATE_TTL", durationSetting(plugin.DefaultIssueTTL), "how long an issue's open or closed state is trusted without asking Gitea (webhooks keep it current)"},
 	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered)"},
+	{"max-conns-per-addr", "COLLAB_MAX_CONNS_PER_ADDR", "128", "SSH connections one client address may hold (IPv6: one /64); raise it for a fleet behind one NAT address"},
+	{"max-conns-per-account", "COLLAB_MAX_CONNS_PER_ACCOUNT", "256", "SSH connections one Gitea account may hold; past it they answer exit 75"},
+	{"forge-rate-per-addr", "COLLAB_FORGE_RATE_PER_ADDR", "20", "requests to Gitea per second one client address's HTTP requests may cause, in bursts of 5 s worth (answers from the caches are free); past it 429; 0 turns it off"},
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
@@ -267,6 +276,22 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 			return c, fmt.Errorf("%s %q must be a duration between %s and %s (e.g. 30s, 5m, 168h)", d.name, v[d.name], d.min, d.max)
 		}
 		*d.dst = parsed
+	}
+	counts := []struct {
+		name     string
+		dst      *int
+		min, max int
+	}{
+		{"max-conns-per-addr", &c.MaxConnsPerAddr, 1, 1 << 20},
+		{"max-conns-per-account", &c.MaxConnsPerAccount, 1, 1 << 20},
+		{"forge-rate-per-addr", &c.ForgeRatePerAddr, 0, 1 << 20},
+	}
+	for _, n := range counts {
+		parsed, err := strconv.Atoi(v[n.name])
+		if err != nil || parsed < n.min || parsed > n.max {
+			return c, fmt.Errorf("%s %q must be a whole number between %d and %d", n.name, v[n.name], n.min, n.max)
+		}
+		*n.dst = parsed
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -99,7 +99,8 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	verb := &ssh.LeaseVerb{Leases: leases, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
 	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
-		CommandTimeout: operationTimeout(cfg), ConnDelta: met.connDelta}
+		CommandTimeout: operationTimeout(cfg), ConnDelta: met.connDelta,
+		MaxConnsPerAddr: cfg.MaxConnsPerAddr, MaxConnsPerAccount: cfg.MaxConnsPerAccount}
 	hs := &http.Server{
 		Handler:           web,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
@@ -212,8 +213,9 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases 
 		Leases: leases, Database: store.Ping, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: operationTimeout(cfg), MaxTTL: cfg.MaxTTL,
-		Metrics: met.handler(),
-		Webhook: webhook,
+		ForgeBudgets: plugin.NewAddrBudgets(float64(cfg.ForgeRatePerAddr), 5*cfg.ForgeRatePerAddr, nil),
+		Metrics:      met.handler(),
+		Webhook:      webhook,
 		Ready: func(ctx context.Context) error {
 			_, err := forge.Check(ctx)
 			return err
