@@ -50,7 +50,9 @@ const startupGrace = 500 * time.Millisecond
 // (A flood of more than MaxStartups new connections within startupGrace
 // can therefore push out a real client that arrived amid it: it must
 // retry, as with OpenSSH's MaxStartups.) Ages are read on s.Clock.
-func (s *Server) evictLocked() bool { return s.evictWhereLocked(func(*serverConn) bool { return true }) }
+func (s *Server) evictLocked() bool {
+	return s.evictWhereLocked(func(*serverConn) bool { return true })
+}
 
 // evictWhereLocked is evictLocked among the handshakes that match.
 func (s *Server) evictWhereLocked(match func(*serverConn) bool) bool {
