@@ -62,7 +62,13 @@ func fixtureInit() {
 		if fixture.dir, fixture.err = os.MkdirTemp("", "collab-e2e-"); fixture.err != nil {
 			return
 		}
-		if fixture.bin, fixture.err = BuildSidecar(ctx, fixture.dir); fixture.err != nil {
+		// Under -race (make test) the sidecar is built with it too; the
+		// benchmarks (make bench) run a plain one.
+		build := BuildSidecar
+		if raceEnabled {
+			build = BuildRaceSidecar
+		}
+		if fixture.bin, fixture.err = build(ctx, fixture.dir); fixture.err != nil {
 			return
 		}
 		if fixture.g, fixture.err = StartGitea(ctx, Options{Dir: filepath.Join(fixture.dir, "gitea")}); fixture.err != nil {

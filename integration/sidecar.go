@@ -26,15 +26,23 @@ func BuildSidecar(ctx context.Context, dir string) (string, error) {
 	return buildCommand(ctx, dir, "collab-sidecar", true)
 }
 
+// BuildRaceSidecar is BuildSidecar with the race detector: the sidecar
+// the end-to-end tests run is checked for data races while they drive it
+// (a report makes it exit 66, which the tests see).
+func BuildRaceSidecar(ctx context.Context, dir string) (string, error) {
+	return buildCommand(ctx, dir, "collab-sidecar", true, "-race")
+}
+
 // buildCommand builds cmd/<name> of this module into dir, with cgo or
-// without, and returns the binary's path.
-func buildCommand(ctx context.Context, dir, name string, cgo bool) (string, error) {
+// without and with extra build flags, and returns the binary's path.
+func buildCommand(ctx context.Context, dir, name string, cgo bool, flags ...string) (string, error) {
 	root, err := moduleRoot(ctx)
 	if err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/"+name)
+	args := append(append([]string{"build"}, flags...), "-o", bin, "./cmd/"+name)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = root
 	enabled := "0"
 	if cgo {
