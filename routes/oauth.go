@@ -18,9 +18,11 @@ import (
 )
 
 // Sign-in through Gitea's OAuth2 provider (authorization code flow with
-// PKCE). This file holds the sidecar's side of it: the state and verifier
-// carried in a signed cookie from /oauth/login to /oauth/callback, the
-// session cookie, and where the browser may return. What is said to Gitea
+// PKCE). This file holds the sidecar's side of it: the state, verifier,
+// return URL and expiry carried in a signed cookie from /oauth/login to
+// /oauth/callback (and nowhere else: the server keeps no record of started
+// sign-ins, so starting and abandoning them costs it nothing that lasts),
+// the session cookie, and where the browser may return. What is said to Gitea
 // is behind SignIn (plugin/gitea implements it).
 
 // The sign-in's paths under the public URL. Gitea knows the callback (install
@@ -105,22 +107,22 @@ func (h *handler) callback(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	now := h.now()
-	s, ok := h.cookies.signIn(c.Request, now)
+	s, err := h.cookies.signIn(c.Request, h.now())
 	// The sign-in cookie is good for this one callback, whatever happens.
 	h.cookies.clear(c.Writer, signInCookie, h.cookies.signInPath())
 	state := c.Query("state")
 	switch {
-	case !ok:
-		h.fail(c, fmt.Errorf("callback without a valid sign-in cookie: %w", errSignIn))
+	case err != nil:
+		h.fail(c, fmt.Errorf("callback: %w", err))
 		return
 	case state == "" || subtle.ConstantTimeCompare([]byte(state), []byte(s.State)) != 1:
-		h.fail(c, fmt.Errorf("callback state does not match the sign-in cookie: %w", errSignIn))
-		return
-	case !h.spent.use(s.State, s.Expires, now):
-		h.fail(c, fmt.Errorf("callback state already used: %w", errSignIn))
+		h.fail(c, fmt.Errorf("callback: %w", errSignInState))
 		return
 	}
+	// Nothing about the sign-in is kept on the server, so nothing here
+	// can be flooded: a replayed callback (a copy of the cookie and the
+	// URL) gets no further than Gitea, which takes each code once, and
+	// only with the PKCE verifier sealed in that cookie.
 	returnTo := h.safeReturn(s.ReturnTo)
 	if e := c.Query("error"); e != "" {
 		// The user declined (or Gitea refused): back where they were,

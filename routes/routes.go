@@ -104,7 +104,6 @@ type handler struct {
 	ready      func(ctx context.Context) error
 	timeout    time.Duration
 	maxTTL     time.Duration
-	spent      *spentStates
 }
 
 // New returns the sidecar's HTTP handler.
@@ -189,7 +188,6 @@ func newHandler(o Options) (*handler, error) {
 		ready:      o.Ready,
 		timeout:    o.RequestTimeout,
 		maxTTL:     o.MaxTTL,
-		spent:      newSpentStates(),
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
