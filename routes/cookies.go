@@ -33,11 +33,15 @@ type cookieJar struct {
 }
 
 // sessionClaims is what the session cookie says: which account (its ID
-// decides, the login is shown), until when.
+// decides, the login is shown), until when, and the account's session
+// epoch when it was issued (plugin/identity.go: valid only while the
+// account still has it; cookies from before epochs were kept carry none,
+// which is epoch 0).
 type sessionClaims struct {
 	ID      int64  `json:"id"`
 	Login   string `json:"login"`
 	Expires int64  `json:"exp"`
+	Epoch   int64  `json:"epoch,omitempty"`
 }
 
 // signInClaims carries a started sign-in from /oauth/login to
@@ -81,24 +85,26 @@ func (j cookieJar) unseal(purpose, s string, v any) bool {
 	return json.Unmarshal(payload, v) == nil
 }
 
-// session returns the account of a valid, unexpired session cookie. A
-// cookie without an account ID (made before sessions carried one) is not
-// valid: its holder signs in again.
-func (j cookieJar) session(r *http.Request, now time.Time) (plugin.User, bool) {
+// session returns the account of a valid, unexpired session cookie and
+// the session epoch it was issued at (whether that epoch is still the
+// account's is for the caller to ask). A cookie without an account ID
+// (made before sessions carried one) is not valid: its holder signs in
+// again.
+func (j cookieJar) session(r *http.Request, now time.Time) (plugin.User, int64, bool) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return plugin.User{}, false
+		return plugin.User{}, 0, false
 	}
 	var s sessionClaims
 	if !j.unseal(sessionCookie, ck.Value, &s) || s.ID <= 0 || s.Login == "" || now.Unix() >= s.Expires {
-		return plugin.User{}, false
+		return plugin.User{}, 0, false
 	}
-	return plugin.User{ID: s.ID, Login: s.Login}, true
+	return plugin.User{ID: s.ID, Login: s.Login}, s.Epoch, true
 }
 
-func (j cookieJar) setSession(w http.ResponseWriter, u plugin.User, now time.Time) {
+func (j cookieJar) setSession(w http.ResponseWriter, u plugin.User, epoch int64, now time.Time) {
 	exp := now.Add(j.ttl)
-	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{ID: u.ID, Login: u.Login, Expires: exp.Unix()}), exp, now)
+	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{ID: u.ID, Login: u.Login, Expires: exp.Unix(), Epoch: epoch}), exp, now)
 }
 
 // signInPath scopes the sign-in cookie to the sign-in's paths (the

@@ -58,13 +58,31 @@ type sessionView struct {
 }
 
 func (h *handler) session(c *gin.Context) {
-	u, ok := h.cookies.session(c.Request, h.now())
-	login := u.Login
-	if !ok {
+	u, ok, err := h.signedIn(c)
+	switch {
+	case err != nil:
+		h.fail(c, err)
+	case !ok:
 		h.reply(c, h.sessionView(nil))
-		return
+	default:
+		h.reply(c, h.sessionView(&u.Login))
 	}
-	h.reply(c, h.sessionView(&login))
+}
+
+// signedIn returns the account of the request's session cookie if the
+// cookie is valid, unexpired and of its account's current session epoch
+// (a session ended by logout signs nobody in). An error: the ledger could
+// not tell the epoch.
+func (h *handler) signedIn(c *gin.Context) (plugin.User, bool, error) {
+	u, epoch, ok := h.cookies.session(c.Request, h.now())
+	if !ok {
+		return plugin.User{}, false, nil
+	}
+	current, err := h.leases.SessionEpoch(c.Request.Context(), u)
+	if err != nil {
+		return plugin.User{}, false, fmt.Errorf("session of %s: %w", u.Login, err)
+	}
+	return u, epoch == current, nil
 }
 
 func (h *handler) sessionView(login *string) sessionView {
@@ -144,13 +162,33 @@ func (h *handler) callback(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	h.cookies.setSession(c.Writer, u, h.now())
+	epoch, err := h.leases.SessionEpoch(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, fmt.Errorf("sign-in of %s: %w", u.Login, err))
+		return
+	}
+	h.cookies.setSession(c.Writer, u, epoch, h.now())
 	h.log.Info("signed in", "login", u.Login)
 	c.Redirect(http.StatusFound, returnTo)
 }
 
-// logout ends the session: POST /oauth/logout.
+// logout ends the session: POST /oauth/logout. Clearing the cookie is not
+// enough (a copy of it would still sign in), so the account's session
+// epoch moves on first, which ends this session and the account's others
+// on the server.
 func (h *handler) logout(c *gin.Context) {
+	u, ok, err := h.signedIn(c)
+	if err == nil && ok {
+		err = h.leases.EndSessions(c.Request.Context(), u)
+	}
+	if err != nil {
+		// The cookie stays: it is what a retry names the account by.
+		h.fail(c, fmt.Errorf("logout: %w", err))
+		return
+	}
+	if ok {
+		h.log.Info("signed out", "login", u.Login)
+	}
 	h.cookies.clear(c.Writer, sessionCookie, h.cookies.path)
 	h.reply(c, h.sessionView(nil))
 }

@@ -273,7 +273,7 @@ func TestSignInCookieFlags(t *testing.T) {
 		}
 
 		rec := httptest.NewRecorder()
-		f.hd.cookies.setSession(rec, f.user("alice"), f.clock.Now())
+		f.hd.cookies.setSession(rec, f.user("alice"), 0, f.clock.Now())
 		ss := cookieNamed(rec.Result(), sessionCookie)
 		if !ss.HttpOnly || ss.SameSite != http.SameSiteLaxMode || ss.Secure != c.secure || ss.Path != c.path ||
 			ss.MaxAge != int(DefaultSessionTTL/time.Second) || !ss.Expires.Equal(f.clock.Now().Add(DefaultSessionTTL)) {
@@ -601,4 +601,62 @@ func heapInUse() int64 {
 	runtime.GC()
 	runtime.ReadMemStats(&m)
 	return int64(m.HeapAlloc)
+}
+
+// TestLogoutEndsTheSessionOnTheServer: a session cookie copied before
+// logout (by a script on the page, from a shared machine, from a
+// backup) signs nobody in afterwards, in any of the account's browsers,
+// nor after a restart; signing in again works at once.
+func TestLogoutEndsTheSessionOnTheServer(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.acquire(2, 5, "alice", 0)
+	w.get(w.sidecar.URL + "/oauth/login")
+	stolen := ""
+	for _, c := range w.browser.Jar.Cookies(mustURL(t, w.sidecar.URL)) {
+		if c.Name == sessionCookie {
+			stolen = "Cookie: " + c.Name + "=" + c.Value
+		}
+	}
+	other := w.sessionFor("alice") // alice's session in another browser
+	bob := w.sessionFor("bob")
+	for _, ck := range []string{stolen, other} {
+		expectReply(t, "session before logout", w.do("GET", "/api/v1/session", ck), 200,
+			`{"login":"alice","sign_in_url":"`+w.sidecar.URL+`/oauth/login"}`)
+	}
+	resp, err := w.browser.Post(w.sidecar.URL+"/oauth/logout", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+
+	signedOut := `{"login":null,"sign_in_url":"` + w.sidecar.URL + `/oauth/login"}`
+	for name, ck := range map[string]string{"replayed": stolen, "another browser": other} {
+		expectReply(t, name+" session", w.do("GET", "/api/v1/session", ck), 200, signedOut)
+		expectReply(t, name+" private list", w.do("GET", "/api/v1/repos/acme/secret/leases", ck), 404, notFoundBody)
+		// A restarted sidecar on the same ledger refuses it too.
+		expectReply(t, name+" after a restart", newFixtureOn(t, w.fixture).do("GET", "/api/v1/session", ck), 200, signedOut)
+	}
+	// Logout is alice's: bob stays signed in.
+	expectReply(t, "bob", w.do("GET", "/api/v1/session", bob), 200, `{"login":"bob","sign_in_url":"`+w.sidecar.URL+`/oauth/login"}`)
+
+	// Signing in again, at the same instant, works.
+	w.get(w.sidecar.URL + "/oauth/login")
+	if l := w.login(); l != "alice" {
+		t.Fatalf("signed in again: %q", l)
+	}
+	if r, body := w.get(w.sidecar.URL + "/api/v1/repos/acme/secret/leases"); r.StatusCode != 200 || !strings.Contains(body, `"holder":"alice"`) {
+		t.Fatalf("private list after signing in again: %d %s", r.StatusCode, body)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -32,6 +32,10 @@ type Leases interface {
 	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	Apply(ctx context.Context, e plugin.ForgeEvent) (plugin.Applied, error)
+	// A signed-in browser's session is valid only while it carries its
+	// account's session epoch; logout moves the epoch on.
+	SessionEpoch(ctx context.Context, u plugin.User) (int64, error)
+	EndSessions(ctx context.Context, u plugin.User) error
 }
 
 var _ Leases = (*plugin.Service)(nil)
