@@ -32,7 +32,10 @@ import (
 //     (pull_requests, pull_links), for fenced merges.
 //   - 5: each account's session epoch (session_epochs), so that signing
 //     out of the browser ends the session on the server too.
-const schemaVersion = 5
+//   - 6: a partial index of held leases by expiry (idx_leases_held_expiry),
+//     so counting the live leases searches them instead of scanning the
+//     whole table.
+const schemaVersion = 6
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
