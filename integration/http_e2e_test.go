@@ -136,8 +136,18 @@ func TestHTTPLeasesAgainstGitea(t *testing.T) {
 	if code, _, body := apiGet(t, nil, s.HTTPURL+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("healthz: %d %s", code, body)
 	}
-	if code, _, body := apiGet(t, nil, s.HTTPURL+"/readyz"); code != 200 || !strings.Contains(body, `"gitea":"ok"`) {
+	if code, _, body := apiGet(t, nil, s.AdminURL+"/readyz"); code != 200 || !strings.Contains(body, `"gitea":"ok"`) {
 		t.Fatalf("readyz: %d %s", code, body)
+	}
+	// The operators' endpoints are not on the public address: it answers
+	// them as any unknown path.
+	for _, p := range []string{"/readyz", "/metrics"} {
+		if code, _, body := apiGet(t, nil, s.HTTPURL+p); code != 404 || body != `{"error":"not found"}` {
+			t.Fatalf("public %s: %d %s", p, code, body)
+		}
+	}
+	if code, _, body := apiGet(t, nil, s.AdminURL+"/metrics"); code != 200 || !strings.Contains(body, "collab_lease_live_leases ") {
+		t.Fatalf("admin /metrics: %d %.300s", code, body)
 	}
 	code, hdr, _ = apiGet(t, nil, s.HTTPURL+"/assets/collab-lease.js")
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/javascript") || hdr.Get("ETag") == "" {
@@ -160,7 +170,7 @@ func TestHTTPWhileGiteaIsDown(t *testing.T) {
 			t.Fatalf("%s with Gitea down: %d %s", p, code, body)
 		}
 	}
-	if code, _, body := apiGet(t, nil, s.HTTPURL+"/readyz"); code != 503 || !strings.Contains(body, `"gitea":"unreachable"`) {
+	if code, _, body := apiGet(t, nil, s.AdminURL+"/readyz"); code != 503 || !strings.Contains(body, `"gitea":"unreachable"`) {
 		t.Fatalf("readyz with Gitea down: %d %s", code, body)
 	}
 	startGitea(t, g)

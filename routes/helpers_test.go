@@ -69,7 +69,7 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	t.Cleanup(func() { _ = store.Close() })
 	f := &fixture{t: t, store: store, forge: newForge(), clock: clk}
 	f.opts = Options{
-		Leases: mustService(t, f.forge, store), Database: store.Ping, GiteaURL: giteaURL, PublicURL: publicURL,
+		Leases: mustService(t, f.forge, store), GiteaURL: giteaURL, PublicURL: publicURL,
 		SignIn:     newFakeSignIn(t, giteaURL, f.forge.User("alice")),
 		SessionKey: testKey, Assets: testBundle(), Clock: clk.Now,
 	}
