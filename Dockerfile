@@ -3,6 +3,10 @@
 #   docker run -v collab-data:/data -p 2222:2222 -p 8787:8787 \
 #     -e COLLAB_GITEA_URL=https://git.example.com \
 #     -e COLLAB_GITEA_TOKEN_FILE=/run/secrets/gitea-token collab-sidecar
+# /metrics and /readyz listen on the container's loopback (COLLAB_ADMIN_LISTEN,
+# 127.0.0.1:8788), out of reach; to scrape them, set COLLAB_ADMIN_LISTEN=:8788
+# and publish it to your monitoring only (e.g. -p 127.0.0.1:8788:8788), never
+# beside 8787. The HEALTHCHECK asks /healthz on the public port.
 
 FROM golang:1.26-bookworm AS build
 WORKDIR /src

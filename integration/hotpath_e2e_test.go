@@ -8,10 +8,11 @@ import (
 	"testing"
 )
 
-// scrape returns the lines of the sidecar's /metrics.
+// scrape returns the lines of the sidecar's /metrics (on its admin
+// address).
 func scrape(t testing.TB, s *Sidecar) []string {
 	t.Helper()
-	resp, err := http.Get(s.HTTPURL + "/metrics")
+	resp, err := http.Get(s.AdminURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

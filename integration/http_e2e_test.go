@@ -136,8 +136,18 @@ func TestHTTPLeasesAgainstGitea(t *testing.T) {
 	if code, _, body := apiGet(t, nil, s.HTTPURL+"/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("healthz: %d %s", code, body)
 	}
-	if code, _, body := apiGet(t, nil, s.HTTPURL+"/readyz"); code != 200 || !strings.Contains(body, `"gitea":"ok"`) {
+	if code, _, body := apiGet(t, nil, s.AdminURL+"/readyz"); code != 200 || !strings.Contains(body, `"gitea":"ok"`) {
 		t.Fatalf("readyz: %d %s", code, body)
+	}
+	// The operators' endpoints are not on the public address: it answers
+	// them as any unknown path.
+	for _, p := range []string{"/readyz", "/metrics"} {
+		if code, _, body := apiGet(t, nil, s.HTTPURL+p); code != 404 || body != `{"error":"not found"}` {
+			t.Fatalf("public %s: %d %s", p, code, body)
+		}
+	}
+	if code, _, body := apiGet(t, nil, s.AdminURL+"/metrics"); code != 200 || !strings.Contains(body, "collab_lease_live_leases ") {
+		t.Fatalf("admin /metrics: %d %.300s", code, body)
 	}
 	code, hdr, _ = apiGet(t, nil, s.HTTPURL+"/assets/collab-lease.js")
 	if code != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/javascript") || hdr.Get("ETag") == "" {
@@ -160,7 +170,7 @@ func TestHTTPWhileGiteaIsDown(t *testing.T) {
 			t.Fatalf("%s with Gitea down: %d %s", p, code, body)
 		}
 	}
-	if code, _, body := apiGet(t, nil, s.HTTPURL+"/readyz"); code != 503 || !strings.Contains(body, `"gitea":"unreachable"`) {
+	if code, _, body := apiGet(t, nil, s.AdminURL+"/readyz"); code != 503 || !strings.Contains(body, `"gitea":"unreachable"`) {
 		t.Fatalf("readyz with Gitea down: %d %s", code, body)
 	}
 	startGitea(t, g)
@@ -348,14 +358,40 @@ func TestSignInThroughGiteaAgainstGitea(t *testing.T) {
 		t.Fatalf("open redirect: ended at %s", ended)
 	}
 
-	// Logout ends the session.
+	// Logout ends the session on the server: a copy of its cookie taken
+	// before signs nobody in afterwards, and neither does carol's other
+	// browser; erin stays signed in.
+	hu, _ := url.Parse(s.HTTPURL)
+	copied := newSignInBrowser(t)
+	copied.c.Jar.SetCookies(hu, again.c.Jar.Cookies(hu))
+	if login := copied.sessionLogin(s); login != "carol" {
+		t.Fatalf("copied session before logout: %q", login)
+	}
 	resp, err := again.c.Post(s.HTTPURL+"/oauth/logout", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if login := again.sessionLogin(s); login != "" {
-		t.Fatalf("after logout: %q", login)
+	if resp.StatusCode != 200 {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+	for name, b := range map[string]*signInBrowser{"logged out": again, "copied cookie": copied, "carol's other browser": carol} {
+		if login := b.sessionLogin(s); login != "" {
+			t.Fatalf("%s after logout: %q", name, login)
+		}
+		if resp, body := b.get(secret); resp.StatusCode != 404 || body != unknown {
+			t.Fatalf("%s: secret after logout: %d %s", name, resp.StatusCode, body)
+		}
+	}
+	if login := erin.sessionLogin(s); login != "erin" {
+		t.Fatalf("erin after carol's logout: %q", login)
+	}
+	// Signing in again works at once.
+	if ended, _ := again.signInToSidecar(s, g, returnTo); ended.String() != returnTo {
+		t.Fatalf("sign-in after logout ended at %s", ended)
+	}
+	if login := again.sessionLogin(s); login != "carol" {
+		t.Fatalf("sign-in after logout: %q", login)
 	}
 }
 

@@ -45,7 +45,7 @@ func TestMetricsAfterRealTrafficAgainstGitea(t *testing.T) {
 	var body string
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(s.HTTPURL + "/metrics")
+		resp, err := http.Get(s.AdminURL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}

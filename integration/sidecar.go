@@ -70,13 +70,16 @@ func moduleRoot(ctx context.Context) (string, error) {
 
 // SidecarOptions configure StartSidecar.
 type SidecarOptions struct {
-	Binary   string   // from BuildSidecar
-	Gitea    *Gitea   // the forge it serves
-	GiteaURL string   // where it reaches Gitea; "" means Gitea.URL (set it for a proxy in front)
-	DataDir  string   // kept across restarts of the same sidecar
-	SSHAddr  string   // "" means 127.0.0.1:0
-	HTTPAddr string   // "" means 127.0.0.1:0
-	Args     []string // extra flags for `serve`
+	Binary   string // from BuildSidecar
+	Gitea    *Gitea // the forge it serves
+	GiteaURL string // where it reaches Gitea; "" means Gitea.URL (set it for a proxy in front)
+	DataDir  string // kept across restarts of the same sidecar
+	SSHAddr  string // "" means 127.0.0.1:0
+	HTTPAddr string // "" means 127.0.0.1:0
+	// AdminAddr is where the operators' endpoints (/metrics, /readyz)
+	// listen: "" means 127.0.0.1:0, "off" none.
+	AdminAddr string
+	Args      []string // extra flags for `serve`
 }
 
 func (o SidecarOptions) giteaURL() string {
@@ -88,9 +91,12 @@ func (o SidecarOptions) giteaURL() string {
 
 // Sidecar is a running `collab-sidecar serve` process.
 type Sidecar struct {
-	SSHAddr    string // where it listens, read from its log
-	HTTPAddr   string // where its HTTP server listens, read from its log
-	HTTPURL    string // "http://" + HTTPAddr
+	SSHAddr  string // where it listens, read from its log
+	HTTPAddr string // where its HTTP server listens, read from its log
+	HTTPURL  string // "http://" + HTTPAddr
+	// AdminURL is "http://" + the address of /metrics and /readyz, read
+	// from its log ("" when AdminAddr is "off").
+	AdminURL   string
 	DataDir    string
 	DB         string // its ledger file
 	KnownHosts string // a known_hosts file naming its host key
@@ -103,8 +109,9 @@ type Sidecar struct {
 }
 
 var (
-	sshListening  = regexp.MustCompile(`msg="ssh listening" addr=(\S+)`)
-	httpListening = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+	sshListening   = regexp.MustCompile(`msg="ssh listening" addr=(\S+)`)
+	httpListening  = regexp.MustCompile(`msg="http listening" addr=(\S+)`)
+	adminListening = regexp.MustCompile(`msg="admin listening" addr=(\S+)`)
 )
 
 // StartSidecar starts the sidecar and waits until it has said where it
@@ -125,8 +132,12 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 	if httpAddr == "" {
 		httpAddr = "127.0.0.1:0"
 	}
+	adminAddr := o.AdminAddr
+	if adminAddr == "" {
+		adminAddr = "127.0.0.1:0"
+	}
 	args := append([]string{"serve", "--gitea-url", o.giteaURL(), "--gitea-token-file", tokenFile,
-		"--data-dir", o.DataDir, "--ssh-listen", addr, "--http-listen", httpAddr}, o.Args...)
+		"--data-dir", o.DataDir, "--ssh-listen", addr, "--http-listen", httpAddr, "--admin-listen", adminAddr}, o.Args...)
 	s := &Sidecar{DataDir: o.DataDir, DB: filepath.Join(o.DataDir, "collab.db"), opts: o,
 		done: make(chan struct{}), logs: &syncBuffer{}}
 	s.cmd = exec.Command(o.Binary, args...)
@@ -140,7 +151,7 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
-	found, foundHTTP := make(chan string, 1), make(chan string, 1)
+	found, foundHTTP, foundAdmin := make(chan string, 1), make(chan string, 1), make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64*1024), 1024*1024)
@@ -159,6 +170,12 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 				default:
 				}
 			}
+			if m := adminListening.FindStringSubmatch(line); m != nil {
+				select {
+				case foundAdmin <- m[1]:
+				default:
+				}
+			}
 		}
 		_, _ = io.Copy(s.logs, stderr)
 	}()
@@ -166,12 +183,14 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 		s.err = s.cmd.Wait()
 		close(s.done)
 	}()
-	for s.SSHAddr == "" || s.HTTPAddr == "" {
+	for s.SSHAddr == "" || s.HTTPAddr == "" || (s.AdminURL == "" && adminAddr != "off") {
 		select {
 		case a := <-found:
 			s.SSHAddr = a
 		case a := <-foundHTTP:
 			s.HTTPAddr, s.HTTPURL = a, "http://"+a
+		case a := <-foundAdmin:
+			s.AdminURL = "http://" + a
 		case <-s.done:
 			return nil, fmt.Errorf("collab-sidecar exited (%v) before listening:\n%s", s.err, s.logs.String())
 		case <-ctx.Done():
@@ -245,6 +264,9 @@ func (s *Sidecar) PID() int { return s.cmd.Process.Pid }
 func (s *Sidecar) Restart(ctx context.Context) (*Sidecar, error) {
 	o := s.opts
 	o.SSHAddr, o.HTTPAddr = s.SSHAddr, s.HTTPAddr
+	if s.AdminURL != "" {
+		o.AdminAddr = strings.TrimPrefix(s.AdminURL, "http://")
+	}
 	return StartSidecar(ctx, o)
 }
 
@@ -281,6 +303,9 @@ func StartInstalled(ctx context.Context, o SidecarOptions, custom string) (*Side
 		return nil, err
 	}
 	o.SSHAddr, o.HTTPAddr = first.SSHAddr, first.HTTPAddr
+	if first.AdminURL != "" {
+		o.AdminAddr = strings.TrimPrefix(first.AdminURL, "http://")
+	}
 	if err := first.Stop(20 * time.Second); err != nil {
 		return nil, err
 	}

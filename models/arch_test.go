@@ -47,7 +47,7 @@ var dbImports = map[string]bool{
 }
 
 // ledgerTables are the tables only models/ may change.
-const ledgerTables = `(leases|lease_events|issue_states|webhook_deliveries|pull_requests|pull_links)`
+const ledgerTables = `(leases|lease_events|issue_states|webhook_deliveries|pull_requests|pull_links|session_epochs)`
 
 // leaseWriteSQL matches SQL that changes a ledger table, with or without a
 // schema name ("main.leases") or quotes around it.

@@ -61,7 +61,11 @@ type leaseRow struct {
 	Kind       Kind  `gorm:"not null;default:0"`
 	Token      int64 `gorm:"not null"`
 	AcquiredAt int64 `gorm:"not null;index:idx_leases_repo_acquired,priority:2"`
-	ExpiresAt  *int64
+	// ExpiresAt is indexed over held rows only (partial index), so that
+	// counting live leases (CountLive, read at every metrics scrape)
+	// searches the live rows instead of scanning a table that keeps a row
+	// for every issue ever claimed.
+	ExpiresAt *int64 `gorm:"index:idx_leases_held_expiry,where:holder IS NOT NULL"`
 }
 
 func (leaseRow) TableName() string { return "leases" }

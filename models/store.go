@@ -30,7 +30,12 @@ import (
 //     deliveries already applied (webhook_deliveries).
 //   - 4: open pull requests and the issues they would close
 //     (pull_requests, pull_links), for fenced merges.
-const schemaVersion = 4
+//   - 5: each account's session epoch (session_epochs), so that signing
+//     out of the browser ends the session on the server too.
+//   - 6: a partial index of held leases by expiry (idx_leases_held_expiry),
+//     so counting the live leases searches them instead of scanning the
+//     whole table.
+const schemaVersion = 6
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -162,7 +167,7 @@ func (s *Store) migrate() error {
 			if version > schemaVersion {
 				return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
 			}
-			if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}); err != nil {
+			if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}); err != nil {
 				return err
 			}
 			return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error

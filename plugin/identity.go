@@ -41,3 +41,30 @@ func (s *Service) ByToken(ctx context.Context, token string) (Viewer, error) {
 	}
 	return Viewer{User: u, Token: token}, nil
 }
+
+// Browser sessions. A session is a signed cookie that the HTTP transport
+// issues at sign-in and checks on every request; a cookie cannot be taken
+// back, so signing out has to be remembered on the server. The ledger
+// keeps one number per account, its session epoch (models/sessions.go): a
+// session is issued with the account's epoch and is valid only while the
+// account still has it; signing out moves the epoch on.
+//
+// Why an epoch per account rather than a list of revoked sessions: it is
+// one row per account however often anyone signs in and out (a list
+// grows with every sign-out until its sessions expire), and the ledger
+// keeps it across restarts and for every sidecar on the same ledger (a
+// list in memory would forget a sign-out at the next restart, and a
+// copied cookie would work again). The price: signing out ends the
+// account's sessions in all its browsers, not only the one that asked.
+
+// SessionEpoch returns u's session epoch: the one a session issued now
+// carries, and the one a session of u must carry to be valid.
+func (s *Service) SessionEpoch(ctx context.Context, u User) (int64, error) {
+	return s.ledger.SessionEpoch(ctx, u.ID)
+}
+
+// EndSessions ends every session of u issued so far.
+func (s *Service) EndSessions(ctx context.Context, u User) error {
+	_, err := s.ledger.EndSessions(ctx, u.ID)
+	return err
+}

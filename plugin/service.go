@@ -31,6 +31,9 @@ type Ledger interface {
 	PullOf(ctx context.Context, repoID, number int64) (*models.Pull, error)
 	OpenPulls(ctx context.Context) ([]models.Pull, error)
 	Leases(ctx context.Context, repoID int64, issues []int64) ([]models.Lease, error)
+	// Browser sessions' epochs (identity.go).
+	SessionEpoch(ctx context.Context, userID int64) (int64, error)
+	EndSessions(ctx context.Context, userID int64) (int64, error)
 }
 
 var _ Ledger = (*models.Store)(nil)

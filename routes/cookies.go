@@ -5,12 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
-	"github.com/collab-lease/collab-lease/plugin"
 	"net/http"
 	"path"
 	"strings"
-	"sync"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // The sidecar's own cookies. Both are HMAC-signed with the session key (a
@@ -33,11 +33,15 @@ type cookieJar struct {
 }
 
 // sessionClaims is what the session cookie says: which account (its ID
-// decides, the login is shown), until when.
+// decides, the login is shown), until when, and the account's session
+// epoch when it was issued (plugin/identity.go: valid only while the
+// account still has it; cookies from before epochs were kept carry none,
+// which is epoch 0).
 type sessionClaims struct {
 	ID      int64  `json:"id"`
 	Login   string `json:"login"`
 	Expires int64  `json:"exp"`
+	Epoch   int64  `json:"epoch,omitempty"`
 }
 
 // signInClaims carries a started sign-in from /oauth/login to
@@ -81,24 +85,26 @@ func (j cookieJar) unseal(purpose, s string, v any) bool {
 	return json.Unmarshal(payload, v) == nil
 }
 
-// session returns the account of a valid, unexpired session cookie. A
-// cookie without an account ID (made before sessions carried one) is not
-// valid: its holder signs in again.
-func (j cookieJar) session(r *http.Request, now time.Time) (plugin.User, bool) {
+// session returns the account of a valid, unexpired session cookie and
+// the session epoch it was issued at (whether that epoch is still the
+// account's is for the caller to ask). A cookie without an account ID
+// (made before sessions carried one) is not valid: its holder signs in
+// again.
+func (j cookieJar) session(r *http.Request, now time.Time) (plugin.User, int64, bool) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return plugin.User{}, false
+		return plugin.User{}, 0, false
 	}
 	var s sessionClaims
 	if !j.unseal(sessionCookie, ck.Value, &s) || s.ID <= 0 || s.Login == "" || now.Unix() >= s.Expires {
-		return plugin.User{}, false
+		return plugin.User{}, 0, false
 	}
-	return plugin.User{ID: s.ID, Login: s.Login}, true
+	return plugin.User{ID: s.ID, Login: s.Login}, s.Epoch, true
 }
 
-func (j cookieJar) setSession(w http.ResponseWriter, u plugin.User, now time.Time) {
+func (j cookieJar) setSession(w http.ResponseWriter, u plugin.User, epoch int64, now time.Time) {
 	exp := now.Add(j.ttl)
-	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{ID: u.ID, Login: u.Login, Expires: exp.Unix()}), exp, now)
+	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{ID: u.ID, Login: u.Login, Expires: exp.Unix(), Epoch: epoch}), exp, now)
 }
 
 // signInPath scopes the sign-in cookie to the sign-in's paths (the
@@ -111,15 +117,19 @@ func (j cookieJar) setSignIn(w http.ResponseWriter, s signInClaims, now time.Tim
 	j.set(w, signInCookie, j.signInPath(), j.seal(signInCookie, s), time.Unix(s.Expires, 0), now)
 }
 
-// signIn returns the started sign-in of the request, if its cookie is
-// valid and unexpired.
-func (j cookieJar) signIn(r *http.Request, now time.Time) (signInClaims, bool) {
+// signIn returns the started sign-in of the request: errSignInCookie if
+// it has no sign-in cookie or one this sidecar did not seal (altered, or
+// sealed with another key), errSignInExpired once signInTTL has passed.
+func (j cookieJar) signIn(r *http.Request, now time.Time) (signInClaims, error) {
 	var s signInClaims
 	ck, err := r.Cookie(signInCookie)
-	if err != nil || !j.unseal(signInCookie, ck.Value, &s) || now.Unix() >= s.Expires || s.State == "" {
-		return signInClaims{}, false
+	if err != nil || !j.unseal(signInCookie, ck.Value, &s) || s.State == "" {
+		return signInClaims{}, errSignInCookie
 	}
-	return s, true
+	if now.Unix() >= s.Expires {
+		return signInClaims{}, errSignInExpired
+	}
+	return s, nil
 }
 
 func (j cookieJar) set(w http.ResponseWriter, name, path, value string, exp, now time.Time) {
@@ -135,38 +145,4 @@ func (j cookieJar) clear(w http.ResponseWriter, name, path string) {
 		Name: name, Value: "", Path: path, MaxAge: -1,
 		HttpOnly: true, Secure: j.secure, SameSite: http.SameSiteLaxMode,
 	})
-}
-
-// spentStates remembers the sign-in states already used until they expire,
-// so a callback cannot be replayed with a copy of the sign-in cookie.
-type spentStates struct {
-	mu   sync.Mutex
-	seen map[string]int64 // state -> expiry (unix)
-}
-
-// maxSpentStates caps the memory a flood of sign-ins can take; past it,
-// sign-ins are refused until older states expire.
-const maxSpentStates = 100_000
-
-func newSpentStates() *spentStates { return &spentStates{seen: map[string]int64{}} }
-
-// use marks state as used; false if it was used before or the set is full.
-func (s *spentStates) use(state string, expires int64, now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.seen[state]; ok {
-		return false
-	}
-	if len(s.seen) >= maxSpentStates/2 {
-		for k, exp := range s.seen {
-			if now.Unix() >= exp {
-				delete(s.seen, k)
-			}
-		}
-	}
-	if len(s.seen) >= maxSpentStates {
-		return false
-	}
-	s.seen[state] = expires
-	return true
 }

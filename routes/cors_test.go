@@ -1,12 +1,8 @@
 package routes
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 func TestCORSOnlyForGiteaOrigin(t *testing.T) {
@@ -54,32 +50,4 @@ func TestCORSOriginWithDefaultPort(t *testing.T) {
 	if r.Header.Get("Access-Control-Allow-Origin") != "https://git.example" {
 		t.Fatalf("default port: %v", r.Header)
 	}
-}
-
-func TestHealthAndReadiness(t *testing.T) {
-	var giteaErr error
-	f := newFixture(t, func(o *Options) {
-		o.Ready = func(ctx context.Context) error {
-			if _, ok := ctx.Deadline(); !ok {
-				return fmt.Errorf("no deadline")
-			}
-			return giteaErr
-		}
-	})
-	expectReply(t, "healthz", f.do("GET", "/healthz"), 200, "ok\n")
-	expectReply(t, "ready", f.do("GET", "/readyz"), 200, `{"status":"ready","checks":{"database":"ok","gitea":"ok"}}`)
-
-	giteaErr = fmt.Errorf("GET /api/v1/user on http://10.0.0.5:3000: %w", plugin.ErrUnavailable)
-	r := f.do("GET", "/readyz")
-	expectReply(t, "gitea down", r, 503, `{"error":"not ready","checks":{"database":"ok","gitea":"unreachable"}}`)
-	giteaErr = fmt.Errorf("token rejected: %w", plugin.ErrConfig)
-	expectReply(t, "bad token", f.do("GET", "/readyz"), 503, `{"error":"not ready","checks":{"database":"ok","gitea":"misconfigured (see the sidecar's log)"}}`)
-
-	giteaErr = nil
-	_ = f.store.Close()
-	r = f.do("GET", "/readyz")
-	if r.Code != 503 || !strings.Contains(r.Body, `"gitea":"ok"`) || strings.Contains(r.Body, `"database":"ok"`) {
-		t.Fatalf("database closed: %d %s", r.Code, r.Body)
-	}
-	expectReply(t, "healthz while not ready", f.do("GET", "/healthz"), 200, "ok\n")
 }

@@ -1,6 +1,7 @@
 // Package routes holds the sidecar's gin HTTP handlers: the read-only lease
 // API, sign-in through Gitea's OAuth2 provider (the sidecar's own session
-// cookie), the badge assets, and health checks.
+// cookie), the badge assets and a liveness probe; and, apart, for an
+// address only operators reach, readiness and metrics (admin.go).
 //
 // It only reads the ledger, and shows a repository's leases only to viewers
 // who may read that repository: an unknown repository and one the viewer

@@ -3,6 +3,7 @@ package routes
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -16,9 +17,18 @@ var (
 	// errUnauthorized: the request carried credentials that are not valid
 	// (an unknown, revoked or malformed token).
 	errUnauthorized = errors.New("invalid credentials")
-	// errSignIn: the OAuth2 sign-in cannot be completed (state missing,
-	// expired, reused or not matching; Gitea refused the code).
+	// errSignIn: the OAuth2 sign-in cannot be completed (Gitea refused
+	// the code, or the callback has none). The three below are the
+	// sign-in cookie's own failures, each with its own line for the user.
 	errSignIn = errors.New("sign-in failed")
+	// errSignInCookie: the callback came without a sign-in cookie this
+	// sidecar sealed (another browser, an altered cookie, another key).
+	errSignInCookie = fmt.Errorf("%w: no valid sign-in cookie", errSignIn)
+	// errSignInExpired: the sign-in cookie is older than signInTTL.
+	errSignInExpired = fmt.Errorf("%w: sign-in cookie expired", errSignIn)
+	// errSignInState: the callback's state is not the one sealed in this
+	// browser's sign-in cookie (a swapped cookie or a forged callback).
+	errSignInState = fmt.Errorf("%w: state does not match the sign-in cookie", errSignIn)
 	// errTokenRequired: a write came without an API token (a session
 	// cookie alone never authorizes one: CSRF).
 	errTokenRequired = errors.New("writes need an API token: Authorization: token <gitea token>")
@@ -83,7 +93,7 @@ func (h *handler) fail(c *gin.Context, err error) {
 			badRequest(c, bad.msg)
 		case errors.Is(err, errSignIn):
 			h.log.Info("sign-in refused", "err", err)
-			badRequest(c, "sign-in failed or expired: start again from Gitea")
+			badRequest(c, signInProblem(err))
 		default:
 			badRequest(c, "invalid request")
 		}
@@ -119,6 +129,21 @@ func (h *handler) fail(c *gin.Context, err error) {
 	default:
 		h.log.Error("http request failed", "path", c.Request.URL.Path, "err", err)
 		serverError(c)
+	}
+}
+
+// signInProblem is the one line a browser is shown for a sign-in that
+// cannot be completed.
+func signInProblem(err error) string {
+	switch {
+	case errors.Is(err, errSignInCookie):
+		return "sign-in was not started in this browser, or its cookie is invalid: start again from Gitea"
+	case errors.Is(err, errSignInExpired):
+		return "sign-in took longer than 10 minutes and expired: start again from Gitea"
+	case errors.Is(err, errSignInState):
+		return "sign-in does not match the one this browser started: start again from Gitea"
+	default:
+		return "sign-in failed or expired: start again from Gitea"
 	}
 }
 

@@ -69,7 +69,7 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	t.Cleanup(func() { _ = store.Close() })
 	f := &fixture{t: t, store: store, forge: newForge(), clock: clk}
 	f.opts = Options{
-		Leases: mustService(t, f.forge, store), Database: store.Ping, GiteaURL: giteaURL, PublicURL: publicURL,
+		Leases: mustService(t, f.forge, store), GiteaURL: giteaURL, PublicURL: publicURL,
 		SignIn:     newFakeSignIn(t, giteaURL, f.forge.User("alice")),
 		SessionKey: testKey, Assets: testBundle(), Clock: clk.Now,
 	}
@@ -129,7 +129,12 @@ func (f *fixture) doBody(method, path, body string, headers ...string) reply {
 // would set it now.
 func (f *fixture) sessionFor(login string) string {
 	rec := httptest.NewRecorder()
-	f.hd.cookies.setSession(rec, f.user(login), f.clock.Now())
+	u := f.user(login)
+	epoch, err := f.store.SessionEpoch(bg, u.ID)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.hd.cookies.setSession(rec, u, epoch, f.clock.Now())
 	ck := rec.Result().Cookies()[0]
 	return "Cookie: " + ck.Name + "=" + ck.Value
 }
@@ -169,4 +174,20 @@ func (f *fixture) user(login string) plugin.User {
 		f.t.Fatalf("the forge has no account %q", login)
 	}
 	return u
+}
+
+// newFixtureOn is f's sidecar restarted: a new lease service and handler
+// on the same ledger file, forge, clock and session key.
+func newFixtureOn(t *testing.T, f *fixture) *fixture {
+	t.Helper()
+	g := *f
+	g.opts.Leases = mustService(t, f.forge, f.store)
+	var err error
+	if g.h, err = New(g.opts); err != nil {
+		t.Fatal(err)
+	}
+	if g.hd, err = newHandler(g.opts); err != nil {
+		t.Fatal(err)
+	}
+	return &g
 }

@@ -167,10 +167,11 @@ func (h *handler) viewer(c *gin.Context) (plugin.Viewer, error) {
 		}
 		return v, err
 	}
-	if u, ok := h.cookies.session(c.Request, h.now()); ok {
-		return plugin.Viewer{User: u}, nil
+	u, ok, err := h.signedIn(c)
+	if err != nil || !ok {
+		return plugin.Viewer{}, err
 	}
-	return plugin.Viewer{}, nil
+	return plugin.Viewer{User: u}, nil
 }
 
 // apiToken extracts the token of "token <t>" or "Bearer <t>", the two

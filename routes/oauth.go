@@ -18,9 +18,11 @@ import (
 )
 
 // Sign-in through Gitea's OAuth2 provider (authorization code flow with
-// PKCE). This file holds the sidecar's side of it: the state and verifier
-// carried in a signed cookie from /oauth/login to /oauth/callback, the
-// session cookie, and where the browser may return. What is said to Gitea
+// PKCE). This file holds the sidecar's side of it: the state, verifier,
+// return URL and expiry carried in a signed cookie from /oauth/login to
+// /oauth/callback (and nowhere else: the server keeps no record of started
+// sign-ins, so starting and abandoning them costs it nothing that lasts),
+// the session cookie, and where the browser may return. What is said to Gitea
 // is behind SignIn (plugin/gitea implements it).
 
 // The sign-in's paths under the public URL. Gitea knows the callback (install
@@ -56,13 +58,31 @@ type sessionView struct {
 }
 
 func (h *handler) session(c *gin.Context) {
-	u, ok := h.cookies.session(c.Request, h.now())
-	login := u.Login
-	if !ok {
+	u, ok, err := h.signedIn(c)
+	switch {
+	case err != nil:
+		h.fail(c, err)
+	case !ok:
 		h.reply(c, h.sessionView(nil))
-		return
+	default:
+		h.reply(c, h.sessionView(&u.Login))
 	}
-	h.reply(c, h.sessionView(&login))
+}
+
+// signedIn returns the account of the request's session cookie if the
+// cookie is valid, unexpired and of its account's current session epoch
+// (a session ended by logout signs nobody in). An error: the ledger could
+// not tell the epoch.
+func (h *handler) signedIn(c *gin.Context) (plugin.User, bool, error) {
+	u, epoch, ok := h.cookies.session(c.Request, h.now())
+	if !ok {
+		return plugin.User{}, false, nil
+	}
+	current, err := h.leases.SessionEpoch(c.Request.Context(), u)
+	if err != nil {
+		return plugin.User{}, false, fmt.Errorf("session of %s: %w", u.Login, err)
+	}
+	return u, epoch == current, nil
 }
 
 func (h *handler) sessionView(login *string) sessionView {
@@ -105,22 +125,22 @@ func (h *handler) callback(c *gin.Context) {
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	now := h.now()
-	s, ok := h.cookies.signIn(c.Request, now)
+	s, err := h.cookies.signIn(c.Request, h.now())
 	// The sign-in cookie is good for this one callback, whatever happens.
 	h.cookies.clear(c.Writer, signInCookie, h.cookies.signInPath())
 	state := c.Query("state")
 	switch {
-	case !ok:
-		h.fail(c, fmt.Errorf("callback without a valid sign-in cookie: %w", errSignIn))
+	case err != nil:
+		h.fail(c, fmt.Errorf("callback: %w", err))
 		return
 	case state == "" || subtle.ConstantTimeCompare([]byte(state), []byte(s.State)) != 1:
-		h.fail(c, fmt.Errorf("callback state does not match the sign-in cookie: %w", errSignIn))
-		return
-	case !h.spent.use(s.State, s.Expires, now):
-		h.fail(c, fmt.Errorf("callback state already used: %w", errSignIn))
+		h.fail(c, fmt.Errorf("callback: %w", errSignInState))
 		return
 	}
+	// Nothing about the sign-in is kept on the server, so nothing here
+	// can be flooded: a replayed callback (a copy of the cookie and the
+	// URL) gets no further than Gitea, which takes each code once, and
+	// only with the PKCE verifier sealed in that cookie.
 	returnTo := h.safeReturn(s.ReturnTo)
 	if e := c.Query("error"); e != "" {
 		// The user declined (or Gitea refused): back where they were,
@@ -142,13 +162,33 @@ func (h *handler) callback(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	h.cookies.setSession(c.Writer, u, h.now())
+	epoch, err := h.leases.SessionEpoch(c.Request.Context(), u)
+	if err != nil {
+		h.fail(c, fmt.Errorf("sign-in of %s: %w", u.Login, err))
+		return
+	}
+	h.cookies.setSession(c.Writer, u, epoch, h.now())
 	h.log.Info("signed in", "login", u.Login)
 	c.Redirect(http.StatusFound, returnTo)
 }
 
-// logout ends the session: POST /oauth/logout.
+// logout ends the session: POST /oauth/logout. Clearing the cookie is not
+// enough (a copy of it would still sign in), so the account's session
+// epoch moves on first, which ends this session and the account's others
+// on the server.
 func (h *handler) logout(c *gin.Context) {
+	u, ok, err := h.signedIn(c)
+	if err == nil && ok {
+		err = h.leases.EndSessions(c.Request.Context(), u)
+	}
+	if err != nil {
+		// The cookie stays: it is what a retry names the account by.
+		h.fail(c, fmt.Errorf("logout: %w", err))
+		return
+	}
+	if ok {
+		h.log.Info("signed out", "login", u.Login)
+	}
 	h.cookies.clear(c.Writer, sessionCookie, h.cookies.path)
 	h.reply(c, h.sessionView(nil))
 }

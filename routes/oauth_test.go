@@ -11,6 +11,7 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -272,7 +273,7 @@ func TestSignInCookieFlags(t *testing.T) {
 		}
 
 		rec := httptest.NewRecorder()
-		f.hd.cookies.setSession(rec, f.user("alice"), f.clock.Now())
+		f.hd.cookies.setSession(rec, f.user("alice"), 0, f.clock.Now())
 		ss := cookieNamed(rec.Result(), sessionCookie)
 		if !ss.HttpOnly || ss.SameSite != http.SameSiteLaxMode || ss.Secure != c.secure || ss.Path != c.path ||
 			ss.MaxAge != int(DefaultSessionTTL/time.Second) || !ss.Expires.Equal(f.clock.Now().Add(DefaultSessionTTL)) {
@@ -301,7 +302,7 @@ func TestCallbackRefusesAForeignState(t *testing.T) {
 	q.Set("state", "someone-elses-state")
 	cb.RawQuery = q.Encode()
 	resp, body := w.noRedirects(cb.String())
-	if resp.StatusCode != 400 || body != `{"error":"sign-in failed or expired: start again from Gitea"}` || cookieNamed(resp, sessionCookie) != nil {
+	if resp.StatusCode != 400 || body != `{"error":"sign-in does not match the one this browser started: start again from Gitea"}` || cookieNamed(resp, sessionCookie) != nil {
 		t.Fatalf("foreign state: %d %s %v", resp.StatusCode, body, resp.Cookies())
 	}
 	// The attempt used up the sign-in: the right state does not work
@@ -331,6 +332,8 @@ func TestCallbackWithoutSignInCookie(t *testing.T) {
 	}
 }
 
+// TestCallbackCannotBeReplayed: a copy of the sign-in cookie and the
+// callback URL signs nobody in a second time.
 func TestCallbackCannotBeReplayed(t *testing.T) {
 	w := newOAuthWorld(t)
 	cb := w.callbackURL(w.gitea.srv.URL + "/")
@@ -357,14 +360,111 @@ func TestCallbackCannotBeReplayed(t *testing.T) {
 	if resp.StatusCode != 400 || cookieNamed(resp, sessionCookie) != nil {
 		t.Fatalf("replayed callback: %d", resp.StatusCode)
 	}
+	// The sidecar keeps no record of used states: Gitea, which takes
+	// each code once, is what refused the replay.
+	if ex := w.gitea.exchanges; len(ex) != 2 || ex[1].code != ex[0].code {
+		t.Fatalf("exchanges: %+v", ex)
+	}
 }
 
 func TestSignInExpires(t *testing.T) {
 	w := newOAuthWorld(t)
 	cb := w.callbackURL(w.gitea.srv.URL + "/")
 	w.clock.Advance(signInTTL)
-	if resp, _ := w.noRedirects(cb.String()); resp.StatusCode != 400 {
-		t.Fatalf("callback after the sign-in expired: %d", resp.StatusCode)
+	if resp, body := w.noRedirects(cb.String()); resp.StatusCode != 400 ||
+		body != `{"error":"sign-in took longer than 10 minutes and expired: start again from Gitea"}` {
+		t.Fatalf("callback after the sign-in expired: %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestCallbackRefusesBadSignInCookies: a callback is finished only with
+// the sign-in cookie this sidecar sealed for that very state, unexpired.
+// Everything else is one line telling the user to start again, sets no
+// session and never reaches Gitea's token endpoint.
+func TestCallbackRefusesBadSignInCookies(t *testing.T) {
+	w := newOAuthWorld(t)
+	// start begins a sign-in as a fresh browser would and returns the
+	// callback's query and the sign-in cookie's value.
+	start := func() (url.Values, string) {
+		r := w.do("GET", "/oauth/login?return_to="+url.QueryEscape(w.gitea.srv.URL+"/acme/widgets"))
+		ck := cookieNamed(&http.Response{Header: r.Header}, signInCookie)
+		loc, err := url.Parse(r.Header.Get("Location"))
+		if r.Code != 302 || ck == nil || err != nil {
+			t.Fatalf("login: %d %v", r.Code, r.Header)
+		}
+		return url.Values{"code": {"code-x"}, "state": {loc.Query().Get("state")}}, ck.Value
+	}
+	const (
+		invalid  = `{"error":"sign-in was not started in this browser, or its cookie is invalid: start again from Gitea"}`
+		expired  = `{"error":"sign-in took longer than 10 minutes and expired: start again from Gitea"}`
+		mismatch = `{"error":"sign-in does not match the one this browser started: start again from Gitea"}`
+	)
+	// reseal changes the sealed claims and keeps the old signature.
+	reseal := func(value string, change func(*signInClaims)) string {
+		p, sig, _ := strings.Cut(value, ".")
+		raw, _ := base64.RawURLEncoding.DecodeString(p)
+		var c signInClaims
+		if err := json.Unmarshal(raw, &c); err != nil {
+			t.Fatal(err)
+		}
+		change(&c)
+		raw, _ = json.Marshal(c)
+		return base64.RawURLEncoding.EncodeToString(raw) + "." + sig
+	}
+	other := cookieJar{key: []byte(strings.Repeat("k", 32))}
+	for _, c := range []struct {
+		name string
+		make func() (url.Values, string) // the callback's query and the cookie sent with it
+		want string
+	}{
+		{"tampered return URL", func() (url.Values, string) {
+			q, v := start()
+			return q, reseal(v, func(c *signInClaims) { c.ReturnTo = "https://evil.example/" })
+		}, invalid},
+		{"tampered expiry", func() (url.Values, string) {
+			q, v := start()
+			return q, reseal(v, func(c *signInClaims) { c.Expires += 3600 })
+		}, invalid},
+		{"another sidecar's key", func() (url.Values, string) {
+			q, _ := start()
+			return q, other.seal(signInCookie, signInClaims{State: q.Get("state"), Verifier: "v", Expires: w.clock.Now().Add(time.Minute).Unix()})
+		}, invalid},
+		{"a session cookie's value", func() (url.Values, string) {
+			q, _ := start()
+			return q, w.hd.cookies.seal(sessionCookie, sessionClaims{ID: 1, Login: "alice", Expires: w.clock.Now().Add(time.Hour).Unix()})
+		}, invalid},
+		{"garbage", func() (url.Values, string) { q, _ := start(); return q, "x.y" }, invalid},
+		{"no cookie", func() (url.Values, string) { q, _ := start(); return q, "" }, invalid},
+		{"expired", func() (url.Values, string) {
+			q, v := start()
+			w.clock.Advance(signInTTL)
+			return q, v
+		}, expired},
+		{"swapped: another browser's cookie", func() (url.Values, string) {
+			q, _ := start()
+			_, v := start()
+			return q, v
+		}, mismatch},
+		{"no state", func() (url.Values, string) {
+			q, v := start()
+			q.Del("state")
+			return q, v
+		}, mismatch},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q, value := c.make()
+			var hdr []string
+			if value != "" {
+				hdr = append(hdr, "Cookie: "+signInCookie+"="+value)
+			}
+			r := w.do("GET", "/oauth/callback?"+q.Encode(), hdr...)
+			if r.Code != 400 || r.Body != c.want || cookieNamed(&http.Response{Header: r.Header}, sessionCookie) != nil {
+				t.Fatalf("%d %s %v, want 400 %s", r.Code, r.Body, r.Header.Values("Set-Cookie"), c.want)
+			}
+			if n := len(w.gitea.exchanges); n != 0 {
+				t.Fatalf("%d codes exchanged", n)
+			}
+		})
 	}
 }
 
@@ -454,4 +554,109 @@ func TestSignInDisabled(t *testing.T) {
 	expectReply(t, "session", f.do("GET", "/api/v1/session"), 200, `{"login":null,"sign_in_url":null}`)
 	expectReply(t, "login", f.do("GET", "/oauth/login"), 404, notFoundBody)
 	expectReply(t, "callback", f.do("GET", "/oauth/callback?code=x&state=y"), 404, notFoundBody)
+}
+
+// TestSignInFloodKeepsNoState: starting sign-ins and abandoning them at
+// the callback (an error, without ever reaching Gitea's token endpoint)
+// costs the sidecar nothing that lasts. 100,000 of them from one address
+// neither lock out a real sign-in afterwards nor grow the heap: the
+// sign-in lives in its signed cookie only. (-short: 20,000.)
+func TestSignInFloodKeepsNoState(t *testing.T) {
+	w := newOAuthWorld(t)
+	flood := 100_000
+	if testing.Short() {
+		flood = 20_000
+	}
+	start := heapInUse()
+	for i := range flood {
+		r := w.do("GET", "/oauth/login?return_to="+url.QueryEscape(w.gitea.srv.URL+"/"))
+		loc, err := url.Parse(r.Header.Get("Location"))
+		ck := cookieNamed(&http.Response{Header: r.Header}, signInCookie)
+		if r.Code != 302 || err != nil || ck == nil {
+			t.Fatalf("login %d: %d %s", i, r.Code, r.Body)
+		}
+		cb := w.do("GET", "/oauth/callback?error=x&state="+url.QueryEscape(loc.Query().Get("state")), "Cookie: "+signInCookie+"="+ck.Value)
+		if cb.Code != 302 {
+			t.Fatalf("abandoned callback %d: %d %s", i, cb.Code, cb.Body)
+		}
+	}
+	// A record of each abandoned sign-in would be about 80 bytes: 1.5 MiB
+	// at the short size.
+	if grown := heapInUse() - start; grown > 1<<20 {
+		t.Errorf("the heap grew by %d KiB over %d abandoned sign-ins", grown>>10, flood)
+	}
+	returnTo := w.gitea.srv.URL + "/acme/widgets"
+	if resp, body := w.get(w.sidecar.URL + "/oauth/login?return_to=" + url.QueryEscape(returnTo)); resp.Request.URL.String() != returnTo {
+		t.Fatalf("sign-in after the flood ended at %s: %s", resp.Request.URL, body)
+	}
+	if l := w.login(); l != "alice" {
+		t.Fatalf("after the flood: signed in as %q", l)
+	}
+}
+
+// heapInUse is the live heap after a full collection.
+func heapInUse() int64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// TestLogoutEndsTheSessionOnTheServer: a session cookie copied before
+// logout (by a script on the page, from a shared machine, from a
+// backup) signs nobody in afterwards, in any of the account's browsers,
+// nor after a restart; signing in again works at once.
+func TestLogoutEndsTheSessionOnTheServer(t *testing.T) {
+	w := newOAuthWorld(t)
+	w.acquire(2, 5, "alice", 0)
+	w.get(w.sidecar.URL + "/oauth/login")
+	stolen := ""
+	for _, c := range w.browser.Jar.Cookies(mustURL(t, w.sidecar.URL)) {
+		if c.Name == sessionCookie {
+			stolen = "Cookie: " + c.Name + "=" + c.Value
+		}
+	}
+	other := w.sessionFor("alice") // alice's session in another browser
+	bob := w.sessionFor("bob")
+	for _, ck := range []string{stolen, other} {
+		expectReply(t, "session before logout", w.do("GET", "/api/v1/session", ck), 200,
+			`{"login":"alice","sign_in_url":"`+w.sidecar.URL+`/oauth/login"}`)
+	}
+	resp, err := w.browser.Post(w.sidecar.URL+"/oauth/logout", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("logout: %d", resp.StatusCode)
+	}
+
+	signedOut := `{"login":null,"sign_in_url":"` + w.sidecar.URL + `/oauth/login"}`
+	for name, ck := range map[string]string{"replayed": stolen, "another browser": other} {
+		expectReply(t, name+" session", w.do("GET", "/api/v1/session", ck), 200, signedOut)
+		expectReply(t, name+" private list", w.do("GET", "/api/v1/repos/acme/secret/leases", ck), 404, notFoundBody)
+		// A restarted sidecar on the same ledger refuses it too.
+		expectReply(t, name+" after a restart", newFixtureOn(t, w.fixture).do("GET", "/api/v1/session", ck), 200, signedOut)
+	}
+	// Logout is alice's: bob stays signed in.
+	expectReply(t, "bob", w.do("GET", "/api/v1/session", bob), 200, `{"login":"bob","sign_in_url":"`+w.sidecar.URL+`/oauth/login"}`)
+
+	// Signing in again, at the same instant, works.
+	w.get(w.sidecar.URL + "/oauth/login")
+	if l := w.login(); l != "alice" {
+		t.Fatalf("signed in again: %q", l)
+	}
+	if r, body := w.get(w.sidecar.URL + "/api/v1/repos/acme/secret/leases"); r.StatusCode != 200 || !strings.Contains(body, `"holder":"alice"`) {
+		t.Fatalf("private list after signing in again: %d %s", r.StatusCode, body)
+	}
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }

@@ -32,6 +32,10 @@ type Leases interface {
 	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	Apply(ctx context.Context, e plugin.ForgeEvent) (plugin.Applied, error)
+	// A signed-in browser's session is valid only while it carries its
+	// account's session epoch; logout moves the epoch on.
+	SessionEpoch(ctx context.Context, u plugin.User) (int64, error)
+	EndSessions(ctx context.Context, u plugin.User) error
 }
 
 var _ Leases = (*plugin.Service)(nil)
@@ -45,8 +49,6 @@ const (
 // Options are the dependencies and settings of the HTTP API.
 type Options struct {
 	Leases Leases
-	// Database reports whether the ledger answers (for /readyz).
-	Database func(ctx context.Context) error
 	// Webhook receives Gitea's system webhook at WebhookPath; nil: that
 	// path is not served (install has not registered one).
 	Webhook *Webhook
@@ -73,11 +75,6 @@ type Options struct {
 	// Rand is the source of sign-in states and PKCE verifiers. Nil means
 	// crypto/rand.
 	Rand io.Reader
-	// Ready reports whether Gitea answers (for /readyz); nil means only
-	// the ledger is checked.
-	Ready func(ctx context.Context) error
-	// Metrics serves GET /metrics (Prometheus text format); nil: 404.
-	Metrics http.Handler
 	// RequestTimeout bounds each request's calls to the forge, the ledger
 	// and Gitea's OAuth2 provider. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -90,7 +87,8 @@ type Options struct {
 	ForgeBudgets *plugin.AddrBudgets
 }
 
-// handler holds the validated options every handler reads.
+// handler holds the validated options every handler reads: those of New,
+// or those of NewAdmin (database and ready, and the middleware's).
 type handler struct {
 	leases     Leases
 	database   func(ctx context.Context) error
@@ -108,11 +106,11 @@ type handler struct {
 	ready      func(ctx context.Context) error
 	timeout    time.Duration
 	maxTTL     time.Duration
-	spent      *spentStates
 	budgets    *plugin.AddrBudgets
 }
 
-// New returns the sidecar's HTTP handler.
+// New returns the sidecar's public HTTP handler: the API, sign-in, the
+// badge assets and /healthz. The operators' endpoints are NewAdmin's.
 func New(o Options) (http.Handler, error) {
 	h, err := newHandler(o)
 	if err != nil {
@@ -132,11 +130,8 @@ func New(o Options) (http.Handler, error) {
 	r.NoRoute(notFound)
 	r.OPTIONS("/*any", h.preflight)
 
+	// Liveness only: /readyz and /metrics are the operators' (NewAdmin).
 	r.GET("/healthz", h.healthz)
-	r.GET("/readyz", h.readyz)
-	if o.Metrics != nil {
-		r.GET("/metrics", gin.WrapH(o.Metrics))
-	}
 
 	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
@@ -164,8 +159,8 @@ func newHandler(o Options) (*handler, error) {
 	if o.Webhook != nil && (len(o.Webhook.Secret) < 16 || o.Webhook.Parse == nil) {
 		return nil, errors.New("routes: the webhook needs a secret of at least 16 bytes and a parser")
 	}
-	if o.Leases == nil || o.Database == nil {
-		return nil, errors.New("routes: Leases and Database are required")
+	if o.Leases == nil {
+		return nil, errors.New("routes: Leases is required")
 	}
 	gitea, err := baseURL("Gitea URL", o.GiteaURL)
 	if err != nil {
@@ -180,7 +175,6 @@ func newHandler(o Options) (*handler, error) {
 	}
 	h := &handler{
 		leases:     o.Leases,
-		database:   o.Database,
 		hook:       o.Webhook,
 		gitea:      gitea,
 		giteaOrig:  origin(gitea),
@@ -191,10 +185,8 @@ func newHandler(o Options) (*handler, error) {
 		log:        o.Logger,
 		now:        o.Clock,
 		rand:       o.Rand,
-		ready:      o.Ready,
 		timeout:    o.RequestTimeout,
 		maxTTL:     o.MaxTTL,
-		spent:      newSpentStates(),
 		budgets:    o.ForgeBudgets,
 	}
 	if h.log == nil {
@@ -266,13 +258,13 @@ func (h *handler) budget(c *gin.Context) {
 }
 
 // accessLog logs each request's method, path (never the query: it carries
-// OAuth codes and states), status and duration; health probes only at
-// debug level, so they do not drown the rest.
+// OAuth codes and states), status and duration; health probes and metrics
+// scrapes only at debug level, so they do not drown the rest.
 func (h *handler) accessLog(c *gin.Context) {
 	start := time.Now()
 	c.Next()
 	level := slog.LevelInfo
-	if p := c.Request.URL.Path; p == "/healthz" || p == "/readyz" {
+	if p := c.Request.URL.Path; p == "/healthz" || p == "/readyz" || p == "/metrics" {
 		level = slog.LevelDebug
 	}
 	h.log.Log(context.Background(), level, "http request", "method", c.Request.Method, "path", c.Request.URL.Path,

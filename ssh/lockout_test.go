@@ -175,6 +175,21 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 		defer c.Close()
 		clients = append(clients, c)
 	}
+	// Wait until the server has let the stalled ones go: only the three
+	// working connections count now.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		w.srv.mu.Lock()
+		n, starting := w.srv.perAddr[addrOf(w.addr)], w.srv.startups.Len()
+		w.srv.mu.Unlock()
+		if n == 3 && starting == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections counted for the address, %d in the handshake, want 3 and 0", n, starting)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	fourth, err := net.Dial("tcp", w.addr.String())
 	if err != nil {
 		t.Fatal(err)
@@ -185,7 +200,7 @@ func TestConnectionsPerAddressAreCapped(t *testing.T) {
 		t.Fatalf("a fourth connection from an address holding 3 got %d bytes", n)
 	}
 	clients[0].Close()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for {
 		r := w.ssh("alice", "collab-lease list acme/widgets")
 		if r.code == 0 {

@@ -25,11 +25,14 @@ import (
 // Config is every setting of collab-sidecar, parsed and validated once here;
 // the packages it wires receive plain values.
 type Config struct {
-	GiteaURL     string
-	GiteaToken   string // the secret itself, read from the token file or env
-	TokenSource  string // where it came from, for messages (never the token)
-	SSHListen    string
-	HTTPListen   string
+	GiteaURL    string
+	GiteaToken  string // the secret itself, read from the token file or env
+	TokenSource string // where it came from, for messages (never the token)
+	SSHListen   string
+	HTTPListen  string
+	// AdminListen is the address of the operators' endpoints (/metrics,
+	// /readyz, /healthz); "" when turned off.
+	AdminListen  string
 	DataDir      string
 	DB           string
 	PublicURL    string
@@ -68,6 +71,7 @@ var settings = []setting{
 	{"gitea-token-file", "COLLAB_GITEA_TOKEN_FILE", "", "file holding a Gitea site-admin API token (required unless COLLAB_GITEA_TOKEN is set)"},
 	{"ssh-listen", "COLLAB_SSH_LISTEN", ":2222", "address of the SSH server (host:0 picks a free port)"},
 	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
+	{"admin-listen", "COLLAB_ADMIN_LISTEN", "127.0.0.1:" + defaultAdminPort, "address of the operators' HTTP server: /metrics, /readyz, /healthz (off: none); keep it off the public network"},
 	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + ", " + oauthAppFile + " and " + webhookSecretFile},
 	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/" + ledgerFile + ")"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
@@ -252,6 +256,11 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 			return c, fmt.Errorf("%s %q is not host:port (e.g. :2222 or 127.0.0.1:0)", name, v[name])
 		}
 	}
+	admin, err := adminListen(v)
+	if err != nil {
+		return c, err
+	}
+	c.AdminListen = admin
 	if c.DataDir == "" {
 		return c, errors.New("data-dir must not be empty")
 	}
@@ -309,6 +318,42 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 	}
 	c.GiteaToken, c.TokenSource = token, source
 	return c, nil
+}
+
+// defaultAdminPort is the port of the operators' endpoints, next to the
+// HTTP API's 8787.
+const defaultAdminPort = "8788"
+
+// adminListen validates admin-listen: host:port, or off (or empty, as
+// --admin-listen ” gives) for no operators' server. It may not be
+// another listener's address: its endpoints would then be public.
+func adminListen(v map[string]string) (string, error) {
+	addr := v["admin-listen"]
+	if addr == "" || addr == "off" {
+		return "", nil
+	}
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("admin-listen %q is not host:port (e.g. 127.0.0.1:%s), or off", addr, defaultAdminPort)
+	}
+	for _, other := range []string{"http-listen", "ssh-listen"} {
+		if port != "0" && sameListenAddr(addr, v[other]) {
+			return "", fmt.Errorf("admin-listen %q is also %s: give the operators' endpoints an address of their own (default 127.0.0.1:%s), or off", addr, other, defaultAdminPort)
+		}
+	}
+	return addr, nil
+}
+
+// sameListenAddr reports whether two listen addresses would take the
+// same port on a shared interface (a wildcard host overlaps any host).
+func sameListenAddr(a, b string) bool {
+	ha, pa, err1 := net.SplitHostPort(a)
+	hb, pb, err2 := net.SplitHostPort(b)
+	if err1 != nil || err2 != nil || pa != pb {
+		return false
+	}
+	wild := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return ha == hb || wild(ha) || wild(hb)
 }
 
 func checkURL(name, s string) error {

@@ -90,6 +90,9 @@ func TestConfigValidation(t *testing.T) {
 		{"empty token file", []string{"--gitea-url", "http://g", "--gitea-token-file", empty}, "exactly one token"},
 		{"missing token file", []string{"--gitea-url", "http://g", "--gitea-token-file", token + ".nope"}, "no such file"},
 		{"bad listen", append(base, "--ssh-listen", "2222"), "ssh-listen \"2222\" is not host:port"},
+		{"bad admin listen", append(base, "--admin-listen", "8788"), "admin-listen \"8788\" is not host:port (e.g. 127.0.0.1:8788), or off"},
+		{"admin listen on the public address", append(base, "--http-listen", ":8787", "--admin-listen", ":8787"), "admin-listen \":8787\" is also http-listen"},
+		{"admin listen on the ssh address", append(base, "--admin-listen", ":2222"), "admin-listen \":2222\" is also ssh-listen"},
 		{"bad ttl", append(base, "--max-ttl", "soon"), "max-ttl \"soon\" must be a duration"},
 		{"zero ttl", append(base, "--max-ttl", "0s"), "max-ttl"},
 		{"bad log format", append(base, "--log-format", "xml"), "log-format \"xml\" must be text or json"},
@@ -106,6 +109,35 @@ func TestConfigValidation(t *testing.T) {
 		_, err := loadConfig("serve", c.args, envOf(nil), io.Discard)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: err %v, want it to mention %q (and never the token)", c.name, err, c.want)
+		}
+	}
+}
+
+// The operators' endpoints listen on loopback unless told otherwise, and
+// can be turned off.
+func TestConfigAdminListen(t *testing.T) {
+	env := envOf(map[string]string{"COLLAB_GITEA_TOKEN": "t0k"})
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "127.0.0.1:8788"},
+		{[]string{"--admin-listen", "10.0.0.7:9100"}, nil, "10.0.0.7:9100"},
+		{[]string{"--admin-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0"}, nil, "127.0.0.1:0"},
+		{nil, map[string]string{"COLLAB_ADMIN_LISTEN": "[::1]:8788"}, "[::1]:8788"},
+		{[]string{"--admin-listen", "off"}, nil, ""},
+		{[]string{"--admin-listen", ""}, nil, ""},
+		{nil, map[string]string{"COLLAB_ADMIN_LISTEN": "off"}, ""},
+	} {
+		e := env
+		if c.env != nil {
+			c.env["COLLAB_GITEA_TOKEN"] = "t0k"
+			e = envOf(c.env)
+		}
+		cfg, err := loadConfig("serve", append([]string{"--gitea-url", "http://g"}, c.args...), e, io.Discard)
+		if err != nil || cfg.AdminListen != c.want {
+			t.Errorf("%v %v: admin-listen %q, %v; want %q", c.args, c.env, cfg.AdminListen, err, c.want)
 		}
 	}
 }

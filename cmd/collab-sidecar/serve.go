@@ -38,8 +38,9 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-// serve wires the ledger, the forge, the SSH server and the HTTP server,
-// and runs until ctx ends (SIGINT, SIGTERM); then it stops accepting, lets
+// serve wires the ledger, the forge, the SSH server, the HTTP server and
+// the operators' HTTP server (unless admin-listen is off), and runs until
+// ctx ends (SIGINT, SIGTERM); then it stops accepting, lets
 // running commands and requests finish within shutdownGrace, and closes
 // the database.
 func serve(ctx context.Context, cfg Config, logw io.Writer) error {
@@ -83,7 +84,17 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	})
 	defer resolving.Wait()
 	defer stopResolving()
-	web, err := newHTTPHandler(cfg, store, forge, leases, met, log)
+	web, err := newHTTPHandler(cfg, forge, leases, met, log)
+	if err != nil {
+		return err
+	}
+	admin, err := routes.NewAdmin(routes.AdminOptions{
+		Database: store.Ping, Metrics: met.handler(), Logger: log, RequestTimeout: operationTimeout(cfg),
+		Ready: func(ctx context.Context) error {
+			_, err := forge.Check(ctx)
+			return err
+		},
+	})
 	if err != nil {
 		return err
 	}
@@ -97,12 +108,55 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		sshL.Close()
 		return fmt.Errorf("http-listen: %w", err)
 	}
+	var adminL net.Listener
+	if cfg.AdminListen != "" {
+		if adminL, err = net.Listen("tcp", cfg.AdminListen); err != nil {
+			sshL.Close()
+			httpL.Close()
+			return fmt.Errorf("admin-listen: %w", err)
+		}
+	}
 	verb := &ssh.LeaseVerb{Leases: leases, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
 	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
 		CommandTimeout: operationTimeout(cfg), ConnDelta: met.connDelta,
 		MaxConnsPerAddr: cfg.MaxConnsPerAddr, MaxConnsPerAccount: cfg.MaxConnsPerAccount}
-	hs := &http.Server{
-		Handler:           web,
+	hs := newHTTPServer(cfg, web, log)
+	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", cfg.DB)
+	log.Info("http listening", "addr", httpL.Addr().String(), "public_url", cfg.PublicURL)
+
+	servers := []runner{
+		{name: "ssh server", serve: func() error { return srv.Serve(sshL) }, closed: ssh.ErrServerClosed,
+			shutdown: func(ctx context.Context) {
+				if err := srv.Shutdown(ctx); err != nil {
+					log.Warn("shutdown cut running commands short", "err", err)
+				}
+			}},
+		httpRunner("http server", hs, httpL, log),
+	}
+	if adminL != nil {
+		as := newHTTPServer(cfg, admin, log)
+		log.Info("admin listening", "addr", adminL.Addr().String(), "serves", "/metrics /readyz /healthz")
+		if !loopback(adminL.Addr()) {
+			log.Warn("the admin address is not loopback: /metrics counts the live leases of private repositories and /readyz asks Gitea; let only operators reach it",
+				"addr", adminL.Addr().String())
+		}
+		servers = append(servers, httpRunner("admin http server", as, adminL, log))
+	} else {
+		log.Info("admin endpoints off: no /metrics or /readyz (admin-listen off)")
+	}
+	err = runServers(ctx, log, shutdownGrace, servers...)
+	if err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// newHTTPServer is an HTTP server of handler with the sidecar's time and
+// size bounds.
+func newHTTPServer(cfg Config, handler http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           handler,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
 		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      httpWriteTimeout(cfg),
@@ -110,28 +164,24 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		MaxHeaderBytes:    httpMaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", cfg.DB)
-	log.Info("http listening", "addr", httpL.Addr().String(), "public_url", cfg.PublicURL)
+}
 
-	err = runServers(ctx, log, shutdownGrace,
-		runner{name: "ssh server", serve: func() error { return srv.Serve(sshL) }, closed: ssh.ErrServerClosed,
-			shutdown: func(ctx context.Context) {
-				if err := srv.Shutdown(ctx); err != nil {
-					log.Warn("shutdown cut running commands short", "err", err)
-				}
-			}},
-		runner{name: "http server", serve: func() error { return hs.Serve(httpL) }, closed: http.ErrServerClosed,
-			shutdown: func(ctx context.Context) {
-				if err := hs.Shutdown(ctx); err != nil {
-					log.Warn("shutdown cut running requests short", "err", err)
-					_ = hs.Close()
-				}
-			}})
-	if err != nil {
-		return err
-	}
-	log.Info("stopped")
-	return nil
+// httpRunner runs hs on l.
+func httpRunner(name string, hs *http.Server, l net.Listener, log *slog.Logger) runner {
+	return runner{name: name, serve: func() error { return hs.Serve(l) }, closed: http.ErrServerClosed,
+		shutdown: func(ctx context.Context) {
+			if err := hs.Shutdown(ctx); err != nil {
+				log.Warn("shutdown cut running requests short", "server", name, "err", err)
+				_ = hs.Close()
+			}
+		}}
+}
+
+// loopback reports whether a bound address is reachable from this machine
+// only.
+func loopback(a net.Addr) bool {
+	tcp, ok := a.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
 }
 
 // runner is one server as runServers runs it.
@@ -178,9 +228,11 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 	return g.Wait()
 }
 
-// newHTTPHandler wires the HTTP API: the badge assets, the session key and,
-// if `collab-sidecar install` registered one, the OAuth2 application.
-func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger) (http.Handler, error) {
+// newHTTPHandler wires the public HTTP API: the badge assets, the session
+// key and, if `collab-sidecar install` registered one, the OAuth2
+// application. The operators' endpoints are on their own handler
+// (routes.NewAdmin, in serve).
+func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -210,16 +262,11 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases 
 		log.Info("webhook enabled", "path", routes.WebhookPath)
 	}
 	return routes.New(routes.Options{
-		Leases: leases, Database: store.Ping, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
+		Leases: leases, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: operationTimeout(cfg), MaxTTL: cfg.MaxTTL,
 		ForgeBudgets: plugin.NewAddrBudgets(float64(cfg.ForgeRatePerAddr), 5*cfg.ForgeRatePerAddr, nil),
-		Metrics:      met.handler(),
 		Webhook:      webhook,
-		Ready: func(ctx context.Context) error {
-			_, err := forge.Check(ctx)
-			return err
-		},
 	})
 }
 

@@ -3,7 +3,12 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -80,5 +85,119 @@ func TestRunServersStopsBothWhenOneFails(t *testing.T) {
 		if !errors.Is(err, boom) || err.Error() != want {
 			t.Errorf("server %d failing: runServers = %v, want %s", i, err, want)
 		}
+	}
+}
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startServe runs serve on free loopback ports until the test ends, and
+// returns its log and the addresses it logged for the messages named.
+func startServe(t *testing.T, args ...string) (*syncBuffer, map[string]string) {
+	t.Helper()
+	base := []string{"--gitea-url", "http://127.0.0.1:1", "--data-dir", t.TempDir(),
+		"--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}
+	cfg, err := loadConfig("serve", append(base, args...), envOf(map[string]string{"COLLAB_GITEA_TOKEN": "t0k"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- serve(ctx, cfg, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	listening := regexp.MustCompile(`msg="(\w+) listening" addr=(\S+)`)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		addrs := map[string]string{}
+		for _, m := range listening.FindAllStringSubmatch(logs.String(), -1) {
+			addrs[m[1]] = m[2]
+		}
+		if addrs["http"] != "" && (addrs["admin"] != "" || strings.Contains(logs.String(), "admin endpoints off")) {
+			return logs, addrs
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve ended: %v\n%s", err, logs)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not listen:\n%s", logs)
+		}
+	}
+}
+
+func httpGet(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestServeKeepsOperatorEndpointsOffThePublicListener: on the real
+// listeners, /metrics and /readyz are the admin address's only; the public
+// one answers them as any unknown path.
+func TestServeKeepsOperatorEndpointsOffThePublicListener(t *testing.T) {
+	_, addrs := startServe(t)
+	public, admin := "http://"+addrs["http"], "http://"+addrs["admin"]
+	if addrs["admin"] == "" {
+		t.Fatalf("no admin address logged: %v", addrs)
+	}
+	for _, p := range []string{"/metrics", "/readyz"} {
+		if code, body := httpGet(t, public+p); code != 404 || body != `{"error":"not found"}` {
+			t.Errorf("public %s: %d %s", p, code, body)
+		}
+	}
+	if code, body := httpGet(t, public+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("public /healthz: %d %s", code, body)
+	}
+	if code, body := httpGet(t, admin+"/metrics"); code != 200 || !strings.Contains(body, "\ncollab_lease_live_leases 0\n") {
+		t.Errorf("admin /metrics: %d %.300s", code, body)
+	}
+	// Gitea is not there (port 1): not ready, but answered.
+	if code, body := httpGet(t, admin+"/readyz"); code != 503 || !strings.Contains(body, `"database":"ok","gitea":"unreachable"`) {
+		t.Errorf("admin /readyz: %d %s", code, body)
+	}
+	if code, body := httpGet(t, admin+"/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("admin /healthz: %d %s", code, body)
+	}
+	for _, p := range []string{"/api/v1/session", "/oauth/login", "/assets/collab-lease.js"} {
+		if code, _ := httpGet(t, admin+p); code != 404 {
+			t.Errorf("admin %s: %d", p, code)
+		}
+	}
+}
+
+func TestServeWithoutAdminEndpoints(t *testing.T) {
+	logs, addrs := startServe(t, "--admin-listen", "off")
+	if addrs["admin"] != "" || !strings.Contains(logs.String(), "admin endpoints off") {
+		t.Fatalf("admin-listen off: %v\n%s", addrs, logs)
+	}
+	if code, _ := httpGet(t, "http://"+addrs["http"]+"/metrics"); code != 404 {
+		t.Fatalf("public /metrics: %d", code)
 	}
 }
