@@ -8,7 +8,7 @@ BIN     := bin
 # -buildvcs=false).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
-.PHONY: all build check test fmt-check vet staticcheck unit-short unit gitea gitea-frontend bench fleet fuzz demo clean stress
+.PHONY: all build install check test fmt-check vet staticcheck unit-short unit gitea gitea-frontend bench fleet fuzz demo clean stress
 
 all: build
 
@@ -97,6 +97,16 @@ fuzz:
 		echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
 		CGO_ENABLED=1 $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
+
+# install puts both binaries in $(PREFIX)/bin and git-collab's manual page
+# in $(PREFIX)/share/man/man1, where man finds it through PATH (so
+# `git collab --help` shows it): make install PREFIX=$$HOME/.local
+PREFIX ?= /usr/local
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(BIN)/collab-sidecar $(BIN)/git-collab $(DESTDIR)$(PREFIX)/bin/
+	$(BIN)/git-collab help --man > $(DESTDIR)$(PREFIX)/share/man/man1/git-collab.1
+	chmod 644 $(DESTDIR)$(PREFIX)/share/man/man1/git-collab.1
 
 clean:
 	rm -rf $(BIN)

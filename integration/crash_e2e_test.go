@@ -24,7 +24,26 @@ import (
 // every acquire a client was told succeeded, its tenure history must hand
 // out tokens 1, 2, 3, … per issue with none repeated or skipped, and no
 // client may have seen a token repeated for another tenure or lower than
-// one it had already been given. Every start must be clean.
+// one it had already been given. Every acknowledged renew, and every
+// acknowledged release of a tenure still live when it was asked, must be
+// in the history too, and no command may hang. Every start must be clean.
+
+// seenWrite is a renew or release a client was told succeeded, of the
+// tenure the client knew it held (its own last acknowledged acquire or
+// renew of the issue, with no command of unknown fate since).
+type seenWrite struct {
+	kind      leasemodel.Kind
+	issue     int64
+	holder    string
+	token     int64
+	expiresAt int64 // renew: the expiry it set; release: the one in force (0: open-ended)
+	callUnix  int64 // release: when it was called, wall clock
+}
+
+// held is what one client knows it holds on one issue.
+type held struct {
+	token, expiresAt int64
+}
 
 // seenAcquire is one acquire a client was told succeeded.
 type seenAcquire struct {
@@ -82,6 +101,7 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 		wg         sync.WaitGroup
 		mu         sync.Mutex
 		seen       []seenAcquire
+		writes     []seenWrite
 		acked      atomic.Int64 // acquires answered "acquired" (for the killer's pacing)
 		ops        atomic.Int64
 		cut        atomic.Int64 // commands whose connection died before the answer
@@ -91,6 +111,7 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 	for c, a := range agents {
 		wg.Go(func() {
 			rng := rand.New(rand.NewSource(time.Now().UnixNano() + int64(c)))
+			mine := map[int64]held{} // this client's commands are sequential
 			for !stop.Load() {
 				n := issues[rng.Intn(len(issues))]
 				in := leasemodel.Input{Key: leasemodel.Key{RepoID: w.Widgets.ID, Issue: n}, Holder: a.user.Login}
@@ -102,13 +123,19 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 				default:
 					in.Kind = leasemodel.Release
 				}
-				call := time.Since(start)
+				call, callUnix := time.Since(start), time.Now().Unix()
 				cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 				r, err := a.run(cctx, e2eCommand(in, w.Widgets.FullName()))
+				hung := cctx.Err() == context.DeadlineExceeded
 				ccancel()
 				ret := time.Since(start)
 				ops.Add(1)
+				if hung {
+					unexpected <- fmt.Errorf("%s: %s hung for 30 s (a kill cuts a command off at once)", a.user.Login, in.Kind)
+					return
+				}
 				if errors.Is(err, errTransport) {
+					delete(mine, n) // its fate is unknown
 					// Killed mid-command, or not listening yet: the fate
 					// of this command is unknown. Try again shortly.
 					if strings.Contains(err.Error(), "dial:") {
@@ -124,12 +151,30 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 					unexpected <- fmt.Errorf("%s: %v", a.user.Login, err)
 					return
 				}
-				if in.Kind == leasemodel.Acquire && len(outs) == 1 && outs[0].Result == leasemodel.OK {
+				ok := len(outs) == 1 && outs[0].Result == leasemodel.OK
+				switch {
+				case !ok:
+					delete(mine, n)
+				case in.Kind == leasemodel.Acquire:
 					o := outs[0]
 					mu.Lock()
 					seen = append(seen, seenAcquire{issue: n, holder: o.Holder, token: o.Token, acquiredAt: o.AcquiredAt, expiresAt: o.ExpiresAt, call: call, ret: ret})
 					mu.Unlock()
+					mine[n] = held{token: o.Token, expiresAt: o.ExpiresAt}
 					acked.Add(1)
+				case in.Kind == leasemodel.Renew:
+					o := outs[0]
+					mu.Lock()
+					writes = append(writes, seenWrite{kind: in.Kind, issue: n, holder: o.Holder, token: o.Token, expiresAt: o.ExpiresAt})
+					mu.Unlock()
+					mine[n] = held{token: o.Token, expiresAt: o.ExpiresAt}
+				case in.Kind == leasemodel.Release:
+					if h, known := mine[n]; known {
+						mu.Lock()
+						writes = append(writes, seenWrite{kind: in.Kind, issue: n, holder: a.user.Login, token: h.token, expiresAt: h.expiresAt, callUnix: callUnix})
+						mu.Unlock()
+					}
+					delete(mine, n)
 				}
 			}
 		})
@@ -278,7 +323,36 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("issue %d: %d tenures, %d events, %d acknowledged acquires", n, tenure, len(evs), len(mine))
+		// Every acknowledged renew is in the history, and so is every
+		// acknowledged release of a tenure that had not expired when it
+		// was asked (the ledger's times are whole seconds: one of slack).
+		renews, releases := 0, 0
+		for _, wr := range writes {
+			if wr.issue != n {
+				continue
+			}
+			found := false
+			for _, e := range evs {
+				switch wr.kind {
+				case leasemodel.Renew:
+					found = found || (e.Action == models.ActionRenew && e.Holder == wr.holder && e.Token == wr.token &&
+						e.ExpiresAt != nil && *e.ExpiresAt == wr.expiresAt)
+				case leasemodel.Release:
+					found = found || (e.Action == models.ActionRelease && e.Holder == wr.holder && e.Token == wr.token)
+				}
+			}
+			switch {
+			case found && wr.kind == leasemodel.Renew:
+				renews++
+			case found:
+				releases++
+			case wr.kind == leasemodel.Renew:
+				t.Errorf("issue %d: acknowledged renew by %s (token %d, to %d) is not in the ledger", n, wr.holder, wr.token, wr.expiresAt)
+			case wr.expiresAt == 0 || wr.expiresAt > wr.callUnix+1:
+				t.Errorf("issue %d: acknowledged release by %s of token %d (live until %d, released at %d) is not in the ledger", n, wr.holder, wr.token, wr.expiresAt, wr.callUnix)
+			}
+		}
+		t.Logf("issue %d: %d tenures, %d events, %d acknowledged acquires, %d renews and %d releases found in the ledger", n, tenure, len(evs), len(mine), renews, releases)
 	}
 }
 
