@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 )
@@ -110,49 +108,63 @@ func stripFooter(content []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
-// CheckFooter reports whether InstallFooter would succeed, changing
-// nothing: the custom directory exists, the URL makes a block, and the
-// footer's markers (if any) are intact.
-func CheckFooter(customDir, publicURL string) error {
-	path := resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
-	if _, err := FooterBlock(publicURL); err != nil {
+// Footer is the installer of one Gitea's footer: where Gitea's custom
+// directory is, which sidecar the block loads from, and how careful to be
+// about the files it finds there (see footerfs.go).
+type Footer struct {
+	CustomDir string // Gitea's custom directory ($GITEA_CUSTOM)
+	PublicURL string // where browsers reach the sidecar
+	// Force follows symbolic links and accepts hard links and foreign
+	// owners below CustomDir, for a layout the admin made so on purpose.
+	Force bool
+}
+
+// Path is the footer template's path as the admin names it.
+func (f Footer) Path() string { return filepath.Join(f.CustomDir, filepath.FromSlash(FooterFile)) }
+
+// Check reports whether Install would succeed, changing nothing: the
+// custom directory exists, the URL makes a block, nothing below the
+// custom directory is refused, and the footer's markers (if any) are
+// intact.
+func (f Footer) Check() error {
+	if _, err := FooterBlock(f.PublicURL); err != nil {
 		return err
 	}
-	if err := checkCustomDir(customDir); err != nil {
+	d, err := f.open(false)
+	if err != nil || d == nil {
 		return err
 	}
-	old, _, err := readFooter(path)
+	defer d.close()
+	old, _, err := d.read()
 	if err != nil {
 		return err
 	}
 	if _, _, _, err := findBlock(old); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", d.path, err)
 	}
 	return nil
 }
 
-func checkCustomDir(dir string) error {
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("gitea-custom %s: not a directory (pass --gitea-custom, Gitea's $GITEA_CUSTOM)", dir)
-	}
-	return nil
-}
-
-// InstallFooter writes the block for publicURL into the footer template of
-// the Gitea custom directory customDir, creating the file (and its
-// directories) if needed. It reports whether the file changed: a second
-// run with the same URL writes nothing.
-func InstallFooter(customDir, publicURL string) (path string, changed bool, err error) {
-	path = filepath.Join(customDir, filepath.FromSlash(FooterFile))
-	block, err := FooterBlock(publicURL)
+// Install writes the block into the footer template, creating the file
+// (and its directories) if needed, under the footer directory's lock. It
+// reports whether the file changed: a second run with the same URL writes
+// nothing.
+func (f Footer) Install() (path string, changed bool, err error) {
+	path = f.Path()
+	block, err := FooterBlock(f.PublicURL)
 	if err != nil {
 		return path, false, err
 	}
-	if err := checkCustomDir(customDir); err != nil {
+	d, err := f.open(true)
+	if err != nil {
 		return path, false, err
 	}
-	path = resolved(path)
-	old, mode, err := readFooter(path)
+	defer d.close()
+	path = d.path
+	if err := d.lock(); err != nil {
+		return path, false, err
+	}
+	old, st, err := d.read()
 	if err != nil {
 		return path, false, err
 	}
@@ -163,21 +175,28 @@ func InstallFooter(customDir, publicURL string) (path string, changed bool, err 
 	if old != nil && bytes.Equal(old, next) {
 		return path, false, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return path, false, err
-	}
-	if err := WriteFileAtomic(path, next, mode); err != nil {
+	if err := d.write(next, st); err != nil {
 		return path, false, err
 	}
 	return path, true, nil
 }
 
-// UninstallFooter removes the installer's block from the footer template,
+// Uninstall removes the installer's block from the footer template,
 // leaving the admin's bytes exactly as they were. A footer that held
-// nothing but the block is removed. It reports whether anything changed.
-func UninstallFooter(customDir string) (path string, changed bool, err error) {
-	path = resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
-	old, mode, err := readFooter(path)
+// nothing but the block is removed (the name, never what a link points
+// at). It reports whether anything changed.
+func (f Footer) Uninstall() (path string, changed bool, err error) {
+	path = f.Path()
+	d, err := f.open(false)
+	if err != nil || d == nil {
+		return path, false, err
+	}
+	defer d.close()
+	path = d.path
+	if err := d.lock(); err != nil {
+		return path, false, err
+	}
+	old, st, err := d.read()
 	if err != nil || old == nil {
 		return path, false, err
 	}
@@ -189,59 +208,31 @@ func UninstallFooter(customDir string) (path string, changed bool, err error) {
 		return path, false, nil
 	}
 	if len(next) == 0 {
-		if err := os.Remove(path); err != nil {
-			return path, false, err
-		}
-		return path, true, nil
+		return path, true, d.remove()
 	}
-	return path, true, WriteFileAtomic(path, next, mode)
+	return path, true, d.write(next, st)
 }
 
-// readFooter returns the footer's bytes (nil if it does not exist) and the
-// mode to write it back with.
-func readFooter(path string) ([]byte, fs.FileMode, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0o644, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	if b == nil {
-		b = []byte{}
-	}
-	return b, st.Mode().Perm(), nil
-}
-
-// resolved follows a symbolic link, so that an atomic rename replaces the
-// file the admin's link points at rather than the link.
-func resolved(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return real
-	}
-	return path
-}
-
-// FooterInstalled reports whether the footer holds exactly the block
-// InstallFooter would write for publicURL (so Gitea's pages load this
-// sidecar's badge script). Damaged markers are an error.
-func FooterInstalled(customDir, publicURL string) (bool, error) {
-	block, err := FooterBlock(publicURL)
+// Installed reports whether the footer holds exactly the block Install
+// would write (so Gitea's pages load this sidecar's badge script).
+// Damaged markers, and whatever Install would refuse, are an error.
+func (f Footer) Installed() (bool, error) {
+	block, err := FooterBlock(f.PublicURL)
 	if err != nil {
 		return false, err
 	}
-	path := resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
-	old, _, err := readFooter(path)
+	d, err := f.open(false)
+	if err != nil || d == nil {
+		return false, err
+	}
+	defer d.close()
+	old, _, err := d.read()
 	if err != nil {
 		return false, err
 	}
 	next, err := spliceFooter(old, block)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
+		return false, fmt.Errorf("%s: %w", d.path, err)
 	}
 	return old != nil && bytes.Equal(old, next), nil
 }

@@ -56,7 +56,7 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.GiteaCustom == "" {
 		add("footer", "", errors.New("not checked: pass --gitea-custom DIR (Gitea's custom directory) to check the badge footer"))
 	} else {
-		installed, err := plugin.FooterInstalled(cfg.GiteaCustom, cfg.PublicURL)
+		installed, err := plugin.Footer{CustomDir: cfg.GiteaCustom, PublicURL: cfg.PublicURL}.Installed()
 		if err == nil && !installed {
 			err = fmt.Errorf("%s has no badge block for %s: run collab-sidecar install --gitea-custom %s, then restart Gitea",
 				filepath.Join(cfg.GiteaCustom, plugin.FooterFile), cfg.PublicURL, cfg.GiteaCustom)

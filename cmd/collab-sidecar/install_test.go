@@ -246,6 +246,38 @@ func TestInstallRefusesADamagedFooterBeforeRegistering(t *testing.T) {
 	}
 }
 
+// A footer.tmpl that links elsewhere stops install and uninstall before
+// anything is asked of Gitea, and the link's target stays as it was;
+// --force follows the link.
+func TestInstallRefusesASymlinkedFooterBeforeRegistering(t *testing.T) {
+	e := newInstallEnv(t)
+	if err := os.MkdirAll(filepath.Dir(e.footer), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := writeFile(t, "passwd", "root:x:0:0::/root:/bin/sh\n", 0o644)
+	if err := os.Symlink(target, e.footer); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--uninstall"}} {
+		if code := e.run(args...); code != 1 || !strings.Contains(e.stderr.String(), "symbolic link") ||
+			!strings.Contains(e.stderr.String(), "--force") || strings.Count(e.stderr.String(), "\n") != 1 {
+			t.Fatalf("install %v: exit %d: %s", args, code, e.stderr.String())
+		}
+	}
+	if len(e.gitea.calls) != 0 {
+		t.Fatalf("asked Gitea: %v", e.gitea.calls)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "root:x:0:0::/root:/bin/sh\n" {
+		t.Fatalf("the link's target changed: %q", got)
+	}
+	if code := e.run("--force"); code != 0 {
+		t.Fatalf("install --force: exit %d: %s", code, e.stderr.String())
+	}
+	if got, _ := os.ReadFile(target); !strings.Contains(string(got), "collab-lease:begin") {
+		t.Fatalf("install --force did not follow the link: %q", got)
+	}
+}
+
 // A token without the admin scope: install says which scope, and uninstall
 // leaves the files that name what to remove.
 func TestInstallNeedsTheAdminScope(t *testing.T) {
