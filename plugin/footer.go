@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/collab-lease/collab-lease/assets"
 )
 
 // The installer of Gitea's custom footer: Gitea renders
@@ -34,24 +36,51 @@ const (
 // It refuses to touch the file; the admin repairs it by hand.
 var ErrFooterDamaged = errors.New("the collab-lease block of the footer template is damaged")
 
-// FooterBlock is the block the installer writes for a sidecar reached by
-// browsers at publicURL.
-func FooterBlock(publicURL string) (string, error) {
-	u, err := url.Parse(strings.TrimRight(publicURL, "/"))
+// The badge files the footer loads, by their names in the bundle.
+const (
+	footerScript = "collab-lease.js"
+	footerStyle  = "collab-lease.css"
+)
+
+// Block is the block the installer writes for a sidecar reached by
+// browsers at PublicURL, serving Assets.
+//
+// Its tags name the content-addressed URLs of the script and the
+// stylesheet, with their Subresource Integrity (the SHA-384 of the bytes
+// this binary embeds, which its sidecar serves) and crossorigin
+// "anonymous". The script runs on Gitea's origin, with the rights of
+// whoever is signed in to Gitea, so it is pinned here: a sidecar that was
+// tampered with, or reached over plain http through someone in between,
+// cannot run other code there, because the browser refuses bytes that do
+// not match. The pin is on the code itself, not on a loader: a loader
+// would have to learn the current hash from the sidecar, the very party
+// the pin does not trust. The price is that an upgrade that changes these
+// files needs install again (the block changes with them; doctor reports
+// a block that is not current) and a Gitea restart; until then the old
+// URL answers 404 and no badge shows.
+func (f Footer) Block() (string, error) {
+	u, err := url.Parse(strings.TrimRight(f.PublicURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("public URL %q must be an http(s) URL without query or credentials", publicURL)
+		return "", fmt.Errorf("public URL %q must be an http(s) URL without query or credentials", f.PublicURL)
 	}
 	base := u.String()
 	// The block is template source: text that Gitea's template engine
 	// would read as an action must not get in.
 	if strings.Contains(base, "{{") || strings.Contains(base, "}}") {
-		return "", fmt.Errorf("public URL %q must not contain {{ or }}", publicURL)
+		return "", fmt.Errorf("public URL %q must not contain {{ or }}", f.PublicURL)
+	}
+	script, okScript := f.Assets[footerScript]
+	style, okStyle := f.Assets[footerStyle]
+	if !okScript || !okStyle || script.Integrity == "" || style.Integrity == "" {
+		return "", fmt.Errorf("badge assets: %s and %s are missing from the bundle", footerScript, footerStyle)
 	}
 	attr := html.EscapeString(base)
 	return footerBegin + "\n" +
 		"{{/* Written by `collab-sidecar install`; `collab-sidecar install --uninstall` removes it. Edits inside this block are lost. */}}\n" +
-		`<link rel="stylesheet" href="` + attr + `/assets/collab-lease.css">` + "\n" +
-		`<script src="` + attr + `/assets/collab-lease.js" data-collab-lease-url="` + attr + `" defer></script>` + "\n" +
+		`<link rel="stylesheet" href="` + attr + `/assets/` + html.EscapeString(style.HashedName()) +
+		`" integrity="` + html.EscapeString(style.Integrity) + `" crossorigin="anonymous">` + "\n" +
+		`<script src="` + attr + `/assets/` + html.EscapeString(script.HashedName()) +
+		`" integrity="` + html.EscapeString(script.Integrity) + `" crossorigin="anonymous" data-collab-lease-url="` + attr + `" defer></script>` + "\n" +
 		footerEnd + "\n", nil
 }
 
@@ -112,8 +141,9 @@ func stripFooter(content []byte) ([]byte, bool, error) {
 // directory is, which sidecar the block loads from, and how careful to be
 // about the files it finds there (see footerfs.go).
 type Footer struct {
-	CustomDir string // Gitea's custom directory ($GITEA_CUSTOM)
-	PublicURL string // where browsers reach the sidecar
+	CustomDir string        // Gitea's custom directory ($GITEA_CUSTOM)
+	PublicURL string        // where browsers reach the sidecar
+	Assets    assets.Bundle // what the sidecar serves: the badge script and stylesheet
 	// Force follows symbolic links and accepts hard links and foreign
 	// owners below CustomDir, for a layout the admin made so on purpose.
 	Force bool
@@ -127,7 +157,7 @@ func (f Footer) Path() string { return filepath.Join(f.CustomDir, filepath.FromS
 // custom directory is refused, and the footer's markers (if any) are
 // intact.
 func (f Footer) Check() error {
-	if _, err := FooterBlock(f.PublicURL); err != nil {
+	if _, err := f.Block(); err != nil {
 		return err
 	}
 	d, err := f.open(false)
@@ -151,7 +181,7 @@ func (f Footer) Check() error {
 // nothing.
 func (f Footer) Install() (path string, changed bool, err error) {
 	path = f.Path()
-	block, err := FooterBlock(f.PublicURL)
+	block, err := f.Block()
 	if err != nil {
 		return path, false, err
 	}
@@ -217,7 +247,7 @@ func (f Footer) Uninstall() (path string, changed bool, err error) {
 // would write (so Gitea's pages load this sidecar's badge script).
 // Damaged markers, and whatever Install would refuse, are an error.
 func (f Footer) Installed() (bool, error) {
-	block, err := FooterBlock(f.PublicURL)
+	block, err := f.Block()
 	if err != nil {
 		return false, err
 	}

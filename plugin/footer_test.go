@@ -1,6 +1,8 @@
 package plugin
 
 import (
+	"crypto/sha512"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -11,6 +13,8 @@ import (
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/collab-lease/collab-lease/assets"
 )
 
 const pub = "https://git.example/collab"
@@ -42,21 +46,32 @@ func readFooterT(t *testing.T, dir string) string {
 
 func mustInstall(t *testing.T, dir, url string, wantChanged bool) {
 	t.Helper()
-	_, changed, err := Footer{CustomDir: dir, PublicURL: url}.Install()
+	_, changed, err := Footer{CustomDir: dir, PublicURL: url, Assets: testAssets}.Install()
 	if err != nil || changed != wantChanged {
 		t.Fatalf("install: changed %v (want %v), %v", changed, wantChanged, err)
 	}
 }
 
+// testAssets stand for the embedded bundle.
+var testAssets = assets.Bundle{
+	"collab-lease.js":  assets.New("collab-lease.js", []byte("/* badge */\n")),
+	"collab-lease.css": assets.New("collab-lease.css", []byte(".badge{}\n")),
+}
+
+func blockFor(publicURL string) (string, error) {
+	return Footer{PublicURL: publicURL, Assets: testAssets}.Block()
+}
+
 func TestFooterBlock(t *testing.T) {
-	b, err := FooterBlock(pub + "/")
+	b, err := blockFor(pub + "/")
 	if err != nil {
 		t.Fatal(err)
 	}
+	js, css := testAssets["collab-lease.js"], testAssets["collab-lease.css"]
 	want := "{{/* collab-lease:begin */}}\n" +
 		"{{/* Written by `collab-sidecar install`; `collab-sidecar install --uninstall` removes it. Edits inside this block are lost. */}}\n" +
-		`<link rel="stylesheet" href="https://git.example/collab/assets/collab-lease.css">` + "\n" +
-		`<script src="https://git.example/collab/assets/collab-lease.js" data-collab-lease-url="https://git.example/collab" defer></script>` + "\n" +
+		`<link rel="stylesheet" href="https://git.example/collab/assets/collab-lease.` + css.Hash + `.css" integrity="` + css.Integrity + `" crossorigin="anonymous">` + "\n" +
+		`<script src="https://git.example/collab/assets/collab-lease.` + js.Hash + `.js" integrity="` + js.Integrity + `" crossorigin="anonymous" data-collab-lease-url="https://git.example/collab" defer></script>` + "\n" +
 		"{{/* collab-lease:end */}}\n"
 	if b != want {
 		t.Fatalf("block:\n%s\nwant:\n%s", b, want)
@@ -74,13 +89,13 @@ func TestFooterBlock(t *testing.T) {
 		t.Fatalf("rendered: %q", out.String())
 	}
 	for _, bad := range []string{"ftp://x", "https://u:p@x", "http://x/?q=1", "not a url", "http://x#f"} {
-		if _, err := FooterBlock(bad); err == nil {
-			t.Errorf("FooterBlock(%q) accepted", bad)
+		if _, err := blockFor(bad); err == nil {
+			t.Errorf("Block of %q accepted", bad)
 		}
 	}
 	// Markup or template actions in the URL never reach the template.
 	for _, u := range []string{`http://x/"><script>`, "http://x/{{.Secret}}"} {
-		if b, err := FooterBlock(u); err == nil && (strings.Contains(b, `"><script>`) || strings.Contains(b, "{{.Secret")) {
+		if b, err := blockFor(u); err == nil && (strings.Contains(b, `"><script>`) || strings.Contains(b, "{{.Secret")) {
 			t.Errorf("%s got into the block: %s", u, b)
 		}
 	}
@@ -89,7 +104,7 @@ func TestFooterBlock(t *testing.T) {
 func TestInstallFreshFooter(t *testing.T) {
 	dir := t.TempDir()
 	mustInstall(t, dir, pub, true)
-	block, _ := FooterBlock(pub)
+	block, _ := blockFor(pub)
 	if got := readFooterT(t, dir); got != block {
 		t.Fatalf("fresh footer: %q", got)
 	}
@@ -122,7 +137,7 @@ func TestInstallKeepsTheAdminsBytes(t *testing.T) {
 		writeFooter(t, dir, admin, 0o640)
 		mustInstall(t, dir, pub, true)
 		got := readFooterT(t, dir)
-		block, _ := FooterBlock(pub)
+		block, _ := blockFor(pub)
 		if got != admin+block {
 			t.Fatalf("install after %q: %q", admin, got)
 		}
@@ -136,7 +151,7 @@ func TestInstallKeepsTheAdminsBytes(t *testing.T) {
 		after := "<footer>mine, after</footer>\n"
 		writeFooter(t, dir, got+after, 0o640)
 		mustInstall(t, dir, "http://127.0.0.1:8787", true)
-		block2, _ := FooterBlock("http://127.0.0.1:8787")
+		block2, _ := blockFor("http://127.0.0.1:8787")
 		if got := readFooterT(t, dir); got != admin+block2+after {
 			t.Fatalf("reinstall with another URL: %q", got)
 		}
@@ -174,7 +189,7 @@ func TestSecondInstallDoesNotTouchTheFile(t *testing.T) {
 }
 
 func TestDamagedMarkersAreRefused(t *testing.T) {
-	block, _ := FooterBlock(pub)
+	block, _ := blockFor(pub)
 	lines := strings.SplitAfter(block, "\n")
 	begin, end := lines[0], lines[len(lines)-2]
 	cases := map[string]string{
@@ -189,7 +204,7 @@ func TestDamagedMarkersAreRefused(t *testing.T) {
 	for name, content := range cases {
 		dir := t.TempDir()
 		writeFooter(t, dir, content, 0o644)
-		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub}).Install(); !errors.Is(err, ErrFooterDamaged) {
+		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}).Install(); !errors.Is(err, ErrFooterDamaged) {
 			t.Errorf("%s: install: %v, want ErrFooterDamaged", name, err)
 		}
 		if _, _, err := (Footer{CustomDir: dir}).Uninstall(); !errors.Is(err, ErrFooterDamaged) {
@@ -229,7 +244,7 @@ func TestForceFollowsASymlinkedFooter(t *testing.T) {
 	if err := os.Symlink(real, footerPath(dir)); err != nil {
 		t.Fatal(err)
 	}
-	forced := Footer{CustomDir: dir, PublicURL: pub, Force: true}
+	forced := Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets, Force: true}
 	if _, changed, err := forced.Install(); err != nil || !changed {
 		t.Fatalf("install: %v %v", changed, err)
 	}
@@ -245,7 +260,7 @@ func TestForceFollowsASymlinkedFooter(t *testing.T) {
 }
 
 func TestInstallNeedsTheCustomDirectory(t *testing.T) {
-	if _, _, err := (Footer{CustomDir: filepath.Join(t.TempDir(), "missing"), PublicURL: pub}).Install(); err == nil {
+	if _, _, err := (Footer{CustomDir: filepath.Join(t.TempDir(), "missing"), PublicURL: pub, Assets: testAssets}).Install(); err == nil {
 		t.Fatal("installed into a missing custom directory")
 	}
 }
@@ -273,7 +288,7 @@ func readT(t *testing.T, p string) string {
 // A footer.tmpl that is a symbolic link is refused, by install and
 // uninstall alike: its target is neither written nor removed.
 func TestInstallRefusesASymlinkedFooter(t *testing.T) {
-	block, _ := FooterBlock(pub)
+	block, _ := blockFor(pub)
 	for _, target := range []string{"mine\n", "mine\n" + block, block} {
 		dir := t.TempDir()
 		outside := outsideFile(t, target)
@@ -283,7 +298,7 @@ func TestInstallRefusesASymlinkedFooter(t *testing.T) {
 		if err := os.Symlink(outside, footerPath(dir)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub}).Install(); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}).Install(); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 			t.Errorf("install through a link to %q: %v", target, err)
 		}
 		if _, _, err := (Footer{CustomDir: dir}).Uninstall(); err == nil || !strings.Contains(err.Error(), "symbolic link") {
@@ -309,14 +324,14 @@ func TestInstallRefusesSymlinkedDirectories(t *testing.T) {
 		if err := os.Symlink(outside, filepath.Join(dir, link)); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub}).Install(); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}).Install(); err == nil || !strings.Contains(err.Error(), "symbolic link") {
 			t.Errorf("install with %s a link: %v", link, err)
 		}
 		if entries, _ := os.ReadDir(outside); len(entries) != 0 {
 			t.Errorf("install with %s a link wrote %v where it points", link, entries)
 		}
 		// --force follows the link.
-		if _, changed, err := (Footer{CustomDir: dir, PublicURL: pub, Force: true}).Install(); err != nil || !changed {
+		if _, changed, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets, Force: true}).Install(); err != nil || !changed {
 			t.Errorf("forced install with %s a link: %v %v", link, changed, err)
 		}
 		if entries, _ := os.ReadDir(outside); len(entries) != 1 {
@@ -334,7 +349,7 @@ func TestInstallRefusesAHardLinkedFooter(t *testing.T) {
 	if err := os.Link(footerPath(dir), other); err != nil {
 		t.Skipf("no hard link across temporary directories: %v", err)
 	}
-	if _, _, err := (Footer{CustomDir: dir, PublicURL: pub}).Install(); err == nil || !strings.Contains(err.Error(), "hard link") {
+	if _, _, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}).Install(); err == nil || !strings.Contains(err.Error(), "hard link") {
 		t.Fatalf("install: %v", err)
 	}
 	if got := readFooterT(t, dir); got != "secret\n" {
@@ -349,7 +364,7 @@ func TestInstallRefusesAHardLinkedFooter(t *testing.T) {
 
 func mustForce(t *testing.T, dir string) {
 	t.Helper()
-	if _, changed, err := (Footer{CustomDir: dir, PublicURL: pub, Force: true}).Install(); err != nil || !changed {
+	if _, changed, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets, Force: true}).Install(); err != nil || !changed {
 		t.Fatalf("forced install: %v %v", changed, err)
 	}
 }
@@ -367,7 +382,7 @@ func TestInstallRefusesForeignOwners(t *testing.T) {
 		if err := os.Lchown(filepath.Join(dir, filepath.FromSlash(owned)), stranger, stranger); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub}).Install(); err == nil || !strings.Contains(err.Error(), "owned by") {
+		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}).Install(); err == nil || !strings.Contains(err.Error(), "owned by") {
 			t.Errorf("install with %s owned by %d: %v", owned, stranger, err)
 		}
 		if got := readFooterT(t, dir); got != "mine\n" {
@@ -405,7 +420,7 @@ func TestConcurrentInstallsAreSerialised(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := Footer{CustomDir: dir, PublicURL: pub}.Install()
+		_, _, err := Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}.Install()
 		done <- err
 	}()
 	deadline := time.Now().Add(10 * time.Second)
@@ -431,8 +446,40 @@ func TestConcurrentInstallsAreSerialised(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	block, _ := FooterBlock(pub)
+	block, _ := blockFor(pub)
 	if got := readFooterT(t, dir); got != "mine\n"+block {
 		t.Fatalf("footer: %q", got)
+	}
+}
+
+// A new bundle (an upgraded sidecar) changes the block: install again
+// rewrites the tags with the new names and integrity, in place.
+func TestInstallUpdatesTheIntegrityWhenTheAssetsChange(t *testing.T) {
+	dir := t.TempDir()
+	writeFooter(t, dir, "mine\n", 0o644)
+	mustInstall(t, dir, pub, true)
+	upgraded := assets.Bundle{
+		"collab-lease.js":  assets.New("collab-lease.js", []byte("/* badge, version 2 */\n")),
+		"collab-lease.css": testAssets["collab-lease.css"],
+	}
+	f := Footer{CustomDir: dir, PublicURL: pub, Assets: upgraded}
+	if ok, err := f.Installed(); ok || err != nil {
+		t.Fatalf("the old block counts as installed for the new bundle: %v %v", ok, err)
+	}
+	if _, changed, err := f.Install(); err != nil || !changed {
+		t.Fatalf("install of the new bundle: %v %v", changed, err)
+	}
+	sum := sha512.Sum384([]byte("/* badge, version 2 */\n"))
+	got := readFooterT(t, dir)
+	if !strings.Contains(got, `integrity="sha384-`+base64.StdEncoding.EncodeToString(sum[:])+`"`) ||
+		!strings.Contains(got, upgraded["collab-lease.js"].HashedName()) ||
+		strings.Contains(got, testAssets["collab-lease.js"].Integrity) || strings.Count(got, "collab-lease:begin") != 1 {
+		t.Fatalf("footer after the upgrade:\n%s", got)
+	}
+	if ok, err := f.Installed(); !ok || err != nil {
+		t.Fatalf("installed: %v %v", ok, err)
+	}
+	if _, err := (Footer{PublicURL: pub}).Block(); err == nil {
+		t.Fatal("a block without the bundle")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/routes"
@@ -26,6 +27,16 @@ func (f *installFlags) define(fs *flag.FlagSet) {
 // webhookDeliveryURL is where Gitea delivers the sidecar's webhook.
 func webhookDeliveryURL(cfg Config) string { return cfg.WebhookURL + routes.WebhookPath }
 
+// newFooter is the footer installer for this configuration, with the
+// badge files this binary embeds (and so its sidecar serves).
+func newFooter(cfg Config) (plugin.Footer, error) {
+	bundle, err := assets.Load()
+	if err != nil {
+		return plugin.Footer{}, fmt.Errorf("badge assets: %w", err)
+	}
+	return plugin.Footer{CustomDir: cfg.GiteaCustom, PublicURL: cfg.PublicURL, Assets: bundle}, nil
+}
+
 // install wires a Gitea to this sidecar: the OAuth2 application (for
 // sign-in), the system webhook (so closes and deletions reach the ledger)
 // and the badge tags in Gitea's custom footer. Every step is idempotent.
@@ -35,7 +46,11 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	if cfg.GiteaCustom == "" {
 		return errors.New("gitea-custom is required: pass --gitea-custom DIR, Gitea's custom directory ($GITEA_CUSTOM, e.g. /var/lib/gitea/custom), or set COLLAB_GITEA_CUSTOM")
 	}
-	footer := plugin.Footer{CustomDir: cfg.GiteaCustom, PublicURL: cfg.PublicURL, Force: f.force}
+	footer, err := newFooter(cfg)
+	if err != nil {
+		return err
+	}
+	footer.Force = f.force
 	if err := footer.Check(); err != nil {
 		return err
 	}

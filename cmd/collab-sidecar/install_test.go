@@ -170,7 +170,7 @@ func TestInstallCommand(t *testing.T) {
 		t.Fatalf("webhook secret: %q %v", secret, err)
 	}
 	footer, _ := os.ReadFile(e.footer)
-	if !strings.Contains(string(footer), `<script src="http://127.0.0.1:8787/assets/collab-lease.js"`) {
+	if !strings.Contains(string(footer), `<script src="http://127.0.0.1:8787/assets/collab-lease.`) || !strings.Contains(string(footer), `integrity="sha384-`) {
 		t.Fatalf("footer: %s", footer)
 	}
 
