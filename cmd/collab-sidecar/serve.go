@@ -99,7 +99,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	verb := &ssh.LeaseVerb{Leases: leases, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
 	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
-		CommandTimeout: operationTimeout(cfg), ConnDelta: met.connDelta}
+		CommandTimeout: operationTimeout(cfg), WriteTimeout: sshWriteTimeout, ConnDelta: met.connDelta}
 	hs := &http.Server{
 		Handler:           web,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
