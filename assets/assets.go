@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"crypto/sha512"
 	"embed"
+	"encoding/base64"
 	"encoding/hex"
 	"io/fs"
 	"mime"
 	"path"
+	"strings"
 )
 
 //go:embed static
@@ -23,6 +26,34 @@ type Asset struct {
 	ETag        string // quoted, e.g. "\"3f2a…\""
 	Hash        string // first 12 hex digits of SHA-256, for cache-busting URLs
 	ContentType string
+	// Integrity is the Subresource Integrity of Body ("sha384-" and the
+	// base64 digest): a page that names it runs or applies the file only
+	// if the bytes it gets are these.
+	Integrity string
+}
+
+// New prepares one file: its gzip copy, hashes and content type.
+func New(name string, body []byte) Asset {
+	var gz bytes.Buffer
+	w, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	_, _ = w.Write(body)
+	_ = w.Close()
+	sum := sha256.Sum256(body)
+	h := hex.EncodeToString(sum[:])
+	sri := sha512.Sum384(body)
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	return Asset{Name: name, Body: body, Gzip: gz.Bytes(), ETag: `"` + h[:32] + `"`, Hash: h[:12], ContentType: ct,
+		Integrity: "sha384-" + base64.StdEncoding.EncodeToString(sri[:])}
+}
+
+// HashedName is the content-addressed name the asset is also served
+// under: "collab-lease.js" becomes "collab-lease.<Hash>.js".
+func (a Asset) HashedName() string {
+	ext := path.Ext(a.Name)
+	return strings.TrimSuffix(a.Name, ext) + "." + a.Hash + ext
 }
 
 // Bundle is every embedded asset, by file name ("collab-lease.js").
@@ -40,18 +71,7 @@ func Load() (Bundle, error) {
 		if err != nil {
 			return err
 		}
-		var gz bytes.Buffer
-		w, _ := gzip.NewWriterLevel(&gz, gzip.BestCompression)
-		_, _ = w.Write(body)
-		_ = w.Close()
-		sum := sha256.Sum256(body)
-		h := hex.EncodeToString(sum[:])
-		name := path.Base(p)
-		ct := mime.TypeByExtension(path.Ext(name))
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		b[name] = Asset{Name: name, Body: body, Gzip: gz.Bytes(), ETag: `"` + h[:32] + `"`, Hash: h[:12], ContentType: ct}
+		b[path.Base(p)] = New(path.Base(p), body)
 		return nil
 	})
 	return b, err

@@ -3,6 +3,8 @@ package assets
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha512"
+	"encoding/base64"
 	"io"
 	"strings"
 	"testing"
@@ -34,6 +36,13 @@ func TestLoadPreparesEveryAsset(t *testing.T) {
 		}
 		if len(a.ETag) != 34 || a.ETag[0] != '"' || len(a.Hash) != 12 || !strings.Contains(a.ETag, a.Hash) {
 			t.Errorf("%s: etag %s hash %s", name, a.ETag, a.Hash)
+		}
+		sum := sha512.Sum384(a.Body)
+		if a.Integrity != "sha384-"+base64.StdEncoding.EncodeToString(sum[:]) {
+			t.Errorf("%s: integrity %s", name, a.Integrity)
+		}
+		if want := strings.Replace(name, ".", "."+a.Hash+".", 1); a.HashedName() != want {
+			t.Errorf("%s: hashed name %s, want %s", name, a.HashedName(), want)
 		}
 	}
 	// Small enough to add to every Gitea page.

@@ -1,13 +1,21 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,10 +34,23 @@ import (
 func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
 	t.Helper()
 	g, w, bin := shared(t)
-	footer := filepath.Join(g.Custom, "templates", "custom", "footer.tmpl")
-	before, beforeErr := os.ReadFile(footer)
+	restoreFooterAtEnd(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}, g.Custom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	return s, g, w
+}
+
+// restoreFooterAtEnd puts the shared Gitea's footer back as it is now
+// when the test ends.
+func restoreFooterAtEnd(t *testing.T, g *Gitea) {
+	t.Helper()
+	footer := filepath.Join(g.Custom, "templates", "custom", "footer.tmpl")
+	before, beforeErr := os.ReadFile(footer)
 	t.Cleanup(func() {
 		if beforeErr != nil {
 			_ = os.Remove(footer)
@@ -37,12 +58,6 @@ func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
 			_ = os.WriteFile(footer, before, 0o644)
 		}
 	})
-	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}, g.Custom)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAtEnd(t, s)
-	return s, g, w
 }
 
 // browser is a fresh headless Chromium (its own profile) that records
@@ -325,5 +340,105 @@ func TestPrivateBadgesNeedSignInInChromiumAgainstGitea(t *testing.T) {
 	}
 	if errs := b.takeErrors(); len(errs) != 0 {
 		t.Fatalf("console errors after sign-in:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// tamperProxy stands between the browser and a real sidecar: it passes
+// everything through, and once tamper is set it changes one byte of every
+// script it passes (in the script's opening comment, so the script would
+// still run as it did).
+type tamperProxy struct {
+	*httptest.Server
+	tamper atomic.Bool
+}
+
+func newTamperProxy(t *testing.T, to string) *tamperProxy {
+	t.Helper()
+	target, err := url.Parse(to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &tamperProxy{}
+	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Header.Del("Accept-Encoding") // plain bytes, to change one
+	}}
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if !p.tamper.Load() || resp.StatusCode != http.StatusOK || !strings.HasSuffix(resp.Request.URL.Path, ".js") {
+			return nil
+		}
+		b, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil {
+			return err
+		}
+		if !bytes.HasPrefix(b, []byte("/* collab-lease")) {
+			return fmt.Errorf("unexpected script: %.40q", b)
+		}
+		b[3] = 'C' // "/* Collab-lease": still a comment
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		resp.Header.Del("ETag")
+		return nil
+	}
+	p.Server = httptest.NewServer(rp)
+	t.Cleanup(p.Close)
+	return p
+}
+
+// The footer pins the badge script by its SHA-384: Chromium runs the
+// sidecar's script on Gitea's pages only if its bytes are the ones install
+// saw. Through a proxy that passes them faithfully the badge shows; with
+// one byte changed, a fresh browser refuses the script (no badge, not even
+// a request for leases) and says why.
+func TestTamperedBadgeScriptIsRefusedInChromiumAgainstGitea(t *testing.T) {
+	g, w, bin := shared(t)
+	restoreFooterAtEnd(t, g)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	o := SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}
+	s, err := StartSidecar(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	proxy := newTamperProxy(t, s.HTTPURL)
+	if _, err := Install(ctx, o, proxy.URL, g.Custom); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
+	list := g.URL + "/acme/widgets/issues?state=all"
+
+	b := newBrowser(t)
+	b.run(t, "open the issue list", chromedp.Navigate(list))
+	if got := b.badges(t, 1); !strings.HasPrefix(got[fmt.Sprint(w.OpenIssue)], "claimed by alice") {
+		t.Fatalf("badges through a faithful proxy: %v", got)
+	}
+	if errs := b.takeErrors(); len(errs) != 0 {
+		t.Fatalf("console errors through a faithful proxy:\n%s", strings.Join(errs, "\n"))
+	}
+
+	proxy.tamper.Store(true)
+	b = newBrowser(t) // nothing cached
+	b.run(t, "open the issue list", chromedp.Navigate(list), chromedp.WaitVisible("#issue-list a.issue-title", chromedp.ByQuery))
+	deadline := time.Now().Add(15 * time.Second)
+	var errs []string
+	for !strings.Contains(strings.Join(errs, "\n"), "integrity") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no integrity error for the tampered script; console:\n%s", strings.Join(errs, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond) // polling the console, not waiting for a clock
+		errs = append(errs, b.takeErrors()...)
+	}
+	var asked, drawn int
+	b.run(t, "look for the script's work", chromedp.Evaluate(fmt.Sprintf(
+		`performance.getEntriesByType('resource').filter(e => e.name.startsWith(%q)).length`, proxy.URL+"/api/"), &asked),
+		chromedp.Evaluate(`document.querySelectorAll('.collab-lease-badge').length`, &drawn))
+	if asked != 0 || drawn != 0 {
+		t.Fatalf("the tampered script ran: %d requests for leases, %d badges", asked, drawn)
 	}
 }

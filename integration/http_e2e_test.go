@@ -2,6 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/sha512"
+	"encoding/base64"
 	"encoding/json"
 	"html"
 	"io"
@@ -14,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/assets"
 )
 
 // apiGet sends GET url with the given headers ("Name: value") and returns
@@ -155,6 +159,19 @@ func TestHTTPLeasesAgainstGitea(t *testing.T) {
 	}
 	if code, _, _ := apiGet(t, nil, s.HTTPURL+"/assets/collab-lease.js", "If-None-Match: "+hdr.Get("ETag")); code != 304 {
 		t.Fatalf("script revalidation: %d", code)
+	}
+	// The content-addressed URL the footer names: the bytes its integrity
+	// pins, readable from any origin without credentials.
+	bundle, err := assets.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := bundle["collab-lease.js"]
+	code, hdr, body = apiGet(t, nil, s.HTTPURL+"/assets/"+js.HashedName(), "Origin: http://gitea.example")
+	sum := sha512.Sum384([]byte(body))
+	if code != 200 || "sha384-"+base64.StdEncoding.EncodeToString(sum[:]) != js.Integrity ||
+		hdr.Get("Access-Control-Allow-Origin") != "*" || hdr.Get("Access-Control-Allow-Credentials") != "" {
+		t.Fatalf("hashed script: %d %v", code, hdr)
 	}
 }
 
@@ -458,9 +475,16 @@ func TestInstallAgainstGitea(t *testing.T) {
 	t.Cleanup(func() {
 		_ = g.Admin().Do(context.Background(), "DELETE", "/user/applications/oauth2/"+itoa(app.ID), nil, nil)
 	})
+	bundle, err := assets.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, css := bundle["collab-lease.js"], bundle["collab-lease.css"]
+	scriptTag := `<script src="` + public + `/assets/` + js.HashedName() + `" integrity="` + js.Integrity + `" crossorigin="anonymous"`
+	styleTag := `<link rel="stylesheet" href="` + public + `/assets/` + css.HashedName() + `" integrity="` + css.Integrity + `" crossorigin="anonymous">`
 	installed, _ := os.ReadFile(footer)
 	if !strings.HasPrefix(string(installed), admin+"{{/* collab-lease:begin */}}\n") ||
-		!strings.Contains(string(installed), `<script src="`+public+`/assets/collab-lease.js"`) {
+		!strings.Contains(string(installed), scriptTag) || !strings.Contains(string(installed), styleTag) {
 		t.Fatalf("footer after install:\n%s", installed)
 	}
 
@@ -482,8 +506,7 @@ func TestInstallAgainstGitea(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, _, page := apiGet(t, nil, g.URL+"/explore/repos")
-	if code != 200 || !strings.Contains(page, `<script src="`+public+`/assets/collab-lease.js"`) ||
-		!strings.Contains(page, `<link rel="stylesheet" href="`+public+`/assets/collab-lease.css">`) ||
+	if code != 200 || !strings.Contains(page, scriptTag) || !strings.Contains(page, styleTag) ||
 		!strings.Contains(page, "the admin's own footer line") || strings.Contains(page, "collab-lease:begin") {
 		t.Fatalf("Gitea's page after install and restart: %d\n%s", code, tail(page, 40))
 	}

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"io/fs"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/collab-lease/collab-lease/assets"
 )
 
 // The installer of Gitea's custom footer: Gitea renders
@@ -36,24 +36,51 @@ const (
 // It refuses to touch the file; the admin repairs it by hand.
 var ErrFooterDamaged = errors.New("the collab-lease block of the footer template is damaged")
 
-// FooterBlock is the block the installer writes for a sidecar reached by
-// browsers at publicURL.
-func FooterBlock(publicURL string) (string, error) {
-	u, err := url.Parse(strings.TrimRight(publicURL, "/"))
+// The badge files the footer loads, by their names in the bundle.
+const (
+	footerScript = "collab-lease.js"
+	footerStyle  = "collab-lease.css"
+)
+
+// Block is the block the installer writes for a sidecar reached by
+// browsers at PublicURL, serving Assets.
+//
+// Its tags name the content-addressed URLs of the script and the
+// stylesheet, with their Subresource Integrity (the SHA-384 of the bytes
+// this binary embeds, which its sidecar serves) and crossorigin
+// "anonymous". The script runs on Gitea's origin, with the rights of
+// whoever is signed in to Gitea, so it is pinned here: a sidecar that was
+// tampered with, or reached over plain http through someone in between,
+// cannot run other code there, because the browser refuses bytes that do
+// not match. The pin is on the code itself, not on a loader: a loader
+// would have to learn the current hash from the sidecar, the very party
+// the pin does not trust. The price is that an upgrade that changes these
+// files needs install again (the block changes with them; doctor reports
+// a block that is not current) and a Gitea restart; until then the old
+// URL answers 404 and no badge shows.
+func (f Footer) Block() (string, error) {
+	u, err := url.Parse(strings.TrimRight(f.PublicURL, "/"))
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("public URL %q must be an http(s) URL without query or credentials", publicURL)
+		return "", fmt.Errorf("public URL %q must be an http(s) URL without query or credentials", f.PublicURL)
 	}
 	base := u.String()
 	// The block is template source: text that Gitea's template engine
 	// would read as an action must not get in.
 	if strings.Contains(base, "{{") || strings.Contains(base, "}}") {
-		return "", fmt.Errorf("public URL %q must not contain {{ or }}", publicURL)
+		return "", fmt.Errorf("public URL %q must not contain {{ or }}", f.PublicURL)
+	}
+	script, okScript := f.Assets[footerScript]
+	style, okStyle := f.Assets[footerStyle]
+	if !okScript || !okStyle || script.Integrity == "" || style.Integrity == "" {
+		return "", fmt.Errorf("badge assets: %s and %s are missing from the bundle", footerScript, footerStyle)
 	}
 	attr := html.EscapeString(base)
 	return footerBegin + "\n" +
 		"{{/* Written by `collab-sidecar install`; `collab-sidecar install --uninstall` removes it. Edits inside this block are lost. */}}\n" +
-		`<link rel="stylesheet" href="` + attr + `/assets/collab-lease.css">` + "\n" +
-		`<script src="` + attr + `/assets/collab-lease.js" data-collab-lease-url="` + attr + `" defer></script>` + "\n" +
+		`<link rel="stylesheet" href="` + attr + `/assets/` + html.EscapeString(style.HashedName()) +
+		`" integrity="` + html.EscapeString(style.Integrity) + `" crossorigin="anonymous">` + "\n" +
+		`<script src="` + attr + `/assets/` + html.EscapeString(script.HashedName()) +
+		`" integrity="` + html.EscapeString(script.Integrity) + `" crossorigin="anonymous" data-collab-lease-url="` + attr + `" defer></script>` + "\n" +
 		footerEnd + "\n", nil
 }
 
@@ -110,49 +137,64 @@ func stripFooter(content []byte) ([]byte, bool, error) {
 	return out, true, nil
 }
 
-// CheckFooter reports whether InstallFooter would succeed, changing
-// nothing: the custom directory exists, the URL makes a block, and the
-// footer's markers (if any) are intact.
-func CheckFooter(customDir, publicURL string) error {
-	path := resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
-	if _, err := FooterBlock(publicURL); err != nil {
+// Footer is the installer of one Gitea's footer: where Gitea's custom
+// directory is, which sidecar the block loads from, and how careful to be
+// about the files it finds there (see footerfs.go).
+type Footer struct {
+	CustomDir string        // Gitea's custom directory ($GITEA_CUSTOM)
+	PublicURL string        // where browsers reach the sidecar
+	Assets    assets.Bundle // what the sidecar serves: the badge script and stylesheet
+	// Force follows symbolic links and accepts hard links and foreign
+	// owners below CustomDir, for a layout the admin made so on purpose.
+	Force bool
+}
+
+// Path is the footer template's path as the admin names it.
+func (f Footer) Path() string { return filepath.Join(f.CustomDir, filepath.FromSlash(FooterFile)) }
+
+// Check reports whether Install would succeed, changing nothing: the
+// custom directory exists, the URL makes a block, nothing below the
+// custom directory is refused, and the footer's markers (if any) are
+// intact.
+func (f Footer) Check() error {
+	if _, err := f.Block(); err != nil {
 		return err
 	}
-	if err := checkCustomDir(customDir); err != nil {
+	d, err := f.open(false)
+	if err != nil || d == nil {
 		return err
 	}
-	old, _, err := readFooter(path)
+	defer d.close()
+	old, _, err := d.read()
 	if err != nil {
 		return err
 	}
 	if _, _, _, err := findBlock(old); err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", d.path, err)
 	}
 	return nil
 }
 
-func checkCustomDir(dir string) error {
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("gitea-custom %s: not a directory (pass --gitea-custom, Gitea's $GITEA_CUSTOM)", dir)
-	}
-	return nil
-}
-
-// InstallFooter writes the block for publicURL into the footer template of
-// the Gitea custom directory customDir, creating the file (and its
-// directories) if needed. It reports whether the file changed: a second
-// run with the same URL writes nothing.
-func InstallFooter(customDir, publicURL string) (path string, changed bool, err error) {
-	path = filepath.Join(customDir, filepath.FromSlash(FooterFile))
-	block, err := FooterBlock(publicURL)
+// Install writes the block into the footer template, creating the file
+// (and its directories) if needed, under the footer directory's lock. It
+// reports whether the file changed: a second run with the same URL writes
+// nothing.
+func (f Footer) Install() (path string, changed bool, err error) {
+	path = f.Path()
+	block, err := f.Block()
 	if err != nil {
 		return path, false, err
 	}
-	if err := checkCustomDir(customDir); err != nil {
+	d, err := f.open(true)
+	if err != nil {
 		return path, false, err
 	}
-	path = resolved(path)
-	old, mode, err := readFooter(path)
+	defer d.close()
+	path = d.path
+	if err := d.lock(); err != nil {
+		return path, false, err
+	}
+	old, st, err := d.read()
 	if err != nil {
 		return path, false, err
 	}
@@ -163,21 +205,28 @@ func InstallFooter(customDir, publicURL string) (path string, changed bool, err 
 	if old != nil && bytes.Equal(old, next) {
 		return path, false, nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return path, false, err
-	}
-	if err := WriteFileAtomic(path, next, mode); err != nil {
+	if err := d.write(next, st); err != nil {
 		return path, false, err
 	}
 	return path, true, nil
 }
 
-// UninstallFooter removes the installer's block from the footer template,
+// Uninstall removes the installer's block from the footer template,
 // leaving the admin's bytes exactly as they were. A footer that held
-// nothing but the block is removed. It reports whether anything changed.
-func UninstallFooter(customDir string) (path string, changed bool, err error) {
-	path = resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
-	old, mode, err := readFooter(path)
+// nothing but the block is removed (the name, never what a link points
+// at). It reports whether anything changed.
+func (f Footer) Uninstall() (path string, changed bool, err error) {
+	path = f.Path()
+	d, err := f.open(false)
+	if err != nil || d == nil {
+		return path, false, err
+	}
+	defer d.close()
+	path = d.path
+	if err := d.lock(); err != nil {
+		return path, false, err
+	}
+	old, st, err := d.read()
 	if err != nil || old == nil {
 		return path, false, err
 	}
@@ -189,59 +238,31 @@ func UninstallFooter(customDir string) (path string, changed bool, err error) {
 		return path, false, nil
 	}
 	if len(next) == 0 {
-		if err := os.Remove(path); err != nil {
-			return path, false, err
-		}
-		return path, true, nil
+		return path, true, d.remove()
 	}
-	return path, true, WriteFileAtomic(path, next, mode)
+	return path, true, d.write(next, st)
 }
 
-// readFooter returns the footer's bytes (nil if it does not exist) and the
-// mode to write it back with.
-func readFooter(path string) ([]byte, fs.FileMode, error) {
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0o644, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, 0, err
-	}
-	if b == nil {
-		b = []byte{}
-	}
-	return b, st.Mode().Perm(), nil
-}
-
-// resolved follows a symbolic link, so that an atomic rename replaces the
-// file the admin's link points at rather than the link.
-func resolved(path string) string {
-	if real, err := filepath.EvalSymlinks(path); err == nil {
-		return real
-	}
-	return path
-}
-
-// FooterInstalled reports whether the footer holds exactly the block
-// InstallFooter would write for publicURL (so Gitea's pages load this
-// sidecar's badge script). Damaged markers are an error.
-func FooterInstalled(customDir, publicURL string) (bool, error) {
-	block, err := FooterBlock(publicURL)
+// Installed reports whether the footer holds exactly the block Install
+// would write (so Gitea's pages load this sidecar's badge script).
+// Damaged markers, and whatever Install would refuse, are an error.
+func (f Footer) Installed() (bool, error) {
+	block, err := f.Block()
 	if err != nil {
 		return false, err
 	}
-	path := resolved(filepath.Join(customDir, filepath.FromSlash(FooterFile)))
-	old, _, err := readFooter(path)
+	d, err := f.open(false)
+	if err != nil || d == nil {
+		return false, err
+	}
+	defer d.close()
+	old, _, err := d.read()
 	if err != nil {
 		return false, err
 	}
 	next, err := spliceFooter(old, block)
 	if err != nil {
-		return false, fmt.Errorf("%s: %w", path, err)
+		return false, fmt.Errorf("%s: %w", d.path, err)
 	}
 	return old != nil && bytes.Equal(old, next), nil
 }

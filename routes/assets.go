@@ -11,10 +11,11 @@ import (
 	"github.com/collab-lease/collab-lease/assets"
 )
 
-// Badge assets: GET /assets/collab-lease.js (the name Gitea's footer
-// links, so an upgraded sidecar is picked up without touching Gitea: short
-// cache, then revalidation by ETag) and GET /assets/collab-lease.<hash>.js
-// (content-addressed: cached for a year; an outdated hash is a 404).
+// Badge assets: GET /assets/collab-lease.<hash>.js (content-addressed, the
+// name Gitea's footer links with its integrity: cached for a year, readable
+// by any origin; an outdated hash is a 404) and GET /assets/collab-lease.js
+// (the plain name, which footers written before the integrity linked:
+// short cache, then revalidation by ETag).
 const (
 	plainCache  = "public, max-age=300, must-revalidate"
 	hashedCache = "public, max-age=31536000, immutable"
@@ -48,6 +49,13 @@ func (h *handler) asset(c *gin.Context) {
 	hd.Add("Vary", "Accept-Encoding")
 	if hashed {
 		hd.Set("Cache-Control", hashedCache)
+		// Gitea's footer loads the hashed URLs with an integrity and
+		// crossorigin="anonymous", so the browser must be let read the
+		// bytes to check them. They are public and static: any origin,
+		// and no credentials (which "*" rules out anyway).
+		hd.Set("Access-Control-Allow-Origin", "*")
+		hd.Del("Access-Control-Allow-Credentials")
+		hd.Del("Access-Control-Expose-Headers")
 	} else {
 		hd.Set("Cache-Control", plainCache)
 	}

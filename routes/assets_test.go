@@ -3,24 +3,22 @@ package routes
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/hex"
+	"crypto/sha512"
+	"encoding/base64"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/collab-lease/collab-lease/assets"
+	"github.com/collab-lease/collab-lease/plugin"
 )
 
 func testAsset(name string, body []byte, ct string) assets.Asset {
-	var gz bytes.Buffer
-	w := gzip.NewWriter(&gz)
-	_, _ = w.Write(body)
-	_ = w.Close()
-	sum := sha256.Sum256(body)
-	h := hex.EncodeToString(sum[:])
-	return assets.Asset{Name: name, Body: body, Gzip: gz.Bytes(), ETag: `"` + h[:32] + `"`, Hash: h[:12], ContentType: ct}
+	a := assets.New(name, body)
+	a.ContentType = ct
+	return a
 }
 
 func TestAssetsPlainName(t *testing.T) {
@@ -122,6 +120,61 @@ func TestAssetsOfTheEmbeddedBundle(t *testing.T) {
 		r := f.do("GET", "/assets/"+name)
 		if r.Code != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), ct) || r.Body != string(b[name].Body) {
 			t.Errorf("%s: %d %q", name, r.Code, r.Header.Get("Content-Type"))
+		}
+	}
+}
+
+// footerTags are the src/href and integrity of the footer's script and
+// stylesheet tags.
+var footerTags = regexp.MustCompile(`<(?:script src|link rel="stylesheet" href)="([^"]+)"([^>]*)>`)
+
+// The integrity the footer gives each tag is the SHA-384 of the bytes the
+// sidecar serves at the tag's URL, gzip or not, and those answers let any
+// origin read them without credentials (crossorigin="anonymous").
+func TestFooterIntegrityMatchesTheServedBytes(t *testing.T) {
+	bundle, err := assets.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, func(o *Options) { o.Assets = bundle })
+	block, err := plugin.Footer{PublicURL: publicURL, Assets: bundle}.Block()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := footerTags.FindAllStringSubmatch(block, -1)
+	if len(tags) != 2 {
+		t.Fatalf("tags in the block: %q", tags)
+	}
+	for _, tag := range tags {
+		src, attrs := tag[1], tag[2]
+		m := regexp.MustCompile(` integrity="sha384-([^"]+)"`).FindStringSubmatch(attrs)
+		if m == nil || !strings.Contains(attrs, ` crossorigin="anonymous"`) {
+			t.Fatalf("%s: no integrity or crossorigin in %q", src, attrs)
+		}
+		path, ok := strings.CutPrefix(src, publicURL)
+		if !ok {
+			t.Fatalf("%s is not on the sidecar", src)
+		}
+		for i, enc := range []string{"", "gzip"} {
+			origin := []string{giteaURL, "https://elsewhere.example"}[i]
+			r := f.do("GET", path, "Accept-Encoding: "+enc, "Origin: "+origin)
+			body := []byte(r.Body)
+			if r.Header.Get("Content-Encoding") == "gzip" {
+				zr, err := gzip.NewReader(bytes.NewReader(body))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if body, err = io.ReadAll(zr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sum := sha512.Sum384(body)
+			if r.Code != 200 || base64.StdEncoding.EncodeToString(sum[:]) != m[1] {
+				t.Errorf("%s (%q): %d, sha384 %s, footer says %s", path, enc, r.Code, base64.StdEncoding.EncodeToString(sum[:]), m[1])
+			}
+			if r.Header.Get("Access-Control-Allow-Origin") != "*" || r.Header.Get("Access-Control-Allow-Credentials") != "" {
+				t.Errorf("%s: CORS %v", path, r.Header)
+			}
 		}
 	}
 }

@@ -53,7 +53,7 @@ func TestEvictionGraceOnTheInjectedClock(t *testing.T) {
 			for i, c := range tc.conns {
 				clk.Set(start.Add(c.arrived))
 				raw[i] = &closeConn{}
-				idle := newIdleConn(raw[i], time.Minute)
+				idle := newIdleConn(raw[i], time.Minute, time.Minute)
 				idle.got.Store(c.got)
 				s.beginStartup(&serverConn{Conn: idle, idle: idle, since: s.Clock()})
 			}
@@ -82,7 +82,7 @@ func TestBeginStartupEvictsAtMaxStartups(t *testing.T) {
 	for _, got := range []int64{300, 0, 50} {
 		c := &closeConn{}
 		raw = append(raw, c)
-		idle := newIdleConn(c, time.Minute)
+		idle := newIdleConn(c, time.Minute, time.Minute)
 		idle.got.Store(got)
 		s.beginStartup(&serverConn{Conn: idle, idle: idle, since: s.Clock()})
 		clk.Advance(startupGrace)

@@ -21,8 +21,8 @@ var ErrServerClosed = errors.New("ssh: server closed")
 // Server is an SSH server for exec requests of clients known by their key:
 // it admits connections (MaxConns, MaxStartups, evicting stalled
 // handshakes), resolves each key through Keys, bounds what a connection
-// may hold and how long it may idle, hands exec and shell requests to
-// Handler, and shuts down without losing replies. Everything else a client
+// may hold, how long it may idle and how long it may leave what it is sent
+// untaken, hands exec and shell requests to Handler, and shuts down without losing replies. Everything else a client
 // may ask for (pty, env, subsystems, forwarding) is refused.
 //
 // Set the fields, then call Serve. Zero values of the limits take the
@@ -35,9 +35,16 @@ type Server struct {
 
 	HandshakeTimeout time.Duration // from accept to authenticated (default 10s)
 	IdleTimeout      time.Duration // no traffic on a connection (default 2m)
-	CommandTimeout   time.Duration // one command, forge calls included (default 15s)
-	MaxConns         int           // concurrent connections (default 1024)
-	MaxAuthTries     int           // per connection (default 6)
+	// WriteTimeout bounds how long the server waits for a client to take
+	// what it sends (default 10s): a write to the socket that makes no
+	// progress, or a piece of a reply (at most 32 KiB) that the client's
+	// session window does not let out, for that long closes the
+	// connection. So a client that stops reading cannot pin a session, and
+	// Shutdown waits for it no longer than this.
+	WriteTimeout   time.Duration
+	CommandTimeout time.Duration // one command, forge calls included (default 15s)
+	MaxConns       int           // concurrent connections (default 1024)
+	MaxAuthTries   int           // per connection (default 6)
 	// MaxStartups caps connections still in the handshake (default:
 	// MaxConns). When it is reached, or all MaxConns are taken, a new
 	// connection evicts one that has not authenticated yet (see
@@ -121,6 +128,9 @@ func (s *Server) init() {
 		}
 		if s.IdleTimeout <= 0 {
 			s.IdleTimeout = 2 * time.Minute
+		}
+		if s.WriteTimeout <= 0 {
+			s.WriteTimeout = 10 * time.Second
 		}
 		if s.CommandTimeout <= 0 {
 			s.CommandTimeout = 15 * time.Second
@@ -220,7 +230,7 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		// Counted among the handshakes here, in arrival order, so that
 		// eviction's "oldest" means the first accepted.
-		idle := newIdleConn(c, s.IdleTimeout)
+		idle := newIdleConn(c, s.IdleTimeout, s.WriteTimeout)
 		sc := &serverConn{Conn: idle, idle: idle, since: s.Clock(), addr: addr}
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 		s.beginStartup(sc)
@@ -242,6 +252,12 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 		return
 	}
 	defer s.untrack(c)
+	defer func() {
+		if c.idle.stalled.Load() {
+			s.Logger.Warn("connection closed: the client took nothing of the reply", "remote", c.RemoteAddr().String(),
+				"user", c.info.Login, "write_timeout", s.WriteTimeout.String())
+		}
+	}()
 
 	sconn, chans, reqs, err := gossh.NewServerConn(c, cfg)
 	s.endStartup(c)

@@ -39,14 +39,14 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			go s.watchSession(c, reqs, cancel, timeout > s.IdleTimeout/2)
-			send(ch, s.Handler.Exec(ctx, c.info, line))
+			s.send(c, ch, s.Handler.Exec(ctx, c.info, line))
 			cancel()
 			_ = ch.Close() // the whole answer, then the channel's close
 			s.endCommand(c)
 			return
 		case "shell":
 			_ = req.Reply(true, nil)
-			send(ch, s.Handler.Greet(c.info))
+			s.send(c, ch, s.Handler.Greet(c.info))
 			return
 		default:
 			_ = req.Reply(false, nil)
@@ -84,14 +84,31 @@ func (s *Server) watchSession(c *serverConn, reqs <-chan *gossh.Request, cancel 
 	}
 }
 
-// send writes r and the exit status, then ends the session's output.
-func send(ch gossh.Channel, r Reply) {
-	if len(r.Stdout) > 0 {
-		_, _ = ch.Write(r.Stdout)
+// sendChunk is the largest piece of a reply written at once: each piece
+// must get out within the write timeout.
+const sendChunk = 32 << 10
+
+// send writes r and the exit status, then ends the session's output. A
+// piece of the output that the client's session window does not let out
+// within the write timeout closes the connection: a client that takes no
+// output (or opened its session with no window) would otherwise hold the
+// session, and delay shutdown, for as long as it keeps the connection
+// alive. A client that stops reading the socket is idleConn's to cut.
+func (s *Server) send(c *serverConn, ch gossh.Channel, r Reply) {
+	watchdog := time.AfterFunc(s.WriteTimeout, c.idle.stall)
+	defer watchdog.Stop()
+	write := func(w io.Writer, p []byte) {
+		for len(p) > 0 {
+			n := min(len(p), sendChunk)
+			watchdog.Reset(s.WriteTimeout)
+			if _, err := w.Write(p[:n]); err != nil {
+				return
+			}
+			p = p[n:]
+		}
 	}
-	if r.Stderr != "" {
-		_, _ = io.WriteString(ch.Stderr(), r.Stderr)
-	}
+	write(ch, r.Stdout)
+	write(ch.Stderr(), []byte(r.Stderr))
 	var status [4]byte
 	binary.BigEndian.PutUint32(status[:], uint32(r.Code))
 	_, _ = ch.SendRequest("exit-status", false, status[:])

@@ -56,10 +56,14 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 	if cfg.GiteaCustom == "" {
 		add("footer", "", errors.New("not checked: pass --gitea-custom DIR (Gitea's custom directory) to check the badge footer"))
 	} else {
-		installed, err := plugin.FooterInstalled(cfg.GiteaCustom, cfg.PublicURL)
+		footer, err := newFooter(cfg)
+		installed := false
+		if err == nil {
+			installed, err = footer.Installed()
+		}
 		if err == nil && !installed {
-			err = fmt.Errorf("%s has no badge block for %s: run collab-sidecar install --gitea-custom %s, then restart Gitea",
-				filepath.Join(cfg.GiteaCustom, plugin.FooterFile), cfg.PublicURL, cfg.GiteaCustom)
+			err = fmt.Errorf("%s has no current badge block for %s (none, another sidecar's, or this one's before its badge files changed): run collab-sidecar install --gitea-custom %s, then restart Gitea",
+				footer.Path(), cfg.PublicURL, cfg.GiteaCustom)
 		}
 		add("footer", "the badge script of "+cfg.PublicURL+" is in "+filepath.Join(cfg.GiteaCustom, plugin.FooterFile), err)
 	}

@@ -10,20 +10,32 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/routes"
 )
 
 // installFlags are the flags of install beyond the shared settings.
-type installFlags struct{ uninstall bool }
+type installFlags struct{ uninstall, force bool }
 
 func (f *installFlags) define(fs *flag.FlagSet) {
 	fs.BoolVar(&f.uninstall, "uninstall", false, "remove from Gitea what install added: the footer block, the OAuth2 application and the webhook (and their files in the data directory)")
+	fs.BoolVar(&f.force, "force", false, "edit the footer even through a symbolic link, a hard link or a file or directory of another owner below --gitea-custom (refused otherwise)")
 }
 
 // webhookDeliveryURL is where Gitea delivers the sidecar's webhook.
 func webhookDeliveryURL(cfg Config) string { return cfg.WebhookURL + routes.WebhookPath }
+
+// newFooter is the footer installer for this configuration, with the
+// badge files this binary embeds (and so its sidecar serves).
+func newFooter(cfg Config) (plugin.Footer, error) {
+	bundle, err := assets.Load()
+	if err != nil {
+		return plugin.Footer{}, fmt.Errorf("badge assets: %w", err)
+	}
+	return plugin.Footer{CustomDir: cfg.GiteaCustom, PublicURL: cfg.PublicURL, Assets: bundle}, nil
+}
 
 // install wires a Gitea to this sidecar: the OAuth2 application (for
 // sign-in), the system webhook (so closes and deletions reach the ledger)
@@ -34,11 +46,16 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	if cfg.GiteaCustom == "" {
 		return errors.New("gitea-custom is required: pass --gitea-custom DIR, Gitea's custom directory ($GITEA_CUSTOM, e.g. /var/lib/gitea/custom), or set COLLAB_GITEA_CUSTOM")
 	}
-	if f.uninstall {
-		return uninstall(ctx, cfg, out)
-	}
-	if err := plugin.CheckFooter(cfg.GiteaCustom, cfg.PublicURL); err != nil {
+	footer, err := newFooter(cfg)
+	if err != nil {
 		return err
+	}
+	footer.Force = f.force
+	if err := footer.Check(); err != nil {
+		return err
+	}
+	if f.uninstall {
+		return uninstall(ctx, cfg, footer, out)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
@@ -74,14 +91,14 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	}
 	fmt.Fprintf(out, "Webhook: system webhook %d to %s: %s; secret in %s\n", hookID, delivery, hookHow, filepath.Join(cfg.DataDir, webhookSecretFile))
 
-	footer, changed, err := plugin.InstallFooter(cfg.GiteaCustom, cfg.PublicURL)
+	footerPath, changed, err := footer.Install()
 	if err != nil {
 		return err
 	}
 	if changed {
-		fmt.Fprintf(out, "Footer: wrote the collab-lease block (script and style from %s/assets/) into %s\n", cfg.PublicURL, footer)
+		fmt.Fprintf(out, "Footer: wrote the collab-lease block (script and style from %s/assets/) into %s\n", cfg.PublicURL, footerPath)
 	} else {
-		fmt.Fprintf(out, "Footer: %s already has the collab-lease block; left unchanged\n", footer)
+		fmt.Fprintf(out, "Footer: %s already has the collab-lease block; left unchanged\n", footerPath)
 	}
 	restartServe := how != gitea.Reused || secretMade
 	if changed || restartServe || hookHow != gitea.Reused {
@@ -101,8 +118,9 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 
 // uninstall removes what install added, Gitea's side first: a failure
 // there leaves the data directory's files, which say what to remove when
-// it is run again. What is gone already is no error.
-func uninstall(ctx context.Context, cfg Config, out io.Writer) error {
+// it is run again. What is gone already is no error. The footer was
+// checked before (install), so one it would refuse stops everything.
+func uninstall(ctx context.Context, cfg Config, footer plugin.Footer, out io.Writer) error {
 	forge, err := newForge(cfg)
 	if err != nil {
 		return err
@@ -141,15 +159,15 @@ func uninstall(ctx context.Context, cfg Config, out io.Writer) error {
 		}
 	}
 
-	footer, changed, err := plugin.UninstallFooter(cfg.GiteaCustom)
+	footerPath, changed, err := footer.Uninstall()
 	if err != nil {
 		return err
 	}
 	if !changed {
-		fmt.Fprintf(out, "Footer: no collab-lease block in %s; nothing to do\n", footer)
+		fmt.Fprintf(out, "Footer: no collab-lease block in %s; nothing to do\n", footerPath)
 		return nil
 	}
-	fmt.Fprintf(out, "Footer: removed the collab-lease block from %s\n", footer)
+	fmt.Fprintf(out, "Footer: removed the collab-lease block from %s\n", footerPath)
 	fmt.Fprintln(out, "\nNext:")
 	fmt.Fprintln(out, "  - restart Gitea once so its pages stop including the badge script")
 	return nil

@@ -170,7 +170,7 @@ func TestInstallCommand(t *testing.T) {
 		t.Fatalf("webhook secret: %q %v", secret, err)
 	}
 	footer, _ := os.ReadFile(e.footer)
-	if !strings.Contains(string(footer), `<script src="http://127.0.0.1:8787/assets/collab-lease.js"`) {
+	if !strings.Contains(string(footer), `<script src="http://127.0.0.1:8787/assets/collab-lease.`) || !strings.Contains(string(footer), `integrity="sha384-`) {
 		t.Fatalf("footer: %s", footer)
 	}
 
@@ -243,6 +243,38 @@ func TestInstallRefusesADamagedFooterBeforeRegistering(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Fatalf("%s written: %v", p, err)
 		}
+	}
+}
+
+// A footer.tmpl that links elsewhere stops install and uninstall before
+// anything is asked of Gitea, and the link's target stays as it was;
+// --force follows the link.
+func TestInstallRefusesASymlinkedFooterBeforeRegistering(t *testing.T) {
+	e := newInstallEnv(t)
+	if err := os.MkdirAll(filepath.Dir(e.footer), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	target := writeFile(t, "passwd", "root:x:0:0::/root:/bin/sh\n", 0o644)
+	if err := os.Symlink(target, e.footer); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{nil, {"--uninstall"}} {
+		if code := e.run(args...); code != 1 || !strings.Contains(e.stderr.String(), "symbolic link") ||
+			!strings.Contains(e.stderr.String(), "--force") || strings.Count(e.stderr.String(), "\n") != 1 {
+			t.Fatalf("install %v: exit %d: %s", args, code, e.stderr.String())
+		}
+	}
+	if len(e.gitea.calls) != 0 {
+		t.Fatalf("asked Gitea: %v", e.gitea.calls)
+	}
+	if got, _ := os.ReadFile(target); string(got) != "root:x:0:0::/root:/bin/sh\n" {
+		t.Fatalf("the link's target changed: %q", got)
+	}
+	if code := e.run("--force"); code != 0 {
+		t.Fatalf("install --force: exit %d: %s", code, e.stderr.String())
+	}
+	if got, _ := os.ReadFile(target); !strings.Contains(string(got), "collab-lease:begin") {
+		t.Fatalf("install --force did not follow the link: %q", got)
 	}
 }
 

@@ -12,6 +12,11 @@ const (
 	// shutdownGrace bounds how long in-flight commands and requests may
 	// run after SIGTERM.
 	shutdownGrace = 20 * time.Second
+	// sshWriteTimeout cuts an SSH client that takes none of what the
+	// server sends for this long (ssh.Server.WriteTimeout). It is well
+	// below shutdownGrace, so a client that stopped reading never holds
+	// a shutdown to its end.
+	sshWriteTimeout = 10 * time.Second
 	// HTTP server bounds. Every request's own work (forge, ledger,
 	// sign-in) is bounded by operationTimeout; these bound the connection
 	// around it, so a slow or idle client cannot hold it.

@@ -120,8 +120,8 @@ func run(dir, sshAddr string, once bool) error {
 		if err != nil {
 			return err
 		}
-		if !strings.Contains(page, s.HTTPURL+"/assets/collab-lease.js") {
-			return fmt.Errorf("the issue list of Gitea does not load %s/assets/collab-lease.js", s.HTTPURL)
+		if !strings.Contains(page, `<script src="`+s.HTTPURL+"/assets/collab-lease.") {
+			return fmt.Errorf("the issue list of Gitea does not load the badge script from %s/assets/", s.HTTPURL)
 		}
 		cmd := exec.CommandContext(setup, "git", "collab", "claims")
 		cmd.Dir = checkout

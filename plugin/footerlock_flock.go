@@ -1,0 +1,19 @@
+//go:build darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd
+
+package plugin
+
+import (
+	"os"
+	"syscall"
+)
+
+// lockExclusive takes an exclusive flock on f (the footer's directory),
+// waiting for another holder; closing f releases it.
+func lockExclusive(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
