@@ -29,8 +29,11 @@ import (
 // authenticated client opening sessions it never uses. Throughout, a
 // legitimate `ssh … collab-lease acquire` (OpenSSH) must keep succeeding,
 // the sidecar's memory must stay bounded (its RSS, from /proc), the
-// unfinished handshakes must be cut off by the handshake timeout (10 s),
-// and nothing may panic.
+// unfinished handshakes must be cut off (all come from one address, so
+// its cap, --max-conns-per-addr, pushes them out for newer connections
+// long before the 10 s handshake timeout would), every connection
+// offering unknown keys must be refused at authentication, and nothing
+// may panic.
 
 // procStatus reads VmRSS (in KiB) and Threads of a process.
 func procStatus(pid int) (rssKiB, threads int, err error) {
@@ -147,7 +150,8 @@ func TestAbuseEndToEnd(t *testing.T) {
 		})
 	}
 	// 3. Failed public-key attempts with keys Gitea does not know.
-	var authAttempts, authRefused atomic.Int64
+	var authAttempts, authConns, authRefused atomic.Int64
+	var otherErr atomic.Value
 	hostKey, err := loadSigner(s.DataDir + "/ssh_host_ed25519_key")
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +165,7 @@ func TestAbuseEndToEnd(t *testing.T) {
 					sg, _ := ssh.NewSignerFromKey(priv)
 					signers = append(signers, sg)
 				}
+				authConns.Add(1)
 				c, err := ssh.Dial("tcp", s.SSHAddr, &ssh.ClientConfig{User: "git", Auth: []ssh.AuthMethod{ssh.PublicKeys(signers...)},
 					HostKeyCallback: ssh.FixedHostKey(hostKey.PublicKey()), Timeout: 30 * time.Second})
 				if err == nil {
@@ -168,8 +173,13 @@ func TestAbuseEndToEnd(t *testing.T) {
 					t.Errorf("unknown keys were accepted")
 					return
 				}
-				if strings.Contains(err.Error(), "unable to authenticate") {
+				// Refused at authentication: after the 6th failed key
+				// the server disconnects (MaxAuthTries); with fewer, the
+				// client runs out of keys.
+				if msg := err.Error(); strings.Contains(msg, "too many authentication failures") || strings.Contains(msg, "unable to authenticate") {
 					authRefused.Add(1)
+				} else {
+					otherErr.CompareAndSwap(nil, err.Error())
 				}
 			}
 		})
@@ -265,6 +275,12 @@ func TestAbuseEndToEnd(t *testing.T) {
 	}
 	if garbageClosed.Load() != garbage {
 		t.Errorf("only %d of %d garbage connections were hung up on", garbageClosed.Load(), garbage)
+	}
+	// Every connection offering unknown keys got as far as authentication
+	// and was refused there (not cut off before, which would say nothing
+	// about how unknown keys are treated).
+	if authRefused.Load() != authConns.Load() {
+		t.Errorf("only %d of %d connections offering unknown keys were refused at authentication; another ended in %v", authRefused.Load(), authConns.Load(), otherErr.Load())
 	}
 	if peakRSS.Load() > rssLimitMiB<<10 {
 		t.Errorf("the sidecar's RSS peaked at %d MiB, over %d MiB", peakRSS.Load()>>10, rssLimitMiB)
