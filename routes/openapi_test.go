@@ -506,6 +506,6 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	}
 	slices.Sort(missing)
 	if len(missing) > 0 {
-		t.Errorf("statuses the document names that no apiCall answered:\n%s", strings.Join(missing, "\n"))
+		t.Errorf("statuses the document names that no request of this test was answered with:\n%s", strings.Join(missing, "\n"))
 	}
 }
