@@ -239,12 +239,17 @@ render() {
 		if (has(t "agents") && M[t "agents"] != 64) { g2a = g2a " (but " n(t "agents") " agents, not 64)"; g2b = g2b " (but " n(t "agents") " agents, not 64)" }
 		c = "e2e:ClaimSidecarVsGitea:"
 		r3 = val(c "persistent-sidecar/gitea"); g3 = goal(r3, "<=", 0.5)
+		l = "e2e:ListLeases10k:"
+		r4 = val(l "leases/page"); g4 = goal(r4, "<=", 1.0)
+		r4c = val(l "10k/1k"); g4c = (r4c == "") ? "not measured" : (r4c + 0 >= 0.8 && r4c + 0 <= 1.2) ? "met" : "not met"
 		print "| row | goal | this run | verdict |"
 		print "|---|---|---|---|"
 		print "| 1 | fresh-OpenSSH acquire ≤ 1.25 × a no-op exec (medians; re-acquire of a held lease) | acquire/help = **" x(e "acquire/help") "** | **" g1 "** |"
 		print "| 1b | the same for a fresh claim of a free issue | claim/help = **" x(e "claim/help") "** | **" g1b "** |"
 		print "| 2 | 64 agents on persistent connections ≥ 0.5 × the ledger-alone throughput (row L, group commit), p99 ≤ 25 ms | " n(t "agents") " agents: " v(t "ops/s") " ÷ " v(L) " ops/s = **" fx(r2) "**, p99 **" v(t "p99-ms") " ms** | throughput **" g2a "**, p99 **" g2b "** |"
 		print "| 3a | claim through the sidecar ≤ 0.5 × Gitea'"'"'s assignee PATCH (medians, persistent connections) | sidecar/Gitea = **" x(c "persistent-sidecar/gitea") "** | **" g3 "** |"
+		print "| 4a | the badge'"'"'s request for a 50-issue page with " n(l "leases") " live leases ≤ 1.0 × Gitea'"'"'s issue list page (p50; issue 19) | leases/page = **" x(l "leases/page") "** | **" g4 "** |"
+		print "| 4c | that request independent of the total: " n(l "leases") " vs " n(l "1k-leases") " live leases within 20% (p50, 0.8–1.2; issue 19) | 10k/1k = **" x(l "10k/1k") "** | **" g4c "** |"
 		print ""
 		print "## Results"
 		print ""
@@ -257,7 +262,8 @@ render() {
 		print "| 3b | the same, a fresh connection per claim (Go SSH client; HTTP without keep-alive), medians of " n(c "fresh-samples-each") " | sidecar/Gitea = **" x(c "fresh-sidecar/gitea") "** | sidecar " v(c "fresh-sidecar-p50-ms") " ms, Gitea " v(c "fresh-gitea-p50-ms") " ms |"
 		print "| 3c | " n(c "race-agents") " agents race for one issue | told they won: sidecar **" n(c "sidecar-race-winners") "** of " n(c "race-agents") ", Gitea **" n(c "gitea-race-winners") "** of " n(c "race-agents") " | the Gitea issue ended with " n(c "gitea-race-final-assignees") " assignee(s) (names under Notes) |"
 		e = "e2e:ListLeases10k:"
-		print "| 4a | the badge'"'"'s `GET /api/v1/repos/acme/widgets/leases?issue=…` (50 numbers) with " n(e "leases") " live leases, anonymous, " n(e "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | leases/page = **" x(e "leases/page") "** | p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms**, " v(e "body-KiB") " KiB per answer; Gitea page p50 " v(e "gitea-page-p50-ms") " ms; seeding the leases through models from " n(e "seeders") " goroutines took " v(e "seed-s") " s |"
+		print "| 4a | the badge'"'"'s `GET /api/v1/repos/acme/widgets/leases?issue=…` (50 numbers) with " n(e "leases") " live leases, anonymous, " n(e "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | leases/page = **" x(e "leases/page") "** (goal ≤ 1.0×: " g4 ") | p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms**, " v(e "body-KiB") " KiB per answer; Gitea page p50 " v(e "gitea-page-p50-ms") " ms; seeding the leases through models from " n(e "seeders") " goroutines took " v(e "seed-s") " s |"
+		print "| 4c | the same request (the newest 50 numbers) to a second sidecar whose ledger holds " n(e "1k-leases") " live leases, interleaved with 4a | 10k/1k = **" x(e "10k/1k") "** (goal 0.8–1.2: " g4c ") | p50 **" v(e "1k-p50-ms") " ms**, p99 **" v(e "1k-p99-ms") " ms** |"
 		e = "e2e:Next:"
 		print "| 6 | `next --ttl 1h`: " n(e "agents") " agents, one persistent SSH connection each, on a repository of " n(e "issues") " open issues, each cycling next and the release of what it got for " v(e "seconds") " s | Gitea requests per next = **" v(e "gitea-requests/next") "** | **" v(e "nexts/s") " nexts/s**, p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms** (" n(e "nexts") " nexts, " n(e "nones") " of them `none`) |"
 		e = "e2e:AssetBundle:"

@@ -3,8 +3,11 @@ package models
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // ListPage pages, filters and counts in the query: the same leases as
@@ -52,6 +55,8 @@ func TestListPage(t *testing.T) {
 		{"past the end", Page{RepoID: 1, Offset: 6, Limit: 2}, []int64{}, 6},
 		{"some numbers", Page{RepoID: 1, Issues: []int64{3, 5, 9, 42}, Limit: 50}, []int64{9, 3}, 2},
 		{"some numbers, paged", Page{RepoID: 1, Issues: []int64{3, 9}, Offset: 1, Limit: 1}, []int64{3}, 2},
+		{"some numbers, past the end", Page{RepoID: 1, Issues: []int64{3, 9}, Offset: 1 << 40, Limit: 1 << 62}, []int64{}, 2},
+		{"some numbers, the largest limit", Page{RepoID: 1, Issues: []int64{3, 8, 9}, Offset: 1, Limit: 1<<63 - 1}, []int64{8, 3}, 3},
 		{"pull requests", Page{RepoID: 1, Kinds: []Kind{KindPull}, Limit: 50}, []int64{7, 4}, 2},
 		{"issues and unknown", Page{RepoID: 1, Kinds: []Kind{KindIssue, KindUnknown}, Limit: 3}, []int64{9, 8, 6}, 4},
 		{"another repository", Page{RepoID: 2, Limit: 50}, []int64{1}, 1},
@@ -75,6 +80,76 @@ func TestListPage(t *testing.T) {
 	for _, p := range []Page{{RepoID: 0, Limit: 1}, {RepoID: 1, Limit: 0}, {RepoID: 1, Offset: -1, Limit: 1}, {RepoID: 1, Issues: many, Limit: 1}} {
 		if _, _, err := s.ListPage(bg, p); !errors.Is(err, ErrInvalid) {
 			t.Errorf("ListPage(%+v) = %v, want ErrInvalid", p, err)
+		}
+	}
+}
+
+// A page of some numbers (the badge's ?issue=…) costs the same however
+// many leases the repository holds: every statement ListPage runs for it
+// finds its rows by the primary key (repo_id, issue), none walks the
+// repository's leases in another index or the table. The plans are
+// SQLite's own (EXPLAIN QUERY PLAN of the statements as they ran).
+func TestListPageOfNumbersReadsOnlyThoseRows(t *testing.T) {
+	s, clock, _ := openTestStore(t)
+	for n := int64(1); n <= 60; n++ {
+		mustAcquire(t, s, Key{RepoID: 1, Issue: n}, "alice", 0)
+		clock.Advance(time.Second)
+	}
+	type statement struct {
+		sql  string
+		vars []any
+	}
+	var ran []statement
+	capture := func(db *gorm.DB) {
+		ran = append(ran, statement{db.Statement.SQL.String(), slices.Clone(db.Statement.Vars)})
+	}
+	if err := errors.Join(
+		s.db.Callback().Query().After("gorm:query").Register("test:capture-query", capture),
+		s.db.Callback().Row().After("gorm:row").Register("test:capture-row", capture),
+	); err != nil {
+		t.Fatal(err)
+	}
+	numbers := make([]int64, MaxPageIssues)
+	for i := range numbers {
+		numbers[i] = int64(11 + i)
+	}
+	for _, p := range []Page{
+		{RepoID: 1, Issues: numbers, Limit: 50},
+		{RepoID: 1, Issues: numbers[:5], Offset: 2, Limit: 2},
+		{RepoID: 1, Issues: numbers, Kinds: []Kind{KindIssue}, Limit: 50},
+	} {
+		ran = nil
+		got, total, err := s.ListPage(bg, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(p.Limit, len(p.Issues)-p.Offset); len(got) != want || total != len(p.Issues) {
+			t.Fatalf("%d numbers, offset %d: %d leases of %d, want %d of %d", len(p.Issues), p.Offset, len(got), total, want, len(p.Issues))
+		}
+		if len(ran) == 0 {
+			t.Fatal("no statement captured")
+		}
+		for _, st := range ran {
+			var plan []string
+			rows, err := s.db.Raw("EXPLAIN QUERY PLAN "+st.sql, st.vars...).Rows()
+			if err != nil {
+				t.Fatalf("explain %s: %v", st.sql, err)
+			}
+			for rows.Next() {
+				var id, parent, notUsed int
+				var detail string
+				if err := rows.Scan(&id, &parent, &notUsed, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			_ = rows.Close()
+			for _, step := range plan {
+				if strings.HasPrefix(step, "SCAN") || (strings.Contains(step, " leases ") && !strings.Contains(step, "(repo_id=? AND issue=?)")) {
+					t.Errorf("%d numbers, offset %d: %s\nruns as %q", len(p.Issues), p.Offset, st.sql, plan)
+					break
+				}
+			}
 		}
 	}
 }

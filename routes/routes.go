@@ -142,6 +142,7 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)
 	r.GET("/api/v1/session", h.session)
+	r.GET(OpenAPIPath, serveOpenAPI())
 	if o.Webhook != nil {
 		r.POST(WebhookPath, h.webhook)
 	}

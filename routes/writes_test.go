@@ -12,8 +12,8 @@ import (
 // newWriteFixture: bob and carol write acme/widgets, which has issue 1
 // (open), 2 (closed) and pull request 3; tokens with write:issue
 // ("…-write") and with the read scopes only ("bob-read").
-func newWriteFixture(t *testing.T) *fixture {
-	f := newFixture(t)
+func newWriteFixture(t *testing.T, mod ...func(o *Options)) *fixture {
+	f := newFixture(t, mod...)
 	f.forge.Grant("acme/widgets", "bob", forgetest.Write)
 	f.forge.Grant("acme/widgets", "carol", forgetest.Write)
 	f.forge.AddIssue("acme/widgets", 1, false, false)

@@ -1,0 +1,502 @@
+package routes
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/gin-gonic/gin"
+
+	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
+)
+
+// The OpenAPI document (openapi.json) against the handlers: it is a valid
+// OpenAPI 3 document, it describes every route gin serves but the few that
+// are not for programs, and every request these tests send and every
+// answer they get is checked against it with kin-openapi's openapi3filter:
+// a request the document calls valid must be one, an invalid one must be
+// refused, and every answer (status, headers, body) must be one the
+// document describes, its objects having no field it does not name.
+// Every status the document names for an operation must be seen.
+
+// notForPrograms are the routes the document leaves out, and why.
+var notForPrograms = map[string]string{
+	"OPTIONS /*any":       "CORS preflights, answered for every path",
+	"GET /oauth/login":    "sign-in: a browser redirect to Gitea",
+	"GET /oauth/callback": "sign-in: Gitea's redirect back",
+	"POST /oauth/logout":  "sign-in: the browser's sign-out",
+	"POST /hooks/gitea":   "Gitea's system webhook, signed with a secret only Gitea has",
+	"GET /assets/:name":   "the badge bundle that Gitea's footer loads",
+	"HEAD /assets/:name":  "the badge bundle that Gitea's footer loads",
+}
+
+// apiSpec is the document as served, ready to check exchanges with.
+type apiSpec struct {
+	doc    *openapi3.T
+	router routers.Router
+	opts   *openapi3filter.Options
+	seen   map[string]bool // "METHOD /path status" of every checked answer
+}
+
+// loadSpec fetches the document from f's handler, validates it, and makes
+// a copy whose objects admit no undocumented field.
+func loadSpec(t *testing.T, f *fixture) *apiSpec {
+	t.Helper()
+	r := f.do("GET", OpenAPIPath)
+	if r.Code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", OpenAPIPath, r.Code, r.Body)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(r.Body))
+	if err != nil {
+		t.Fatalf("load the document: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the document is not valid OpenAPI 3: %v", err)
+	}
+	// The document's server is relative to where it is served; requests
+	// here carry the paths alone.
+	doc.Servers = nil
+	closeObjects(doc)
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &apiSpec{
+		doc:    doc,
+		router: router,
+		seen:   map[string]bool{},
+		opts: &openapi3filter.Options{
+			IncludeResponseStatus:             true,
+			RejectWhenRequestBodyNotSpecified: true,
+			MultiError:                        true,
+			AuthenticationFunc:                credentialsPresent,
+			SchemaValidationOptions:           []openapi3.SchemaValidationOption{openapi3.EnableFormatValidation()},
+		},
+	}
+}
+
+// closeObjects makes every object schema of doc that lists its properties,
+// and says nothing of others, refuse others: the published document lets
+// clients meet new fields; the test wants to see each one documented.
+func closeObjects(doc *openapi3.T) {
+	seen := map[*openapi3.Schema]bool{}
+	var walk func(ref *openapi3.SchemaRef)
+	walk = func(ref *openapi3.SchemaRef) {
+		if ref == nil || ref.Value == nil || seen[ref.Value] {
+			return
+		}
+		s := ref.Value
+		seen[s] = true
+		if s.Type.Is("object") && len(s.Properties) > 0 && s.AdditionalProperties.Has == nil && s.AdditionalProperties.Schema == nil {
+			no := false
+			s.AdditionalProperties.Has = &no
+		}
+		for _, p := range s.Properties {
+			walk(p)
+		}
+		walk(s.Items)
+		walk(s.AdditionalProperties.Schema)
+		for _, l := range [][]*openapi3.SchemaRef{s.AllOf, s.OneOf, s.AnyOf} {
+			for _, sub := range l {
+				walk(sub)
+			}
+		}
+	}
+	for _, s := range doc.Components.Schemas {
+		walk(s)
+	}
+	content := func(c openapi3.Content) {
+		for _, mt := range c {
+			walk(mt.Schema)
+		}
+	}
+	for _, r := range doc.Components.Responses {
+		content(r.Value.Content)
+	}
+	for _, b := range doc.Components.RequestBodies {
+		content(b.Value.Content)
+	}
+	for _, item := range doc.Paths.Map() {
+		for _, op := range item.Operations() {
+			for _, r := range op.Responses.Map() {
+				content(r.Value.Content)
+			}
+			if op.RequestBody != nil {
+				content(op.RequestBody.Value.Content)
+			}
+		}
+	}
+}
+
+// credentialsPresent is the test's authentication: a scheme is satisfied
+// when its credential is sent (whether it is valid is the handler's
+// question, answered 401).
+func credentialsPresent(_ context.Context, in *openapi3filter.AuthenticationInput) error {
+	req, s := in.RequestValidationInput.Request, in.SecurityScheme
+	switch s.In {
+	case "header":
+		if req.Header.Get(s.Name) != "" {
+			return nil
+		}
+	case "cookie":
+		if _, err := req.Cookie(s.Name); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("no %s credential", in.SecuritySchemeName)
+}
+
+// apiCall is one request of the tests and what its answer must be.
+type apiCall struct {
+	name         string
+	method, path string
+	body         string
+	headers      []string // "Name: value"
+	valid        bool     // the document calls the request valid
+	code         int
+}
+
+// do sends e to f's handler and checks the request and the answer against
+// the document; it returns the answer.
+func (s *apiSpec) do(t *testing.T, f *fixture, e apiCall) reply {
+	t.Helper()
+	newReq := func() *http.Request {
+		req := httptest.NewRequest(e.method, e.path, strings.NewReader(e.body))
+		if e.body == "" {
+			req.Body = http.NoBody
+		}
+		for _, h := range e.headers {
+			k, v, _ := strings.Cut(h, ": ")
+			req.Header.Add(k, v)
+		}
+		return req
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, newReq())
+	body := rec.Body.Bytes()
+	got := reply{Code: rec.Code, Header: rec.Result().Header, Body: string(body)}
+	if got.Code != e.code {
+		t.Errorf("%s: %s %s answered %d %s, want %d", e.name, e.method, e.path, got.Code, got.Body, e.code)
+	}
+
+	ctx := context.Background()
+	req := newReq()
+	route, params, err := s.router.FindRoute(req)
+	if err != nil {
+		t.Errorf("%s: %s %s is not in the document: %v", e.name, e.method, e.path, err)
+		return got
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: s.opts}
+	err = openapi3filter.ValidateRequest(ctx, in)
+	switch {
+	case e.valid && err != nil:
+		t.Errorf("%s: the document refuses the request %s %s: %v", e.name, e.method, e.path, err)
+	case !e.valid && err == nil:
+		t.Errorf("%s: the document accepts the request %s %s, which the test sends as invalid", e.name, e.method, e.path)
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: got.Code, Header: got.Header,
+		Body: io.NopCloser(bytes.NewReader(body)), Options: s.opts,
+	}
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		t.Errorf("%s: the answer %d %s to %s %s does not match the document: %v", e.name, got.Code, got.Body, e.method, e.path, err)
+	}
+	if got.Code == http.StatusNotModified {
+		// openapi3filter skips 304s: their headers are checked here.
+		if got.Header.Get("ETag") == "" || len(body) != 0 {
+			t.Errorf("%s: 304 without an ETag or with a body: %v %q", e.name, got.Header, body)
+		}
+	}
+	s.seen[fmt.Sprintf("%s %s %d", route.Method, route.Path, got.Code)] = true
+	return got
+}
+
+// The document is the embedded file, cached by anyone for a few minutes,
+// revalidated by ETag, and readable by Gitea's pages as the reads are.
+func TestOpenAPIDocumentIsServed(t *testing.T) {
+	f := newFixture(t)
+	r := f.do("GET", OpenAPIPath, "Origin: "+giteaURL)
+	if r.Code != http.StatusOK || r.Body != string(openAPIDoc) || r.Header.Get("Content-Type") != "application/json; charset=utf-8" {
+		t.Fatalf("GET %s: %d %s, %q", OpenAPIPath, r.Code, r.Header.Get("Content-Type"), r.Body[:min(len(r.Body), 80)])
+	}
+	if cc := r.Header.Get("Cache-Control"); cc != "public, max-age=300, must-revalidate" {
+		t.Errorf("Cache-Control %q", cc)
+	}
+	if r.Header.Get("Access-Control-Allow-Origin") != giteaURL {
+		t.Errorf("not readable by Gitea's pages: %v", r.Header)
+	}
+	if r := f.do("GET", OpenAPIPath, "Origin: http://evil.example"); r.Header.Get("Access-Control-Allow-Origin") != "" {
+		t.Errorf("readable by another origin: %v", r.Header)
+	}
+	etag := r.Header.Get("ETag")
+	if r := f.do("GET", OpenAPIPath, "If-None-Match: "+etag); r.Code != http.StatusNotModified || r.Body != "" || r.Header.Get("ETag") != etag {
+		t.Errorf("revalidation: %d %q ETag %q", r.Code, r.Body, r.Header.Get("ETag"))
+	}
+}
+
+// ginToOpenAPI writes gin's /a/:b/*c as OpenAPI's /a/{b}/{c}.
+func ginToOpenAPI(p string) string {
+	parts := strings.Split(p, "/")
+	for i, s := range parts {
+		if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+			parts[i] = "{" + s[1:] + "}"
+		}
+	}
+	return strings.Join(parts, "/")
+}
+
+// Every route gin serves is in the document, or named above as not for
+// programs; and the document describes no route that is not served.
+func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	f := newFixture(t, func(o *Options) {
+		o.Webhook = &Webhook{Secret: bytes.Repeat([]byte{1}, 16), Parse: func(string, string, []byte) (plugin.ForgeEvent, bool, error) {
+			return plugin.ForgeEvent{}, false, nil
+		}}
+	})
+	spec := loadSpec(t, f)
+	engine, ok := f.h.(*gin.Engine)
+	if !ok {
+		t.Fatalf("New returned a %T, not gin's engine", f.h)
+	}
+	served := map[string]bool{}
+	for _, r := range engine.Routes() {
+		key := r.Method + " " + r.Path
+		if _, skip := notForPrograms[key]; skip {
+			continue
+		}
+		path := ginToOpenAPI(r.Path)
+		served[r.Method+" "+path] = true
+		item := spec.doc.Paths.Value(path)
+		if item == nil || item.GetOperation(r.Method) == nil {
+			t.Errorf("%s %s is served but not described in routes/openapi.json (or listed in notForPrograms with a reason)", r.Method, r.Path)
+		}
+	}
+	for path, item := range spec.doc.Paths.Map() {
+		for method := range item.Operations() {
+			if !served[method+" "+path] {
+				t.Errorf("the document describes %s %s, which is not served", method, path)
+			}
+		}
+	}
+	if len(served) < 10 {
+		t.Fatalf("only %d routes checked: %v", len(served), served)
+	}
+}
+
+// The test's own check fails when it should: a route the document lacks
+// is reported, and so is an answer with a field it does not name.
+func TestOpenAPICheckCanFail(t *testing.T) {
+	f := newFixture(t)
+	spec := loadSpec(t, f)
+	if spec.doc.Paths.Value(ginToOpenAPI("/api/v1/repos/:owner/:repo/leases/events")) != nil {
+		t.Fatal("an unserved path is in the document")
+	}
+	req := httptest.NewRequest("GET", "/api/v1/repos/acme/widgets/issues/1/lease", nil)
+	route, params, err := spec.router.FindRoute(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route, Options: spec.opts}
+	for name, c := range map[string]struct {
+		code int
+		body string
+	}{
+		"an extra field":      {200, `{"lease":null,"extra":1}`},
+		"a missing field":     {200, `{}`},
+		"a time with nanos":   {200, `{"lease":{"issue":1,"holder":"a","token":1,"acquired_at":"2026-09-05T12:00:00.5Z","expires_at":null}}`},
+		"an undocumented 418": {418, `{"error":"teapot"}`},
+	} {
+		h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Etag": {`"x"`}, "Cache-Control": {"private, no-cache"}}
+		out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: c.code, Header: h,
+			Body: io.NopCloser(strings.NewReader(c.body)), Options: spec.opts}
+		if err := openapi3filter.ValidateResponse(context.Background(), out); err == nil {
+			t.Errorf("%s: the check passed %d %s", name, c.code, c.body)
+		}
+	}
+}
+
+// Every endpoint, through every status the tests can reach, checked
+// against the document.
+func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
+	f := newWriteFixture(t)
+	f.forge.Grant("acme/widgets", "alice", forgetest.Admin)
+	spec := loadSpec(t, f)
+
+	const (
+		widgets = "/api/v1/repos/acme/widgets"
+		secret  = "/api/v1/repos/acme/secret"
+		list    = widgets + "/leases"
+		check   = lease1 + "/check?token=1"
+		history = lease1 + "/history"
+		force   = lease1 + "/force-release"
+		bob     = "Authorization: token bob-write"
+		carol   = "Authorization: token carol-write"
+		reader  = "Authorization: token bob-read"
+		revoked = "Authorization: token revoked"
+		json    = "Content-Type: application/json"
+	)
+	origin := "Origin: " + giteaURL
+	ok := func(name, method, path string, code int, headers ...string) apiCall {
+		return apiCall{name: name, method: method, path: path, headers: headers, valid: true, code: code}
+	}
+	bad := func(name, method, path string, code int, headers ...string) apiCall {
+		return apiCall{name: name, method: method, path: path, headers: headers, code: code}
+	}
+	withBody := func(e apiCall, body string) apiCall { e.body = body; return e }
+	// revalidate asks path again with the ETag of its last answer.
+	revalidate := func(name, path string, headers ...string) {
+		t.Helper()
+		r := spec.do(t, f, ok(name, "GET", path, 200, headers...))
+		spec.do(t, f, ok(name+", revalidated", "GET", path, 304, append(headers, "If-None-Match: "+r.Header.Get("ETag"))...))
+	}
+
+	for _, e := range []apiCall{
+		ok("health", "GET", "/healthz", 200),
+		ok("the session of nobody", "GET", "/api/v1/session", 200),
+		ok("a session", "GET", "/api/v1/session", 200, f.sessionFor("alice")),
+
+		ok("acquire", "POST", lease1, 201, bob),
+		withBody(ok("acquire again, with a ttl", "POST", lease1, 201, bob, json), `{"ttl":"30m"}`),
+		ok("acquire a held issue", "POST", lease1, 409, carol),
+		ok("acquire a closed issue", "POST", widgets+"/issues/2/lease", 409, bob),
+		bad("acquire without a token", "POST", lease1, 401),
+		bad("acquire with a session cookie alone", "POST", lease1, 401, f.sessionFor("bob")),
+		ok("acquire with an invalid token", "POST", lease1, 401, revoked),
+		ok("acquire with a read-only token", "POST", lease1, 403, reader),
+		ok("acquire an issue that does not exist", "POST", widgets+"/issues/99/lease", 404, bob),
+		ok("acquire in an invisible repository", "POST", secret+"/issues/5/lease", 404, bob),
+		bad("acquire a malformed number", "POST", widgets+"/issues/x/lease", 400, bob),
+		withBody(ok("acquire with a ttl that is no duration", "POST", lease1, 422, bob, json), `{"ttl":"soon"}`),
+		withBody(bad("acquire with a ttl that is a number", "POST", lease1, 422, bob, json), `{"ttl":30}`),
+		withBody(bad("acquire with an unknown field", "POST", lease1, 422, bob, json), `{"ttl":"1h","wait":"5m"}`),
+
+		withBody(ok("renew", "PATCH", lease1, 200, bob, json), `{"ttl":"1h"}`),
+		withBody(ok("renew by another", "PATCH", lease1, 409, carol, json), `{"ttl":"1h"}`),
+		bad("renew without a body", "PATCH", lease1, 422, bob),
+		withBody(ok("renew past the maximum", "PATCH", lease1, 422, bob, json), `{"ttl":"169h"}`),
+		withBody(bad("renew without a token", "PATCH", lease1, 401, json), `{"ttl":"1h"}`),
+		withBody(ok("renew with a read-only token", "PATCH", lease1, 403, reader, json), `{"ttl":"1h"}`),
+		withBody(ok("renew in an invisible repository", "PATCH", secret+"/issues/5/lease", 404, bob, json), `{"ttl":"1h"}`),
+		withBody(bad("renew a malformed number", "PATCH", widgets+"/issues/0/lease", 400, bob, json), `{"ttl":"1h"}`),
+		withBody(ok("renew with an invalid token", "PATCH", lease1, 401, revoked, json), `{"ttl":"1h"}`),
+
+		ok("the lease", "GET", lease1, 200),
+		ok("a free issue's lease", "GET", widgets+"/issues/43/lease", 200),
+		ok("a lease in an invisible repository", "GET", secret+"/issues/5/lease", 404),
+		ok("a lease with an invalid token", "GET", lease1, 401, revoked),
+		bad("a lease of a malformed number", "GET", widgets+"/issues/-1/lease", 400),
+
+		ok("acquire a pull request", "POST", widgets+"/issues/3/lease", 201, bob),
+		ok("the list", "GET", list, 200),
+		ok("a page of one", "GET", list+"?limit=1&page=1", 200),
+		ok("the second page of one", "GET", list+"?limit=1&page=2", 200),
+		ok("some numbers", "GET", list+"?issue=1&issue=3", 200, "Authorization: token alice-token"),
+		bad("page 0", "GET", list+"?page=0", 400),
+		bad("a malformed number to list", "GET", list+"?issue=x", 400),
+		ok("an invisible repository's list", "GET", secret+"/leases", 404),
+		ok("the list with an invalid token", "GET", list, 401, revoked),
+
+		ok("check the current token", "GET", check, 200),
+		ok("check a stale token", "GET", lease1+"/check?token=2", 409),
+		bad("check without a token", "GET", lease1+"/check", 400),
+		ok("check in an invisible repository", "GET", secret+"/issues/5/lease/check?token=1", 404),
+		ok("check with an invalid token", "GET", check, 401, revoked),
+		bad("check a malformed number", "GET", widgets+"/issues/x/lease/check?token=1", 400),
+
+		ok("history", "GET", history, 200),
+		ok("history of one", "GET", history+"?limit=1", 200),
+		bad("history of 201", "GET", history+"?limit=201", 400),
+		ok("history in an invisible repository", "GET", secret+"/issues/5/lease/history", 404),
+		ok("history with an invalid token", "GET", history, 401, revoked),
+		bad("history of a malformed number", "GET", widgets+"/issues/x/lease/history", 400),
+
+		ok("release by another", "DELETE", lease1, 409, carol),
+		ok("release with a read-only token", "DELETE", lease1, 403, reader),
+		bad("release without a token", "DELETE", lease1, 401),
+		ok("release with an invalid token", "DELETE", lease1, 401, revoked),
+		ok("release in an invisible repository", "DELETE", secret+"/issues/5/lease", 404, bob),
+		bad("release a malformed number", "DELETE", widgets+"/issues/x/lease", 400, bob),
+		withBody(bad("release with a body that is not JSON", "DELETE", lease1, 422, bob, json), `ttl=1h`),
+		ok("release", "DELETE", lease1, 200, bob),
+		ok("release of nothing", "DELETE", lease1, 200, bob),
+
+		ok("acquire for the button", "POST", lease1, 201, carol),
+		bad("the button without an Origin", "POST", force, 403, f.sessionFor("alice")),
+		ok("the button from another origin", "POST", force, 403, f.sessionFor("alice"), "Origin: http://evil.example"),
+		bad("the button, anonymous", "POST", force, 401, origin),
+		ok("the button with an invalid token", "POST", force, 401, origin, revoked),
+		ok("the button, a writer", "POST", force, 403, origin, f.sessionFor("carol")),
+		ok("the button in an invisible repository", "POST", secret+"/issues/5/lease/force-release", 404, origin, f.sessionFor("erin")),
+		bad("the button on a malformed number", "POST", widgets+"/issues/x/lease/force-release", 400, origin, f.sessionFor("alice")),
+		ok("the button, an admin", "POST", force, 200, origin, f.sessionFor("alice")),
+	} {
+		spec.do(t, f, e)
+	}
+	revalidate("the document", OpenAPIPath)
+	revalidate("a session", "/api/v1/session", f.sessionFor("alice"))
+	revalidate("the list", list)
+	revalidate("a lease", lease1)
+	spec.do(t, f, ok("acquire to check", "POST", lease1, 201, bob))
+	revalidate("check", lease1+"/check?token=3")
+	revalidate("history", history)
+
+	// Every operation on the repositories, as Gitea refuses the client
+	// address's next request (429) and while Gitea is down (503).
+	repoOps := []apiCall{
+		ok("list", "GET", list, 0),
+		ok("lease", "GET", lease1, 0),
+		ok("acquire", "POST", lease1, 0, bob),
+		withBody(ok("renew", "PATCH", lease1, 0, bob, json), `{"ttl":"1h"}`),
+		ok("release", "DELETE", lease1, 0, bob),
+		ok("check", "GET", check, 0),
+		ok("history", "GET", history, 0),
+		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
+	}
+	f.forge.SetHook(func(context.Context, string) error { return plugin.ErrRateLimited })
+	for _, e := range repoOps {
+		e.name, e.code = e.name+", rate limited", http.StatusTooManyRequests
+		spec.do(t, f, e)
+	}
+	f.forge.SetHook(nil)
+	f.forge.SetDown(true)
+	for _, e := range repoOps {
+		e.name, e.code = e.name+", Gitea down", http.StatusServiceUnavailable
+		spec.do(t, f, e)
+	}
+	f.forge.SetDown(false)
+	// And with the ledger gone: 500.
+	if err := f.store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range repoOps {
+		e.name, e.code = e.name+", ledger closed", http.StatusInternalServerError
+		spec.do(t, f, e)
+	}
+
+	// Every status the document names was answered.
+	var missing []string
+	for path, item := range spec.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			for code := range op.Responses.Map() {
+				if key := fmt.Sprintf("%s %s %s", method, path, code); !spec.seen[key] {
+					missing = append(missing, key)
+				}
+			}
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("statuses the document names that no request of this test was answered with:\n%s", strings.Join(missing, "\n"))
+	}
+}
