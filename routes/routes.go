@@ -31,6 +31,7 @@ type Leases interface {
 	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
+	Watch(ctx context.Context, v plugin.Viewer, owner, name, lastID string) (*plugin.Watch, error)
 	Apply(ctx context.Context, e plugin.ForgeEvent) (plugin.Applied, error)
 }
 
@@ -84,6 +85,13 @@ type Options struct {
 	// MaxTTL is the largest ttl a write may ask for. Zero means
 	// plugin.DefaultMaxTTL.
 	MaxTTL time.Duration
+	// Streams bounds the live event streams (events.go).
+	Streams StreamOptions
+	// RegisterOnShutdown is the server's (http.Server.RegisterOnShutdown):
+	// the event streams end when it shuts down, where they would
+	// otherwise hold its shutdown for the whole grace. Nil: they end only
+	// with their clients.
+	RegisterOnShutdown func(func())
 }
 
 // handler holds the validated options every handler reads.
@@ -105,6 +113,7 @@ type handler struct {
 	timeout    time.Duration
 	maxTTL     time.Duration
 	spent      *spentStates
+	streams    *streams
 }
 
 // New returns the sidecar's HTTP handler.
@@ -134,6 +143,7 @@ func New(o Options) (http.Handler, error) {
 	}
 
 	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
+	r.GET(EventsPath, h.leaseEvents)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease", h.acquireLease)
 	r.PATCH("/api/v1/repos/:owner/:repo/issues/:n/lease", h.renewLease)
@@ -190,6 +200,10 @@ func newHandler(o Options) (*handler, error) {
 		timeout:    o.RequestTimeout,
 		maxTTL:     o.MaxTTL,
 		spent:      newSpentStates(),
+		streams:    newStreams(o.Streams),
+	}
+	if o.RegisterOnShutdown != nil {
+		o.RegisterOnShutdown(h.streams.closeAll)
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -242,8 +256,13 @@ func origin(u *url.URL) string {
 	return scheme + "://" + host
 }
 
-// deadline bounds everything a request does (forge, ledger, OAuth calls).
+// deadline bounds everything a request does (forge, ledger, OAuth calls);
+// an event stream bounds what it does before it starts itself.
 func (h *handler) deadline(c *gin.Context) {
+	if c.FullPath() == EventsPath {
+		c.Next()
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.timeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)

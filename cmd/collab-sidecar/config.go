@@ -44,8 +44,12 @@ type Config struct {
 	// missed webhook deliveries are looked for.
 	IssueStateTTL time.Duration
 	Reconcile     time.Duration
-	LogFormat     string
-	LogLevel      string
+	// The live event streams (the badges) one signed-in account, and one
+	// client address, may hold at once.
+	StreamsPerViewer  int
+	StreamsPerAddress int
+	LogFormat         string
+	LogLevel          string
 }
 
 // setting is one row of the settings table: the single source for flags,
@@ -73,9 +77,14 @@ var settings = []setting{
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
 	{"issue-state-ttl", "COLLAB_ISSUE_STATE_TTL", durationSetting(plugin.DefaultIssueTTL), "how long an issue's open or closed state is trusted without asking Gitea (webhooks keep it current)"},
 	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered)"},
+	{"event-streams-per-viewer", "COLLAB_EVENT_STREAMS_PER_VIEWER", strconv.Itoa(routes.DefaultStreamsPerViewer), "live event streams (badges kept current) one signed-in account may hold at once"},
+	{"event-streams-per-address", "COLLAB_EVENT_STREAMS_PER_ADDRESS", strconv.Itoa(routes.DefaultStreamsPerAddress), "live event streams one client address may hold at once (raise it behind a proxy)"},
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
+
+// maxEventStreams bounds the stream caps one may configure.
+const maxEventStreams = 100_000
 
 // tokenEnv holds the token itself; the file is preferred because an
 // environment variable can leak through /proc and crash reports.
@@ -267,6 +276,20 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 			return c, fmt.Errorf("%s %q must be a duration between %s and %s (e.g. 30s, 5m, 168h)", d.name, v[d.name], d.min, d.max)
 		}
 		*d.dst = parsed
+	}
+	counts := []struct {
+		name string
+		dst  *int
+	}{
+		{"event-streams-per-viewer", &c.StreamsPerViewer},
+		{"event-streams-per-address", &c.StreamsPerAddress},
+	}
+	for _, n := range counts {
+		parsed, err := strconv.Atoi(v[n.name])
+		if err != nil || parsed < 1 || parsed > maxEventStreams {
+			return c, fmt.Errorf("%s %q must be a whole number from 1 to %d", n.name, v[n.name], maxEventStreams)
+		}
+		*n.dst = parsed
 	}
 	switch c.LogFormat {
 	case "text", "json":

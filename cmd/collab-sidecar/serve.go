@@ -66,11 +66,13 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next))
+	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next),
+		plugin.WithLive(plugin.LiveOptions{Recheck: liveRecheck(cfg)}))
 	if err != nil {
 		return err
 	}
 	met.watchWaiters(leases.Waiters)
+	met.watchStreams(func() int { _, n := leases.Watching(); return n })
 	// Finishing an upgrade from holders by login needs Gitea, which may be
 	// down now: it goes on in the background, and stops before the ledger
 	// closes.
@@ -83,8 +85,15 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	})
 	defer resolving.Wait()
 	defer stopResolving()
-	web, err := newHTTPHandler(cfg, store, forge, leases, met, log)
-	if err != nil {
+	hs := &http.Server{
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout(cfg),
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if hs.Handler, err = newHTTPHandler(cfg, store, forge, leases, met, log, hs.RegisterOnShutdown); err != nil {
 		return err
 	}
 
@@ -100,15 +109,6 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	verb := &ssh.LeaseVerb{Leases: leases, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
 	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
 		CommandTimeout: operationTimeout(cfg), ConnDelta: met.connDelta}
-	hs := &http.Server{
-		Handler:           web,
-		ReadHeaderTimeout: httpReadHeaderTimeout,
-		ReadTimeout:       httpReadTimeout,
-		WriteTimeout:      httpWriteTimeout(cfg),
-		IdleTimeout:       httpIdleTimeout,
-		MaxHeaderBytes:    httpMaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
 	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", cfg.DB)
 	log.Info("http listening", "addr", httpL.Addr().String(), "public_url", cfg.PublicURL)
 
@@ -178,8 +178,9 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 }
 
 // newHTTPHandler wires the HTTP API: the badge assets, the session key and,
-// if `collab-sidecar install` registered one, the OAuth2 application.
-func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger) (http.Handler, error) {
+// if `collab-sidecar install` registered one, the OAuth2 application;
+// onShutdown is the server's, which ends the event streams.
+func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger, onShutdown func(func())) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -212,8 +213,10 @@ func newHTTPHandler(cfg Config, store *models.Store, forge *gitea.Forge, leases 
 		Leases: leases, Database: store.Ping, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: operationTimeout(cfg), MaxTTL: cfg.MaxTTL,
-		Metrics: met.handler(),
-		Webhook: webhook,
+		Metrics:            met.handler(),
+		Webhook:            webhook,
+		Streams:            routes.StreamOptions{PerViewer: cfg.StreamsPerViewer, PerAddress: cfg.StreamsPerAddress},
+		RegisterOnShutdown: onShutdown,
 		Ready: func(ctx context.Context) error {
 			_, err := forge.Check(ctx)
 			return err
