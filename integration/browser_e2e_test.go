@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -46,11 +47,13 @@ func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
 }
 
 // browser is a fresh headless Chromium (its own profile) that records
-// console errors, uncaught exceptions and failed loads.
+// console errors, uncaught exceptions, failed loads and requests answered
+// with an error status.
 type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
+	urls   map[network.RequestID]string
 }
 
 func newBrowser(t *testing.T) *browser {
@@ -86,11 +89,23 @@ func newBrowser(t *testing.T) *browser {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	b := &browser{ctx: ctx}
+	b := &browser{ctx: ctx, urls: map[network.RequestID]string{}}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			b.urls[ev.RequestID] = ev.Request.URL
+		case *network.EventResponseReceived:
+			if ev.Response.Status >= 400 {
+				b.errors = append(b.errors, fmt.Sprintf("request: %d %s", ev.Response.Status, ev.Response.URL))
+			}
+		case *network.EventLoadingFailed:
+			// A load the page gave up on (it navigated away, or closed an
+			// event stream) is no failure.
+			if !ev.Canceled {
+				b.errors = append(b.errors, fmt.Sprintf("request: %s %s", ev.ErrorText, b.urls[ev.RequestID]))
+			}
 		case *runtime.EventConsoleAPICalled:
 			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
 				var parts []string
@@ -110,7 +125,7 @@ func newBrowser(t *testing.T) *browser {
 			go chromedp.Run(ctx, page.HandleJavaScriptDialog(true))
 		}
 	})
-	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable()); err != nil {
+	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable(), network.Enable()); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -265,7 +280,7 @@ func TestBadgesInChromiumAgainstGitea(t *testing.T) {
 		t.Fatalf("badges with the sidecar down: %v", got)
 	}
 	for _, e := range b.takeErrors() {
-		if !strings.HasPrefix(e, "log: ") {
+		if !strings.HasPrefix(e, "log: ") && !strings.HasPrefix(e, "request: ") {
 			t.Fatalf("with the sidecar down: %s", e)
 		}
 	}

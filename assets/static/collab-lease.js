@@ -1,8 +1,9 @@
 /* collab-lease: draws "claimed by alice · 12m left" badges into Gitea's
  * issue lists and issue pages. It reads the live leases of the numbers on
- * the page, once per repository, from the sidecar that served this script, and draws
- * nothing (and logs nothing) where nothing is claimed or the sidecar is
- * unreachable. Plain ES2017, no dependencies, no build step. */
+ * the page from the sidecar that served this script, then follows the
+ * repository's lease events, and draws nothing (and logs nothing) where
+ * nothing is claimed or the sidecar is unreachable. Plain ES2017, no
+ * dependencies, no build step. */
 (function () {
   'use strict';
   var me = document.currentScript;
@@ -10,42 +11,76 @@
   // The sidecar's base URL: where this script came from, minus /assets/….
   var base = (me.getAttribute('data-collab-lease-url') || me.src.replace(/\/assets\/[^/]*$/, '')).replace(/\/$/, '');
   var REFRESH_MS = 30000;
-  var leases = {}; // "owner/repo" -> {at, promise}
+  var MAX_ISSUES = 50;
+  var repos = {}; // "owner/repo" -> what we know of its leases, and its event stream
   var session = null; // promise of {login, sign_in_url} from the sidecar
 
   function get(path) {
     return fetch(base + path, { credentials: 'include', headers: { Accept: 'application/json' } });
   }
 
-  // leasesOf resolves to {ok, byIssue} or {ok: false, status}: the live
-  // leases of these numbers of repo, asked for in one request per 50
-  // numbers (?issue=…; a page of Gitea's issue list shows at most 50), so
-  // the answer does not grow with the repository. Unchanged answers are
-  // 304s: the sidecar sends an ETag and the browser revalidates.
-  var MAX_ISSUES = 50;
-  function leasesOf(repo, issues) {
-    var nums = issues.filter(function (n, i) { return issues.indexOf(n) === i; }).sort(function (a, b) { return a - b; });
-    var key = repo + '#' + nums.join(',');
-    var c = leases[key];
-    if (c && Date.now() - c.at < REFRESH_MS) return c.promise;
-    var asks = [];
+  function st(repo) {
+    return repos[repo] || (repos[repo] = { by: {}, seen: {}, at: 0, v: 0, wait: 0 });
+  }
+
+  // load asks for the live leases of these numbers of repo, 50 a request
+  // (?issue=…, so the answer does not grow with the repository; unchanged
+  // answers are 304s), and resolves to {ok} or {status}; a failure is
+  // remembered as long as an answer. An answer that an event may have
+  // overtaken is not kept: asked again.
+  function load(repo, nums) {
+    var s = st(repo), v = s.v, asks = [];
     for (var i = 0; i < nums.length; i += MAX_ISSUES) {
       var q = nums.slice(i, i + MAX_ISSUES).map(function (n) { return 'issue=' + n; }).join('&');
       asks.push(get('/api/v1/repos/' + repo + '/leases?' + q).then(function (r) {
-        if (!r.ok) return { ok: false, status: r.status };
-        return r.json().then(function (j) { return { ok: true, leases: j.leases || [] }; });
+        return r.ok ? r.json() : { status: r.status };
       }));
     }
-    var p = Promise.all(asks).then(function (parts) {
-      var byIssue = {};
-      for (var k = 0; k < parts.length; k++) {
-        if (!parts[k].ok) return parts[k];
-        parts[k].leases.forEach(function (l) { byIssue[l.issue] = l; });
-      }
-      return { ok: true, byIssue: byIssue };
-    }).catch(function () { return { ok: false, status: 0 }; });
-    leases[key] = { at: Date.now(), promise: p };
-    return p;
+    return Promise.all(asks).then(function (parts) {
+      s.at = Date.now();
+      for (var k = 0; k < parts.length; k++) if (!parts[k].leases) return { status: s.err = parts[k].status };
+      s.err = 0;
+      if (s.v !== v) return { ok: true, again: true };
+      nums.forEach(function (n) { delete s.by[n]; s.seen[n] = true; });
+      parts.forEach(function (p) { p.leases.forEach(function (l) { s.by[l.issue] = l; }); });
+      return { ok: true };
+    }).catch(function () { s.at = Date.now(); return { status: s.err = -1 }; });
+  }
+
+  // listen keeps repo's badges current while the page is visible: each
+  // event changes what we know and redraws. When the sidecar refuses the
+  // stream, it is tried again later, ever more slowly; meanwhile (and
+  // without EventSource) the badges are polled every half minute.
+  function listen(repo) {
+    var s = st(repo);
+    if (s.es || s.timer || document.hidden || !window.EventSource) return;
+    var es = s.es = new EventSource(base + '/api/v1/repos/' + repo + '/leases/events', { withCredentials: true });
+    es.onopen = function () { s.live = true; s.wait = 0; s.seen = {}; schedule(); };
+    es.onerror = function () {
+      s.live = false;
+      if (es.readyState !== 2) return; // the browser reconnects by itself
+      es.close();
+      s.es = null;
+      s.wait = Math.min(2 * (s.wait || 1000), 60000);
+      s.timer = setTimeout(function () { s.timer = 0; listen(repo); }, s.wait);
+    };
+    function on(type, f) {
+      es.addEventListener(type, function (e) { s.v++; f(JSON.parse(e.data)); schedule(); });
+    }
+    on('lease', function (l) { s.by[l.issue] = l; });
+    on('released', function (d) { delete s.by[d.issue]; });
+    on('reset', function () { s.seen = {}; });
+  }
+
+  function quiet() {
+    Object.keys(repos).forEach(function (r) {
+      var s = repos[r];
+      if (s.es) s.es.close();
+      clearTimeout(s.timer);
+      s.es = null;
+      s.timer = 0;
+      s.live = false;
+    });
   }
 
   function signedIn() {
@@ -131,18 +166,25 @@
   var pending = false;
   function apply() {
     pending = false;
+    if (document.hidden) return;
     var ps = places();
-    var repos = {};
-    ps.forEach(function (p) { (repos[p.repo] = repos[p.repo] || []).push(p); });
-    Object.keys(repos).forEach(function (repo) {
-      leasesOf(repo, repos[repo].map(function (p) { return p.issue; })).then(function (res) {
+    var by = {};
+    ps.forEach(function (p) { (by[p.repo] = by[p.repo] || []).push(p); });
+    Object.keys(by).forEach(function (repo) {
+      var s = st(repo), stale = !s.live && Date.now() - s.at >= REFRESH_MS;
+      var need = by[repo].map(function (p) { return p.issue; }).filter(function (n, i, a) {
+        return a.indexOf(n) === i && (stale || !s.err && !s.seen[n]);
+      }).sort(function (a, b) { return a - b; });
+      (need.length ? load(repo, need) : Promise.resolve(s.err ? { status: s.err } : { ok: true })).then(function (res) {
+        if (res.again) return schedule();
         if (res.ok) {
-          repos[repo].forEach(function (p) { if (p.anchor.isConnected) draw(p.anchor, res.byIssue[p.issue]); });
+          by[repo].forEach(function (p) { if (p.anchor.isConnected) draw(p.anchor, s.by[p.issue]); });
+          listen(repo);
         } else if (res.status === 404) {
           // The repository is on this page, so a 404 means the viewer may
           // read it in Gitea but the sidecar does not know who they are.
           signedIn().then(function (sess) {
-            if (!sess.login && sess.sign_in_url) signInLink(repos[repo][0].first, repo, sess.sign_in_url);
+            if (!sess.login && sess.sign_in_url) signInLink(by[repo][0].first, repo, sess.sign_in_url);
           });
         }
       });
@@ -157,8 +199,10 @@
 
   // Gitea swaps parts of the page (htmx, its own fetch actions): re-apply
   // whenever the DOM changes, and every half minute to keep times current.
+  // A hidden page holds no stream and asks nothing.
   new MutationObserver(schedule).observe(document.documentElement, { childList: true, subtree: true });
   setInterval(schedule, REFRESH_MS);
+  document.addEventListener('visibilitychange', function () { if (document.hidden) quiet(); else schedule(); });
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', schedule);
   else schedule();
 })();
