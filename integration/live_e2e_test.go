@@ -42,20 +42,23 @@ func (b *browser) noErrors(t *testing.T, where string) {
 // An open issue list shows a claim made by another client within a
 // second, without a reload, and drops it as soon as it is released.
 func TestLiveBadgesInChromiumAgainstGitea(t *testing.T) {
-	s, g, w := badgeSidecar(t)
-	b := newBrowser(t)
-	b.run(t, "open the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"),
-		chromedp.WaitVisible("#issue-list a.issue-title", chromedp.ByQuery))
-	b.settled(t, s, "acme/widgets")
-	waitMetric(t, s, "collab_lease_event_streams", 1)
+	inThemes(t, func(t *testing.T, theme string) {
+		s, g, w := badgeSidecar(t, theme)
+		b := newBrowser(t, g)
+		b.run(t, "open the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"),
+			chromedp.WaitVisible("#issue-list a.issue-title", chromedp.ByQuery))
+		b.settled(t, s, "acme/widgets")
+		b.theme(t, theme)
+		waitMetric(t, s, "collab_lease_event_streams", 1)
 
-	expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "bob claims the issue")
-	took := b.badgeWithin(t, w.OpenIssue, "claimed by bob · ", time.Second)
-	t.Logf("the claim showed %s after the acquire returned", took.Round(time.Millisecond))
-	expect(t, run(t, s, w.Bob, lease("release", w.Widgets, w.OpenIssue)), 0, "bob releases it")
-	took = b.badgeWithin(t, w.OpenIssue, "", time.Second)
-	t.Logf("the release showed %s after it returned", took.Round(time.Millisecond))
-	b.noErrors(t, "on the live issue list")
+		expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "bob claims the issue")
+		took := b.badgeWithin(t, w.OpenIssue, "claimed by bob · ", time.Second)
+		t.Logf("the claim showed %s after the acquire returned", took.Round(time.Millisecond))
+		expect(t, run(t, s, w.Bob, lease("release", w.Widgets, w.OpenIssue)), 0, "bob releases it")
+		took = b.badgeWithin(t, w.OpenIssue, "", time.Second)
+		t.Logf("the release showed %s after it returned", took.Round(time.Millisecond))
+		b.noErrors(t, "on the live issue list")
+	})
 }
 
 // signIn signs u in to Gitea, then to the sidecar through Gitea's OAuth2
@@ -116,54 +119,59 @@ func (b *browser) history(t *testing.T, want int) [][]string {
 // (and only an admin) gets a force-release button, which asks first and
 // then frees the issue: the badge goes, the history says who forced it.
 func TestClaimHistoryAndForceReleaseInChromiumAgainstGitea(t *testing.T) {
-	s, g, w := badgeSidecar(t)
-	expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
-	expect(t, run(t, s, w.Alice, lease("release", w.Widgets, w.OpenIssue)), 0, "alice releases it")
-	expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.OpenIssue)), 0, "bob takes it")
-	page := fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.OpenIssue)
+	inThemes(t, func(t *testing.T, theme string) {
+		s, g, w := badgeSidecar(t, theme)
+		expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
+		expect(t, run(t, s, w.Alice, lease("release", w.Widgets, w.OpenIssue)), 0, "alice releases it")
+		expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.OpenIssue)), 0, "bob takes it")
+		page := fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.OpenIssue)
 
-	// Anyone who may read it sees the history, collapsed, and no button.
-	b := newBrowser(t)
-	b.run(t, "open the issue", chromedp.Navigate(page))
-	b.badgeWithin(t, w.OpenIssue, "assigned to bob", 15*time.Second)
-	var open bool
-	b.run(t, "the history panel", chromedp.WaitVisible(".collab-lease-history summary", chromedp.ByQuery),
-		chromedp.Evaluate(`document.querySelector('.collab-lease-history').open`, &open))
-	if open {
-		t.Fatal("the claim history is not collapsed")
-	}
-	rows := b.history(t, 2)
-	if strings.Join(rows[0], "|") != "Token|Holder|From|To|Ended" || rows[1][0] != "#2" || rows[1][1] != "bob" ||
-		rows[1][3] != "" || rows[1][4] != "holds it" || rows[2][1] != "alice" || rows[2][4] != "released" {
-		t.Fatalf("history %q", rows)
-	}
-	var buttons, badges int
-	b.run(t, "no button", chromedp.Evaluate(`document.querySelectorAll('.collab-lease-force').length`, &buttons),
-		chromedp.Evaluate(`document.querySelectorAll('.collab-lease-badge').length`, &badges))
-	if buttons != 0 {
-		t.Fatal("a force-release button for a visitor")
-	}
-	if badges != 1 { // drawn again and again as the page changed: still one
-		t.Fatalf("%d badges on the issue page", badges)
-	}
-	b.noErrors(t, "the issue page, anonymous")
+		// Anyone who may read it sees the history, collapsed, and no button.
+		b := newBrowser(t, g)
+		b.run(t, "open the issue", chromedp.Navigate(page))
+		b.badgeWithin(t, w.OpenIssue, "assigned to bob", 15*time.Second)
+		b.theme(t, theme)
+		var open bool
+		b.run(t, "the history panel", chromedp.WaitVisible(".collab-lease-history summary", chromedp.ByQuery),
+			chromedp.Evaluate(`document.querySelector('.collab-lease-history').open`, &open))
+		if open {
+			t.Fatal("the claim history is not collapsed")
+		}
+		rows := b.history(t, 2)
+		if strings.Join(rows[0], "|") != "Token|Holder|From|To|Ended" || rows[1][0] != "#2" || rows[1][1] != "bob" ||
+			rows[1][3] != "" || rows[1][4] != "holds it" || rows[2][1] != "alice" || rows[2][4] != "released" {
+			t.Fatalf("history %q", rows)
+		}
+		var buttons, badges int
+		b.run(t, "no button", chromedp.Evaluate(`document.querySelectorAll('.collab-lease-force').length`, &buttons),
+			chromedp.Evaluate(`document.querySelectorAll('.collab-lease-badge').length`, &badges))
+		if buttons != 0 {
+			t.Fatal("a force-release button for a visitor")
+		}
+		if badges != 1 { // drawn again and again as the page changed: still one
+			t.Fatalf("%d badges on the issue page", badges)
+		}
+		b.noErrors(t, "the issue page, anonymous")
 
-	// Olivia administers the repository.
-	a := newBrowser(t)
-	a.signIn(t, g, s, w.Olivia, page)
-	a.badgeWithin(t, w.OpenIssue, "assigned to bob", 15*time.Second)
-	a.run(t, "the force-release button", chromedp.WaitVisible(".collab-lease-force", chromedp.ByQuery),
-		chromedp.Click(".collab-lease-force", chromedp.ByQuery))
-	a.badgeWithin(t, w.OpenIssue, "", 5*time.Second)
-	rows = a.history(t, 2)
-	if rows[1][1] != "bob" || rows[1][3] == "" || rows[1][4] != "force released by olivia" {
-		t.Fatalf("history after the force release %q", rows)
-	}
-	a.run(t, "the button goes", chromedp.WaitNotPresent(".collab-lease-force", chromedp.ByQuery))
-	if errs := a.takeErrors(); len(errs) != 1 || errs[0] != fmt.Sprintf("dialog: Force-release #%d, claimed by bob?", w.OpenIssue) {
-		t.Fatalf("the admin's page: want only the confirmation, got:\n%s", strings.Join(errs, "\n"))
-	}
-	// The anonymous page saw the release live, too.
-	b.badgeWithin(t, w.OpenIssue, "", 5*time.Second)
-	b.noErrors(t, "the issue page, anonymous, after the release")
+		// Olivia administers the repository.
+		a := newBrowser(t, g)
+		setUserTheme(t, g, w.Olivia, theme)
+		a.signIn(t, g, s, w.Olivia, page)
+		a.badgeWithin(t, w.OpenIssue, "assigned to bob", 15*time.Second)
+		a.theme(t, theme)
+		a.run(t, "the force-release button", chromedp.WaitVisible(".collab-lease-force", chromedp.ByQuery),
+			chromedp.Click(".collab-lease-force", chromedp.ByQuery))
+		a.badgeWithin(t, w.OpenIssue, "", 5*time.Second)
+		rows = a.history(t, 2)
+		if rows[1][1] != "bob" || rows[1][3] == "" || rows[1][4] != "force released by olivia" {
+			t.Fatalf("history after the force release %q", rows)
+		}
+		a.run(t, "the button goes", chromedp.WaitNotPresent(".collab-lease-force", chromedp.ByQuery))
+		if errs := a.takeErrors(); len(errs) != 1 || errs[0] != fmt.Sprintf("dialog: Force-release #%d, claimed by bob?", w.OpenIssue) {
+			t.Fatalf("the admin's page: want only the confirmation, got:\n%s", strings.Join(errs, "\n"))
+		}
+		// The anonymous page saw the release live, too.
+		b.badgeWithin(t, w.OpenIssue, "", 5*time.Second)
+		b.noErrors(t, "the issue page, anonymous, after the release")
+	})
 }
