@@ -107,7 +107,7 @@
     return e;
   }
 
-  function when(t) { return new Date(t).toLocaleString(); }
+  function when(t) { return new Date(t).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' }); }
 
   // draw puts lease l's badge (or none) after anchor, touching the DOM only
   // on a change, so our own edits do not re-trigger us.
