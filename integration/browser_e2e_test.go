@@ -104,6 +104,23 @@ func (b *browser) theme(t *testing.T, want string) {
 	}
 }
 
+// screenshot takes a picture of the whole page: into docs/name, for the
+// README, in the light theme with COLLAB_UPDATE_SCREENSHOT set; else into
+// a temporary directory (the taking is tested all the same).
+func (b *browser) screenshot(t *testing.T, theme, name string) {
+	t.Helper()
+	var png []byte
+	b.run(t, "screenshot", chromedp.FullScreenshot(&png, 100))
+	shot := filepath.Join(t.TempDir(), name)
+	if os.Getenv("COLLAB_UPDATE_SCREENSHOT") != "" && theme == "gitea-light" {
+		root, _ := moduleRoot(context.Background())
+		shot = filepath.Join(root, "docs", name)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // browser is a fresh headless Chromium (its own profile) that records
 // console errors, uncaught exceptions, failed loads and requests answered
 // with an error status.
@@ -277,16 +294,7 @@ func TestBadgesInChromiumAgainstGitea(t *testing.T) {
 		if !strings.HasSuffix(beside, "/acme/widgets/issues/"+open) {
 			t.Fatalf("badge is next to %q", beside)
 		}
-		var png []byte
-		b.run(t, "screenshot", chromedp.FullScreenshot(&png, 100))
-		shot := filepath.Join(t.TempDir(), "badge.png")
-		if os.Getenv("COLLAB_UPDATE_SCREENSHOT") != "" && theme == "gitea-light" {
-			root, _ := moduleRoot(context.Background())
-			shot = filepath.Join(root, "docs", "badge-issue-list.png")
-		}
-		if err := os.WriteFile(shot, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		b.screenshot(t, theme, "badge-issue-list.png")
 
 		// The pull request list: the open-ended claim reads "assigned to".
 		b.run(t, "open the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))

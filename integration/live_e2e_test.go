@@ -91,8 +91,8 @@ func (b *browser) signIn(t *testing.T, g *Gitea, s *Sidecar, u *User, back strin
 }
 
 // history opens the issue page's claim history and returns its rows
-// (header first) once it shows want rows of tenures.
-func (b *browser) history(t *testing.T, want int) [][]string {
+// (header first) once it shows want tenures, the newest ending as ended.
+func (b *browser) history(t *testing.T, want int, ended string) [][]string {
 	t.Helper()
 	var open bool
 	b.run(t, "the history panel", chromedp.WaitVisible(".collab-lease-history summary", chromedp.ByQuery),
@@ -105,11 +105,11 @@ func (b *browser) history(t *testing.T, want int) [][]string {
 		var rows [][]string
 		b.run(t, "read the history", chromedp.Evaluate(
 			`Array.from(document.querySelectorAll('.collab-lease-history tr')).map(r => Array.from(r.cells).map(c => c.textContent))`, &rows))
-		if len(rows) == want+1 {
+		if len(rows) == want+1 && rows[1][4] == ended {
 			return rows
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("history rows %q, want %d tenures", rows, want)
+			t.Fatalf("history rows %q, want %d tenures, the newest %q", rows, want, ended)
 		}
 		time.Sleep(50 * time.Millisecond) // polling the page
 	}
@@ -137,7 +137,7 @@ func TestClaimHistoryAndForceReleaseInChromiumAgainstGitea(t *testing.T) {
 		if open {
 			t.Fatal("the claim history is not collapsed")
 		}
-		rows := b.history(t, 2)
+		rows := b.history(t, 2, "holds it")
 		if strings.Join(rows[0], "|") != "Token|Holder|From|To|Ended" || rows[1][0] != "#2" || rows[1][1] != "bob" ||
 			rows[1][3] != "" || rows[1][4] != "holds it" || rows[2][1] != "alice" || rows[2][4] != "released" {
 			t.Fatalf("history %q", rows)
@@ -159,11 +159,13 @@ func TestClaimHistoryAndForceReleaseInChromiumAgainstGitea(t *testing.T) {
 		a.signIn(t, g, s, w.Olivia, page)
 		a.badgeWithin(t, w.OpenIssue, "assigned to bob", 15*time.Second)
 		a.theme(t, theme)
-		a.run(t, "the force-release button", chromedp.WaitVisible(".collab-lease-force", chromedp.ByQuery),
-			chromedp.Click(".collab-lease-force", chromedp.ByQuery))
+		a.history(t, 2, "holds it")
+		a.run(t, "the force-release button", chromedp.WaitVisible(".collab-lease-force", chromedp.ByQuery))
+		a.screenshot(t, theme, "claim-history.png")
+		a.run(t, "force release", chromedp.Click(".collab-lease-force", chromedp.ByQuery))
 		a.badgeWithin(t, w.OpenIssue, "", 5*time.Second)
-		rows = a.history(t, 2)
-		if rows[1][1] != "bob" || rows[1][3] == "" || rows[1][4] != "force released by olivia" {
+		rows = a.history(t, 2, "force released by olivia")
+		if rows[1][1] != "bob" || rows[1][3] == "" {
 			t.Fatalf("history after the force release %q", rows)
 		}
 		a.run(t, "the button goes", chromedp.WaitNotPresent(".collab-lease-force", chromedp.ByQuery))
