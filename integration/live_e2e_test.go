@@ -31,6 +31,18 @@ func (b *browser) badgeWithin(t *testing.T, n int64, want string, within time.Du
 	}
 }
 
+// setHidden makes the page look hidden (another tab in front) or shown to
+// its scripts, as the Page Visibility API tells them: headless Chromium
+// keeps every page visible.
+func (b *browser) setHidden(t *testing.T, hidden bool) {
+	t.Helper()
+	b.run(t, "set the page's visibility", chromedp.Evaluate(fmt.Sprintf(`(() => {
+		Object.defineProperty(document, 'hidden', { configurable: true, get: () => %t });
+		Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => %t ? 'hidden' : 'visible' });
+		document.dispatchEvent(new Event('visibilitychange'));
+	})()`, hidden, hidden), nil))
+}
+
 // noErrors fails on any console error, exception or failed request.
 func (b *browser) noErrors(t *testing.T, where string) {
 	t.Helper()
@@ -57,6 +69,17 @@ func TestLiveBadgesInChromiumAgainstGitea(t *testing.T) {
 		expect(t, run(t, s, w.Bob, lease("release", w.Widgets, w.OpenIssue)), 0, "bob releases it")
 		took = b.badgeWithin(t, w.OpenIssue, "", time.Second)
 		t.Logf("the release showed %s after it returned", took.Round(time.Millisecond))
+
+		// Hidden (another tab in front), the page holds no stream; shown
+		// again, it catches up at once and follows the events again.
+		b.setHidden(t, true)
+		waitMetric(t, s, "collab_lease_event_streams", 0)
+		expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
+		b.setHidden(t, false)
+		b.badgeWithin(t, w.OpenIssue, "claimed by alice · ", time.Second)
+		waitMetric(t, s, "collab_lease_event_streams", 1)
+		expect(t, run(t, s, w.Alice, lease("release", w.Widgets, w.OpenIssue)), 0, "alice releases it")
+		b.badgeWithin(t, w.OpenIssue, "", time.Second)
 		b.noErrors(t, "on the live issue list")
 	})
 }

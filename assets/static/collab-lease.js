@@ -75,6 +75,7 @@
       if (s.es) s.es.close();
       clearTimeout(s.timer);
       s.es = s.timer = s.live = 0;
+      s.seen = {}; // events will be missed: ask again when shown
     });
   }
 
