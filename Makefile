@@ -45,15 +45,15 @@ gitea:
 
 # gitea-frontend builds (once, cached outside the work tree; about a minute,
 # from the npm registry) Gitea's JS and CSS, which its Go module lacks. Test
-# Gitea instances serve it when it is there and render unstyled without it;
-# make test neither needs nor builds it.
+# Gitea instances serve it when it is there and empty stand-ins without it;
+# the browser tests fail without it, so make test builds it first.
 gitea-frontend:
 	./integration/build-gitea-frontend.sh
 
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 
-test: check gitea unit
+test: check gitea gitea-frontend unit
 
 # demo starts a real Gitea with demo users and the sidecar, prints what to
 # try, and runs until Ctrl-C. Without Gitea's frontend it runs unstyled.

@@ -45,7 +45,11 @@ func TestLoadPreparesEveryAsset(t *testing.T) {
 			t.Errorf("%s: hashed name %s, want %s", name, a.HashedName(), want)
 		}
 	}
-	// Small enough to add to every Gitea page.
+	// Small enough to add to every Gitea page: the script within 4 KiB
+	// gzipped (SPEC §8.5's live badges included), script and style within 8.
+	if js := len(b["collab-lease.js"].Gzip); js > 4*1024 {
+		t.Errorf("gzipped script is %d bytes; keep it within 4 KiB", js)
+	}
 	total := len(b["collab-lease.js"].Gzip) + len(b["collab-lease.css"].Gzip)
 	if total > 8*1024 {
 		t.Errorf("gzipped bundle is %d bytes; keep it under 8 KiB", total)

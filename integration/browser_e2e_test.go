@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
@@ -28,12 +30,24 @@ import (
 // The badges in real headless Chromium, on the real Gitea's pages, with the
 // footer written by the real `collab-sidecar install`.
 
+// The themes every browser test runs in: Gitea 1.26's light and dark.
+var themes = []string{"gitea-light", "gitea-dark"}
+
+// inThemes runs test once in each theme, as a subtest named for it.
+func inThemes(t *testing.T, test func(t *testing.T, theme string)) {
+	for _, theme := range themes {
+		t.Run(theme, func(t *testing.T) { test(t, theme) })
+	}
+}
+
 // badgeSidecar is a sidecar installed into the shared Gitea's footer (and
 // registered as its OAuth2 application), with Gitea restarted to load the
-// footer. The footer is restored when the test ends.
-func badgeSidecar(t *testing.T) (*Sidecar, *Gitea, *World) {
+// footer and to show theme to visitors. The footer is restored when the
+// test ends.
+func badgeSidecar(t *testing.T, theme string) (*Sidecar, *Gitea, *World) {
 	t.Helper()
 	g, w, bin := shared(t)
+	setDefaultTheme(t, g, theme)
 	restoreFooterAtEnd(t, g)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -60,16 +74,87 @@ func restoreFooterAtEnd(t *testing.T, g *Gitea) {
 	})
 }
 
+// setDefaultTheme sets the theme Gitea shows visitors ([ui] DEFAULT_THEME
+// of app.ini), from its next start on; Gitea's own default comes back when
+// the test ends.
+func setDefaultTheme(t *testing.T, g *Gitea, theme string) {
+	t.Helper()
+	set := func(theme string) error {
+		b, err := os.ReadFile(g.AppIni)
+		if err != nil {
+			return err
+		}
+		line := "DEFAULT_THEME = " + theme
+		re := regexp.MustCompile(`(?m)^DEFAULT_THEME\s*=.*$`)
+		if re.Match(b) {
+			b = re.ReplaceAll(b, []byte(line))
+		} else {
+			b = append(b, []byte("\n[ui]\n"+line+"\n")...)
+		}
+		return os.WriteFile(g.AppIni, b, 0o600)
+	}
+	if err := set(theme); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = set("gitea-auto") })
+}
+
+// setUserTheme sets the theme Gitea shows u, signed in.
+func setUserTheme(t *testing.T, g *Gitea, u *User, theme string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := g.As(u.Login).Do(ctx, "PATCH", "/user/settings", map[string]any{"theme": theme}, nil); err != nil {
+		t.Fatalf("set %s's theme: %v", u.Login, err)
+	}
+}
+
+// theme checks that the page is shown in want.
+func (b *browser) theme(t *testing.T, want string) {
+	t.Helper()
+	var got string
+	b.run(t, "the page's theme", chromedp.Evaluate(`document.documentElement.dataset.theme`, &got))
+	if got != want {
+		t.Fatalf("the page is in theme %q, want %q", got, want)
+	}
+}
+
+// screenshot takes a picture of the whole page: into docs/name, for the
+// README, in the light theme with COLLAB_UPDATE_SCREENSHOT set; else into
+// a temporary directory (the taking is tested all the same).
+func (b *browser) screenshot(t *testing.T, theme, name string) {
+	t.Helper()
+	var png []byte
+	b.run(t, "screenshot", chromedp.FullScreenshot(&png, 100))
+	shot := filepath.Join(t.TempDir(), name)
+	if os.Getenv("COLLAB_UPDATE_SCREENSHOT") != "" && theme == "gitea-light" {
+		root, _ := moduleRoot(context.Background())
+		shot = filepath.Join(root, "docs", name)
+	}
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // browser is a fresh headless Chromium (its own profile) that records
-// console errors, uncaught exceptions and failed loads.
+// console errors, uncaught exceptions, failed loads and requests answered
+// with an error status.
 type browser struct {
 	ctx    context.Context
 	mu     sync.Mutex
 	errors []string
+	urls   map[network.RequestID]string
 }
 
-func newBrowser(t *testing.T) *browser {
+// The pages it is pointed at must be Gitea's real ones: g must serve its
+// real frontend (make gitea-frontend builds it; make test does first),
+// else the test fails rather than checking unstyled pages that run none
+// of Gitea's scripts.
+func newBrowser(t *testing.T, g *Gitea) *browser {
 	t.Helper()
+	if !g.RealFrontend {
+		t.Fatal("the browser tests need Gitea's real frontend, which is not built: run make gitea-frontend (make test does)")
+	}
 	path, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatal("Chromium is required for the browser tests (apt-get install chromium)")
@@ -101,11 +186,23 @@ func newBrowser(t *testing.T) *browser {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
-	b := &browser{ctx: ctx}
+	b := &browser{ctx: ctx, urls: map[network.RequestID]string{}}
 	chromedp.ListenTarget(ctx, func(ev any) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		switch ev := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			b.urls[ev.RequestID] = ev.Request.URL
+		case *network.EventResponseReceived:
+			if ev.Response.Status >= 400 {
+				b.errors = append(b.errors, fmt.Sprintf("request: %d %s", ev.Response.Status, ev.Response.URL))
+			}
+		case *network.EventLoadingFailed:
+			// A load the page gave up on (it navigated away, or closed an
+			// event stream) is no failure.
+			if !ev.Canceled {
+				b.errors = append(b.errors, fmt.Sprintf("request: %s %s", ev.ErrorText, b.urls[ev.RequestID]))
+			}
 		case *runtime.EventConsoleAPICalled:
 			if ev.Type == runtime.APITypeError || ev.Type == runtime.APITypeAssert {
 				var parts []string
@@ -125,7 +222,7 @@ func newBrowser(t *testing.T) *browser {
 			go chromedp.Run(ctx, page.HandleJavaScriptDialog(true))
 		}
 	})
-	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable()); err != nil {
+	if err := chromedp.Run(ctx, log.Enable(), runtime.Enable(), network.Enable()); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -192,155 +289,153 @@ func (b *browser) settled(t *testing.T, s *Sidecar, repo string) {
 }
 
 func TestBadgesInChromiumAgainstGitea(t *testing.T) {
-	s, g, w := badgeSidecar(t)
-	expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
-	expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.PullRequest)), 0, "bob is assigned the pull request")
-	b := newBrowser(t)
-	open := fmt.Sprint(w.OpenIssue)
+	inThemes(t, func(t *testing.T, theme string) {
+		s, g, w := badgeSidecar(t, theme)
+		expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
+		expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.PullRequest)), 0, "bob is assigned the pull request")
+		b := newBrowser(t, g)
+		open := fmt.Sprint(w.OpenIssue)
 
-	// The issue list: a badge on the claimed issue, none on the others.
-	b.run(t, "open the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"))
-	got := b.badges(t, 1)
-	if len(got) != 1 || !strings.HasPrefix(got[open], "claimed by alice · ") || !strings.HasSuffix(got[open], "m left") {
-		t.Fatalf("issue list badges: %v", got)
-	}
-	var beside string
-	b.run(t, "badge placement", chromedp.Evaluate(
-		`document.querySelector('.collab-lease-badge').previousElementSibling.getAttribute('href')`, &beside))
-	if !strings.HasSuffix(beside, "/acme/widgets/issues/"+open) {
-		t.Fatalf("badge is next to %q", beside)
-	}
-	var png []byte
-	b.run(t, "screenshot", chromedp.FullScreenshot(&png, 100))
-	shot := filepath.Join(t.TempDir(), "badge.png")
-	if os.Getenv("COLLAB_UPDATE_SCREENSHOT") != "" {
-		root, _ := moduleRoot(context.Background())
-		shot = filepath.Join(root, "docs", "badge-issue-list.png")
-	}
-	if err := os.WriteFile(shot, png, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	// The pull request list: the open-ended claim reads "assigned to".
-	b.run(t, "open the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
-	if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
-		t.Fatalf("pull request badges: %v", got)
-	}
-
-	// The issue page: the badge stands by the title.
-	b.run(t, "open the issue", chromedp.Navigate(fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.OpenIssue)))
-	if got := b.badges(t, 1); !strings.HasPrefix(got[open], "claimed by alice") {
-		t.Fatalf("issue page badges: %v", got)
-	}
-	var inTitle bool
-	b.run(t, "badge in title", chromedp.Evaluate(`!!document.querySelector('#issue-title-display h1 .collab-lease-badge')`, &inTitle))
-	if !inTitle {
-		t.Fatal("the issue page's badge is not by the title")
-	}
-
-	// An issue nobody claims: no badge, once the script has looked.
-	b.run(t, "open an unclaimed issue", chromedp.Navigate(fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.ClosedIssue)))
-	b.settled(t, s, "acme/widgets")
-	if got := b.badges(t, 0); len(got) != 0 {
-		t.Fatalf("badges on an unclaimed issue: %v", got)
-	}
-	if errs := b.takeErrors(); len(errs) != 0 {
-		t.Fatalf("console errors on pages with claims:\n%s", strings.Join(errs, "\n"))
-	}
-
-	// Thirty-one minutes later (the page's clock moved on), the claim has
-	// expired and a reload shows no badge; the open-ended one stays.
-	b.run(t, "move the page clock", chromedp.ActionFunc(func(ctx context.Context) error {
-		_, err := page.AddScriptToEvaluateOnNewDocument(
-			`(() => { const skew = 31 * 60 * 1000, now = Date.now; Date.now = () => now() + skew; })()`).Do(ctx)
-		return err
-	}))
-	b.run(t, "reload the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"))
-	b.settled(t, s, "acme/widgets")
-	if got := b.badges(t, 0); len(got) != 0 {
-		t.Fatalf("expired claim still drawn: %v", got)
-	}
-	b.run(t, "reload the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
-	if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
-		t.Fatalf("open-ended claim after the clock moved: %v", got)
-	}
-	if errs := b.takeErrors(); len(errs) != 0 {
-		t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
-	}
-
-	// The sidecar goes away (and with it the badge script Gitea's footer
-	// loads from it): no badge, and Gitea's page still works; the failed
-	// loads are the only complaint, with no exception and no dialog.
-	if err := s.Stop(20 * time.Second); err != nil {
-		t.Fatal(err)
-	}
-	b.run(t, "the issue list without the sidecar", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"),
-		chromedp.WaitVisible("#issue-list a.issue-title", chromedp.ByQuery))
-	if got := b.badges(t, 0); len(got) != 0 {
-		t.Fatalf("badges with the sidecar down: %v", got)
-	}
-	for _, e := range b.takeErrors() {
-		if !strings.HasPrefix(e, "log: ") {
-			t.Fatalf("with the sidecar down: %s", e)
+		// The issue list: a badge on the claimed issue, none on the others.
+		b.run(t, "open the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"))
+		got := b.badges(t, 1)
+		if len(got) != 1 || !strings.HasPrefix(got[open], "claimed by alice · ") || !strings.HasSuffix(got[open], "m left") {
+			t.Fatalf("issue list badges: %v", got)
 		}
-	}
+		b.theme(t, theme)
+		var beside string
+		b.run(t, "badge placement", chromedp.Evaluate(
+			`document.querySelector('.collab-lease-badge').previousElementSibling.getAttribute('href')`, &beside))
+		if !strings.HasSuffix(beside, "/acme/widgets/issues/"+open) {
+			t.Fatalf("badge is next to %q", beside)
+		}
+		b.screenshot(t, theme, "badge-issue-list.png")
+
+		// The pull request list: the open-ended claim reads "assigned to".
+		b.run(t, "open the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
+		if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
+			t.Fatalf("pull request badges: %v", got)
+		}
+
+		// The issue page: the badge stands by the title.
+		b.run(t, "open the issue", chromedp.Navigate(fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.OpenIssue)))
+		if got := b.badges(t, 1); !strings.HasPrefix(got[open], "claimed by alice") {
+			t.Fatalf("issue page badges: %v", got)
+		}
+		var inTitle bool
+		b.run(t, "badge in title", chromedp.Evaluate(`!!document.querySelector('#issue-title-display h1 .collab-lease-badge')`, &inTitle))
+		if !inTitle {
+			t.Fatal("the issue page's badge is not by the title")
+		}
+
+		// An issue nobody claims: no badge, once the script has looked.
+		b.run(t, "open an unclaimed issue", chromedp.Navigate(fmt.Sprintf("%s/acme/widgets/issues/%d", g.URL, w.ClosedIssue)))
+		b.settled(t, s, "acme/widgets")
+		if got := b.badges(t, 0); len(got) != 0 {
+			t.Fatalf("badges on an unclaimed issue: %v", got)
+		}
+		if errs := b.takeErrors(); len(errs) != 0 {
+			t.Fatalf("console errors on pages with claims:\n%s", strings.Join(errs, "\n"))
+		}
+
+		// Thirty-one minutes later (the page's clock moved on), the claim has
+		// expired and a reload shows no badge; the open-ended one stays.
+		b.run(t, "move the page clock", chromedp.ActionFunc(func(ctx context.Context) error {
+			_, err := page.AddScriptToEvaluateOnNewDocument(
+				`(() => { const skew = 31 * 60 * 1000, now = Date.now; Date.now = () => now() + skew; })()`).Do(ctx)
+			return err
+		}))
+		b.run(t, "reload the issue list", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"))
+		b.settled(t, s, "acme/widgets")
+		if got := b.badges(t, 0); len(got) != 0 {
+			t.Fatalf("expired claim still drawn: %v", got)
+		}
+		b.run(t, "reload the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
+		if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
+			t.Fatalf("open-ended claim after the clock moved: %v", got)
+		}
+		if errs := b.takeErrors(); len(errs) != 0 {
+			t.Fatalf("console errors:\n%s", strings.Join(errs, "\n"))
+		}
+
+		// The sidecar goes away (and with it the badge script Gitea's footer
+		// loads from it): no badge, and Gitea's page still works; the failed
+		// loads are the only complaint, with no exception and no dialog.
+		if err := s.Stop(20 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		b.run(t, "the issue list without the sidecar", chromedp.Navigate(g.URL+"/acme/widgets/issues?state=all"),
+			chromedp.WaitVisible("#issue-list a.issue-title", chromedp.ByQuery))
+		if got := b.badges(t, 0); len(got) != 0 {
+			t.Fatalf("badges with the sidecar down: %v", got)
+		}
+		for _, e := range b.takeErrors() {
+			if !strings.HasPrefix(e, "log: ") && !strings.HasPrefix(e, "request: ") {
+				t.Fatalf("with the sidecar down: %s", e)
+			}
+		}
+	})
 }
 
 // A private repository: no claim for a viewer the sidecar does not know;
 // after signing in to Gitea and following "sign in to see claims", the
 // badge shows.
 func TestPrivateBadgesNeedSignInInChromiumAgainstGitea(t *testing.T) {
-	s, g, w := badgeSidecar(t)
-	expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretIssue, "--ttl", "1h")), 0, "alice claims the private issue")
-	b := newBrowser(t)
-	list := g.URL + "/acme/secret/issues"
+	inThemes(t, func(t *testing.T, theme string) {
+		s, g, w := badgeSidecar(t, theme)
+		expect(t, run(t, s, w.Alice, lease("acquire", w.Secret, w.SecretIssue, "--ttl", "1h")), 0, "alice claims the private issue")
+		b := newBrowser(t, g)
+		list := g.URL + "/acme/secret/issues"
 
-	// Anonymous: Gitea itself hides the repository; nothing of the claim shows.
-	b.run(t, "anonymous visit", chromedp.Navigate(list))
-	var html string
-	b.run(t, "read page", chromedp.OuterHTML("html", &html))
-	if strings.Contains(html, "collab-lease-badge") || strings.Contains(html, "claimed by") {
-		t.Fatal("a claim on a private repository shown to an anonymous visitor")
-	}
-	b.takeErrors() // Gitea's own 404 page logs a failed load
+		// Anonymous: Gitea itself hides the repository; nothing of the claim shows.
+		b.run(t, "anonymous visit", chromedp.Navigate(list))
+		var html string
+		b.run(t, "read page", chromedp.OuterHTML("html", &html))
+		if strings.Contains(html, "collab-lease-badge") || strings.Contains(html, "claimed by") {
+			t.Fatal("a claim on a private repository shown to an anonymous visitor")
+		}
+		b.takeErrors() // Gitea's own 404 page logs a failed load
 
-	// Carol signs in to Gitea (she may read acme/secret); the sidecar does
-	// not know her yet: no badge, a sign-in link instead.
-	b.run(t, "sign in to Gitea",
-		chromedp.Navigate(g.URL+"/user/login"),
-		chromedp.SendKeys("#user_name", w.Carol.Login, chromedp.ByQuery),
-		chromedp.SendKeys("#password", w.Carol.Password, chromedp.ByQuery),
-		chromedp.Submit("#password", chromedp.ByQuery),
-		chromedp.WaitNotPresent("#password", chromedp.ByQuery),
-		chromedp.Navigate(list),
-		chromedp.WaitVisible(".collab-lease-signin a", chromedp.ByQuery),
-	)
-	if got := b.badges(t, 0); len(got) != 0 {
-		t.Fatalf("badges before signing in to the sidecar: %v", got)
-	}
-	b.takeErrors() // the 404 of the lease request before sign-in
+		// Carol signs in to Gitea (she may read acme/secret); the sidecar does
+		// not know her yet: no badge, a sign-in link instead.
+		setUserTheme(t, g, w.Carol, theme)
+		b.run(t, "sign in to Gitea",
+			chromedp.Navigate(g.URL+"/user/login"),
+			chromedp.SendKeys("#user_name", w.Carol.Login, chromedp.ByQuery),
+			chromedp.SendKeys("#password", w.Carol.Password, chromedp.ByQuery),
+			chromedp.Submit("#password", chromedp.ByQuery),
+			chromedp.WaitNotPresent("#password", chromedp.ByQuery),
+			chromedp.Navigate(list),
+			chromedp.WaitVisible(".collab-lease-signin a", chromedp.ByQuery),
+		)
+		if got := b.badges(t, 0); len(got) != 0 {
+			t.Fatalf("badges before signing in to the sidecar: %v", got)
+		}
+		b.theme(t, theme)
+		b.takeErrors() // the 404 of the lease request before sign-in
 
-	// Follow the link: Gitea asks Carol to authorize the application once,
-	// then she is back on the list, and the claim shows.
-	b.run(t, "follow sign in", chromedp.Click(".collab-lease-signin a", chromedp.ByQuery))
-	b.run(t, "authorize", chromedp.WaitVisible("#authorize-app", chromedp.ByQuery), chromedp.Click("#authorize-app", chromedp.ByQuery))
-	got := b.badges(t, 1)
-	if !strings.HasPrefix(got[fmt.Sprint(w.SecretIssue)], "claimed by alice") {
-		t.Fatalf("after signing in: badges %v", got)
-	}
-	var loc string
-	b.run(t, "location", chromedp.Location(&loc))
-	if !strings.HasPrefix(loc, list) {
-		t.Fatalf("sign-in returned to %s, not the list", loc)
-	}
-	var links int
-	b.run(t, "no sign-in link", chromedp.Evaluate(`document.querySelectorAll('.collab-lease-signin').length`, &links))
-	if links != 0 {
-		t.Fatal("sign-in link still shown after signing in")
-	}
-	if errs := b.takeErrors(); len(errs) != 0 {
-		t.Fatalf("console errors after sign-in:\n%s", strings.Join(errs, "\n"))
-	}
+		// Follow the link: Gitea asks Carol to authorize the application once,
+		// then she is back on the list, and the claim shows.
+		b.run(t, "follow sign in", chromedp.Click(".collab-lease-signin a", chromedp.ByQuery))
+		b.run(t, "authorize", chromedp.WaitVisible("#authorize-app", chromedp.ByQuery), chromedp.Click("#authorize-app", chromedp.ByQuery))
+		got := b.badges(t, 1)
+		if !strings.HasPrefix(got[fmt.Sprint(w.SecretIssue)], "claimed by alice") {
+			t.Fatalf("after signing in: badges %v", got)
+		}
+		var loc string
+		b.run(t, "location", chromedp.Location(&loc))
+		if !strings.HasPrefix(loc, list) {
+			t.Fatalf("sign-in returned to %s, not the list", loc)
+		}
+		var links int
+		b.run(t, "no sign-in link", chromedp.Evaluate(`document.querySelectorAll('.collab-lease-signin').length`, &links))
+		if links != 0 {
+			t.Fatal("sign-in link still shown after signing in")
+		}
+		if errs := b.takeErrors(); len(errs) != 0 {
+			t.Fatalf("console errors after sign-in:\n%s", strings.Join(errs, "\n"))
+		}
+	})
 }
 
 // tamperProxy stands between the browser and a real sidecar: it passes
@@ -413,7 +508,7 @@ func TestTamperedBadgeScriptIsRefusedInChromiumAgainstGitea(t *testing.T) {
 	expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
 	list := g.URL + "/acme/widgets/issues?state=all"
 
-	b := newBrowser(t)
+	b := newBrowser(t, g)
 	b.run(t, "open the issue list", chromedp.Navigate(list))
 	if got := b.badges(t, 1); !strings.HasPrefix(got[fmt.Sprint(w.OpenIssue)], "claimed by alice") {
 		t.Fatalf("badges through a faithful proxy: %v", got)
@@ -423,7 +518,7 @@ func TestTamperedBadgeScriptIsRefusedInChromiumAgainstGitea(t *testing.T) {
 	}
 
 	proxy.tamper.Store(true)
-	b = newBrowser(t) // nothing cached
+	b = newBrowser(t, g) // nothing cached
 	b.run(t, "open the issue list", chromedp.Navigate(list), chromedp.WaitVisible("#issue-list a.issue-title", chromedp.ByQuery))
 	deadline := time.Now().Add(15 * time.Second)
 	var errs []string

@@ -96,7 +96,7 @@ func (a *agentWorld) merge(u *User, n int64) error {
 // set; run it after make gitea-frontend, so the page is styled).
 func (a *agentWorld) screenshotPull(pr int64, want string) {
 	a.t.Helper()
-	b := newBrowser(a.t)
+	b := newBrowser(a.t, a.g)
 	b.run(a.t, "open the pull request", chromedp.Navigate(fmt.Sprintf("%s/%s/pulls/%d", a.g.URL, a.repo.FullName(), pr)))
 	var text string
 	for end := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {

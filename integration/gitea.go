@@ -54,6 +54,9 @@ type Gitea struct {
 	Custom        string // $GITEA_CUSTOM: templates/, public/ overrides
 	AppIni        string // path of app.ini
 	LogFile       string // Gitea's stdout and stderr, across restarts
+	// RealFrontend: Gitea serves its real frontend (the cached build of
+	// integration/build-gitea-frontend.sh), not the empty stand-ins.
+	RealFrontend bool
 
 	binary       string
 	addr         string // 127.0.0.1:<port>
@@ -141,6 +144,7 @@ func StartGitea(ctx context.Context, opts Options) (*Gitea, error) {
 	if err := g.writeFiles(staticRoot, frontend, port); err != nil {
 		return nil, fmt.Errorf("start gitea: %w", err)
 	}
+	g.RealFrontend = frontend != ""
 	if err := g.prepare(ctx); err != nil {
 		return nil, fmt.Errorf("start gitea: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Who may do what. Every permission decision of the sidecar is made in
@@ -19,6 +20,9 @@ import (
 //   - next: write access to the unit it claims from;
 //   - check, history: read access to the unit of the number;
 //   - release --force: admin access to the repository;
+//   - watch (the live events): read access to the repository, asked again
+//     while the stream lasts; an event about a number only to who may
+//     read its unit (mayWatch);
 //   - renew, release: write access to the repository's issues or pull
 //     requests, and read access to the unit of the number, whose lease
 //     they would otherwise reveal;
@@ -105,6 +109,32 @@ func mayRead(r Repo, k models.Kind) bool {
 		return r.CanReadPulls
 	}
 	return r.CanReadIssues && r.CanReadPulls
+}
+
+// What a stream's viewer is told of one event (mayWatch).
+type watchVerdict int
+
+const (
+	watchHide  watchVerdict = iota
+	watchShow               // the event as it is
+	watchReset              // a reset instead: refetch the list, which asks the forge
+)
+
+// mayWatch decides what the viewer of r is told of a live event of type
+// typ about a number of kind k. A lease written before the ledger kept
+// kinds is shown as is only to who reads both units; to a viewer of one
+// unit it becomes a reset, whose refetch of the list asks the forge about
+// that number as the viewer (visibleLeases) rather than on every event.
+func mayWatch(r Repo, typ string, k models.Kind) watchVerdict {
+	switch {
+	case typ != contract.EventLease && typ != contract.EventReleased:
+		return watchShow // the stream's position, or a reset: about no number
+	case mayRead(r, k):
+		return watchShow
+	case k == models.KindUnknown && (r.CanReadIssues || r.CanReadPulls):
+		return watchReset
+	}
+	return watchHide
 }
 
 // readsAll says whether the viewer of r may read every number, so that

@@ -37,7 +37,7 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, err)
 	}
-	s.fence.touch(k)
+	s.changed(k)
 	return tenure(contract.StatusAcquired, r, l), nil
 }
 
@@ -79,7 +79,7 @@ func (s *Service) Renew(ctx context.Context, v Viewer, owner, name string, n int
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, err)
 	}
-	s.fence.touch(l.Key)
+	s.changed(l.Key)
 	return tenure(contract.StatusRenewed, r, l), nil
 }
 

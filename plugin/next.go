@@ -114,7 +114,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f Issu
 			var unverified *models.UnverifiedError
 			switch {
 			case err == nil:
-				s.fence.touch(l.Key)
+				s.changed(l.Key)
 				return tenure(contract.StatusAcquired, r, l), nil
 			case errors.As(err, &unverified):
 			case errors.Is(err, models.ErrNoneFree):

@@ -69,6 +69,8 @@ type Service struct {
 	waits    *waits
 	next     *nextCache
 	fence    *fence
+	hub      *hub
+	liveOpts LiveOptions
 	// observeNext, if set, is told what each next cost (metrics).
 	observeNext func(NextStats)
 }
@@ -124,6 +126,8 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	for _, o := range opts {
 		o(s)
 	}
+	s.liveOpts = s.liveOpts.withDefaults()
+	s.hub = newHub(ledger, s.now, s.after, s.liveOpts)
 	return s, nil
 }
 

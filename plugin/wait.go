@@ -184,11 +184,18 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 	}
 }
 
-// freed tells the waiters, and the fenced-merge statuses, that the leases
-// on these issues have ended.
+// freed tells the waiters, the fenced-merge statuses and the live events
+// that the leases on these issues have ended.
 func (s *Service) freed(ls ...models.Lease) {
 	for _, l := range ls {
 		s.waits.freed(l.Key)
-		s.fence.touch(l.Key)
+		s.changed(l.Key)
 	}
+}
+
+// changed tells the fenced-merge statuses and the live events that the
+// lease on k may have changed; called after the change is committed.
+func (s *Service) changed(k models.Key) {
+	s.fence.touch(k)
+	s.hub.changed(k)
 }

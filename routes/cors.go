@@ -34,7 +34,7 @@ func (h *handler) preflight(c *gin.Context) {
 	hd.Set("Allow", "GET, HEAD, POST, PATCH, DELETE, OPTIONS")
 	if h.allowedOrigin(c.GetHeader("Origin")) && c.GetHeader("Access-Control-Request-Method") != "" {
 		hd.Set("Access-Control-Allow-Methods", "GET, POST, PATCH, DELETE")
-		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-None-Match")
+		hd.Set("Access-Control-Allow-Headers", "Authorization, Content-Type, If-None-Match, Last-Event-ID")
 		hd.Set("Access-Control-Max-Age", "600")
 	}
 	c.AbortWithStatus(http.StatusNoContent)

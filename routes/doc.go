@@ -1,11 +1,13 @@
-// Package routes holds the sidecar's gin HTTP handlers: the read-only lease
-// API, sign-in through Gitea's OAuth2 provider (the sidecar's own session
-// cookie), the badge assets and a liveness probe; and, apart, for an
-// address only operators reach, readiness and metrics (admin.go).
+// Package routes holds the sidecar's gin HTTP handlers: the lease API (reads,
+// and writes for API token holders), the live lease events as Server-Sent
+// Events, sign-in through Gitea's OAuth2 provider (the sidecar's own session
+// cookie), the badge assets and a liveness probe; and, apart, for an address
+// only operators reach, readiness and metrics (admin.go).
 //
-// It only reads the ledger, and shows a repository's leases only to viewers
-// who may read that repository: an unknown repository and one the viewer
-// may not see get the same 404, byte for byte. It never decides who holds a
-// lease (models/) or what a user may do (the forge, plugin/); it asks them.
-// It sends no request to Gitea itself: the forge and SignIn do (plugin/gitea).
+// It reaches the ledger only through the lease service (plugin/), and shows
+// a repository's leases only to viewers who may read that repository: an
+// unknown repository and one the viewer may not see get the same 404, byte
+// for byte. It never decides who holds a lease (models/) or what a user may
+// do (the forge, plugin/); it asks them. It sends no request to Gitea
+// itself: the forge and SignIn do (plugin/gitea).
 package routes

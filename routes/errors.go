@@ -32,6 +32,11 @@ var (
 	// errTokenRequired: a write came without an API token (a session
 	// cookie alone never authorizes one: CSRF).
 	errTokenRequired = errors.New("writes need an API token: Authorization: token <gitea token>")
+	// errTooManyStreams: the viewer, or the client's address, holds as
+	// many event streams as it may.
+	errTooManyStreams = errors.New("too many event streams")
+	// errShuttingDown: the server is shutting down and starts no stream.
+	errShuttingDown = errors.New("shutting down")
 )
 
 // badRequestError is a malformed request line (a path or query number);
@@ -73,7 +78,9 @@ func status(err error) int {
 		return http.StatusConflict
 	case errors.Is(err, plugin.ErrRateLimited):
 		return http.StatusTooManyRequests
-	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, plugin.ErrBusy),
+	case errors.Is(err, errTooManyStreams):
+		return http.StatusTooManyRequests
+	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, plugin.ErrBusy), errors.Is(err, errShuttingDown),
 		errors.Is(err, plugin.ErrTryAgain), errors.Is(err, plugin.ErrTooManyWaiters),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
@@ -122,6 +129,11 @@ func (h *handler) fail(c *gin.Context, err error) {
 		}
 		c.AbortWithStatusJSON(http.StatusConflict, errorBody{Error: "issue is closed"})
 	case http.StatusTooManyRequests:
+		if errors.Is(err, errTooManyStreams) {
+			c.Header("Retry-After", "10")
+			c.AbortWithStatusJSON(http.StatusTooManyRequests, errorBody{Error: "too many event streams: close one and try again"})
+			return
+		}
 		tooManyRequests(c)
 	case http.StatusServiceUnavailable:
 		h.log.Warn("http request failed, retryable", "path", c.Request.URL.Path, "err", err)

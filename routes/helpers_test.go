@@ -56,6 +56,7 @@ type fixture struct {
 	store *models.Store
 	forge *forgetest.Forge
 	clock *clocktest.Clock
+	svc   *plugin.Service
 	opts  Options
 }
 
@@ -68,8 +69,9 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	f := &fixture{t: t, store: store, forge: newForge(), clock: clk}
+	f.svc = mustService(t, f.forge, store, plugin.WithClock(clk.Now), plugin.WithTimer(clk.After))
 	f.opts = Options{
-		Leases: mustService(t, f.forge, store), GiteaURL: giteaURL, PublicURL: publicURL,
+		Leases: f.svc, GiteaURL: giteaURL, PublicURL: publicURL,
 		SignIn:     newFakeSignIn(t, giteaURL, f.forge.User("alice")),
 		SessionKey: testKey, Assets: testBundle(), Clock: clk.Now,
 	}
@@ -156,9 +158,9 @@ func testBundle() assets.Bundle {
 	}
 }
 
-func mustService(t *testing.T, f plugin.Forge, l plugin.Ledger) *plugin.Service {
+func mustService(t *testing.T, f plugin.Forge, l plugin.Ledger, opts ...plugin.Option) *plugin.Service {
 	t.Helper()
-	svc, err := plugin.NewService(f, l)
+	svc, err := plugin.NewService(f, l, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

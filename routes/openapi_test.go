@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -68,6 +69,8 @@ func loadSpec(t *testing.T, f *fixture) *apiSpec {
 	// here carry the paths alone.
 	doc.Servers = nil
 	closeObjects(doc)
+	// An event stream's body is text, checked as a string.
+	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.FileBodyDecoder)
 	router, err := legacy.NewRouter(doc)
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +225,49 @@ func (s *apiSpec) do(t *testing.T, f *fixture, e apiCall) reply {
 	return got
 }
 
+// doStream opens path on srv as a browser's EventSource would, reads the
+// answer up to its first line and checks it against the document; it
+// returns what closes the stream (a refusal is closed already).
+func (s *apiSpec) doStream(t *testing.T, srv *httptest.Server, name, path string, code int) (closeStream func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	if err != nil && err != io.EOF {
+		t.Fatalf("%s: reading the answer: %v", name, err)
+	}
+	if resp.StatusCode != code {
+		t.Errorf("%s: GET %s answered %d %q, want %d", name, path, resp.StatusCode, line, code)
+	}
+	check := httptest.NewRequest(http.MethodGet, path, nil)
+	route, params, err := s.router.FindRoute(check)
+	if err != nil {
+		t.Fatalf("%s: GET %s is not in the document: %v", name, path, err)
+	}
+	in := &openapi3filter.RequestValidationInput{Request: check, PathParams: params, Route: route, Options: s.opts}
+	if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
+		t.Errorf("%s: the document refuses the request GET %s: %v", name, path, err)
+	}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header,
+		Body: io.NopCloser(strings.NewReader(line)), Options: s.opts}
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		t.Errorf("%s: the answer %d %q to GET %s does not match the document: %v", name, resp.StatusCode, line, path, err)
+	}
+	if code == http.StatusOK && line != "retry: 2000\n" {
+		t.Errorf("%s: the stream began with %q", name, line)
+	}
+	s.seen[fmt.Sprintf("GET %s %d", route.Path, resp.StatusCode)] = true
+	return func() { cancel(); resp.Body.Close() }
+}
+
 // The document is the embedded file, cached by anyone for a few minutes,
 // revalidated by ETag, and readable by Gitea's pages as the reads are.
 func TestOpenAPIDocumentIsServed(t *testing.T) {
@@ -299,8 +345,8 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 func TestOpenAPICheckCanFail(t *testing.T) {
 	f := newFixture(t)
 	spec := loadSpec(t, f)
-	if spec.doc.Paths.Value(ginToOpenAPI("/api/v1/repos/:owner/:repo/leases/events")) != nil {
-		t.Fatal("an unserved path is in the document")
+	if spec.doc.Paths.Value(ginToOpenAPI("/api/v1/repos/:owner/:repo/leases/frobnicate")) != nil {
+		t.Fatal("a path nobody serves is in the document")
 	}
 	req := httptest.NewRequest("GET", "/api/v1/repos/acme/widgets/issues/1/lease", nil)
 	route, params, err := spec.router.FindRoute(req)
@@ -329,7 +375,8 @@ func TestOpenAPICheckCanFail(t *testing.T) {
 // Every endpoint, through every status the tests can reach, checked
 // against the document.
 func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
-	f := newWriteFixture(t)
+	// One live event stream per address, so a second one is refused.
+	f := newWriteFixture(t, func(o *Options) { o.Streams = StreamOptions{PerAddress: 1} })
 	f.forge.Grant("acme/widgets", "alice", forgetest.Admin)
 	spec := loadSpec(t, f)
 
@@ -451,6 +498,17 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	revalidate("check", lease1+"/check?token=3")
 	revalidate("history", history)
 
+	// The live events: refusals answer at once; the stream itself is read
+	// over a real connection up to its first line, then closed.
+	events := list + "/events"
+	spec.do(t, f, ok("events with an invalid token", "GET", events, 401, revoked))
+	spec.do(t, f, ok("events of an invisible repository", "GET", secret+"/leases/events", 404))
+	srv := httptest.NewServer(f.h)
+	defer srv.Close()
+	first := spec.doStream(t, srv, "events", events, 200)
+	spec.doStream(t, srv, "events past the address's cap", events, 429)
+	first()
+
 	// Every operation on the repositories, as Gitea refuses the client
 	// address's next request (429) and while Gitea is down (503).
 	repoOps := []apiCall{
@@ -463,14 +521,15 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("history", "GET", history, 0),
 		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
 	}
+	// (The events too: refused before any stream begins.)
 	f.forge.SetHook(func(context.Context, string) error { return plugin.ErrRateLimited })
-	for _, e := range repoOps {
+	for _, e := range append(repoOps, ok("events", "GET", events, 0)) {
 		e.name, e.code = e.name+", rate limited", http.StatusTooManyRequests
 		spec.do(t, f, e)
 	}
 	f.forge.SetHook(nil)
 	f.forge.SetDown(true)
-	for _, e := range repoOps {
+	for _, e := range append(repoOps, ok("events", "GET", events, 0)) {
 		e.name, e.code = e.name+", Gitea down", http.StatusServiceUnavailable
 		spec.do(t, f, e)
 	}

@@ -31,6 +31,7 @@ type Leases interface {
 	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
+	Watch(ctx context.Context, v plugin.Viewer, owner, name, lastID string) (*plugin.Watch, error)
 	Apply(ctx context.Context, e plugin.ForgeEvent) (plugin.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
 	// account's session epoch; logout moves the epoch on.
@@ -85,6 +86,13 @@ type Options struct {
 	// to Gitea (see plugin.Budget): a request that would ask past it is
 	// answered 429. Nil: no limit.
 	ForgeBudgets *plugin.AddrBudgets
+	// Streams bounds the live event streams (events.go).
+	Streams StreamOptions
+	// RegisterOnShutdown is the server's (http.Server.RegisterOnShutdown):
+	// the event streams end when it shuts down, where they would
+	// otherwise hold its shutdown for the whole grace. Nil: they end only
+	// with their clients.
+	RegisterOnShutdown func(func())
 }
 
 // handler holds the validated options every handler reads: those of New,
@@ -107,6 +115,7 @@ type handler struct {
 	timeout    time.Duration
 	maxTTL     time.Duration
 	budgets    *plugin.AddrBudgets
+	streams    *streams
 }
 
 // New returns the sidecar's public HTTP handler: the API, sign-in, the
@@ -134,6 +143,7 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/healthz", h.healthz)
 
 	r.GET("/api/v1/repos/:owner/:repo/leases", h.listLeases)
+	r.GET(EventsPath, h.leaseEvents)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease", h.issueLease)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease", h.acquireLease)
 	r.PATCH("/api/v1/repos/:owner/:repo/issues/:n/lease", h.renewLease)
@@ -189,6 +199,10 @@ func newHandler(o Options) (*handler, error) {
 		timeout:    o.RequestTimeout,
 		maxTTL:     o.MaxTTL,
 		budgets:    o.ForgeBudgets,
+		streams:    newStreams(o.Streams),
+	}
+	if o.RegisterOnShutdown != nil {
+		o.RegisterOnShutdown(h.streams.closeAll)
 	}
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
@@ -241,8 +255,13 @@ func origin(u *url.URL) string {
 	return scheme + "://" + host
 }
 
-// deadline bounds everything a request does (forge, ledger, OAuth calls).
+// deadline bounds everything a request does (forge, ledger, OAuth calls);
+// an event stream bounds what it does before it starts itself.
 func (h *handler) deadline(c *gin.Context) {
+	if c.FullPath() == EventsPath {
+		c.Next()
+		return
+	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), h.timeout)
 	defer cancel()
 	c.Request = c.Request.WithContext(ctx)

@@ -1,75 +1,97 @@
-/* collab-lease: draws "claimed by alice · 12m left" badges into Gitea's
- * issue lists and issue pages. It reads the live leases of the numbers on
- * the page, once per repository, from the sidecar that served this script, and draws
- * nothing (and logs nothing) where nothing is claimed or the sidecar is
- * unreachable. Plain ES2017, no dependencies, no build step. */
+/* collab-lease: claim badges on Gitea's issue lists and pages, kept current
+ * by the sidecar's lease events while the page is visible (else polled);
+ * on an issue page, the claim history and, for admins, force-release.
+ * Silent where nothing is claimed or the sidecar is down. ES2017, no build. */
 (function () {
   'use strict';
   var me = document.currentScript;
   if (!me || !window.fetch || !window.MutationObserver) return;
-  // The sidecar's base URL: where this script came from, minus /assets/….
+  // The sidecar: where this script came from, minus /assets/….
   var base = (me.getAttribute('data-collab-lease-url') || me.src.replace(/\/assets\/[^/]*$/, '')).replace(/\/$/, '');
-  var REFRESH_MS = 30000;
-  var leases = {}; // "owner/repo" -> {at, promise}
-  var session = null; // promise of {login, sign_in_url} from the sidecar
+  var REFRESH = 30000;
+  var repos = {}; // "owner/repo" -> its leases as we know them, and its event stream
+  var session, pending;
 
-  function get(path) {
-    return fetch(base + path, { credentials: 'include', headers: { Accept: 'application/json' } });
+  function get(path, post) {
+    return fetch(base + '/api/v1' + path, { method: post ? 'POST' : 'GET', credentials: 'include', headers: { Accept: 'application/json' } });
   }
 
-  // leasesOf resolves to {ok, byIssue} or {ok: false, status}: the live
-  // leases of these numbers of repo, asked for in one request per 50
-  // numbers (?issue=…; a page of Gitea's issue list shows at most 50), so
-  // the answer does not grow with the repository. Unchanged answers are
-  // 304s: the sidecar sends an ETag and the browser revalidates.
-  var MAX_ISSUES = 50;
-  function leasesOf(repo, issues) {
-    var nums = issues.filter(function (n, i) { return issues.indexOf(n) === i; }).sort(function (a, b) { return a - b; });
-    var key = repo + '#' + nums.join(',');
-    var c = leases[key];
-    if (c && Date.now() - c.at < REFRESH_MS) return c.promise;
-    var asks = [];
-    for (var i = 0; i < nums.length; i += MAX_ISSUES) {
-      var q = nums.slice(i, i + MAX_ISSUES).map(function (n) { return 'issue=' + n; }).join('&');
-      asks.push(get('/api/v1/repos/' + repo + '/leases?' + q).then(function (r) {
-        if (!r.ok) return { ok: false, status: r.status };
-        return r.json().then(function (j) { return { ok: true, leases: j.leases || [] }; });
+  function st(repo) {
+    return repos[repo] || (repos[repo] = { by: {}, seen: {}, at: 0, v: 0 });
+  }
+
+  // load asks for these numbers' leases, 50 a request (304 if unchanged),
+  // and resolves to 0 or the failure (kept as long as an answer). An answer
+  // an event may have overtaken is not kept.
+  function load(repo, nums) {
+    var s = st(repo), v = s.v, asks = [];
+    for (var i = 0; i < nums.length; i += 50) {
+      asks.push(get('/repos/' + repo + '/leases?issue=' + nums.slice(i, i + 50).join('&issue=')).then(function (r) {
+        return r.ok ? r.json() : r.status;
       }));
     }
-    var p = Promise.all(asks).then(function (parts) {
-      var byIssue = {};
-      for (var k = 0; k < parts.length; k++) {
-        if (!parts[k].ok) return parts[k];
-        parts[k].leases.forEach(function (l) { byIssue[l.issue] = l; });
-      }
-      return { ok: true, byIssue: byIssue };
-    }).catch(function () { return { ok: false, status: 0 }; });
-    leases[key] = { at: Date.now(), promise: p };
-    return p;
+    return Promise.all(asks).catch(function () { return [-1]; }).then(function (parts) {
+      s.at = Date.now();
+      s.err = 0;
+      parts.forEach(function (p) { if (!p.leases) s.err = p; });
+      if (!s.err && s.v === v) {
+        nums.forEach(function (n) { delete s.by[n]; s.seen[n] = 1; });
+        parts.forEach(function (p) { p.leases.forEach(function (l) { s.by[l.issue] = l; }); });
+      } else schedule();
+      return s.err;
+    });
+  }
+
+  // listen follows repo's lease events; a refused stream is retried ever
+  // more slowly.
+  function listen(repo) {
+    var s = st(repo);
+    if (s.es || s.timer || document.hidden || !window.EventSource) return;
+    var es = s.es = new EventSource(base + '/api/v1/repos/' + repo + '/leases/events', { withCredentials: true });
+    es.onopen = function () { s.live = 1; s.wait = 0; s.seen = {}; schedule(); };
+    es.onerror = function () {
+      s.live = 0;
+      if (es.readyState < 2) return; // the browser reconnects by itself
+      es.close();
+      s.es = 0;
+      s.wait = Math.min(2 * (s.wait || 1000), 60000);
+      s.timer = setTimeout(function () { s.timer = 0; listen(repo); }, s.wait);
+    };
+    ['lease', 'released', 'reset'].forEach(function (type) {
+      es.addEventListener(type, function (e) {
+        var d = JSON.parse(e.data);
+        s.v++;
+        if (type === 'lease') s.by[d.issue] = d;
+        else if (d.issue) delete s.by[d.issue];
+        else s.seen = {};
+        schedule();
+      });
+    });
+  }
+
+  function quiet() {
+    Object.keys(repos).forEach(function (r) {
+      var s = repos[r];
+      if (s.es) s.es.close();
+      clearTimeout(s.timer);
+      s.es = s.timer = s.live = 0;
+      s.seen = {}; // events will be missed: ask again when shown
+    });
   }
 
   function signedIn() {
-    if (!session) {
-      session = get('/api/v1/session').then(function (r) {
-        return r.ok ? r.json() : {};
-      }).catch(function () { return {}; });
-    }
-    return session;
+    return session || (session = get('/session').then(function (r) { return r.ok ? r.json() : {}; }).catch(function () { return {}; }));
   }
 
-  // target parses ".../owner/repo/(issues|pulls)/N" (any sub-path before it).
+  // target parses ".../owner/repo/(issues|pulls)/N".
   function target(href) {
     var m = /\/([^/]+)\/([^/]+)\/(?:issues|pulls)\/(\d+)\/?$/.exec(new URL(href, location.href).pathname);
     return m ? { repo: decodeURIComponent(m[1]) + '/' + decodeURIComponent(m[2]), issue: Number(m[3]) } : null;
   }
 
   function remaining(ms) {
-    var m = Math.floor(ms / 60000);
-    if (m < 1) return '<1m left';
-    if (m < 60) return m + 'm left';
-    var h = Math.floor(m / 60);
-    if (h < 48) return h + 'h ' + (m % 60) + 'm left';
-    return Math.floor(h / 24) + 'd left';
+    var m = Math.floor(ms / 60000), h = Math.floor(m / 60);
+    return m < 1 ? '<1m left' : m < 60 ? m + 'm left' : h < 48 ? h + 'h ' + (m % 60) + 'm left' : Math.floor(h / 24) + 'd left';
   }
 
   // text is the badge's words for lease l now, or null once it has expired.
@@ -79,70 +101,115 @@
     return left > 0 ? 'claimed by ' + l.holder + ' \u00b7 ' + remaining(left) : null;
   }
 
-  // draw puts the badge for lease l (or none) after anchor, touching the
-  // DOM only when something changed, so our own edits do not re-trigger us.
+  function el(tag, cls, words) {
+    var e = document.createElement(tag);
+    e.className = cls;
+    e.textContent = words || '';
+    return e;
+  }
+
+  function when(t) { return new Date(t).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' }); }
+
+  // draw puts lease l's badge (or none) after anchor, touching the DOM only
+  // on a change, so our own edits do not re-trigger us.
   function draw(anchor, l) {
     var next = anchor.nextElementSibling;
     var have = next && next.classList.contains('collab-lease-badge') ? next : null;
-    var words = l ? text(l) : null;
-    if (!words) {
-      if (have) have.remove();
-      return;
-    }
+    var words = l && text(l);
+    if (!words) return have && have.remove();
     if (have && have.textContent === words) return;
     if (!have) {
-      have = document.createElement('span');
-      have.className = 'collab-lease-badge' + (l.expires_at === null ? ' collab-lease-open' : '');
+      have = el('span', 'collab-lease-badge' + (l.expires_at === null ? ' collab-lease-open' : ''));
       anchor.insertAdjacentElement('afterend', have);
     }
     have.textContent = words;
-    have.title = 'collab-lease: token ' + l.token + (l.expires_at ? ', until ' + new Date(l.expires_at).toLocaleString() : ', open-ended');
-    have.dataset.collabLeaseIssue = String(l.issue);
+    have.title = 'collab-lease: token ' + l.token + (l.expires_at ? ', until ' + when(l.expires_at) : ', open-ended');
+    have.dataset.collabLeaseIssue = l.issue;
   }
 
-  function signInLink(where, repo, signInURL) {
+  function signInLink(where, url) {
     if (document.querySelector('.collab-lease-signin')) return;
-    var div = document.createElement('div');
-    div.className = 'collab-lease-signin';
-    var a = document.createElement('a');
-    a.href = signInURL + '?return_to=' + encodeURIComponent(location.href);
-    a.textContent = 'sign in to see claims';
-    a.title = 'Claims on ' + repo + ' are shown to people who may read it';
-    div.appendChild(a);
+    var div = el('div', 'collab-lease-signin'), a = div.appendChild(el('a', '', 'sign in to see claims'));
+    a.href = url + '?return_to=' + encodeURIComponent(location.href);
     where.insertAdjacentElement('beforebegin', div);
   }
 
-  // Each place a badge goes: an anchor element, its repo and issue number.
+  // panel keeps the issue page's sidebar section: the claim history, read
+  // when opened and after each change; and while the issue is claimed, for
+  // whom Gitea shows the repository's settings (admins), force-release.
+  function panel(p, s) {
+    var side = document.querySelector('.issue-content-right'), box = side && side.querySelector('.collab-lease-panel');
+    if (!side) return;
+    if (!box) {
+      side.appendChild(el('div', 'divider'));
+      box = side.appendChild(el('div', 'collab-lease-panel'));
+      box.appendChild(el('details', 'collab-lease-history')).appendChild(el('summary', '', 'Claim history'));
+      box.firstChild.ontoggle = schedule;
+    }
+    var d = box.firstChild, btn = box.querySelector('button'), l = s.by[p.issue];
+    if (d.open && box.v !== s.v) {
+      box.v = s.v;
+      get('/repos/' + p.repo + '/issues/' + p.issue + '/lease/history').then(function (r) { return r.ok && r.json(); }).then(function (h) {
+        var t = el('table', 'ui very basic compact table'), old = d.querySelector('table');
+        [['Token', 'Holder', 'From', 'To', 'Ended']].concat((h.tenures || []).map(function (x) {
+          return ['#' + x.token, x.holder, when(x.acquired_at), x.ended_at ? when(x.ended_at) : '',
+            x.ended_by ? x.ended_by.replace('_', ' ') + (x.forced_by ? ' by ' + x.forced_by : '') : 'holds it'];
+        })).forEach(function (cells, i) {
+          var tr = t.insertRow();
+          cells.forEach(function (c) { tr.appendChild(el(i ? 'td' : 'th', '', c)); });
+        });
+        if (old) old.remove();
+        d.appendChild(t);
+      }).catch(function () {});
+    }
+    if (!l || !document.querySelector('a[href="' + p.link + '/settings"]')) return btn && btn.remove();
+    if (btn) return;
+    btn = box.appendChild(el('button', 'ui tiny basic red button collab-lease-force', 'Force release'));
+    btn.onclick = function () {
+      var l = s.by[p.issue];
+      if (!l || !confirm('Force-release #' + p.issue + ', claimed by ' + l.holder + '?')) return;
+      get('/repos/' + p.repo + '/issues/' + p.issue + '/lease/force-release', 1).then(function (r) {
+        btn.textContent = r.ok ? 'Force release' : r.status === 401 ? 'Sign in to the sidecar first' : 'Refused (' + r.status + ')';
+        s.seen = {};
+        schedule();
+      });
+    };
+  }
+
+  // Where badges go: anchor element, repo, issue number.
   function places() {
-    var out = [];
+    var out = [], list = document.getElementById('issue-list');
     document.querySelectorAll('#issue-list .flex-item a.issue-title').forEach(function (a) {
       var t = target(a.getAttribute('href') || '');
-      if (t) out.push({ anchor: a, repo: t.repo, issue: t.issue, first: document.getElementById('issue-list') });
+      if (t) out.push({ anchor: a, repo: t.repo, issue: t.issue, first: list });
     });
-    var info = document.getElementById('issue-page-info');
-    var h1 = document.querySelector('#issue-title-display h1');
-    if (info && h1 && info.dataset.issueIndex) {
-      var t = target((info.dataset.issueRepoLink || '') + '/issues/' + info.dataset.issueIndex);
-      if (t) out.push({ anchor: h1.lastElementChild || h1, repo: t.repo, issue: t.issue, first: h1 });
-    }
+    var info = document.getElementById('issue-page-info'), h1 = document.querySelector('#issue-title-display h1');
+    var t = info && h1 && info.dataset.issueIndex && target(info.dataset.issueRepoLink + '/issues/' + info.dataset.issueIndex);
+    if (t) out.push({ anchor: h1.querySelector('.index') || h1, repo: t.repo, issue: t.issue, first: h1, link: info.dataset.issueRepoLink });
     return out;
   }
 
-  var pending = false;
   function apply() {
-    pending = false;
-    var ps = places();
-    var repos = {};
-    ps.forEach(function (p) { (repos[p.repo] = repos[p.repo] || []).push(p); });
-    Object.keys(repos).forEach(function (repo) {
-      leasesOf(repo, repos[repo].map(function (p) { return p.issue; })).then(function (res) {
-        if (res.ok) {
-          repos[repo].forEach(function (p) { if (p.anchor.isConnected) draw(p.anchor, res.byIssue[p.issue]); });
-        } else if (res.status === 404) {
-          // The repository is on this page, so a 404 means the viewer may
-          // read it in Gitea but the sidecar does not know who they are.
+    pending = 0;
+    if (document.hidden) return;
+    var by = {};
+    places().forEach(function (p) { (by[p.repo] = by[p.repo] || []).push(p); });
+    Object.keys(by).forEach(function (repo) {
+      var s = st(repo), stale = !s.live && Date.now() - s.at >= REFRESH;
+      var need = by[repo].map(function (p) { return p.issue; }).filter(function (n, i, a) {
+        return a.indexOf(n) === i && (stale || !s.err && !s.seen[n]);
+      });
+      (need.length ? load(repo, need) : Promise.resolve(s.err)).then(function (err) {
+        if (!err) {
+          by[repo].forEach(function (p) {
+            if (p.anchor.isConnected) draw(p.anchor, s.by[p.issue]);
+            if (p.link) panel(p, s);
+          });
+          listen(repo);
+        } else if (err === 404) {
+          // Gitea shows the repository: the sidecar does not know the viewer.
           signedIn().then(function (sess) {
-            if (!sess.login && sess.sign_in_url) signInLink(repos[repo][0].first, repo, sess.sign_in_url);
+            if (!sess.login && sess.sign_in_url) signInLink(by[repo][0].first, sess.sign_in_url);
           });
         }
       });
@@ -150,15 +217,14 @@
   }
 
   function schedule() {
-    if (pending) return;
-    pending = true;
-    setTimeout(apply, 50);
+    if (!pending) pending = setTimeout(apply, 50);
   }
 
-  // Gitea swaps parts of the page (htmx, its own fetch actions): re-apply
-  // whenever the DOM changes, and every half minute to keep times current.
+  // Gitea swaps parts of the page: apply on DOM changes, and every half
+  // minute for the times. A hidden page holds no stream and asks nothing.
   new MutationObserver(schedule).observe(document.documentElement, { childList: true, subtree: true });
-  setInterval(schedule, REFRESH_MS);
+  setInterval(schedule, REFRESH);
+  document.addEventListener('visibilitychange', function () { if (document.hidden) quiet(); else schedule(); });
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', schedule);
   else schedule();
 })();

@@ -47,8 +47,12 @@ type Config struct {
 	// missed webhook deliveries are looked for.
 	IssueStateTTL time.Duration
 	Reconcile     time.Duration
-	LogFormat     string
-	LogLevel      string
+	// The live event streams (the badges) one signed-in account, and one
+	// client address, may hold at once.
+	StreamsPerViewer  int
+	StreamsPerAddress int
+	LogFormat         string
+	LogLevel          string
 	// Limits per client: SSH connections per address and per account,
 	// and requests to Gitea per second that one address's HTTP requests
 	// may cause (0: no limit).
@@ -86,9 +90,14 @@ var settings = []setting{
 	{"max-conns-per-addr", "COLLAB_MAX_CONNS_PER_ADDR", "128", "SSH connections one client address may hold (IPv6: one /64); raise it for a fleet behind one NAT address"},
 	{"max-conns-per-account", "COLLAB_MAX_CONNS_PER_ACCOUNT", "256", "SSH connections one Gitea account may hold; past it they answer exit 75"},
 	{"forge-rate-per-addr", "COLLAB_FORGE_RATE_PER_ADDR", "20", "requests to Gitea per second one client address's HTTP requests may cause, in bursts of 5 s worth (answers from the caches are free); past it 429; 0 turns it off"},
+	{"event-streams-per-viewer", "COLLAB_EVENT_STREAMS_PER_VIEWER", strconv.Itoa(routes.DefaultStreamsPerViewer), "live event streams (badges kept current) one signed-in account may hold at once"},
+	{"event-streams-per-address", "COLLAB_EVENT_STREAMS_PER_ADDRESS", strconv.Itoa(routes.DefaultStreamsPerAddress), "live event streams one client address may hold at once (raise it behind a proxy)"},
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
+
+// maxEventStreams bounds the stream caps one may configure.
+const maxEventStreams = 100_000
 
 // tokenEnv holds the token itself; the file is preferred because an
 // environment variable can leak through /proc and crash reports.
@@ -294,11 +303,13 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		{"max-conns-per-addr", &c.MaxConnsPerAddr, 1, 1 << 20},
 		{"max-conns-per-account", &c.MaxConnsPerAccount, 1, 1 << 20},
 		{"forge-rate-per-addr", &c.ForgeRatePerAddr, 0, 1 << 20},
+		{"event-streams-per-viewer", &c.StreamsPerViewer, 1, maxEventStreams},
+		{"event-streams-per-address", &c.StreamsPerAddress, 1, maxEventStreams},
 	}
 	for _, n := range counts {
 		parsed, err := strconv.Atoi(v[n.name])
 		if err != nil || parsed < n.min || parsed > n.max {
-			return c, fmt.Errorf("%s %q must be a whole number between %d and %d", n.name, v[n.name], n.min, n.max)
+			return c, fmt.Errorf("%s %q must be a whole number from %d to %d", n.name, v[n.name], n.min, n.max)
 		}
 		*n.dst = parsed
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -52,6 +53,7 @@ key-cache-ttl = 10
 		{"max-ttl from file", cfg.MaxTTL.String(), "2h0m0s"},
 		{"whole seconds from file", cfg.KeyCacheTTL.String(), "10s"},
 		{"default duration", cfg.PermCacheTTL.String(), (30 * time.Second).String()},
+		{"default stream cap", fmt.Sprint(cfg.StreamsPerViewer, cfg.StreamsPerAddress), "10 50"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -95,6 +97,8 @@ func TestConfigValidation(t *testing.T) {
 		{"admin listen on the ssh address", append(base, "--admin-listen", ":2222"), "admin-listen \":2222\" is also ssh-listen"},
 		{"bad ttl", append(base, "--max-ttl", "soon"), "max-ttl \"soon\" must be a duration"},
 		{"zero ttl", append(base, "--max-ttl", "0s"), "max-ttl"},
+		{"no streams", append(base, "--event-streams-per-viewer", "0"), "event-streams-per-viewer \"0\" must be a whole number from 1 to 100000"},
+		{"bad stream cap", append(base, "--event-streams-per-address", "lots"), "event-streams-per-address \"lots\" must be a whole number"},
 		{"bad log format", append(base, "--log-format", "xml"), "log-format \"xml\" must be text or json"},
 		{"bad public url", append(base, "--public-url", "localhost:8787"), "public-url"},
 		{"bad webhook url", append(base, "--webhook-url", "sidecar:8787"), "webhook-url \"sidecar:8787\" must be an http"},

@@ -49,3 +49,8 @@ func durationSetting(d time.Duration) string {
 	}
 	return fmt.Sprintf("%ds", d/time.Second)
 }
+
+// liveRecheck is how often a live event stream asks Gitea again whether
+// its viewer may still read the repository: as often as the permission
+// cache forgets, but no more than every few seconds per stream.
+func liveRecheck(cfg Config) time.Duration { return max(cfg.PermCacheTTL, 5*time.Second) }

@@ -131,6 +131,14 @@ func (m *metrics) watchWaiters(count func() int) {
 	}, func() float64 { return float64(count()) }))
 }
 
+// watchStreams exports the count of open live event streams.
+func (m *metrics) watchStreams(count func() int) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "collab_lease_event_streams",
+		Help: "Live lease event streams (badges kept current) now open.",
+	}, func() float64 { return float64(count()) }))
+}
+
 // fencePosted is plugin.FenceOptions.Observe.
 func (m *metrics) fencePosted(outcome string) { m.fencePosts.WithLabelValues(outcome).Inc() }
 

@@ -67,11 +67,13 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next))
+	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next),
+		plugin.WithLive(plugin.LiveOptions{Recheck: liveRecheck(cfg)}))
 	if err != nil {
 		return err
 	}
 	met.watchWaiters(leases.Waiters)
+	met.watchStreams(func() int { _, n := leases.Watching(); return n })
 	// Finishing an upgrade from holders by login needs Gitea, which may be
 	// down now: it goes on in the background, and stops before the ledger
 	// closes.
@@ -84,8 +86,8 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	})
 	defer resolving.Wait()
 	defer stopResolving()
-	web, err := newHTTPHandler(cfg, forge, leases, met, log)
-	if err != nil {
+	hs := newHTTPServer(cfg, nil, log)
+	if hs.Handler, err = newHTTPHandler(cfg, forge, leases, met, log, hs.RegisterOnShutdown); err != nil {
 		return err
 	}
 	admin, err := routes.NewAdmin(routes.AdminOptions{
@@ -120,7 +122,6 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
 		CommandTimeout: operationTimeout(cfg), WriteTimeout: sshWriteTimeout, ConnDelta: met.connDelta,
 		MaxConnsPerAddr: cfg.MaxConnsPerAddr, MaxConnsPerAccount: cfg.MaxConnsPerAccount}
-	hs := newHTTPServer(cfg, web, log)
 	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", cfg.DB)
 	log.Info("http listening", "addr", httpL.Addr().String(), "public_url", cfg.PublicURL)
 
@@ -230,9 +231,10 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 
 // newHTTPHandler wires the public HTTP API: the badge assets, the session
 // key and, if `collab-sidecar install` registered one, the OAuth2
-// application. The operators' endpoints are on their own handler
-// (routes.NewAdmin, in serve).
-func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger) (http.Handler, error) {
+// application; onShutdown is the server's, which ends the event streams.
+// The operators' endpoints are on their own handler (routes.NewAdmin, in
+// serve).
+func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger, onShutdown func(func())) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -265,8 +267,10 @@ func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met 
 		Leases: leases, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: operationTimeout(cfg), MaxTTL: cfg.MaxTTL,
-		ForgeBudgets: plugin.NewAddrBudgets(float64(cfg.ForgeRatePerAddr), 5*cfg.ForgeRatePerAddr, nil),
-		Webhook:      webhook,
+		ForgeBudgets:       plugin.NewAddrBudgets(float64(cfg.ForgeRatePerAddr), 5*cfg.ForgeRatePerAddr, nil),
+		Webhook:            webhook,
+		Streams:            routes.StreamOptions{PerViewer: cfg.StreamsPerViewer, PerAddress: cfg.StreamsPerAddress},
+		RegisterOnShutdown: onShutdown,
 	})
 }
 

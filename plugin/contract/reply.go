@@ -148,6 +148,30 @@ type IssueLease struct {
 	Lease *LeaseView `json:"lease"`
 }
 
+// The live events of GET …/leases/events (SPEC §8.5), as Server-Sent
+// Events: the event's name, and the JSON of its data line.
+const (
+	// EventLease: an issue's live lease began or changed (acquired,
+	// renewed, taken over); data is its LeaseView, as List shows it.
+	EventLease = "lease"
+	// EventReleased: an issue's live lease ended (released,
+	// force-released, expired, closed, merged or deleted); data is
+	// ReleasedEvent.
+	EventReleased = "released"
+	// EventReset: the events since the client's Last-Event-ID are no
+	// longer known (or cannot be told to this viewer one by one); data is
+	// {}. The client fetches the list again.
+	EventReset = "reset"
+)
+
+// ReleasedEvent is the data of an EventReleased: the issue that no longer
+// has a live lease.
+//
+//	{"issue":42}
+type ReleasedEvent struct {
+	Issue int64 `json:"issue"`
+}
+
 // Time marshals as RFC 3339 in UTC with whole seconds and a "Z":
 // "2026-09-05T12:00:00Z".
 type Time time.Time

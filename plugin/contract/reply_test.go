@@ -45,6 +45,7 @@ func TestRepliesMarshalAsTheSpecShowsThem(t *testing.T) {
 			`{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bob","acquired_at":"2026-09-05T12:00:00Z","ended_at":null,"ended_by":null},` +
 				`{"token":2,"holder":"alice","acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:05:00Z","ended_by":"force_released","forced_by":"root"}]}`},
 		{History{Repo: "acme/widgets", Issue: 1}, `{"repo":"acme/widgets","issue":1,"tenures":[]}`},
+		{ReleasedEvent{Issue: 42}, `{"issue":42}`},
 	} {
 		b, err := json.Marshal(c.v)
 		if err != nil || string(b) != c.want {

@@ -1,0 +1,126 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// watchRecheckTimeout bounds asking the forge again about a stream's
+// viewer; it does not depend on the caller's context, whose deadline
+// may be the transport's next heartbeat.
+const watchRecheckTimeout = 30 * time.Second
+
+// Watch is one viewer's stream of the lease changes of one repository
+// (SPEC §8.5), from the hub's feed of it. It is used by one goroutine.
+type Watch struct {
+	s           *Service
+	v           Viewer
+	owner, name string
+	r           Repo // as the viewer was last seen to see it
+	f           *feed
+	w           *watcher
+	first       []*LiveEvent // sent before what the feed hands on
+	recheck     <-chan time.Time
+	stop        func() bool
+	closed      bool
+}
+
+// Watch starts a stream of the lease changes of owner/name that v may see
+// (read access, as for List). lastID is the id of the last event the
+// client saw ("" for none): the stream starts with what it missed since,
+// or with a reset event when that is no longer known. Close it when done.
+func (s *Service) Watch(ctx context.Context, v Viewer, owner, name, lastID string) (*Watch, error) {
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return nil, err
+	}
+	f, w, first, err := s.hub.subscribe(ctx, r.ID, lastID)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", r.FullName, err)
+	}
+	c, stop := s.after(s.liveOpts.Recheck)
+	return &Watch{s: s, v: v, owner: owner, name: name, r: r, f: f, w: w, first: first, recheck: c, stop: stop}, nil
+}
+
+// Next returns the next event the viewer may see. It ends with ctx's
+// error when ctx does; with ErrFellBehind when the stream was dropped for
+// not keeping up; and with the error of the repository check (e.g.
+// ErrRepoNotFound) once the viewer may no longer read the repository,
+// which is asked again every LiveOptions.Recheck. While the forge cannot
+// answer, the stream goes on as the viewer was last seen.
+func (w *Watch) Next(ctx context.Context) (LiveEvent, error) {
+	for {
+		if len(w.first) > 0 {
+			e := w.first[0]
+			w.first = w.first[1:]
+			if out, ok := w.visible(e); ok {
+				return out, nil
+			}
+			continue
+		}
+		select {
+		case e, ok := <-w.w.c:
+			if !ok {
+				return LiveEvent{}, fmt.Errorf("watch %s: %w", w.r.FullName, ErrFellBehind)
+			}
+			if out, ok := w.visible(e); ok {
+				return out, nil
+			}
+		case <-w.recheck:
+			if err := w.check(ctx); err != nil {
+				return LiveEvent{}, err
+			}
+			w.recheck, w.stop = w.s.after(w.s.liveOpts.Recheck)
+		case <-ctx.Done():
+			return LiveEvent{}, ctx.Err()
+		}
+	}
+}
+
+// check asks again whether the viewer may read the repository.
+func (w *Watch) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), watchRecheckTimeout)
+	defer cancel()
+	r, err := w.s.repo(ctx, w.v, w.owner, w.name)
+	switch {
+	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
+		return nil // as last seen, until the forge answers
+	case err != nil:
+		return err
+	case r.ID != w.r.ID:
+		// The name now leads to another repository (deleted and made
+		// again): this stream was of the old one.
+		return fmt.Errorf("%s/%s: %w", w.owner, w.name, ErrRepoNotFound)
+	}
+	w.r = r
+	return nil
+}
+
+// visible is e as the viewer may see it (access.go, mayWatch).
+func (w *Watch) visible(e *LiveEvent) (LiveEvent, bool) {
+	switch mayWatch(w.r, e.Type, e.kind) {
+	case watchShow:
+		return *e, true
+	case watchReset:
+		return LiveEvent{ID: e.ID, Type: contract.EventReset, Data: []byte("{}")}, true
+	}
+	return LiveEvent{}, false
+}
+
+// Close ends the stream. Closing twice does nothing.
+func (w *Watch) Close() {
+	if w.closed {
+		return
+	}
+	w.closed = true
+	w.stop()
+	w.s.hub.unsubscribe(w.f, w.w)
+}
+
+// Watching returns how many repositories have a feed, and how many
+// streams watch them (for tests and metrics).
+func (s *Service) Watching() (repos, streams int) { return s.hub.counts() }

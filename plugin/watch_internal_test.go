@@ -1,0 +1,38 @@
+package plugin
+
+import (
+	"testing"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// What a stream's viewer is told of an event, by what they may read. A
+// lease written before the ledger kept kinds becomes a reset for a viewer
+// of one unit: the list they refetch asks the forge about it.
+func TestMayWatch(t *testing.T) {
+	all := Repo{CanRead: true, CanReadIssues: true, CanReadPulls: true}
+	issues := Repo{CanRead: true, CanReadIssues: true}
+	neither := Repo{CanRead: true}
+	for _, c := range []struct {
+		r    Repo
+		typ  string
+		kind models.Kind
+		want watchVerdict
+	}{
+		{all, contract.EventLease, models.KindPull, watchShow},
+		{all, contract.EventReleased, models.KindUnknown, watchShow},
+		{issues, contract.EventLease, models.KindIssue, watchShow},
+		{issues, contract.EventReleased, models.KindPull, watchHide},
+		{issues, contract.EventLease, models.KindUnknown, watchReset},
+		{issues, contract.EventReleased, models.KindUnknown, watchReset},
+		{neither, contract.EventLease, models.KindIssue, watchHide},
+		{neither, contract.EventReleased, models.KindUnknown, watchHide},
+		{neither, contract.EventReset, models.KindUnknown, watchShow},
+		{issues, "", models.KindUnknown, watchShow},
+	} {
+		if got := mayWatch(c.r, c.typ, c.kind); got != c.want {
+			t.Errorf("mayWatch(%+v, %q, %d) = %d, want %d", c.r, c.typ, c.kind, got, c.want)
+		}
+	}
+}
