@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	pathpkg "path"
 	"path/filepath"
 	"regexp"
@@ -83,6 +84,18 @@ func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
 				if s, ok := concatenated(n); ok && leaseWriteSQL.MatchString(s) {
 					add(n, "SQL that writes the lease tables, split across literals: "+strings.TrimSpace(s))
 					return false
+				}
+			case *ast.CallExpr:
+				// SQL built by fmt: Sprintf("UPDATE %s SET …", "leases").
+				if s, ok := formatted(n); ok {
+					switch {
+					case leaseWriteSQL.MatchString(s):
+						add(n, "SQL that writes the lease tables, built by fmt: "+strings.TrimSpace(s))
+						return false
+					case writeSomeTable.MatchString(s):
+						add(n, "SQL that writes a table named at run time, built by fmt: "+strings.TrimSpace(s))
+						return false
+					}
 				}
 			}
 			return true
@@ -163,6 +176,76 @@ func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
 		}
 	}
 	return out
+}
+
+// writeSomeTable matches write SQL whose table is left to a formatting
+// verb: outside models/ nothing may write a table named at run time.
+var writeSomeTable = regexp.MustCompile(`(?is)\b(insert\s+(or\s+\w+\s+)?into|replace\s+into|update(\s+or\s+\w+)?|delete\s+from|drop\s+table(\s+if\s+exists)?|alter\s+table)\s+(["'\x60\[]?\w+["'\x60\]]?\.)?["'\x60\[]?\x00`)
+
+// formatted is the text of a call to fmt's Sprintf, Sprint, Fprintf,
+// Printf, Appendf or Errorf family with literal arguments substituted for
+// their verbs; a verb whose argument is no literal stands as "\x00".
+func formatted(call *ast.CallExpr) (string, bool) {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	if !ok {
+		return "", false
+	}
+	if id, ok := sel.X.(*ast.Ident); !ok || id.Name != "fmt" {
+		return "", false
+	}
+	args := call.Args
+	switch sel.Sel.Name {
+	case "Sprintf", "Printf", "Errorf":
+	case "Fprintf", "Appendf":
+		if len(args) == 0 {
+			return "", false
+		}
+		args = args[1:]
+	case "Sprint", "Sprintln":
+		var parts []string
+		for _, a := range args {
+			if lit, ok := a.(*ast.BasicLit); ok {
+				if v, ok := stringLit(lit); ok {
+					parts = append(parts, v)
+					continue
+				}
+			}
+			parts = append(parts, "\x00")
+		}
+		return strings.Join(parts, ""), true
+	default:
+		return "", false
+	}
+	if len(args) == 0 {
+		return "", false
+	}
+	lit, ok := args[0].(*ast.BasicLit)
+	if !ok {
+		return "", false
+	}
+	format, ok := stringLit(lit)
+	if !ok {
+		return "", false
+	}
+	rest := args[1:]
+	verb := regexp.MustCompile(`%[-+# 0-9.*]*[a-zA-Z%]`)
+	return verb.ReplaceAllStringFunc(format, func(v string) string {
+		if v == "%%" {
+			return "%"
+		}
+		if len(rest) == 0 {
+			return "\x00"
+		}
+		a := rest[0]
+		rest = rest[1:]
+		if lit, ok := a.(*ast.BasicLit); ok {
+			if s, ok := stringLit(lit); ok {
+				return s
+			}
+			return lit.Value // a number
+		}
+		return "\x00"
+	}), true
 }
 
 // stringLit is the value of a string literal.
@@ -263,10 +346,68 @@ func TestOnlyModelsWritesTheLedger(t *testing.T) {
 	for _, v := range violations {
 		t.Errorf("%s: %s", v.pos, v.what)
 	}
-	// Floor: the gate must actually have read the project, not an empty
-	// directory, or it would pass by seeing nothing.
-	if files < 15 {
-		t.Fatalf("scanned only %d Go files; is the gate looking at the module root?", files)
+	// The gate must have read every Go file the go command builds or
+	// tests in this module (it reads those of other build tags too), or
+	// it would pass by not looking.
+	want := moduleGoFiles(t)
+	if files < want {
+		t.Fatalf("scanned %d Go files, but go list counts %d in the module", files, want)
+	}
+	t.Logf("scanned %d Go files; go list counts %d in the module's packages", files, want)
+}
+
+// moduleGoFiles counts the Go files go list names in the module's
+// packages: sources, cgo sources and tests.
+func moduleGoFiles(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-f", "{{len .GoFiles}} {{len .CgoFiles}} {{len .TestGoFiles}} {{len .XTestGoFiles}} {{len .IgnoredGoFiles}}", "./...")
+	cmd.Dir = ".."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	n := 0
+	for _, f := range strings.Fields(string(out)) {
+		k, err := strconv.Atoi(f)
+		if err != nil {
+			t.Fatalf("go list: %q", out)
+		}
+		n += k
+	}
+	if n < 100 {
+		t.Fatalf("go list counts only %d Go files: %q", n, out)
+	}
+	return n
+}
+
+// The tree walk itself: it reads files in subdirectories, skips nested
+// modules, testdata and hidden directories, and reports what it finds
+// where it finds it.
+func TestLedgerGateWalksTheTree(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, src string) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/x\n")
+	write("models/store.go", `package models; import "gorm.io/gorm"; type Store struct{ db *gorm.DB }`)
+	write("ssh/deep/nested/leak.go", `package nested; var q = "DELETE FROM leases"`)
+	write("routes/ok.go", `package routes; var q = "SELECT * FROM leases"`)
+	write("integration/giteabin/go.mod", "module example.com/giteabin\n")
+	write("integration/giteabin/main.go", `package main; import _ "gorm.io/gorm"`)
+	write("cmd/testdata/fixture.go", `package fixture; import _ "database/sql"`)
+	write(".hidden/x.go", `package hidden; import _ "database/sql"`)
+	violations, files := scanTree(t, root)
+	if files != 3 {
+		t.Errorf("read %d files, want the 3 outside nested modules, testdata and hidden directories", files)
+	}
+	if len(violations) != 1 || !strings.Contains(violations[0].pos, filepath.Join("ssh", "deep", "nested", "leak.go")) {
+		t.Errorf("violations %v, want the one in ssh/deep/nested/leak.go", violations)
 	}
 }
 
@@ -299,6 +440,10 @@ func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 		{"the issue states", false, `package cmd; var q = "UPDATE issue_states SET closed = 0"`, 1},
 		{"split across literals", false, `package cmd; var q = "UPDATE " + "leases SET holder = NULL"`, 1},
 		{"split around a variable", false, `package cmd; var t = "x"; var q = "DELETE FROM " + ("lease_events" + " WHERE ") + t`, 1},
+		{"formatted with the table", false, `package cmd; import "fmt"; var q = fmt.Sprintf("UPDATE %s SET holder = NULL", "leases")`, 1},
+		{"formatted with a table named at run time", false, `package cmd; import "fmt"; var t = "leases"; var q = fmt.Sprintf("DELETE FROM %s WHERE 1", t)`, 1},
+		{"fmt.Sprint of pieces", false, `package cmd; import "fmt"; var q = fmt.Sprint("INSERT INTO ", "lease_events", " VALUES (1)")`, 1},
+		{"formatted reads are fine", false, `package cmd; import "fmt"; var t = "leases"; var q = fmt.Sprintf("SELECT * FROM %s", t); var m = fmt.Sprintf("update %d leases", 3)`, 0},
 		{"reads are fine", false, `package routes; var q = "SELECT * FROM leases"; var u = "update your leases"`, 0},
 		{"models may use gorm inside", true, `package models; import "gorm.io/gorm"; type Store struct{ db *gorm.DB }; func load(tx *gorm.DB) {}`, 0},
 	}
