@@ -190,3 +190,112 @@ func BenchmarkAssetBundle(b *testing.B) {
 		b.ReportMetric(float64(gz)/float64(raw), "gzip/raw")
 	}
 }
+
+// BenchmarkListLeasesSignedIn is BenchmarkListLeases10k's request as a
+// viewer who costs the sidecar the most: signed in through Gitea (the
+// sidecar's session cookie), on a private repository (Secret), with
+// access to one unit only (Dave, in a team that may use Issues but not
+// Pull Requests), so every answer is filtered by unit. The ledger holds
+// 10,000 live leases on Secret, the odd numbers issues and the even ones
+// pull requests; the badge asks for the newest 50 numbers, of which Dave
+// may see the 25 issues. Interleaved with Gitea's issue list page of
+// Secret, signed in as Dave in the same browser.
+func BenchmarkListLeasesSignedIn(b *testing.B) {
+	g, w, bin := sharedB(b)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	for b.Loop() {
+		dir := b.TempDir()
+		data := filepath.Join(dir, "data")
+		if err := os.MkdirAll(data, 0o700); err != nil {
+			b.Fatal(err)
+		}
+		if err := seedMixedLeases(ctx, filepath.Join(data, "collab.db"), w.Secret.ID, listLeases); err != nil {
+			b.Fatal(err)
+		}
+		s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: data}, b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = s.Stop(20 * time.Second) })
+		dave := newSignInBrowser(b)
+		dave.signInToGitea(g, w.Dave)
+		dave.signInToSidecar(s, g, g.URL+"/")
+		if login := dave.sessionLogin(s); login != w.Dave.Login {
+			b.Fatalf("signed in as %q, want %s", login, w.Dave.Login)
+		}
+		var q []string
+		for i := listLeases - badgePage + 1; i <= listLeases; i++ {
+			q = append(q, fmt.Sprintf("issue=%d", i))
+		}
+		url := s.HTTPURL + "/api/v1/repos/" + w.Secret.FullName() + "/leases?" + strings.Join(q, "&")
+		page := g.URL + "/" + w.Secret.FullName() + "/issues"
+		timed := func(u string) (time.Duration, []byte) {
+			start := time.Now()
+			resp, err := dave.c.Get(u)
+			if err != nil {
+				b.Fatal(err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK {
+				b.Fatalf("GET %s: HTTP %d %v", u, resp.StatusCode, err)
+			}
+			return time.Since(start), body
+		}
+		// The first requests fill the caches; the answer is checked once.
+		_, body := timed(url)
+		var list contract.List
+		if err := json.Unmarshal(body, &list); err != nil || len(list.Leases) != badgePage/2 {
+			b.Fatalf("Dave sees %d leases, want the %d issues among the %d numbers (%v)", len(list.Leases), badgePage/2, badgePage, err)
+		}
+		for _, l := range list.Leases {
+			if l.Issue%2 == 0 {
+				b.Fatalf("Dave, who may not read pull requests, sees the lease of pull request %d", l.Issue)
+			}
+		}
+		timed(page)
+		var lat, pageLat []time.Duration
+		for range listSamples {
+			d, _ := timed(url)
+			lat = append(lat, d)
+			d, _ = timed(page)
+			pageLat = append(pageLat, d)
+		}
+		p50, p99, pageP50 := percentile(lat, 50), percentile(lat, 99), percentile(pageLat, 50)
+		reportMs(b, "p50-ms", p50)
+		reportMs(b, "p99-ms", p99)
+		reportMs(b, "gitea-page-p50-ms", pageP50)
+		b.ReportMetric(float64(p50)/float64(pageP50), "leases/page")
+		b.ReportMetric(listLeases, "leases")
+		b.ReportMetric(float64(len(list.Leases)), "visible")
+		b.ReportMetric(float64(len(lat)), "requests")
+		b.Logf("GET …/leases?issue=… (%d numbers, %d visible) signed in as %s (Issues unit only) on private %s with %d live leases: p50 %s, p99 %s over %d requests (Gitea's issue list page as %s: p50 %s)",
+			badgePage, len(list.Leases), w.Dave.Login, w.Secret.FullName(), listLeases, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond),
+			len(lat), w.Dave.Login, pageP50.Round(100*time.Microsecond))
+	}
+}
+
+// seedMixedLeases is seedLeases with the odd numbers issues and the even
+// ones pull requests.
+func seedMixedLeases(ctx context.Context, path string, repoID int64, n int) error {
+	store, err := models.Open(path)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	return inParallel(listSeeders, listSeeders, func(g int) error {
+		for i := g + 1; i <= n; i += listSeeders {
+			kind := models.KindIssue
+			if i%2 == 0 {
+				kind = models.KindPull
+			}
+			k := models.Key{RepoID: repoID, Issue: int64(i)}
+			h := models.Holder{ID: int64(1000 + i%50), Login: fmt.Sprintf("agent-%02d", i%50)}
+			if _, err := store.Acquire(ctx, k, h, 24*time.Hour, models.Observed{Kind: kind}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

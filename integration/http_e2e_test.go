@@ -233,11 +233,11 @@ func signInSidecar(t *testing.T) (*Sidecar, *World) {
 // signInBrowser is a cookie-keeping HTTP client that follows redirects, as a
 // web browser would (minus JavaScript).
 type signInBrowser struct {
-	t *testing.T
+	t testing.TB
 	c *http.Client
 }
 
-func newSignInBrowser(t *testing.T) *signInBrowser {
+func newSignInBrowser(t testing.TB) *signInBrowser {
 	jar, _ := cookiejar.New(nil)
 	return &signInBrowser{t: t, c: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
 }
