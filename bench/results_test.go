@@ -45,8 +45,8 @@ func TestResultsCheckCatchesFiguresNotOfTheRun(t *testing.T) {
 	results := string(b)
 	prose, raw, _ := strings.Cut(results, "\n## Raw output\n")
 	for name, doctored := range map[string]string{
-		"an invented note": strings.Replace(prose, "\n## Notes from the run\n", "\n## Notes from the run\n\n- the fix took it from 29.37 ms to 9.81 ms\n", 1),
-		"an invented ratio": strings.Replace(prose, "\n## Notes from the run\n", "\n## Notes from the run\n\n- 2.417× faster\n", 1),
+		"an invented note":            strings.Replace(prose, "\n## Notes from the run\n", "\n## Notes from the run\n\n- the fix took it from 29.37 ms to 9.81 ms\n", 1),
+		"an invented ratio":           strings.Replace(prose, "\n## Notes from the run\n", "\n## Notes from the run\n\n- 2.417× faster\n", 1),
 		"a goal row's figure changed": regexp.MustCompile(`(\| 1 \| fresh-OpenSSH[^|]*\| [^*]*\*\*)\d+\.\d+`).ReplaceAllString(prose, "${1}7.777"),
 	} {
 		if doctored == prose {
