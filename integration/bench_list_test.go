@@ -83,6 +83,7 @@ func BenchmarkListLeases10k(b *testing.B) {
 		b.ReportMetric(float64(big.size)/1024, "body-KiB")
 		b.ReportMetric(big.seeded.Seconds(), "seed-s")
 		b.ReportMetric(listLeases, "leases")
+		b.ReportMetric(badgePage, "numbers")
 		b.ReportMetric(listLeasesSmall, "1k-leases")
 		b.ReportMetric(float64(len(lat)), "requests")
 		b.ReportMetric(listSeeders, "seeders")
@@ -268,6 +269,7 @@ func BenchmarkListLeasesSignedIn(b *testing.B) {
 		reportMs(b, "gitea-page-p50-ms", pageP50)
 		b.ReportMetric(float64(p50)/float64(pageP50), "leases/page")
 		b.ReportMetric(listLeases, "leases")
+		b.ReportMetric(badgePage, "numbers")
 		b.ReportMetric(float64(len(list.Leases)), "visible")
 		b.ReportMetric(float64(len(lat)), "requests")
 		b.Logf("GET …/leases?issue=… (%d numbers, %d visible) signed in as %s (Issues unit only) on private %s with %d live leases: p50 %s, p99 %s over %d requests (Gitea's issue list page as %s: p50 %s)",
