@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -155,6 +156,11 @@ func stopAtEnd(t *testing.T, s *Sidecar) {
 	t.Cleanup(func() {
 		if err := s.Stop(20 * time.Second); err != nil {
 			t.Errorf("sidecar stop: %v", err)
+		}
+		// A sidecar built with -race (under make test) reports a data
+		// race in its log, and exits 66 at the end.
+		if strings.Contains(s.Logs(), "WARNING: DATA RACE") {
+			t.Errorf("the sidecar found a data race:\n%s", tail(s.Logs(), 80))
 		}
 		if t.Failed() {
 			t.Logf("sidecar log:\n%s", tail(s.Logs(), 60))
