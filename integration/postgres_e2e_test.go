@@ -47,7 +47,9 @@ func TestPostgresLedgerAgainstGitea(t *testing.T) {
 	results := make([]SSHResult, len(racers))
 	var wg sync.WaitGroup
 	for i, u := range racers {
-		wg.Go(func() { results[i] = s.SSH(ctx, u.Key.Path, lease("acquire", w.Widgets, w.PullRequest, "--ttl", "10m")) })
+		wg.Go(func() {
+			results[i] = s.SSH(ctx, u.Key.Path, lease("acquire", w.Widgets, w.PullRequest, "--ttl", "10m"))
+		})
 	}
 	wg.Wait()
 	won, held, winner := 0, 0, ""

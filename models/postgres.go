@@ -365,11 +365,11 @@ func openPostgres(db string, o options) (*Store, error) {
 	defer cancel()
 	if err := s.migratePostgres(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("open ledger %s: %w", name, err)
+		return nil, fmt.Errorf("open ledger %s: %w", name, mapDBError(err))
 	}
 	if err := s.loadHighWater(ctx); err != nil {
 		_ = sqlDB.Close()
-		return nil, fmt.Errorf("open ledger %s: %w", name, err)
+		return nil, fmt.Errorf("open ledger %s: %w", name, mapDBError(err))
 	}
 	return s, nil
 }

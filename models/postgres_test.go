@@ -173,8 +173,19 @@ func TestPostgresUnreachableServer(t *testing.T) {
 	mustAcquire(t, s, k42, "alice", 0)
 
 	proxy.setDown(true)
-	if _, err := Open(via.String()); !errors.Is(err, ErrUnreachable) || !errors.Is(err, ErrBusy) {
-		t.Fatalf("Open of an unreachable server: %v, want ErrUnreachable", err)
+	// Where nothing listens, without sslmode, pgx dials twice (TLS, then
+	// not): two failures to report, in one line.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = closed.Close()
+	nothing := *via
+	nothing.Host, nothing.RawQuery = closed.Addr().String(), ""
+	for _, u := range []string{via.String(), nothing.String()} {
+		if _, err := Open(u); !errors.Is(err, ErrUnreachable) || !errors.Is(err, ErrBusy) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("Open of an unreachable server: %q, want ErrUnreachable, in one line", err)
+		}
 	}
 	if _, err := s.Acquire(bg, Key{RepoID: 7, Issue: 43}, who("bob"), 0, Observed{Kind: KindIssue}); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("acquire with the server unreachable: %v, want ErrUnreachable", err)

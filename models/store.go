@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -250,10 +251,23 @@ func mapDBError(err error) error {
 		return fmt.Errorf("%w: %v", ErrBusy, err)
 	}
 	if pgUnreachable(err) {
-		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		return fmt.Errorf("%w: %v", ErrUnreachable, oneLine{err})
 	}
 	if pgBusy(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: %v", ErrBusy, err)
+		return fmt.Errorf("%w: %v", ErrBusy, oneLine{err})
+	}
+	if strings.Contains(err.Error(), "\n") {
+		return oneLine{err}
 	}
 	return err
 }
+
+// oneLine is an error whose message is one line: pgx puts each address
+// it tried on a line of its own.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	return strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", " ").Replace(e.err.Error())
+}
+
+func (e oneLine) Unwrap() error { return e.err }
