@@ -400,7 +400,7 @@ func (s *Store) migratePostgres(ctx context.Context) error {
 		case version == schemaVersion:
 			return nil // another process migrated it meanwhile
 		}
-		if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}); err != nil {
+		if err := tx.AutoMigrate(ledgerModels()...); err != nil {
 			return err
 		}
 		return errors.Join(

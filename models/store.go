@@ -168,6 +168,12 @@ func openSQLite(path string, o options) (*Store, error) {
 	return s, nil
 }
 
+// ledgerModels are the ledger's tables, as migrations create them on both
+// engines.
+func ledgerModels() []any {
+	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}}
+}
+
 // migrate brings a SQLite ledger to schemaVersion (migratePostgres is
 // PostgreSQL's).
 func (s *Store) migrate() error {
@@ -191,7 +197,7 @@ func (s *Store) migrate() error {
 			if version > schemaVersion {
 				return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
 			}
-			if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}); err != nil {
+			if err := tx.AutoMigrate(ledgerModels()...); err != nil {
 				return err
 			}
 			return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error
