@@ -45,8 +45,8 @@ import (
 // The transaction runs READ COMMITTED, so each statement after the lock
 // sees everything committed before it: the lock holder reads the latest
 // rows, decides, writes and commits before the next holder reads. Locks
-// are taken in one order (repository, then issue), so two writes never
-// wait for each other.
+// are taken in one order (repository, then issue), so no two writes can
+// each wait for the other.
 //
 // Why advisory locks rather than SELECT … FOR UPDATE on the lease row: an
 // issue never claimed has no row to lock (it would need a row inserted
@@ -58,12 +58,13 @@ import (
 //
 // The alternative, SERIALIZABLE transactions retried on serialization
 // failure, needs no locks at all and is kept for comparison
-// (Store.serializable, set only by BenchmarkPostgres). Measured with it
+// (Store.serializable, set only by BenchmarkPostgres and its test in
+// postgres_test.go). Measured with it
 // (go test -bench Postgres ./models/, 2 cores): 64 writers on issues of
 // their own, 3,250 operations/s with locks against 860 serializable,
 // which began 3.4 transactions per operation: PostgreSQL's predicate
-// locks cover index pages, not rows, so writes to neighbouring issues
-// look like conflicts; next and a release, 630/s against 430/s (next
+// locks on an index cover its pages, not rows, so writes to neighbouring
+// issues look like conflicts; next and a release, 630/s against 430/s (next
 // reads a whole repository's leases, and conflicts with any write in
 // it). Only twenty writers on one issue favour serializable (7,050/s
 // against 2,320/s): the refusals read and leave instead of queuing for
@@ -74,10 +75,10 @@ import (
 // serialization failure or deadlock (40001, 40P01), or a connection that
 // broke before COMMIT was sent (a pooled connection that the server
 // closed meanwhile, as a restart closes them all; not one that could not
-// be made). Otherwise it is mapped once (mapDBError): a
-// lock wait or queue for a connection past the deadline is ErrBusy; a
-// server that cannot be reached is ErrUnreachable; both answer "try
-// again", never a wrong outcome.
+// be made). Otherwise it is mapped once (mapDBError): a lock wait or a
+// wait for a connection past the deadline is ErrBusy; a server that
+// cannot be reached is ErrUnreachable; both answer "try again", never a
+// wrong outcome.
 
 // pgMaxConns bounds the connections one Store opens; every replica of the
 // sidecar has its own pool, and the server's max_connections (100 by
@@ -178,7 +179,7 @@ func (s *Store) writePostgres(ctx context.Context, sc scope, fn func(tx *gorm.DB
 			return err
 		case pgRetry(err):
 		case !committing && brokenConn(err) && broken < pgMaxConns && ctx.Err() == nil:
-			broken++ // the pool drops it; after a restart of the server, all may be
+			broken++ // the pool drops it; after a restart of the server, every pooled one may be broken
 		default:
 			return mapDBError(err)
 		}
