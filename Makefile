@@ -50,6 +50,9 @@ gitea:
 gitea-frontend:
 	./integration/build-gitea-frontend.sh
 
+# The ledger's tests run on PostgreSQL too when COLLAB_TEST_POSTGRES names
+# a server (CONTRIBUTING.md); make passes it on from the environment, and
+# .ci/run sets it.
 unit:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
 

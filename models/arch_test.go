@@ -18,15 +18,20 @@ import (
 // The architectural gate of the concurrency discipline: only this package
 // writes the ledger. Outside models/ no Go file (tests included) may
 //
-//  1. import a database driver or ORM (gorm, the SQLite drivers,
-//     database/sql) — without one, nothing else can open the ledger to
-//     write it;
+//  1. import a database driver or ORM (gorm, the SQLite and PostgreSQL
+//     drivers, database/sql, or any package of theirs) — without one,
+//     nothing else can open the ledger to write it;
 //  2. carry SQL text that writes the lease tables (INSERT/UPDATE/DELETE/
 //     REPLACE on leases or lease_events), e.g. for an exec of sqlite3;
 //
 // and models/ itself may not hand its *gorm.DB or *sql.DB out through an
 // exported function, method or field, which would be a back door around
 // the five operations.
+//
+// One exception, for tests: models/pgtest, which creates and drops the
+// tests' PostgreSQL databases, may import the PostgreSQL driver (pgx) and
+// nothing else of the list; it is held to rule 2 like everyone, and only
+// test files may import it.
 
 var dbImports = map[string]bool{
 	"gorm.io/gorm":                  true,
@@ -47,8 +52,25 @@ var dbImports = map[string]bool{
 	"crawshaw.io/sqlite":            true,
 }
 
+// dbImport says whether path is a package of dbImports (or one of them).
+func dbImport(path string) bool {
+	for p := range dbImports {
+		if path == p || strings.HasPrefix(path, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// pgtestDir is the tests' PostgreSQL helper, and pgxModule the one
+// driver it may import.
+const (
+	pgtestDir = "models/pgtest"
+	pgxModule = "github.com/jackc/pgx/v5"
+)
+
 // ledgerTables are the tables only models/ may change.
-const ledgerTables = `(leases|lease_events|issue_states|webhook_deliveries|pull_requests|pull_links|session_epochs)`
+const ledgerTables = `(leases|lease_events|issue_states|webhook_deliveries|pull_requests|pull_links|session_epochs|collab_schema)`
 
 // leaseWriteSQL matches SQL that changes a ledger table, with or without a
 // schema name ("main.leases") or quotes around it.
@@ -59,18 +81,24 @@ type violation struct {
 	what string
 }
 
-// scanFile reports the gate's violations in one parsed file; inModels says
-// whether the file belongs to package models.
-func scanFile(fset *token.FileSet, f *ast.File, inModels bool) []violation {
+// scanFile reports the gate's violations in one parsed file, at rel (its
+// slash-separated path in the module).
+func scanFile(fset *token.FileSet, f *ast.File, rel string) []violation {
 	var out []violation
 	add := func(n ast.Node, what string) {
 		out = append(out, violation{pos: fset.Position(n.Pos()).String(), what: what})
 	}
-	if !inModels {
+	dir := pathpkg.Dir(rel)
+	if dir != "models" {
 		for _, imp := range f.Imports {
 			path, _ := strconv.Unquote(imp.Path.Value)
-			if dbImports[path] {
+			switch {
+			case dir == pgtestDir && (path == pgxModule || strings.HasPrefix(path, pgxModule+"/")):
+				// creates and drops the tests' databases
+			case dbImport(path):
 				add(imp, "imports "+path+": only models/ may touch the ledger's database")
+			case path == modulePath+"/"+pgtestDir && !strings.HasSuffix(rel, "_test.go"):
+				add(imp, "imports "+path+" outside a test: it is the tests' helper")
 			}
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -336,7 +364,7 @@ func scanTree(t *testing.T, root string) ([]violation, int) {
 	files := 0
 	walkGo(t, root, func(rel string, fset *token.FileSet, f *ast.File) {
 		files++
-		out = append(out, scanFile(fset, f, pathpkg.Dir(rel) == "models")...)
+		out = append(out, scanFile(fset, f, rel)...)
 	})
 	return out, files
 }
@@ -415,37 +443,46 @@ func TestLedgerGateWalksTheTree(t *testing.T) {
 // green gate means "nothing found", not "could not find anything".
 func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 	cases := []struct {
-		name     string
-		inModels bool
-		src      string
-		want     int
+		name string
+		rel  string
+		src  string
+		want int
 	}{
-		{"gorm import", false, `package ssh; import "gorm.io/gorm"; var _ *gorm.DB`, 1},
-		{"renamed driver import", false, `package routes; import db "database/sql"; var _ *db.DB`, 1},
-		{"blank sqlite driver", false, `package ssh; import _ "github.com/mattn/go-sqlite3"`, 1},
-		{"update statement", false, "package routes\nvar q = `UPDATE leases SET holder = NULL`", 1},
-		{"delete history", false, `package cmd; var q = "delete from lease_events where 1"`, 1},
-		{"insert or replace", false, `package cmd; var q = "INSERT OR REPLACE INTO \"leases\" VALUES (1)"`, 1},
-		{"exported DB accessor", true, `package models; import "gorm.io/gorm"; type Store struct{}; func (s *Store) DB() *gorm.DB { return nil }`, 1},
-		{"exported handle field", true, `package models; import "database/sql"; type Store struct{ Conn *sql.DB }`, 1},
-		{"an alias of gorm", true, `package models; import g "gorm.io/gorm"; type Store struct{}; func (s *Store) H() *g.DB { return nil }`, 1},
-		{"an embedded handle", true, `package models; import "gorm.io/gorm"; type Store struct{ *gorm.DB }`, 1},
-		{"an exported variable", true, `package models; import "database/sql"; var Handle *sql.DB`, 1},
-		{"sqlx", false, `package routes; import "github.com/jmoiron/sqlx"; var _ *sqlx.DB`, 1},
-		{"bun", false, `package routes; import "github.com/uptrace/bun"; var _ *bun.DB`, 1},
-		{"a schema name", false, `package cmd; var q = "INSERT INTO main.leases VALUES (1)"`, 1},
-		{"a quoted schema name", false, "package cmd\nvar q = `UPDATE \"main\".\"lease_events\" SET token = 0`", 1},
-		{"drop", false, `package cmd; var q = "DROP TABLE IF EXISTS leases"`, 1},
-		{"alter", false, `package cmd; var q = "alter table lease_events add column x"`, 1},
-		{"the issue states", false, `package cmd; var q = "UPDATE issue_states SET closed = 0"`, 1},
-		{"split across literals", false, `package cmd; var q = "UPDATE " + "leases SET holder = NULL"`, 1},
-		{"split around a variable", false, `package cmd; var t = "x"; var q = "DELETE FROM " + ("lease_events" + " WHERE ") + t`, 1},
-		{"formatted with the table", false, `package cmd; import "fmt"; var q = fmt.Sprintf("UPDATE %s SET holder = NULL", "leases")`, 1},
-		{"formatted with a table named at run time", false, `package cmd; import "fmt"; var t = "leases"; var q = fmt.Sprintf("DELETE FROM %s WHERE 1", t)`, 1},
-		{"fmt.Sprint of pieces", false, `package cmd; import "fmt"; var q = fmt.Sprint("INSERT INTO ", "lease_events", " VALUES (1)")`, 1},
-		{"formatted reads are fine", false, `package cmd; import "fmt"; var t = "leases"; var q = fmt.Sprintf("SELECT * FROM %s", t); var m = fmt.Sprintf("update %d leases", 3)`, 0},
-		{"reads are fine", false, `package routes; var q = "SELECT * FROM leases"; var u = "update your leases"`, 0},
-		{"models may use gorm inside", true, `package models; import "gorm.io/gorm"; type Store struct{ db *gorm.DB }; func load(tx *gorm.DB) {}`, 0},
+		{"gorm import", "routes/x.go", `package ssh; import "gorm.io/gorm"; var _ *gorm.DB`, 1},
+		{"renamed driver import", "routes/x.go", `package routes; import db "database/sql"; var _ *db.DB`, 1},
+		{"blank sqlite driver", "routes/x.go", `package ssh; import _ "github.com/mattn/go-sqlite3"`, 1},
+		{"update statement", "routes/x.go", "package routes\nvar q = `UPDATE leases SET holder = NULL`", 1},
+		{"delete history", "routes/x.go", `package cmd; var q = "delete from lease_events where 1"`, 1},
+		{"insert or replace", "routes/x.go", `package cmd; var q = "INSERT OR REPLACE INTO \"leases\" VALUES (1)"`, 1},
+		{"exported DB accessor", "models/x.go", `package models; import "gorm.io/gorm"; type Store struct{}; func (s *Store) DB() *gorm.DB { return nil }`, 1},
+		{"exported handle field", "models/x.go", `package models; import "database/sql"; type Store struct{ Conn *sql.DB }`, 1},
+		{"an alias of gorm", "models/x.go", `package models; import g "gorm.io/gorm"; type Store struct{}; func (s *Store) H() *g.DB { return nil }`, 1},
+		{"an embedded handle", "models/x.go", `package models; import "gorm.io/gorm"; type Store struct{ *gorm.DB }`, 1},
+		{"an exported variable", "models/x.go", `package models; import "database/sql"; var Handle *sql.DB`, 1},
+		{"sqlx", "routes/x.go", `package routes; import "github.com/jmoiron/sqlx"; var _ *sqlx.DB`, 1},
+		{"bun", "routes/x.go", `package routes; import "github.com/uptrace/bun"; var _ *bun.DB`, 1},
+		{"a schema name", "routes/x.go", `package cmd; var q = "INSERT INTO main.leases VALUES (1)"`, 1},
+		{"a quoted schema name", "routes/x.go", "package cmd\nvar q = `UPDATE \"main\".\"lease_events\" SET token = 0`", 1},
+		{"drop", "routes/x.go", `package cmd; var q = "DROP TABLE IF EXISTS leases"`, 1},
+		{"alter", "routes/x.go", `package cmd; var q = "alter table lease_events add column x"`, 1},
+		{"the issue states", "routes/x.go", `package cmd; var q = "UPDATE issue_states SET closed = 0"`, 1},
+		{"split across literals", "routes/x.go", `package cmd; var q = "UPDATE " + "leases SET holder = NULL"`, 1},
+		{"split around a variable", "routes/x.go", `package cmd; var t = "x"; var q = "DELETE FROM " + ("lease_events" + " WHERE ") + t`, 1},
+		{"formatted with the table", "routes/x.go", `package cmd; import "fmt"; var q = fmt.Sprintf("UPDATE %s SET holder = NULL", "leases")`, 1},
+		{"formatted with a table named at run time", "routes/x.go", `package cmd; import "fmt"; var t = "leases"; var q = fmt.Sprintf("DELETE FROM %s WHERE 1", t)`, 1},
+		{"fmt.Sprint of pieces", "routes/x.go", `package cmd; import "fmt"; var q = fmt.Sprint("INSERT INTO ", "lease_events", " VALUES (1)")`, 1},
+		{"formatted reads are fine", "routes/x.go", `package cmd; import "fmt"; var t = "leases"; var q = fmt.Sprintf("SELECT * FROM %s", t); var m = fmt.Sprintf("update %d leases", 3)`, 0},
+		{"reads are fine", "routes/x.go", `package routes; var q = "SELECT * FROM leases"; var u = "update your leases"`, 0},
+		{"a driver's own package", "routes/x.go", `package routes; import "github.com/jackc/pgx/v5/stdlib"`, 1},
+		{"gorm's PostgreSQL driver", "cmd/collab-sidecar/x.go", `package main; import _ "gorm.io/driver/postgres"`, 1},
+		{"pgx in the end-to-end tests", "integration/pg_e2e_test.go", `package integration; import "github.com/jackc/pgx/v5"`, 1},
+		{"the schema table", "routes/x.go", `package routes; var q = "DELETE FROM collab_schema"`, 1},
+		{"pgtest may use pgx", "models/pgtest/pgtest.go", `package pgtest; import "github.com/jackc/pgx/v5"; import "github.com/jackc/pgx/v5/pgconn"`, 0},
+		{"pgtest may not use gorm", "models/pgtest/pgtest.go", `package pgtest; import "gorm.io/gorm"`, 1},
+		{"pgtest may not write the ledger", "models/pgtest/pgtest.go", `package pgtest; var q = "UPDATE leases SET token = 0"`, 1},
+		{"pgtest outside a test", "integration/sidecar.go", `package integration; import "github.com/collab-lease/collab-lease/models/pgtest"`, 1},
+		{"pgtest in a test", "integration/pg_e2e_test.go", `package integration; import "github.com/collab-lease/collab-lease/models/pgtest"`, 0},
+		{"models may use gorm inside", "models/x.go", `package models; import "gorm.io/gorm"; type Store struct{ db *gorm.DB }; func load(tx *gorm.DB) {}`, 0},
 	}
 	for _, c := range cases {
 		fset := token.NewFileSet()
@@ -453,7 +490,7 @@ func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
-		if got := scanFile(fset, f, c.inModels); len(got) != c.want {
+		if got := scanFile(fset, f, c.rel); len(got) != c.want {
 			t.Errorf("%s: %d violations %v, want %d", c.name, len(got), got, c.want)
 		}
 	}

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync/atomic"
@@ -103,5 +104,122 @@ func BenchmarkList10k(b *testing.B) {
 		if err != nil || len(l) != 10000 {
 			b.Fatal(len(l), err)
 		}
+	}
+}
+
+// BenchmarkPostgres is the ledger on PostgreSQL (COLLAB_TEST_POSTGRES;
+// skipped without it), each load run twice where the two ways of keeping
+// decisions apart could differ (postgres.go): row-locks, the ledger's
+// (each write locks what it decides about, READ COMMITTED), and
+// serializable (SERIALIZABLE transactions, retried on serialization
+// failure). txns/op counts transactions begun per operation: above 1,
+// retries.
+func BenchmarkPostgres(b *testing.B) {
+	modes := []struct {
+		name         string
+		serializable bool
+	}{{"row-locks", false}, {"serializable", true}}
+	open := func(b *testing.B, serializable bool) *Store {
+		s, _, _ := postgresEngine.open(b)
+		s.serializable = serializable
+		return s
+	}
+	report := func(b *testing.B, s *Store, before int64) {
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+		b.ReportMetric(float64(s.txns.Load()-before)/float64(b.N), "txns/op")
+	}
+	b.Run("AcquireRelease", func(b *testing.B) {
+		s := open(b, false)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			k := Key{RepoID: 1, Issue: int64(i%100 + 1)}
+			if _, err := s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := s.Release(bg, k, who("alice")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(2*b.N)/b.Elapsed().Seconds(), "ops/s")
+	})
+	// As BenchmarkCycle64: 64 goroutines, each on an issue of its own.
+	for _, m := range modes {
+		b.Run("Cycle64/"+m.name, func(b *testing.B) {
+			s := open(b, m.serializable)
+			var n atomic.Int64
+			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			before := s.txns.Load()
+			b.RunParallel(func(pb *testing.PB) {
+				k := Key{RepoID: 1, Issue: n.Add(1)}
+				for i := 0; pb.Next(); i++ {
+					var err error
+					switch i % 3 {
+					case 0:
+						_, err = s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue})
+					case 1:
+						_, err = s.Renew(bg, k, who("alice"), time.Minute)
+					case 2:
+						_, err = s.Release(bg, k, who("alice"))
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			report(b, s, before)
+		})
+	}
+	// Twenty agents race for one issue, over and over: whoever wins
+	// releases it at once.
+	for _, m := range modes {
+		b.Run("Contended20/"+m.name, func(b *testing.B) {
+			s := open(b, m.serializable)
+			var n atomic.Int64
+			b.SetParallelism((20 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			before := s.txns.Load()
+			b.RunParallel(func(pb *testing.PB) {
+				me := who(fmt.Sprint("agent-", n.Add(1)))
+				for pb.Next() {
+					_, err := s.Acquire(bg, k42, me, time.Minute, Observed{Kind: KindIssue})
+					if err == nil {
+						_, err = s.Release(bg, k42, me)
+					}
+					if err != nil && !errors.Is(err, ErrHeld) {
+						b.Fatal(err)
+					}
+				}
+			})
+			report(b, s, before)
+		})
+	}
+	// Sixteen agents take the first free of fifty candidates with next
+	// and release it, while the repository holds 40 other live leases.
+	for _, m := range modes {
+		b.Run("Next16/"+m.name, func(b *testing.B) {
+			s := open(b, m.serializable)
+			cands := make([]Candidate, 50)
+			for i := range cands {
+				cands[i] = Candidate{Issue: int64(i + 1), Observed: Observed{Kind: KindIssue}, Verified: true}
+			}
+			for i := int64(100); i < 140; i++ {
+				mustAcquire(b, s, Key{RepoID: 1, Issue: i}, "owner", 0)
+			}
+			var n atomic.Int64
+			b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			before := s.txns.Load()
+			b.RunParallel(func(pb *testing.PB) {
+				me := who(fmt.Sprint("agent-", n.Add(1)))
+				for pb.Next() {
+					l, err := s.AcquireFirst(bg, 1, cands, me, time.Minute)
+					if err == nil {
+						_, err = s.Release(bg, l.Key, me)
+					}
+					if err != nil && !errors.Is(err, ErrNoneFree) {
+						b.Fatal(err)
+					}
+				}
+			})
+			report(b, s, before)
+		})
 	}
 }

@@ -12,12 +12,16 @@ import (
 // this process, and not after a restart on the same file. The step is
 // reported once.
 func TestClockStepBackDoesNotReviveLeases(t *testing.T) {
+	forEachEngine(t, testClockStepBackDoesNotReviveLeases)
+}
+
+func testClockStepBackDoesNotReviveLeases(t *testing.T, e engine) {
 	var (
 		mu    sync.Mutex
 		steps []time.Duration
 	)
 	onStep := func(d time.Duration) { mu.Lock(); steps = append(steps, d); mu.Unlock() }
-	s, clock, path := openTestStore(t, WithClockStep(onStep))
+	s, clock, path := e.open(t, WithClockStep(onStep))
 	start := clock.Now()
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(2 * time.Minute)

@@ -16,6 +16,8 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
+// SQLite's durability is its journal mode and synchronous pragma;
+// PostgreSQL's is in TestPostgresSessionsCommitDurably.
 func TestOpenSetsDurablePragmas(t *testing.T) {
 	s, _, _ := openTestStore(t)
 	for pragma, want := range map[string]string{
@@ -36,12 +38,21 @@ func TestOpenSetsDurablePragmas(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesMissingDirectoryAndNewerSchema(t *testing.T) {
+func TestOpenRefusesMissingDirectory(t *testing.T) {
 	if _, err := Open(t.TempDir() + "/no/such/dir/collab.db"); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("missing directory: %v", err)
 	}
-	s, _, path := openTestStore(t)
-	if err := s.db.Exec("PRAGMA user_version = 99").Error; err != nil {
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) { forEachEngine(t, testOpenRefusesNewerSchema) }
+
+func testOpenRefusesNewerSchema(t *testing.T, e engine) {
+	s, _, path := e.open(t)
+	setVersion := "PRAGMA user_version = 99"
+	if s.pg {
+		setVersion = "UPDATE collab_schema SET version = 99"
+	}
+	if err := s.db.Exec(setVersion).Error; err != nil {
 		t.Fatal(err)
 	}
 	_ = s.Close()
@@ -75,7 +86,8 @@ func oldLedger(t *testing.T, stmts ...string) string {
 
 // A database written by an earlier version (here: the leases table alone,
 // without the history table, indexes or user_version) keeps its rows and
-// its tokens when this version opens it.
+// its tokens when this version opens it. (SQLite only: a PostgreSQL
+// ledger begins at schema 6.)
 func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
 	path := oldLedger(t,
 		"PRAGMA user_version = 0",
@@ -100,10 +112,15 @@ func TestOpenKeepsRowsOfAnOlderDatabase(t *testing.T) {
 	}
 }
 
-// Another process holding the write lock past the busy timeout makes an
-// operation fail with ErrBusy, quickly, and write nothing.
+// Another process holding the write lock (on PostgreSQL, the issue's
+// lock) past the busy timeout makes an operation fail with ErrBusy,
+// quickly, and write nothing.
 func TestBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T) {
-	holder, clock, path := openTestStore(t)
+	forEachEngine(t, testBusyDatabaseFailsLoudlyAndWritesNothing)
+}
+
+func testBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T, e engine) {
+	holder, clock, path := e.open(t)
 	s, err := Open(path, WithClock(clock), WithBusyTimeout(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
@@ -114,9 +131,14 @@ func TestBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer patient.Close()
-	tx := holder.db.Begin() // BEGIN IMMEDIATE: holds the write lock
+	tx := holder.db.Begin() // SQLite: BEGIN IMMEDIATE holds the write lock
 	if tx.Error != nil {
 		t.Fatal(tx.Error)
+	}
+	if holder.pg {
+		if err := lock(tx, issueScope(k42)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_, err = s.Acquire(bg, k42, who("alice"), 0, Observed{Kind: KindIssue})
 	if !errors.Is(err, ErrBusy) {
@@ -142,10 +164,14 @@ func TestBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T) {
 // Every acquire it reported must be in the ledger and the next token must
 // exceed every token it was handed.
 func TestCrashKeepsEveryAcknowledgedAcquire(t *testing.T) {
+	forEachEngine(t, testCrashKeepsEveryAcknowledgedAcquire)
+}
+
+func testCrashKeepsEveryAcknowledgedAcquire(t *testing.T, e engine) {
 	if os.Getenv("COLLAB_TEST_CRASHER") != "" {
 		return
 	}
-	path := t.TempDir() + "/collab.db"
+	path := e.newDB(t)
 	reported := map[int64]int64{} // issue -> highest token reported
 	heldAtKill := map[int64]int64{}
 	for round := 0; round < 3; round++ {

@@ -20,7 +20,21 @@ var (
 	// ErrBusy: the database stayed locked past its timeout, or the
 	// caller's deadline passed first. Nothing was written; retry.
 	ErrBusy = errors.New("lease database busy")
+	// ErrUnreachable: the database server (PostgreSQL) could not be
+	// reached, or refused to work (shutting down, too many connections,
+	// a standby that takes no writes). Nothing was written, or, if the
+	// connection broke during COMMIT, the outcome is unknown; retry. It
+	// is a kind of ErrBusy (errors.Is(err, ErrBusy) holds), so every
+	// transport answers it as it answers busy: exit 75, HTTP 503.
+	ErrUnreachable error = unreachableError{}
 )
+
+type unreachableError struct{}
+
+func (unreachableError) Error() string { return "lease database unreachable" }
+
+// Is makes errors.Is(ErrUnreachable, ErrBusy) true.
+func (unreachableError) Is(target error) bool { return target == ErrBusy }
 
 // HeldError says whom an acquire lost to and until when (nil: open-ended).
 type HeldError struct {

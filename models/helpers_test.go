@@ -7,19 +7,52 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/models/pgtest"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
-func openTestStore(t testing.TB, opts ...Option) (*Store, *clocktest.Clock, string) {
+// engine is a database the ledger runs on. The ledger's tests run on
+// every engine of the table (forEachEngine); a test that is about one
+// engine only says why.
+type engine struct {
+	name string
+	// newDB returns where a new, empty ledger is to be: a file path, or
+	// the URL of a database of its own; it is gone when t ends.
+	newDB func(t testing.TB) string
+}
+
+var (
+	sqliteEngine   = engine{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "collab.db") }}
+	postgresEngine = engine{"postgres", pgtest.NewDatabase} // skipped without COLLAB_TEST_POSTGRES
+	engines        = []engine{sqliteEngine, postgresEngine}
+)
+
+// forEachEngine runs f as a subtest on each engine.
+func forEachEngine(t *testing.T, f func(t *testing.T, e engine)) {
+	t.Helper()
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) { f(t, e) })
+	}
+}
+
+// open opens a new ledger on e with a test clock, closed when t ends, and
+// returns where it is (to open it again, from another Store or process).
+func (e engine) open(t testing.TB, opts ...Option) (*Store, *clocktest.Clock, string) {
 	t.Helper()
 	clock := clocktest.New()
-	path := filepath.Join(t.TempDir(), "collab.db")
-	s, err := Open(path, append([]Option{WithClock(clock), WithMaxTTL(168 * time.Hour)}, opts...)...)
+	db := e.newDB(t)
+	s, err := Open(db, append([]Option{WithClock(clock), WithMaxTTL(168 * time.Hour)}, opts...)...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { _ = s.Close() })
-	return s, clock, path
+	return s, clock, db
+}
+
+// openTestStore opens a new SQLite ledger, for the tests about SQLite.
+func openTestStore(t testing.TB, opts ...Option) (*Store, *clocktest.Clock, string) {
+	t.Helper()
+	return sqliteEngine.open(t, opts...)
 }
 
 var bg = context.Background()

@@ -11,8 +11,10 @@ import (
 
 // One issue through every way a tenure ends, read back newest first with
 // the instant and reason of each end.
-func TestTenuresNameHowEachEnded(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestTenuresNameHowEachEnded(t *testing.T) { forEachEngine(t, testTenuresNameHowEachEnded) }
+
+func testTenuresNameHowEachEnded(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	at := func(d time.Duration) time.Time { return clocktest.Start.Add(d) }
 	k := k42
 
@@ -73,7 +75,11 @@ func TestTenuresNameHowEachEnded(t *testing.T) {
 }
 
 func TestTenuresOfALiveLeaseAndOfNothing(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testTenuresOfALiveLeaseAndOfNothing)
+}
+
+func testTenuresOfALiveLeaseAndOfNothing(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	got, err := s.Tenures(bg, k42, 20)
 	if err != nil || len(got) != 0 || got == nil {
 		t.Fatalf("no history: %v, %v; want [] and no error", got, err)
@@ -101,7 +107,11 @@ func TestTenuresOfALiveLeaseAndOfNothing(t *testing.T) {
 }
 
 func TestForceReleaseFreesAnyLeaseAndReleaseStillRefuses(t *testing.T) {
-	s, _, _ := openTestStore(t)
+	forEachEngine(t, testForceReleaseFreesAnyLeaseAndReleaseStillRefuses)
+}
+
+func testForceReleaseFreesAnyLeaseAndReleaseStillRefuses(t *testing.T, e engine) {
+	s, _, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	var nh *NotHolderError
 	if _, err := s.Release(bg, k42, who("root")); !errors.As(err, &nh) {
@@ -139,7 +149,11 @@ func checkTenures(t *testing.T, got, want []Tenure) {
 }
 
 func TestAcquireFirstTakesTheFirstFreeCandidate(t *testing.T) {
-	s, _, _ := openTestStore(t)
+	forEachEngine(t, testAcquireFirstTakesTheFirstFreeCandidate)
+}
+
+func testAcquireFirstTakesTheFirstFreeCandidate(t *testing.T, e engine) {
+	s, _, _ := e.open(t)
 	cand := func(n int64, verified bool) Candidate {
 		return Candidate{Issue: n, Observed: Observed{Kind: KindIssue}, Verified: verified}
 	}
@@ -184,7 +198,11 @@ func TestAcquireFirstTakesTheFirstFreeCandidate(t *testing.T) {
 // The first free candidates are reported together, up to the first
 // verified one and at most MaxUnverified.
 func TestAcquireFirstReportsTheFirstUnverifiedCandidatesTogether(t *testing.T) {
-	s, _, _ := openTestStore(t)
+	forEachEngine(t, testAcquireFirstReportsTheFirstUnverifiedCandidatesTogether)
+}
+
+func testAcquireFirstReportsTheFirstUnverifiedCandidatesTogether(t *testing.T, e engine) {
+	s, _, _ := e.open(t)
 	var cands []Candidate
 	for n := int64(1); n <= 12; n++ {
 		cands = append(cands, Candidate{Issue: n, Observed: Observed{Kind: KindIssue}, Verified: n == 4})

@@ -39,7 +39,10 @@ func (s *Store) ResolveHolder(ctx context.Context, login string, id int64) (int6
 		return 0, fmt.Errorf("resolve holder %q: %w: empty login or negative ID", login, ErrInvalid)
 	}
 	var n int64
-	err := s.write(ctx, func(tx *gorm.DB, _ int64) error {
+	// No scope: one conditional UPDATE, which PostgreSQL evaluates on
+	// the latest row even when another write changed it meanwhile; a
+	// decision that read the row unresolved is one that came first.
+	err := s.write(ctx, scope{}, func(tx *gorm.DB, _ int64) error {
 		res := tx.Model(&leaseRow{}).Where("holder = ? AND holder_id IS NULL", login).Update("holder_id", id)
 		n = res.RowsAffected
 		return res.Error

@@ -11,8 +11,10 @@ import (
 // Holders are accounts: a renamed account keeps its lease (and the next
 // write shows the new login); a new account that takes the freed login
 // inherits nothing.
-func TestHoldersAreAccountsNotLogins(t *testing.T) {
-	s, _, _ := openTestStore(t)
+func TestHoldersAreAccountsNotLogins(t *testing.T) { forEachEngine(t, testHoldersAreAccountsNotLogins) }
+
+func testHoldersAreAccountsNotLogins(t *testing.T, e engine) {
+	s, _, _ := e.open(t)
 	alice := Holder{ID: 11, Login: "alice"}
 	first := mustAcquireAs(t, s, k42, alice, time.Hour)
 
@@ -57,8 +59,10 @@ func TestHoldersAreAccountsNotLogins(t *testing.T) {
 
 // The kind of a number is recorded at acquire and read back by List and
 // Current; a lease written before kinds were kept is KindUnknown.
-func TestAcquireRecordsTheKind(t *testing.T) {
-	s, _, _ := openTestStore(t)
+func TestAcquireRecordsTheKind(t *testing.T) { forEachEngine(t, testAcquireRecordsTheKind) }
+
+func testAcquireRecordsTheKind(t *testing.T, e engine) {
+	s, _, _ := e.open(t)
 	mustAcquireAs(t, s, Key{7, 1}, who("alice"), 0)
 	if _, err := s.Acquire(bg, Key{7, 2}, who("alice"), 0, Observed{Kind: KindPull}); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // The forge's word on each issue, kept in the ledger so that "the issue was
@@ -131,7 +132,7 @@ func (s *Store) EndIssue(ctx context.Context, k Key, why Reason, version int64, 
 	if k.RepoID <= 0 || k.Issue <= 0 || (why != ReasonClosed && why != ReasonMerged && why != ReasonDeleted) {
 		return Ended{}, fmt.Errorf("end %d#%d: %w: bad key or reason %q", k.RepoID, k.Issue, ErrInvalid, why)
 	}
-	out, err := s.onEvent(ctx, delivery, func(tx *gorm.DB, now int64) ([]Lease, error) {
+	out, err := s.onEvent(ctx, delivery, issueScope(k), func(tx *gorm.DB, now int64) ([]Lease, error) {
 		st, found, err := loadIssue(tx, k)
 		switch {
 		case err != nil:
@@ -167,7 +168,7 @@ func (s *Store) ReopenIssue(ctx context.Context, k Key, version int64, delivery 
 	if k.RepoID <= 0 || k.Issue <= 0 {
 		return Ended{}, fmt.Errorf("reopen %d#%d: %w: bad key", k.RepoID, k.Issue, ErrInvalid)
 	}
-	out, err := s.onEvent(ctx, delivery, func(tx *gorm.DB, now int64) ([]Lease, error) {
+	out, err := s.onEvent(ctx, delivery, issueScope(k), func(tx *gorm.DB, now int64) ([]Lease, error) {
 		return nil, tx.Model(&issueRow{}).Where("repo_id = ? AND issue = ? AND version <= ?", k.RepoID, k.Issue, version).
 			Updates(map[string]any{"closed": false, "deleted": false, "version": version, "checked_at": now}).Error
 	})
@@ -184,7 +185,7 @@ func (s *Store) EndRepo(ctx context.Context, repoID int64, delivery string) (End
 	if repoID <= 0 {
 		return Ended{}, fmt.Errorf("end repository %d: %w", repoID, ErrInvalid)
 	}
-	out, err := s.onEvent(ctx, delivery, func(tx *gorm.DB, now int64) ([]Lease, error) {
+	out, err := s.onEvent(ctx, delivery, repoScope(repoID), func(tx *gorm.DB, now int64) ([]Lease, error) {
 		// A deleted repository's numbers never come back: no later
 		// version can reopen them.
 		if err := tx.Model(&issueRow{}).Where("repo_id = ?", repoID).
@@ -218,12 +219,12 @@ func (s *Store) EndRepo(ctx context.Context, repoID int64, delivery string) (End
 	return out, nil
 }
 
-// onEvent runs fn, the effect of one forge event, in one write
+// onEvent runs fn, the effect of one forge event on sc, in one write
 // transaction, unless delivery (the webhook's ID; "" for none) had its
 // effect before.
-func (s *Store) onEvent(ctx context.Context, delivery string, fn func(tx *gorm.DB, now int64) ([]Lease, error)) (Ended, error) {
+func (s *Store) onEvent(ctx context.Context, delivery string, sc scope, fn func(tx *gorm.DB, now int64) ([]Lease, error)) (Ended, error) {
 	var out Ended
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+	err := s.write(ctx, sc, func(tx *gorm.DB, now int64) error {
 		out = Ended{}
 		dup, err := seen(tx, delivery, now)
 		if dup || err != nil {
@@ -256,7 +257,10 @@ func endLease(tx *gorm.DB, k Key, why Reason, now int64) (*Lease, error) {
 const forgeActor = "gitea"
 
 // seen records delivery as done and says whether it was done already;
-// deliveries older than deliveryMemory are forgotten on the way.
+// deliveries older than deliveryMemory are forgotten on the way. The
+// delivery's row is claimed by inserting it, whatever its scope: a second
+// delivery of it waits on PostgreSQL for the first to commit (or roll
+// back), and then finds it, however the two interleave.
 func seen(tx *gorm.DB, delivery string, now int64) (bool, error) {
 	if delivery == "" {
 		return false, nil
@@ -264,14 +268,11 @@ func seen(tx *gorm.DB, delivery string, now int64) (bool, error) {
 	if len(delivery) > 64 {
 		return false, fmt.Errorf("%w: delivery ID longer than 64 bytes", ErrInvalid)
 	}
-	var n int64
-	if err := tx.Model(&deliveryRow{}).Where("id = ?", delivery).Count(&n).Error; err != nil || n > 0 {
-		return n > 0, err
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&deliveryRow{ID: delivery, At: now})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error == nil, res.Error
 	}
-	if err := tx.Where("at < ?", now-deliveryMemory).Delete(&deliveryRow{}).Error; err != nil {
-		return false, err
-	}
-	return false, tx.Create(&deliveryRow{ID: delivery, At: now}).Error
+	return false, tx.Where("at < ?", now-deliveryMemory).Delete(&deliveryRow{}).Error
 }
 
 // LiveRepos returns the repositories that have live leases (for the

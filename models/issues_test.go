@@ -15,8 +15,12 @@ func seenAt(v int64) Observed { return Observed{Kind: KindIssue, Version: v} }
 // The coherence invariant, one interleaving at a time: an acquire that
 // looked at the forge at version 5, and a close recorded at version 10.
 func TestCloseAndAcquireInterleavings(t *testing.T) {
+	forEachEngine(t, testCloseAndAcquireInterleavings)
+}
+
+func testCloseAndAcquireInterleavings(t *testing.T, e engine) {
 	t.Run("close recorded before the acquire commits", func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := e.open(t)
 		if _, err := s.EndIssue(bg, k42, ReasonClosed, 10, ""); err != nil {
 			t.Fatal(err)
 		}
@@ -30,7 +34,7 @@ func TestCloseAndAcquireInterleavings(t *testing.T) {
 		}
 	})
 	t.Run("close recorded after the acquire committed", func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := e.open(t)
 		l, err := s.Acquire(bg, k42, who("alice"), time.Minute, seenAt(5))
 		if err != nil {
 			t.Fatal(err)
@@ -55,7 +59,7 @@ func TestCloseAndAcquireInterleavings(t *testing.T) {
 		}
 	})
 	t.Run("reopened", func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := e.open(t)
 		first := mustAcquireAs(t, s, k42, who("alice"), 0)
 		mustEnd(t, s, k42, ReasonClosed, 10, "")
 		if _, err := s.ReopenIssue(bg, k42, 8, ""); err != nil { // older than the close: ignored
@@ -76,7 +80,7 @@ func TestCloseAndAcquireInterleavings(t *testing.T) {
 		}
 	})
 	t.Run("a missed reopen is repaired by a newer look at the forge", func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := e.open(t)
 		mustEnd(t, s, k42, ReasonClosed, 10, "")
 		if _, err := s.Acquire(bg, k42, who("alice"), 0, seenAt(11)); err != nil {
 			t.Fatalf("acquire having seen the issue open at a newer version: %v", err)
@@ -87,7 +91,7 @@ func TestCloseAndAcquireInterleavings(t *testing.T) {
 		}
 	})
 	t.Run("a repeated delivery has no second effect", func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := e.open(t)
 		mustAcquireAs(t, s, k42, who("alice"), 0)
 		if ended := mustEnd(t, s, k42, ReasonClosed, 10, "d-1"); len(ended.Leases) != 1 || ended.Duplicate {
 			t.Fatalf("first delivery: %+v", ended)
@@ -104,7 +108,7 @@ func TestCloseAndAcquireInterleavings(t *testing.T) {
 		}
 	})
 	t.Run("repository deleted", func(t *testing.T) {
-		s, _, _ := openTestStore(t)
+		s, _, _ := e.open(t)
 		mustAcquireAs(t, s, k42, who("alice"), 0)
 		mustAcquireAs(t, s, Key{7, 43}, who("bob"), time.Hour)
 		mustAcquireAs(t, s, Key{8, 1}, who("bob"), time.Hour) // another repository
@@ -131,10 +135,12 @@ func TestCloseAndAcquireInterleavings(t *testing.T) {
 // close has been recorded no lease on the issue is live, and every acquire
 // that succeeded committed before the close (its tenure is what the close
 // ended, or an earlier one).
-func TestCloseRacingAcquires(t *testing.T) {
+func TestCloseRacingAcquires(t *testing.T) { forEachEngine(t, testCloseRacingAcquires) }
+
+func testCloseRacingAcquires(t *testing.T, e engine) {
+	s, _, _ := e.open(t)
 	for round := range 20 {
-		s, _, _ := openTestStore(t)
-		k := Key{RepoID: 9, Issue: int64(round + 1)}
+		k := Key{RepoID: 9, Issue: int64(round + 1)} // an issue of its own
 		var wg sync.WaitGroup
 		start := make(chan struct{})
 		for i := range 8 {

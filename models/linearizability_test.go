@@ -319,16 +319,18 @@ func linSeed(t testing.TB) int64 {
 	return time.Now().UnixNano()
 }
 
-// Sixteen clients, two store handles on one file (as two processes would
+// Sixteen clients, two store handles on one ledger (as two processes would
 // have), at least 10,000 operations at CI size, short ttls and a moving
 // clock: the recorded history must be linearizable.
-func TestLinearizabilityOfTheLedger(t *testing.T) {
+func TestLinearizabilityOfTheLedger(t *testing.T) { forEachEngine(t, testLinearizabilityOfTheLedger) }
+
+func testLinearizabilityOfTheLedger(t *testing.T, e engine) {
 	scale := leasemodel.Scale(t)
 	seed := linSeed(t)
 	t.Logf("seed %d (COLLAB_LIN_SEED), scale %d (COLLAB_STRESS_SCALE)", seed, scale)
 	clock := &linClock{}
 	clock.sec.Store(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC).Unix())
-	path := t.TempDir() + "/collab.db"
+	path := e.newDB(t)
 	var ledgers []linLedger
 	var stores []*Store
 	for range 2 {
@@ -373,7 +375,8 @@ func TestLinearizabilityOfTheLedger(t *testing.T) {
 }
 
 // The checker is only worth its silence if it speaks up: each broken store
-// below must yield a history it calls Illegal.
+// below must yield a history it calls Illegal. (A test of the checker: it
+// runs on SQLite alone.)
 func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -427,7 +430,7 @@ type deletingRelease struct{ *Store }
 
 func (d deletingRelease) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
 	var out *Lease
-	err := d.write(ctx, func(tx *gorm.DB, now int64) error {
+	err := d.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
 		row, found, err := load(tx, k)
 		if err != nil || !found || row.Holder == nil {
 			return err
@@ -485,7 +488,7 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Dur
 	}
 	runtime.Gosched()
 	var out Lease
-	err = s.write(ctx, func(tx *gorm.DB, now int64) error {
+	err = s.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
 		row, found, err := load(tx, k)
 		if err != nil {
 			return err
@@ -562,7 +565,7 @@ func secondEarlier(t *time.Time) *time.Time {
 type closeKeepsLease struct{ *Store }
 
 func (c closeKeepsLease) EndIssue(ctx context.Context, k Key, why Reason, version int64, delivery string) (Ended, error) {
-	return Ended{}, c.write(ctx, func(tx *gorm.DB, now int64) error {
+	return Ended{}, c.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
 		var st issueRow
 		err := tx.Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Take(&st).Error
 		switch {

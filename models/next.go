@@ -63,7 +63,8 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 		}
 	}
 	var out Lease
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+	// The whole repository: "none" must hold for every candidate at once.
+	err := s.write(ctx, repoScope(repoID), func(tx *gorm.DB, now int64) error {
 		held, err := liveIssues(tx, repoID, now)
 		if err != nil {
 			return err
@@ -105,10 +106,12 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 	return out, nil
 }
 
+var liveIssuesSQL = sqlStmt("SELECT issue FROM leases WHERE repo_id = ? AND " + liveSQL)
+
 // liveIssues returns the numbers of the repository's live leases.
 func liveIssues(tx *gorm.DB, repoID, now int64) (map[int64]bool, error) {
 	c, ctx := conn(tx)
-	rows, err := c.QueryContext(ctx, "SELECT issue FROM leases WHERE repo_id = ? AND "+liveSQL, repoID, now)
+	rows, err := c.QueryContext(ctx, liveIssuesSQL.in(tx), repoID, now)
 	if err != nil {
 		return nil, err
 	}

@@ -33,7 +33,7 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 		return Lease{}, fmt.Errorf("acquire %d#%d: %w: unknown kind %d", k.RepoID, k.Issue, ErrInvalid, kind)
 	}
 	var out Lease
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+	err := s.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
 		if err := admit(tx, k, obs, now); err != nil {
 			return err
 		}
@@ -93,7 +93,7 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 		return Lease{}, fmt.Errorf("renew %d#%d: %w", k.RepoID, k.Issue, err)
 	}
 	var out Lease
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+	err := s.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
 		row, found, err := load(tx, k)
 		if err != nil {
 			return err
@@ -138,7 +138,7 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 		return nil, fmt.Errorf("release %d#%d: %w", k.RepoID, k.Issue, err)
 	}
 	var out *Lease
-	err := s.write(ctx, func(tx *gorm.DB, now int64) error {
+	err := s.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
 		row, found, err := load(tx, k)
 		if err != nil {
 			return err

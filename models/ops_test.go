@@ -10,7 +10,11 @@ import (
 var k42 = Key{RepoID: 7, Issue: 42}
 
 func TestAcquireFreeIssueReturnsToken1(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testAcquireFreeIssueReturnsToken1)
+}
+
+func testAcquireFreeIssueReturnsToken1(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	l := mustAcquire(t, s, k42, "alice", 0)
 	if l.Token != 1 || l.Holder.Login != "alice" || l.Key != k42 {
 		t.Fatalf("got %+v, want alice token 1", l)
@@ -21,7 +25,11 @@ func TestAcquireFreeIssueReturnsToken1(t *testing.T) {
 }
 
 func TestAcquireTTLSetsExpiryAndNoTTLIsOpenEnded(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testAcquireTTLSetsExpiryAndNoTTLIsOpenEnded)
+}
+
+func testAcquireTTLSetsExpiryAndNoTTLIsOpenEnded(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	l := mustAcquire(t, s, k42, "alice", 5*time.Minute)
 	if l.ExpiresAt == nil || !l.ExpiresAt.Equal(clock.Now().Add(5*time.Minute)) {
 		t.Fatalf("expires_at %v, want now+5m", l.ExpiresAt)
@@ -32,8 +40,10 @@ func TestAcquireTTLSetsExpiryAndNoTTLIsOpenEnded(t *testing.T) {
 	}
 }
 
-func TestSecondAcquirerIsHeld(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestSecondAcquirerIsHeld(t *testing.T) { forEachEngine(t, testSecondAcquirerIsHeld) }
+
+func testSecondAcquirerIsHeld(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	_, err := s.Acquire(bg, k42, who("bob"), time.Minute, Observed{Kind: KindIssue})
 	var held *HeldError
@@ -46,7 +56,11 @@ func TestSecondAcquirerIsHeld(t *testing.T) {
 }
 
 func TestReacquireByHolderIsIdempotent(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testReacquireByHolderIsIdempotent)
+}
+
+func testReacquireByHolderIsIdempotent(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	first := mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(30 * time.Second)
 	again := mustAcquire(t, s, k42, "alice", 10*time.Minute)
@@ -64,7 +78,11 @@ func TestReacquireByHolderIsIdempotent(t *testing.T) {
 }
 
 func TestAcquireAfterExpiryTakesOverAndBumpsToken(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testAcquireAfterExpiryTakesOverAndBumpsToken)
+}
+
+func testAcquireAfterExpiryTakesOverAndBumpsToken(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(time.Minute + time.Second)
 	l := mustAcquire(t, s, k42, "bob", time.Minute)
@@ -74,7 +92,11 @@ func TestAcquireAfterExpiryTakesOverAndBumpsToken(t *testing.T) {
 }
 
 func TestAcquireAtExactExpiryInstantTakesOver(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testAcquireAtExactExpiryInstantTakesOver)
+}
+
+func testAcquireAtExactExpiryInstantTakesOver(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(time.Minute - time.Second)
 	if _, err := s.Acquire(bg, k42, who("bob"), time.Minute, Observed{Kind: KindIssue}); !errors.Is(err, ErrHeld) {
@@ -90,8 +112,10 @@ func TestAcquireAtExactExpiryInstantTakesOver(t *testing.T) {
 	}
 }
 
-func TestRenewExtendsAndKeepsToken(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestRenewExtendsAndKeepsToken(t *testing.T) { forEachEngine(t, testRenewExtendsAndKeepsToken) }
+
+func testRenewExtendsAndKeepsToken(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	first := mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(50 * time.Second)
 	l, err := s.Renew(bg, k42, who("alice"), time.Hour)
@@ -108,7 +132,11 @@ func TestRenewExtendsAndKeepsToken(t *testing.T) {
 }
 
 func TestRenewByNonHolderOrAfterExpiryIsNotHolder(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testRenewByNonHolderOrAfterExpiryIsNotHolder)
+}
+
+func testRenewByNonHolderOrAfterExpiryIsNotHolder(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	_, err := s.Renew(bg, k42, who("bob"), time.Minute)
 	var nh *NotHolderError
@@ -125,8 +153,10 @@ func TestRenewByNonHolderOrAfterExpiryIsNotHolder(t *testing.T) {
 	}
 }
 
-func TestReleaseRules(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestReleaseRules(t *testing.T) { forEachEngine(t, testReleaseRules) }
+
+func testReleaseRules(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 
 	_, err := s.Release(bg, k42, who("bob"))
@@ -162,7 +192,11 @@ func TestReleaseRules(t *testing.T) {
 }
 
 func TestListShowsOnlyLiveLeasesOldestFirst(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testListShowsOnlyLiveLeasesOldestFirst)
+}
+
+func testListShowsOnlyLiveLeasesOldestFirst(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, Key{7, 5}, "alice", time.Minute) // expires
 	clock.Advance(time.Second)
 	mustAcquire(t, s, Key{7, 9}, "bob", 0)
@@ -199,7 +233,11 @@ func TestListShowsOnlyLiveLeasesOldestFirst(t *testing.T) {
 }
 
 func TestCurrentNoneAfterExpiryAndOpenEndedNeverExpires(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testCurrentNoneAfterExpiryAndOpenEndedNeverExpires)
+}
+
+func testCurrentNoneAfterExpiryAndOpenEndedNeverExpires(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Second)
 	mustAcquire(t, s, Key{7, 43}, "bob", 0)
 	clock.Advance(time.Second)
@@ -213,8 +251,10 @@ func TestCurrentNoneAfterExpiryAndOpenEndedNeverExpires(t *testing.T) {
 	}
 }
 
-func TestTokensIncreaseAcrossHolders(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestTokensIncreaseAcrossHolders(t *testing.T) { forEachEngine(t, testTokensIncreaseAcrossHolders) }
+
+func testTokensIncreaseAcrossHolders(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	for i, h := range []string{"alice", "bob", "alice"} {
 		l := mustAcquire(t, s, k42, h, time.Minute)
 		if l.Token != int64(i+1) {
@@ -225,7 +265,11 @@ func TestTokensIncreaseAcrossHolders(t *testing.T) {
 }
 
 func TestTokenNeverResetsAfterReleaseExpiryOrReads(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testTokenNeverResetsAfterReleaseExpiryOrReads)
+}
+
+func testTokenNeverResetsAfterReleaseExpiryOrReads(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	if _, err := s.Release(bg, k42, who("alice")); err != nil {
 		t.Fatal(err)
@@ -252,7 +296,11 @@ func TestTokenNeverResetsAfterReleaseExpiryOrReads(t *testing.T) {
 }
 
 func TestZombieHolderCannotRenewOrReleaseAfterTakeover(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+	forEachEngine(t, testZombieHolderCannotRenewOrReleaseAfterTakeover)
+}
+
+func testZombieHolderCannotRenewOrReleaseAfterTakeover(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)
 	clock.Advance(time.Minute)
 	bob := mustAcquire(t, s, k42, "bob", time.Minute)
@@ -267,8 +315,10 @@ func TestZombieHolderCannotRenewOrReleaseAfterTakeover(t *testing.T) {
 	}
 }
 
-func TestBoundaries(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestBoundaries(t *testing.T) { forEachEngine(t, testBoundaries) }
+
+func testBoundaries(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	// ttl of one second: live for exactly that second.
 	l := mustAcquire(t, s, Key{1, 1}, "alice", time.Second)
 	if !l.ExpiresAt.Equal(clock.Now().Add(time.Second)) {
@@ -299,7 +349,11 @@ func TestBoundaries(t *testing.T) {
 }
 
 func TestInvalidRequestsChangeNothing(t *testing.T) {
-	s, _, _ := openTestStore(t)
+	forEachEngine(t, testInvalidRequestsChangeNothing)
+}
+
+func testInvalidRequestsChangeNothing(t *testing.T, e engine) {
+	s, _, _ := e.open(t)
 	cases := []struct {
 		name string
 		call func() error
@@ -337,8 +391,10 @@ func TestInvalidRequestsChangeNothing(t *testing.T) {
 	}
 }
 
-func TestHistoryRecordsEveryChange(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestHistoryRecordsEveryChange(t *testing.T) { forEachEngine(t, testHistoryRecordsEveryChange) }
+
+func testHistoryRecordsEveryChange(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	mustAcquire(t, s, k42, "alice", time.Minute)                         // acquire 1
 	mustAcquire(t, s, k42, "alice", 2*time.Minute)                       // reacquire 1
 	if _, err := s.Renew(bg, k42, who("alice"), time.Hour); err != nil { // renew 1

@@ -12,8 +12,10 @@ import (
 
 // ListPage pages, filters and counts in the query: the same leases as
 // List, in the same order, a page at a time.
-func TestListPage(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestListPage(t *testing.T) { forEachEngine(t, testListPage) }
+
+func testListPage(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	for n := int64(1); n <= 7; n++ {
 		kind := KindIssue
 		if n%3 == 0 {

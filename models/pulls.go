@@ -57,7 +57,8 @@ func (s *Store) RecordPull(ctx context.Context, p Pull, delivery string) (bool, 
 		return false, fmt.Errorf("record pull %d#%d: %w", p.RepoID, p.Number, ErrInvalid)
 	}
 	changed := false
-	_, err := s.onEvent(ctx, delivery, func(tx *gorm.DB, now int64) ([]Lease, error) {
+	// A pull request's number is an issue number of its repository.
+	_, err := s.onEvent(ctx, delivery, issueScope(Key{RepoID: p.RepoID, Issue: p.Number}), func(tx *gorm.DB, now int64) ([]Lease, error) {
 		changed = false
 		var rows []pullRow
 		if err := tx.Where("repo_id = ? AND number = ?", p.RepoID, p.Number).Limit(1).Find(&rows).Error; err != nil {

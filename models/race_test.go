@@ -16,7 +16,11 @@ import (
 // Thirty-two goroutines, each with its own database handle (its own
 // connection pool, as separate processes would have), race for one issue.
 func TestRaceSeparateHandlesExactlyOneAcquires(t *testing.T) {
-	_, clock, path := openTestStore(t)
+	forEachEngine(t, testRaceSeparateHandlesExactlyOneAcquires)
+}
+
+func testRaceSeparateHandlesExactlyOneAcquires(t *testing.T, e engine) {
+	_, clock, path := e.open(t)
 	const n = 32
 	stores := make([]*Store, n)
 	for i := range stores {
@@ -59,10 +63,14 @@ func TestRaceSeparateHandlesExactlyOneAcquires(t *testing.T) {
 // The same race with separate OS processes on one file: the test binary
 // re-executes itself as the racers.
 func TestRaceSeparateProcessesExactlyOneAcquires(t *testing.T) {
+	forEachEngine(t, testRaceSeparateProcessesExactlyOneAcquires)
+}
+
+func testRaceSeparateProcessesExactlyOneAcquires(t *testing.T, e engine) {
 	if os.Getenv("COLLAB_TEST_RACER") != "" {
 		return
 	}
-	_, _, path := openTestStore(t)
+	_, _, path := e.open(t)
 	const n = 8
 	type racer struct {
 		cmd *exec.Cmd
@@ -185,8 +193,10 @@ func (m *model) acquire(k Key, h string, ttl int64, now int64) (token int64, hel
 
 // A thousand random operations by several holders on a few issues, each
 // checked against the model, with time jumping so that leases expire.
-func TestRandomOperationsMatchModel(t *testing.T) {
-	s, clock, _ := openTestStore(t)
+func TestRandomOperationsMatchModel(t *testing.T) { forEachEngine(t, testRandomOperationsMatchModel) }
+
+func testRandomOperationsMatchModel(t *testing.T, e engine) {
+	s, clock, _ := e.open(t)
 	rng := rand.New(rand.NewSource(42))
 	m := &model{rows: map[Key]*modelRow{}}
 	holders := []string{"alice", "bob", "carol", "dave"}

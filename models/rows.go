@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strconv"
+	"strings"
 
 	"gorm.io/gorm"
 )
@@ -16,28 +18,66 @@ import (
 // goes"). So they go straight to the transaction gorm opened (its
 // connection pool inside a transaction is the *sql.Tx), with the same SQL.
 
+//
+// The driver sees them as written, so each is kept in the form of both
+// engines: SQLite's ? placeholders and PostgreSQL's $1, $2, …; otherwise
+// the SQL is the same.
+
 // conn is the transaction of tx, to run statements on directly.
 func conn(tx *gorm.DB) (gorm.ConnPool, context.Context) {
 	return tx.Statement.ConnPool, tx.Statement.Context
 }
 
-func execSQL(tx *gorm.DB, query string, args ...any) error {
+// stmt is one statement written out, for each engine.
+type stmt struct{ sqlite, postgres string }
+
+// sqlStmt is q, written with ? placeholders, for both engines.
+func sqlStmt(q string) stmt {
+	var b strings.Builder
+	n := 0
+	for _, r := range q {
+		if r != '?' {
+			b.WriteRune(r)
+			continue
+		}
+		n++
+		b.WriteString("$" + strconv.Itoa(n))
+	}
+	return stmt{sqlite: q, postgres: b.String()}
+}
+
+// in is q as tx's engine reads it.
+func (q stmt) in(tx *gorm.DB) string {
+	if tx.Dialector.Name() == "postgres" {
+		return q.postgres
+	}
+	return q.sqlite
+}
+
+func execSQL(tx *gorm.DB, q stmt, args ...any) error {
 	c, ctx := conn(tx)
-	_, err := c.ExecContext(ctx, query, args...)
+	_, err := c.ExecContext(ctx, q.in(tx), args...)
 	return err
 }
 
-func queryRow(tx *gorm.DB, query string, args ...any) *sql.Row {
+func queryRow(tx *gorm.DB, q stmt, args ...any) *sql.Row {
 	c, ctx := conn(tx)
-	return c.QueryRowContext(ctx, query, args...)
+	return c.QueryRowContext(ctx, q.in(tx), args...)
 }
 
 const leaseColumns = "repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at"
 
+var (
+	loadSQL        = sqlStmt("SELECT " + leaseColumns + " FROM leases WHERE repo_id = ? AND issue = ?")
+	insertLeaseSQL = sqlStmt("INSERT INTO leases (" + leaseColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
+	updateLeaseSQL = sqlStmt("UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ? WHERE repo_id = ? AND issue = ?")
+	recordSQL      = sqlStmt("INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, previous, token, at, expires_at, acquired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+)
+
 // load reads k's lease row, if any.
 func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
 	var r leaseRow
-	err := queryRow(tx, "SELECT "+leaseColumns+" FROM leases WHERE repo_id = ? AND issue = ?", k.RepoID, k.Issue).
+	err := queryRow(tx, loadSQL, k.RepoID, k.Issue).
 		Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return leaseRow{}, false, nil
@@ -48,25 +88,31 @@ func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
 // store writes r, the whole row, over what k had (found) or as a new row.
 func store(tx *gorm.DB, r leaseRow, found bool) error {
 	if !found {
-		return execSQL(tx, "INSERT INTO leases ("+leaseColumns+") VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		return execSQL(tx, insertLeaseSQL,
 			r.RepoID, r.Issue, r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt)
 	}
-	return execSQL(tx, "UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ? WHERE repo_id = ? AND issue = ?",
+	return execSQL(tx, updateLeaseSQL,
 		r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.RepoID, r.Issue)
 }
 
 // record appends ev to the tenure history.
 func record(tx *gorm.DB, ev Event) error {
-	return execSQL(tx, "INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, previous, token, at, expires_at, acquired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	return execSQL(tx, recordSQL,
 		ev.RepoID, ev.Issue, ev.Action, ev.Holder, ev.HolderID, ev.Previous, ev.Token, ev.At, ev.ExpiresAt, ev.AcquiredAt)
 }
 
 const issueColumns = "repo_id, issue, kind, closed, deleted, version, checked_at"
 
+var (
+	loadIssueSQL   = sqlStmt("SELECT " + issueColumns + " FROM issue_states WHERE repo_id = ? AND issue = ?")
+	insertIssueSQL = sqlStmt("INSERT INTO issue_states (" + issueColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?)")
+	updateIssueSQL = sqlStmt("UPDATE issue_states SET kind = ?, closed = ?, deleted = ?, version = ?, checked_at = ? WHERE repo_id = ? AND issue = ?")
+)
+
 // loadIssue reads what the ledger knows of k's state at the forge, if any.
 func loadIssue(tx *gorm.DB, k Key) (issueRow, bool, error) {
 	var r issueRow
-	err := queryRow(tx, "SELECT "+issueColumns+" FROM issue_states WHERE repo_id = ? AND issue = ?", k.RepoID, k.Issue).
+	err := queryRow(tx, loadIssueSQL, k.RepoID, k.Issue).
 		Scan(&r.RepoID, &r.Issue, &r.Kind, &r.Closed, &r.Deleted, &r.Version, &r.CheckedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return issueRow{}, false, nil
@@ -77,9 +123,9 @@ func loadIssue(tx *gorm.DB, k Key) (issueRow, bool, error) {
 // storeIssue writes r, the whole row, over what it had (found) or as new.
 func storeIssue(tx *gorm.DB, r issueRow, found bool) error {
 	if !found {
-		return execSQL(tx, "INSERT INTO issue_states ("+issueColumns+") VALUES (?, ?, ?, ?, ?, ?, ?)",
+		return execSQL(tx, insertIssueSQL,
 			r.RepoID, r.Issue, r.Kind, r.Closed, r.Deleted, r.Version, r.CheckedAt)
 	}
-	return execSQL(tx, "UPDATE issue_states SET kind = ?, closed = ?, deleted = ?, version = ?, checked_at = ? WHERE repo_id = ? AND issue = ?",
+	return execSQL(tx, updateIssueSQL,
 		r.Kind, r.Closed, r.Deleted, r.Version, r.CheckedAt, r.RepoID, r.Issue)
 }

@@ -49,7 +49,7 @@ func (s *Store) EndSessions(ctx context.Context, userID int64) (int64, error) {
 		return 0, fmt.Errorf("end sessions of account %d: %w", userID, ErrInvalid)
 	}
 	var epoch int64
-	err := s.write(ctx, func(tx *gorm.DB, _ int64) error {
+	err := s.write(ctx, accountScope(userID), func(tx *gorm.DB, _ int64) error {
 		var rows []sessionEpochRow
 		if err := tx.Where("user_id = ?", userID).Limit(1).Find(&rows).Error; err != nil {
 			return err

@@ -6,7 +6,11 @@ import (
 )
 
 func TestSessionEpochsOnlyGrowAndOutliveTheStore(t *testing.T) {
-	s, clock, path := openTestStore(t)
+	forEachEngine(t, testSessionEpochsOnlyGrowAndOutliveTheStore)
+}
+
+func testSessionEpochsOnlyGrowAndOutliveTheStore(t *testing.T, e engine) {
+	s, clock, path := e.open(t)
 	alice, bob := who("alice").ID, who("bob").ID
 	epoch := func(s *Store, id int64) int64 {
 		t.Helper()

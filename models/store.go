@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,8 +18,11 @@ import (
 	"gorm.io/gorm/logger"
 )
 
-// schemaVersion is stored in SQLite's user_version. A database written by a
-// newer schema is refused rather than silently misread.
+// schemaVersion is stored in SQLite's user_version, and in PostgreSQL's
+// table collab_schema: the same numbers on both engines. A database
+// written by a newer schema is refused rather than silently misread.
+// PostgreSQL ledgers begin at version 6: nothing older was ever written
+// there.
 //
 //   - 1: holders by login.
 //   - 2: holders by forge account ID (holder_id; the login is only shown),
@@ -45,13 +49,20 @@ const maxTTLBound = 100 * 365 * 24 * time.Hour
 // at a time; write retries in Go between slices, watching the context.
 const sqliteBusySlice = 50 * time.Millisecond
 
-// Store is the lease ledger on one SQLite file. It is safe for concurrent use
-// by many goroutines, and several Stores (or processes) may share one file:
-// SQLite's write lock, taken at BEGIN, is what serializes decisions.
+// Store is the lease ledger on one SQLite file or one PostgreSQL database.
+// It is safe for concurrent use by many goroutines, and several Stores (or
+// processes) may share one ledger: on SQLite, the write lock taken at BEGIN
+// is what serializes decisions; on PostgreSQL, the locks each write takes
+// on what it decides about (postgres.go).
 type Store struct {
-	db     *gorm.DB
-	clock  Clock
-	maxTTL time.Duration
+	db *gorm.DB
+	pg bool // on PostgreSQL (postgres.go), else SQLite
+	// serializable: on PostgreSQL, run writes SERIALIZABLE, retrying on
+	// serialization failures, instead of taking their locks (only the
+	// benchmark that compares the two sets it; see postgres.go).
+	serializable bool
+	clock        Clock
+	maxTTL       time.Duration
 	// busyTimeout bounds one write's wait for the lock, in total.
 	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach
@@ -92,12 +103,11 @@ func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyT
 // limit beyond about a century).
 func WithMaxTTL(d time.Duration) Option { return func(o *options) { o.maxTTL = d } }
 
-// Open opens (creating if needed) the ledger at path and migrates its schema.
-// The connection runs in WAL mode with synchronous=FULL, so an acknowledged
-// write survives a crash, and takes the write lock at BEGIN (BEGIN
-// IMMEDIATE), so a transaction that reads and then writes cannot be
-// overtaken between the two.
-func Open(path string, opts ...Option) (*Store, error) {
+// Open opens the ledger db and migrates its schema: a PostgreSQL database
+// if db is a postgres:// or postgresql:// URL (IsPostgres; the database
+// must exist, see openPostgres), else a SQLite file at that path, created
+// if needed.
+func Open(db string, opts ...Option) (*Store, error) {
 	o := options{clock: SystemClock{}, busyTimeout: 5 * time.Second}
 	for _, opt := range opts {
 		opt(&o)
@@ -105,6 +115,18 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if o.maxTTL <= 0 || o.maxTTL > maxTTLBound {
 		o.maxTTL = maxTTLBound
 	}
+	if IsPostgres(db) {
+		return openPostgres(db, o)
+	}
+	return openSQLite(db, o)
+}
+
+// openSQLite opens (creating if needed) the SQLite ledger at path. The
+// connection runs in WAL mode with synchronous=FULL, so an acknowledged
+// write survives a crash, and takes the write lock at BEGIN (BEGIN
+// IMMEDIATE), so a transaction that reads and then writes cannot be
+// overtaken between the two.
+func openSQLite(path string, o options) (*Store, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -146,6 +168,14 @@ func Open(path string, opts ...Option) (*Store, error) {
 	return s, nil
 }
 
+// ledgerModels are the ledger's tables, as migrations create them on both
+// engines.
+func ledgerModels() []any {
+	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}}
+}
+
+// migrate brings a SQLite ledger to schemaVersion (migratePostgres is
+// PostgreSQL's).
 func (s *Store) migrate() error {
 	var mode string
 	if err := s.db.Raw("PRAGMA journal_mode").Scan(&mode).Error; err != nil {
@@ -167,7 +197,7 @@ func (s *Store) migrate() error {
 			if version > schemaVersion {
 				return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
 			}
-			if err := tx.AutoMigrate(&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}); err != nil {
+			if err := tx.AutoMigrate(ledgerModels()...); err != nil {
 				return err
 			}
 			return tx.Exec(fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)).Error
@@ -212,8 +242,12 @@ func (s *Store) retryBusy(ctx context.Context, txn func(db *gorm.DB) error) erro
 	}
 }
 
-// mapDBError turns the driver's "locked" answers and expired deadlines into
-// ErrBusy, once, at the storage boundary. Lease outcomes pass unchanged.
+// mapDBError turns the drivers' answers that mean "not now" into the
+// sentinels, once, at the storage boundary: SQLite's "locked", a
+// PostgreSQL lock wait or serialization failure that outlived the
+// deadline, and expired deadlines into ErrBusy; a PostgreSQL server that
+// cannot be reached, or is shutting down, into ErrUnreachable (see
+// pgUnreachable). Lease outcomes pass unchanged.
 func mapDBError(err error) error {
 	if err == nil {
 		return nil
@@ -222,8 +256,24 @@ func mapDBError(err error) error {
 	if errors.As(err, &se) && (se.Code == sqlite3.ErrBusy || se.Code == sqlite3.ErrLocked) {
 		return fmt.Errorf("%w: %v", ErrBusy, err)
 	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: %v", ErrBusy, err)
+	if pgUnreachable(err) {
+		return fmt.Errorf("%w: %v", ErrUnreachable, oneLine{err})
+	}
+	if pgBusy(err) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: %v", ErrBusy, oneLine{err})
+	}
+	if strings.Contains(err.Error(), "\n") {
+		return oneLine{err}
 	}
 	return err
 }
+
+// oneLine is an error whose message is one line: pgx puts each address
+// it tried on a line of its own.
+type oneLine struct{ err error }
+
+func (e oneLine) Error() string {
+	return strings.NewReplacer(":\n\t", ": ", "\n\t", "; ", "\n", " ").Replace(e.err.Error())
+}
+
+func (e oneLine) Unwrap() error { return e.err }

@@ -36,6 +36,8 @@ import (
 //     decrease.
 //
 // A write that is alone runs as before: BEGIN IMMEDIATE, fn, COMMIT.
+//
+// On PostgreSQL there is no queue and no batch: see postgres.go.
 
 // defaultMaxBatch bounds how many writes one transaction decides.
 const defaultMaxBatch = 128
@@ -68,8 +70,17 @@ func (r *writeReq) finished() bool {
 // fns (see above). now is read after the lock is held, so the decision and
 // its timestamp belong to the same instant of the ledger's history. fn
 // must return a refusal (*HeldError, *NotHolderError) only if it wrote
-// nothing it wants kept; other errors fail the whole transaction.
-func (s *Store) write(ctx context.Context, fn func(tx *gorm.DB, now int64) error) error {
+// nothing it wants kept; other errors fail the whole transaction. fn may
+// run more than once (alone after a failed batch; again after a
+// serialization failure on PostgreSQL), so it sets its results afresh.
+//
+// sc is all that fn decides about: on PostgreSQL, it is what write locks
+// before fn runs (writePostgres); fn must read and write nothing else
+// that another write decides on.
+func (s *Store) write(ctx context.Context, sc scope, fn func(tx *gorm.DB, now int64) error) error {
+	if s.pg {
+		return s.writePostgres(ctx, sc, fn)
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.busyTimeout)
 	defer cancel()
 	r := &writeReq{ctx: ctx, fn: fn, done: make(chan struct{})}

@@ -9,6 +9,10 @@ import (
 	"gorm.io/gorm"
 )
 
+// These tests are about SQLite's group commit (write.go). PostgreSQL has
+// none (each write is its own transaction, see postgres.go); its write
+// path has its own tests in postgres_test.go.
+
 // queued runs write calls one after another into s's queue while the test
 // holds the write slot, so that they all end up in one batch, in this
 // order, once the slot is given back. It returns their errors.
@@ -81,7 +85,7 @@ func TestBatchMembersFailAlone(t *testing.T) {
 	boom := errors.New("boom")
 	writeThen := func(issue int64, err error) func() error {
 		return func() error {
-			return s.write(bg, func(tx *gorm.DB, now int64) error {
+			return s.write(bg, issueScope(Key{RepoID: 1, Issue: issue}), func(tx *gorm.DB, now int64) error {
 				h := "mallory"
 				if e := tx.Create(&leaseRow{RepoID: 1, Issue: issue, Holder: &h, Token: 1, AcquiredAt: now}).Error; e != nil {
 					return e
@@ -155,7 +159,7 @@ func TestExpiringMemberDoesNotAbortItsBatch(t *testing.T) {
 	var expired <-chan struct{}
 	fns := []func() error{
 		func() error {
-			return s.write(bg, func(tx *gorm.DB, now int64) error {
+			return s.write(bg, issueScope(Key{RepoID: 1, Issue: 1}), func(tx *gorm.DB, now int64) error {
 				<-expired
 				return store(tx, leaseRow{RepoID: 1, Issue: 1, Holder: new("alice"), HolderID: new(int64(7)), Kind: KindIssue, Token: 1, AcquiredAt: now}, false)
 			})

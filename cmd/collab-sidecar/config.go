@@ -17,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/routes"
@@ -32,8 +33,10 @@ type Config struct {
 	HTTPListen  string
 	// AdminListen is the address of the operators' endpoints (/metrics,
 	// /readyz, /healthz); "" when turned off.
-	AdminListen  string
-	DataDir      string
+	AdminListen string
+	DataDir     string
+	// DB is the ledger: a SQLite file, or a PostgreSQL URL, which may
+	// hold a password: show it only through models.Redact.
 	DB           string
 	PublicURL    string
 	WebhookURL   string // the base URL Gitea delivers webhooks to; PublicURL unless set
@@ -77,7 +80,7 @@ var settings = []setting{
 	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
 	{"admin-listen", "COLLAB_ADMIN_LISTEN", "127.0.0.1:" + defaultAdminPort, "address of the operators' HTTP server: /metrics, /readyz, /healthz (off: none); keep it off the public network"},
 	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + ", " + oauthAppFile + " and " + webhookSecretFile},
-	{"db", "COLLAB_DB", "", "ledger database file (default <data-dir>/" + ledgerFile + ")"},
+	{"db", "COLLAB_DB", "", "the ledger: a SQLite file (default <data-dir>/" + ledgerFile + "), or a PostgreSQL database, postgres://user@host/dbname (README: PostgreSQL)"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
 	{"webhook-url", "COLLAB_WEBHOOK_URL", "", "URL at which Gitea reaches this sidecar, if not the public URL (install registers <webhook-url>" + routes.WebhookPath + ")"},
 	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
@@ -275,6 +278,9 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 	}
 	if c.DB == "" {
 		c.DB = filepath.Join(c.DataDir, ledgerFile)
+	}
+	if err := models.CheckDB(c.DB); err != nil {
+		return c, fmt.Errorf("db %v", err)
 	}
 	durations := []struct {
 		name     string

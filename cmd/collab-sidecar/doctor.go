@@ -225,19 +225,22 @@ func checkDataDir(ctx context.Context, cfg Config) (string, error) {
 		}
 	}
 	found := cfg.DataDir + " private and writable"
-	if _, err := os.Stat(cfg.DB); err == nil {
+	// A PostgreSQL ledger is opened as serve opens it (which creates its
+	// tables in an empty database); a file only if serve created it.
+	db := models.Redact(cfg.DB)
+	if _, err := os.Stat(cfg.DB); err == nil || models.IsPostgres(cfg.DB) {
 		store, err := models.Open(cfg.DB)
 		if err != nil {
-			return "", fmt.Errorf("the ledger %s does not open: %v", cfg.DB, err)
+			return "", fmt.Errorf("the ledger does not open: %v", err)
 		}
 		defer store.Close()
 		n, err := store.CountLive(ctx)
 		if err != nil {
-			return "", fmt.Errorf("the ledger %s does not answer: %v", cfg.DB, err)
+			return "", fmt.Errorf("the ledger %s does not answer: %v", db, err)
 		}
-		found += fmt.Sprintf("; ledger %s opens, %d live leases", cfg.DB, n)
+		found += fmt.Sprintf("; ledger %s opens, %d live leases", db, n)
 	} else {
-		found += "; no ledger yet (serve creates " + cfg.DB + ")"
+		found += "; no ledger yet (serve creates " + db + ")"
 	}
 	return found, nil
 }

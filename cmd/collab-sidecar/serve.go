@@ -122,7 +122,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
 		CommandTimeout: operationTimeout(cfg), WriteTimeout: sshWriteTimeout, ConnDelta: met.connDelta,
 		MaxConnsPerAddr: cfg.MaxConnsPerAddr, MaxConnsPerAccount: cfg.MaxConnsPerAccount}
-	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", cfg.DB)
+	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", models.Redact(cfg.DB))
 	log.Info("http listening", "addr", httpL.Addr().String(), "public_url", cfg.PublicURL)
 
 	servers := []runner{
