@@ -86,12 +86,7 @@ func (a *AddrBudgets) For(addr string) Budget {
 	if err != nil {
 		return nil
 	}
-	ip = ip.Unmap()
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.Prefix(bits)
+	p := ClientPrefix(ip)
 	now := a.clock()
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -110,6 +105,20 @@ func (a *AddrBudgets) For(addr string) Budget {
 	}
 	b.used = now
 	return clockedBudget{lim: b.lim, clock: a.clock}
+}
+
+// ClientPrefix is one client as the limits per address count it (the
+// Gitea budgets here, SSH connections, live event streams): its IPv4
+// address, or the /64 of its IPv6 address, since one host usually holds a
+// whole /64 and could otherwise take a new address for every try.
+func ClientPrefix(ip netip.Addr) netip.Prefix {
+	ip = ip.Unmap()
+	bits := 32
+	if ip.Is6() {
+		bits = 64
+	}
+	p, _ := ip.Prefix(bits)
+	return p
 }
 
 // clockedBudget asks the bucket on the budgets' clock, so tests can

@@ -216,6 +216,10 @@ func (h *hub) since(f *feed, lastID string) []*LiveEvent {
 // expiries are told from the start.
 func (h *hub) seed(ctx context.Context, f *feed) error {
 	defer f.pub.Unlock()
+	// The read serves every watcher that joins meanwhile, so the first
+	// one's leaving must not cut it short.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hubReadTimeout)
+	defer cancel()
 	leases, err := h.ledger.List(ctx, f.repoID)
 	h.mu.Lock()
 	defer h.mu.Unlock()

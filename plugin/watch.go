@@ -87,8 +87,8 @@ func (w *Watch) check(ctx context.Context) error {
 	defer cancel()
 	r, err := w.s.repo(ctx, w.v, w.owner, w.name)
 	switch {
-	case errors.Is(err, ErrUnavailable) || errors.Is(err, context.DeadlineExceeded):
-		return nil // as last seen, until the forge answers
+	case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited) || errors.Is(err, context.DeadlineExceeded):
+		return nil // as last seen, until the forge answers (or the address's budget refills)
 	case err != nil:
 		return err
 	case r.ID != w.r.ID:

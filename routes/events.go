@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -92,6 +93,7 @@ type streams struct {
 type streamSlot struct {
 	viewer  int64
 	address string
+	session bool // its viewer is signed in by a session cookie
 	cancel  context.CancelFunc
 }
 
@@ -102,7 +104,8 @@ func newStreams(o StreamOptions) *streams {
 // take admits a stream of viewer (0: anonymous, counted by address only)
 // from address, or refuses it; the stream's context ends with ctx or at
 // shutdown. done gives the slot back.
-func (s *streams) take(ctx context.Context, viewer int64, address string) (_ context.Context, done func(), _ error) {
+func (s *streams) take(ctx context.Context, viewer int64, address string, session bool) (_ context.Context, done func(), _ error) {
+	address = streamAddress(address)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -112,7 +115,7 @@ func (s *streams) take(ctx context.Context, viewer int64, address string) (_ con
 		return nil, nil, errTooManyStreams
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	slot := &streamSlot{viewer: viewer, address: address, cancel: cancel}
+	slot := &streamSlot{viewer: viewer, address: address, session: session, cancel: cancel}
 	s.open[slot] = struct{}{}
 	if viewer != 0 {
 		s.byViewer[viewer]++
@@ -137,6 +140,28 @@ func (s *streams) give(slot *streamSlot) {
 	if s.byAddress[slot.address]--; s.byAddress[slot.address] <= 0 {
 		delete(s.byAddress, slot.address)
 	}
+}
+
+// endSessions ends the streams of viewer's browser sessions (it signed
+// out: its session cookies no longer count).
+func (s *streams) endSessions(viewer int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for slot := range s.open {
+		if slot.session && slot.viewer == viewer {
+			slot.cancel()
+		}
+	}
+}
+
+// streamAddress is the client as the cap per address counts it: its IPv4
+// address or its IPv6 /64 (plugin.ClientPrefix).
+func streamAddress(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	return plugin.ClientPrefix(a).String()
 }
 
 // closeAll ends every stream, and refuses new ones (the server is
@@ -164,7 +189,11 @@ func (h *handler) leaseEvents(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	ctx, done, err := h.streams.take(client, v.ID, c.RemoteIP())
+	// A viewer signed in by a session cookie (no token) must stay signed
+	// in: the stream ends when the cookie expires or its account signs
+	// out (here: at once; on another replica: at the next check).
+	session := v.ID != 0 && v.Token == ""
+	ctx, done, err := h.streams.take(client, v.ID, c.RemoteIP(), session)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -180,13 +209,27 @@ func (h *handler) leaseEvents(c *gin.Context) {
 		return
 	}
 	defer wt.Close()
-	h.stream(ctx, c.Writer, wt)
+	var still func() bool
+	if session {
+		req := c.Request
+		still = func() bool {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(client), h.timeout)
+			defer cancel()
+			u, ok, err := h.sessionOf(req.WithContext(ctx))
+			// A ledger that cannot answer right now ends nothing.
+			return err != nil || (ok && u.ID == v.ID)
+		}
+	}
+	h.stream(ctx, c.Writer, wt, still)
 }
 
 // stream writes wt's events to w until the client goes, a write does not
 // finish within the write timeout, or wt ends (the viewer lost access,
 // the stream fell behind: its client reconnects and resumes).
-func (h *handler) stream(ctx context.Context, w http.ResponseWriter, wt *plugin.Watch) {
+//
+// still, if set, says whether the viewer is still signed in; it is asked
+// once per heartbeat interval.
+func (h *handler) stream(ctx context.Context, w http.ResponseWriter, wt *plugin.Watch, still func() bool) {
 	// The server's write timeout, meant for short requests, would end the
 	// stream: each write below has a deadline of its own instead.
 	rc := http.NewResponseController(w)
@@ -196,7 +239,14 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, wt *plugin.
 	hd.Set("X-Accel-Buffering", "no") // a proxy must not hold events back
 	w.WriteHeader(http.StatusOK)
 	buf := []byte("retry: " + strconv.Itoa(streamRetry) + "\n\n")
+	checked := time.Now()
 	for {
+		if still != nil && time.Since(checked) >= h.streams.opts.Heartbeat {
+			if !still() {
+				return
+			}
+			checked = time.Now()
+		}
 		if buf != nil {
 			if err := h.send(rc, w, buf); err != nil {
 				return

@@ -74,11 +74,16 @@ func (h *handler) session(c *gin.Context) {
 // (a session ended by logout signs nobody in). An error: the ledger could
 // not tell the epoch.
 func (h *handler) signedIn(c *gin.Context) (plugin.User, bool, error) {
-	u, epoch, ok := h.cookies.session(c.Request, h.now())
+	return h.sessionOf(c.Request)
+}
+
+// sessionOf is signedIn for the request r (within r's context).
+func (h *handler) sessionOf(r *http.Request) (plugin.User, bool, error) {
+	u, epoch, ok := h.cookies.session(r, h.now())
 	if !ok {
 		return plugin.User{}, false, nil
 	}
-	current, err := h.leases.SessionEpoch(c.Request.Context(), u)
+	current, err := h.leases.SessionEpoch(r.Context(), u)
 	if err != nil {
 		return plugin.User{}, false, fmt.Errorf("session of %s: %w", u.Login, err)
 	}
@@ -188,6 +193,7 @@ func (h *handler) logout(c *gin.Context) {
 	}
 	if ok {
 		h.log.Info("signed out", "login", u.Login)
+		h.streams.endSessions(u.ID)
 	}
 	h.cookies.clear(c.Writer, sessionCookie, h.cookies.path)
 	h.reply(c, h.sessionView(nil))

@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/netip"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // takeSlot reserves one of MaxConns for a new connection. When all are
@@ -171,13 +173,7 @@ func addrOf(a net.Addr) netip.Prefix {
 	if err != nil {
 		return netip.Prefix{}
 	}
-	ip := ap.Addr().Unmap()
-	bits := 32
-	if ip.Is6() {
-		bits = 64
-	}
-	p, _ := ip.Prefix(bits)
-	return p
+	return plugin.ClientPrefix(ap.Addr())
 }
 
 // countAddr counts a new connection from addr. When addr already has
