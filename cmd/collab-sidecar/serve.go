@@ -63,7 +63,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hostKey, err := ssh.LoadOrCreateHostKey(filepath.Join(cfg.DataDir, hostKeyFile))
+	hostKey, err := ssh.LoadOrCreateHostKey(cfg.HostKey)
 	if err != nil {
 		return err
 	}
@@ -239,7 +239,7 @@ func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met 
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
 	}
-	key, err := loadOrCreateSessionKey(filepath.Join(cfg.DataDir, sessionKeyFile))
+	key, err := loadOrCreateSessionKey(cfg.SessionKey)
 	if err != nil {
 		return nil, err
 	}
