@@ -83,8 +83,9 @@ type Store struct {
 	onStep    func(back time.Duration)
 	// On PostgreSQL: the configuration Changes connects with, and the
 	// sender of Announce's notifications (notify.go).
-	pgCfg *pgx.ConnConfig
-	notes announcer
+	pgCfg     *pgx.ConnConfig
+	notes     announcer
+	listening atomic.Int64 // Changes connected and listening
 }
 
 // Option configures Open.

@@ -81,6 +81,9 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	var resolving sync.WaitGroup
 	resolving.Go(func() { resolveHolders(rctx, log, forge, store) })
 	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
+	// Changes other replicas on the same PostgreSQL database make wake
+	// this one's waiters and live events (nothing to follow on SQLite).
+	resolving.Go(func() { _ = leases.FollowChanges(rctx) })
 	resolving.Go(func() {
 		_ = leases.RunFences(rctx, plugin.FenceOptions{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted, Log: log.Warn})
 	})
