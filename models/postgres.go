@@ -106,6 +106,7 @@ const (
 	lockRepo
 	lockIssue
 	lockAccount
+	lockChore // a task one replica at a time does (Exclusive), by number
 )
 
 // scope is what one write decides about. SQLite's write lock covers the

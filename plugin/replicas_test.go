@@ -2,7 +2,10 @@ package plugin_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,4 +112,84 @@ func TestWatchSeesChangesOnAnotherReplica(t *testing.T) {
 	// or after b's release: it publishes nothing.
 	expectEvent(t, wt, contract.EventReleased, released(4))
 	quiet(t, wt)
+}
+
+// Replicas take turns at the reconcile: while one sweeps, another's
+// Reconcile does nothing and says so; afterwards it sweeps.
+func TestReconcileOnOneReplicaAtATime(t *testing.T) {
+	w, b := replicas(t)
+	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	w.forge.Close("acme/widgets", 1, false)
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	var first atomic.Bool
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method == "RepoName" && first.CompareAndSwap(false, true) {
+			close(entered) // b's sweep waits here, in the middle
+			<-proceed
+		}
+		return nil
+	})
+	type result struct {
+		ended int
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := b.Reconcile(bg, w.clock.Now())
+		done <- result{n, err}
+	}()
+	<-entered
+	if n, err := w.svc.Reconcile(bg, w.clock.Now()); !errors.Is(err, plugin.ErrReconciling) || n != 0 {
+		t.Fatalf("reconcile on a while b reconciles: %d %v, want ErrReconciling", n, err)
+	}
+	w.forge.SetHook(nil)
+	close(proceed)
+	if r := <-done; r.err != nil || r.ended != 1 {
+		t.Fatalf("reconcile on b: %d %v, want 1 lease ended", r.ended, r.err)
+	}
+	if n, err := w.svc.Reconcile(bg, w.clock.Now()); err != nil || n != 0 {
+		t.Fatalf("reconcile on a after b: %d %v, want nothing left to do", n, err)
+	}
+}
+
+// A webhook delivery that reaches two replicas at once (a retry, or a
+// load balancer's) has effect once: one ends the lease, the other is told
+// it is a repeat.
+func TestDeliveryOnTwoReplicasAtOnceHasEffectOnce(t *testing.T) {
+	w, b := replicas(t)
+	alice := w.as("alice")
+	for round := range 10 {
+		l, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.clock.Advance(time.Second)
+		e := plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: fmt.Sprint("d-", round)}
+		start := make(chan struct{})
+		got := make(chan plugin.Applied, 2)
+		for _, svc := range []*plugin.Service{w.svc, b} {
+			go func() {
+				<-start
+				a, err := svc.Apply(bg, e)
+				if err != nil {
+					t.Error(err)
+				}
+				got <- a
+			}()
+		}
+		close(start)
+		x, y := <-got, <-got
+		if x.Duplicate == y.Duplicate || len(x.Leases)+len(y.Leases) != 1 {
+			t.Fatalf("round %d: %+v and %+v, want one to end token %d and the other a repeat", round, x, y, l.Token)
+		}
+		if ended := append(x.Leases, y.Leases...); ended[0].Token != l.Token {
+			t.Fatalf("round %d: ended token %d, want %d", round, ended[0].Token, l.Token)
+		}
+		w.clock.Advance(time.Second)
+		if _, err := b.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventReopened, RepoID: 1, Number: 1, Updated: w.clock.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
 }

@@ -359,6 +359,12 @@ func reconcile(ctx context.Context, log *slog.Logger, leases *plugin.Service, in
 		sctx, cancel := context.WithTimeout(ctx, interval)
 		ended, err := leases.Reconcile(sctx, since)
 		cancel()
+		if errors.Is(err, plugin.ErrReconciling) {
+			// Another replica sweeps now; the next sweep here looks
+			// back as far again.
+			log.Debug("another replica is reconciling; skipping this sweep")
+			continue
+		}
 		done(ended, err)
 		switch {
 		case err != nil:
