@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -92,5 +94,30 @@ func TestKeysCreatedOnceWhenReplicasStartAtOnce(t *testing.T) {
 	left, _ := os.ReadDir(dir)
 	if len(left) != 2 {
 		t.Fatalf("temporary files left behind: %v", left)
+	}
+}
+
+// doctor checks the key files where the settings put them, not only in
+// the data directory: one others may read is named.
+func TestDoctorChecksKeyFilesOutsideTheDataDir(t *testing.T) {
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	hostKey := writeFile(t, "host_key", "k", 0o600)
+	sessionKey := writeFile(t, "session.key", "k", 0o644)
+	cfg, err := loadConfig("doctor", []string{"--gitea-url", "http://127.0.0.1:1", "--data-dir", dataDir,
+		"--host-key", hostKey, "--session-key", sessionKey}, envOf(map[string]string{"COLLAB_GITEA_TOKEN": "t0k"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkDataDir(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), sessionKey) {
+		t.Fatalf("doctor with a session key others may read: %v", err)
+	}
+	if err := os.Chmod(sessionKey, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkDataDir(context.Background(), cfg); err != nil {
+		t.Fatalf("doctor with private key files: %v", err)
 	}
 }
