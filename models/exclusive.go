@@ -19,7 +19,9 @@ const (
 // session advisory lock on a connection of its own while fn runs: the
 // lock goes with the connection, so a replica that dies mid-chore (or
 // loses its database) lets the others take it at once. On SQLite, one
-// process, fn always runs.
+// process, fn always runs. fn may take long and call the network: the
+// connection holds no transaction and no lock a ledger operation takes,
+// only the chore's.
 func (s *Store) Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error) {
 	if !s.pg {
 		return true, fn(ctx)
