@@ -79,7 +79,10 @@ type SidecarOptions struct {
 	// AdminAddr is where the operators' endpoints (/metrics, /readyz)
 	// listen: "" means 127.0.0.1:0, "off" none.
 	AdminAddr string
-	Args      []string // extra flags for `serve`
+	// HostKey is the SSH host key file (--host-key), shared by replicas;
+	// "" means the one in DataDir.
+	HostKey string
+	Args    []string // extra flags for `serve`
 }
 
 func (o SidecarOptions) giteaURL() string {
@@ -138,6 +141,9 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 	}
 	args := append([]string{"serve", "--gitea-url", o.giteaURL(), "--gitea-token-file", tokenFile,
 		"--data-dir", o.DataDir, "--ssh-listen", addr, "--http-listen", httpAddr, "--admin-listen", adminAddr}, o.Args...)
+	if o.HostKey != "" {
+		args = append(args, "--host-key", o.HostKey)
+	}
 	s := &Sidecar{DataDir: o.DataDir, DB: filepath.Join(o.DataDir, "collab.db"), opts: o,
 		done: make(chan struct{}), logs: &syncBuffer{}}
 	s.cmd = exec.Command(o.Binary, args...)
@@ -218,7 +224,11 @@ func cleanEnv() []string {
 }
 
 func (s *Sidecar) writeKnownHosts() error {
-	pub, err := os.ReadFile(filepath.Join(s.DataDir, "ssh_host_ed25519_key"))
+	path := s.opts.HostKey
+	if path == "" {
+		path = filepath.Join(s.DataDir, "ssh_host_ed25519_key")
+	}
+	pub, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}

@@ -106,6 +106,7 @@ const (
 	lockRepo
 	lockIssue
 	lockAccount
+	lockChore // a task one replica at a time does (Exclusive), by number
 )
 
 // scope is what one write decides about. SQLite's write lock covers the
@@ -361,7 +362,7 @@ func openPostgres(db string, o options) (*Store, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", name, err)
 	}
 	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout,
-		writeSlot: make(chan struct{}, 1), maxBatch: 1, onStep: o.onStep}
+		writeSlot: make(chan struct{}, 1), maxBatch: 1, onStep: o.onStep, pgCfg: cfg}
 	ctx, cancel := context.WithTimeout(context.Background(), max(o.busyTimeout, 10*time.Second))
 	defer cancel()
 	if err := s.migratePostgres(ctx); err != nil {

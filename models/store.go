@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/mattn/go-sqlite3"
 	"gorm.io/driver/sqlite"
 	"gorm.io/gorm"
@@ -80,6 +81,11 @@ type Store struct {
 	highWater atomic.Int64
 	warned    atomic.Int64
 	onStep    func(back time.Duration)
+	// On PostgreSQL: the configuration Changes connects with, and the
+	// sender of Announce's notifications (notify.go).
+	pgCfg     *pgx.ConnConfig
+	notes     announcer
+	listening atomic.Int64 // Changes connected and listening
 }
 
 // Option configures Open.
@@ -207,6 +213,7 @@ func (s *Store) migrate() error {
 
 // Close closes the database.
 func (s *Store) Close() error {
+	s.stopAnnouncing()
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err

@@ -133,7 +133,35 @@ func (s *Service) apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 // their leases); a repository the forge no longer has ends all its leases.
 // It returns the leases it ended. One repository's failure does not stop
 // the others; the first error is returned.
+//
+// Replicas on one database take turns (models.Store.Exclusive): while
+// another runs it, Reconcile does nothing and returns ErrReconciling.
 func (s *Service) Reconcile(ctx context.Context, since time.Time) (int, error) {
+	c, ok := s.ledger.(chores)
+	if !ok {
+		return s.reconcile(ctx, since)
+	}
+	ended := 0
+	ran, err := c.Exclusive(ctx, models.ChoreReconcile, func(ctx context.Context) error {
+		var err error
+		ended, err = s.reconcile(ctx, since)
+		return err
+	})
+	if err == nil && !ran {
+		err = ErrReconciling
+	}
+	return ended, err
+}
+
+// ErrReconciling: another replica runs the reconcile now.
+var ErrReconciling = errors.New("another replica is reconciling")
+
+// chores is a ledger shared by replicas, which take turns at chores.
+type chores interface {
+	Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error)
+}
+
+func (s *Service) reconcile(ctx context.Context, since time.Time) (int, error) {
 	repos, err := s.ledger.LiveRepos(ctx)
 	if err != nil {
 		return 0, err

@@ -193,9 +193,11 @@ func (s *Service) freed(ls ...models.Lease) {
 	}
 }
 
-// changed tells the fenced-merge statuses and the live events that the
-// lease on k may have changed; called after the change is committed.
+// changed tells the fenced-merge statuses, the live events and the other
+// replicas (replicas.go) that the lease on k may have changed; called
+// after the change is committed.
 func (s *Service) changed(k models.Key) {
 	s.fence.touch(k)
 	s.hub.changed(k)
+	s.announce(k)
 }

@@ -37,7 +37,11 @@ type Config struct {
 	DataDir     string
 	// DB is the ledger: a SQLite file, or a PostgreSQL URL, which may
 	// hold a password: show it only through models.Redact.
-	DB           string
+	DB string
+	// HostKey and SessionKey are the files of the SSH host key and the
+	// session-signing key; replicas behind one load balancer share them.
+	HostKey      string
+	SessionKey   string
 	PublicURL    string
 	WebhookURL   string // the base URL Gitea delivers webhooks to; PublicURL unless set
 	GiteaCustom  string // Gitea's custom directory, for install (and doctor)
@@ -81,6 +85,8 @@ var settings = []setting{
 	{"admin-listen", "COLLAB_ADMIN_LISTEN", "127.0.0.1:" + defaultAdminPort, "address of the operators' HTTP server: /metrics, /readyz, /healthz (off: none); keep it off the public network"},
 	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + ", " + oauthAppFile + " and " + webhookSecretFile},
 	{"db", "COLLAB_DB", "", "the ledger: a SQLite file (default <data-dir>/" + ledgerFile + "), or a PostgreSQL database, postgres://user@host/dbname (README: PostgreSQL)"},
+	{"host-key", "COLLAB_HOST_KEY", "", "file of the SSH host key (default <data-dir>/" + hostKeyFile + "; created, mode 0600, if missing); replicas share one"},
+	{"session-key", "COLLAB_SESSION_KEY", "", "file of the key that signs sign-in cookies (default <data-dir>/" + sessionKeyFile + "; created, mode 0600, if missing); replicas share one"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
 	{"webhook-url", "COLLAB_WEBHOOK_URL", "", "URL at which Gitea reaches this sidecar, if not the public URL (install registers <webhook-url>" + routes.WebhookPath + ")"},
 	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
@@ -239,6 +245,8 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		HTTPListen:  v["http-listen"],
 		DataDir:     v["data-dir"],
 		DB:          v["db"],
+		HostKey:     v["host-key"],
+		SessionKey:  v["session-key"],
 		PublicURL:   strings.TrimRight(v["public-url"], "/"),
 		WebhookURL:  strings.TrimRight(v["webhook-url"], "/"),
 		GiteaCustom: v["gitea-custom"],
@@ -278,6 +286,12 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 	}
 	if c.DB == "" {
 		c.DB = filepath.Join(c.DataDir, ledgerFile)
+	}
+	if c.HostKey == "" {
+		c.HostKey = filepath.Join(c.DataDir, hostKeyFile)
+	}
+	if c.SessionKey == "" {
+		c.SessionKey = filepath.Join(c.DataDir, sessionKeyFile)
 	}
 	if err := models.CheckDB(c.DB); err != nil {
 		return c, fmt.Errorf("db %v", err)

@@ -215,11 +215,14 @@ func checkDataDir(ctx context.Context, cfg Config) (string, error) {
 	}
 	probe.Close()
 	os.Remove(probe.Name())
+	var secrets []string
 	for _, name := range append(secretFiles, filepath.Base(tokenPathOrEmpty(cfg))) {
-		if name == "" || name == "." {
-			continue
+		if name != "" && name != "." {
+			secrets = append(secrets, filepath.Join(cfg.DataDir, name))
 		}
-		p := filepath.Join(cfg.DataDir, name)
+	}
+	// The key files may be elsewhere (shared by replicas).
+	for _, p := range append(secrets, cfg.HostKey, cfg.SessionKey) {
 		if st, err := os.Stat(p); err == nil && st.Mode().Perm()&0o077 != 0 {
 			return "", fmt.Errorf("%s has mode %04o: run chmod 600 %s", p, st.Mode().Perm(), p)
 		}

@@ -63,7 +63,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	hostKey, err := ssh.LoadOrCreateHostKey(filepath.Join(cfg.DataDir, hostKeyFile))
+	hostKey, err := ssh.LoadOrCreateHostKey(cfg.HostKey)
 	if err != nil {
 		return err
 	}
@@ -81,6 +81,9 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	var resolving sync.WaitGroup
 	resolving.Go(func() { resolveHolders(rctx, log, forge, store) })
 	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
+	// Changes other replicas on the same PostgreSQL database make wake
+	// this one's waiters and live events (nothing to follow on SQLite).
+	resolving.Go(func() { _ = leases.FollowChanges(rctx) })
 	resolving.Go(func() {
 		_ = leases.RunFences(rctx, plugin.FenceOptions{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted, Log: log.Warn})
 	})
@@ -239,7 +242,7 @@ func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met 
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
 	}
-	key, err := loadOrCreateSessionKey(filepath.Join(cfg.DataDir, sessionKeyFile))
+	key, err := loadOrCreateSessionKey(cfg.SessionKey)
 	if err != nil {
 		return nil, err
 	}
@@ -356,6 +359,12 @@ func reconcile(ctx context.Context, log *slog.Logger, leases *plugin.Service, in
 		sctx, cancel := context.WithTimeout(ctx, interval)
 		ended, err := leases.Reconcile(sctx, since)
 		cancel()
+		if errors.Is(err, plugin.ErrReconciling) {
+			// Another replica sweeps now; the next sweep here looks
+			// back as far again.
+			log.Debug("another replica is reconciling; skipping this sweep")
+			continue
+		}
 		done(ended, err)
 		switch {
 		case err != nil:

@@ -1,0 +1,103 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models/pgtest"
+)
+
+// Three sidecar replicas on one fresh PostgreSQL database, started at
+// once and sharing one host key and one session key file (which the first
+// to get there creates), behave as one sidecar against the real Gitea:
+// each serves the shared host key (the known_hosts of OpenSSH names it);
+// twenty racers spread over the three → exactly one winner, the others
+// held naming the winner; and an acquire --wait on one replica gets the
+// issue soon after a release through another.
+func TestReplicasAgainstGitea(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	keys := t.TempDir()
+	sessionKey := filepath.Join(keys, "session.key")
+	replicas := make([]*Sidecar, 3)
+	errs := make([]error, len(replicas))
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Go(func() {
+			replicas[i], errs[i] = StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g,
+				DataDir: filepath.Join(t.TempDir(), fmt.Sprint("replica", i)), HostKey: filepath.Join(keys, "ssh_host_key"),
+				Args: []string{"--db", db, "--session-key", sessionKey}})
+		})
+	}
+	wg.Wait()
+	for i, s := range replicas {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		stopAtEnd(t, s)
+	}
+
+	n := w.PullRequest
+	racers := racerUsers(t, ctx, g, w, 50)[:20] // the 50-agent race makes the same users
+	results := make([]SSHResult, len(racers))
+	for i, u := range racers {
+		wg.Go(func() {
+			results[i] = replicas[i%len(replicas)].SSH(ctx, u.Key.Path, lease("acquire", w.Widgets, n, "--ttl", "10m"))
+		})
+	}
+	wg.Wait()
+	won, held, winner := 0, 0, -1
+	for i, r := range results {
+		switch r.Code {
+		case 0:
+			won++
+			winner = i
+		case 4:
+			held++
+		default:
+			t.Errorf("%s on replica %d: %s", racers[i].Login, i%len(replicas), show(r))
+		}
+	}
+	if won != 1 || held != len(racers)-1 {
+		t.Fatalf("%d won, %d held; want 1 and %d", won, held, len(racers)-1)
+	}
+	for i, r := range results {
+		if r.Code == 4 && deref(parse(t, r).Holder) != racers[winner].Login {
+			t.Fatalf("%s was told the holder is %s, not %s", racers[i].Login, r.Stdout, racers[winner].Login)
+		}
+	}
+
+	// A loser waits on replica 0; the winner releases through replica 1.
+	waiter := racers[(winner+1)%len(racers)]
+	done := make(chan time.Time, 1)
+	var res SSHResult
+	go func() {
+		res = replicas[0].SSH(ctx, waiter.Key.Path, lease("acquire", w.Widgets, n, "--wait", "10s", "--ttl", "10m"))
+		done <- time.Now()
+	}()
+	waitMetric(t, replicas[0], "collab_lease_waiters", 1)
+	released := run(t, replicas[1], racers[winner], lease("release", w.Widgets, n))
+	at := time.Now()
+	expect(t, released, 0, "release through replica 1")
+	var got time.Time
+	select {
+	case got = <-done:
+	case <-ctx.Done():
+		t.Fatal("the waiter on replica 0 never returned")
+	}
+	if h := parseMaybe(res).Holder; res.Code != 0 || h == nil || *h != waiter.Login {
+		t.Fatalf("the waiter on replica 0: %s", show(res))
+	}
+	took := got.Sub(at)
+	t.Logf("the waiter's ssh on replica 0 exited %s after the release's on replica 1 did", took.Round(time.Millisecond))
+	if took > 2*time.Second {
+		t.Fatalf("the waiter on replica 0 got the issue %s after the release on replica 1, want within 2 s", took)
+	}
+	expect(t, run(t, replicas[2], waiter, lease("release", w.Widgets, n)), 0, "release through replica 2")
+}

@@ -1,0 +1,40 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"testing"
+)
+
+// Of two replicas on one database, one runs a chore while the other is
+// turned away; once it is done, the other may run it. A failing chore
+// still lets it go, and a chore runs always on SQLite.
+func TestExclusiveChores(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		a, _, db := e.open(t)
+		b, err := Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		var inner bool
+		ran, err := a.Exclusive(bg, ChoreReconcile, func(context.Context) error {
+			var err error
+			inner, err = b.Exclusive(bg, ChoreReconcile, func(context.Context) error { return nil })
+			return err
+		})
+		if !ran || err != nil {
+			t.Fatalf("a: ran %v, %v", ran, err)
+		}
+		if want := e.name == "sqlite"; inner != want {
+			t.Fatalf("b ran the chore while a ran it: %v, want %v", inner, want)
+		}
+		boom := errors.New("boom")
+		if ran, err := b.Exclusive(bg, ChoreReconcile, func(context.Context) error { return boom }); !ran || !errors.Is(err, boom) {
+			t.Fatalf("b after a: ran %v, %v", ran, err)
+		}
+		if ran, err := a.Exclusive(bg, ChoreReconcile, func(context.Context) error { return nil }); !ran || err != nil {
+			t.Fatalf("a after b failed: ran %v, %v", ran, err)
+		}
+	})
+}
