@@ -285,8 +285,14 @@ func TestAbuseEndToEnd(t *testing.T) {
 	if authRefused.Load() != authConns.Load() {
 		t.Errorf("only %d of %d connections offering unknown keys were refused at authentication; another ended in %v", authRefused.Load(), authConns.Load(), otherErr.Load())
 	}
-	if peakRSS.Load() > rssLimitMiB<<10 {
-		t.Errorf("the sidecar's RSS peaked at %d MiB, over %d MiB", peakRSS.Load()>>10, rssLimitMiB)
+	// A sidecar built with the race detector (under make test) carries
+	// its shadow memory too, about as much again: the bound doubles.
+	limit := int64(rssLimitMiB)
+	if raceEnabled {
+		limit *= 2
+	}
+	if peakRSS.Load() > limit<<10 {
+		t.Errorf("the sidecar's RSS peaked at %d MiB, over %d MiB", peakRSS.Load()>>10, limit)
 	}
 	if logs := s.Logs(); strings.Contains(logs, "panic") {
 		t.Errorf("the sidecar panicked:\n%s", tail(logs, 60))
