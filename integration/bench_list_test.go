@@ -152,8 +152,20 @@ func (l *listSidecar) check(b *testing.B, hc *http.Client) {
 }
 
 // seedLeases acquires issues 1…n of repository repoID in the ledger at
-// path, holders agent-00…agent-49, from listSeeders goroutines.
+// path, holders agent-00…agent-49, from listSeeders goroutines: all
+// issues, the odd ones for 24 hours and the even ones open-ended, like a
+// human assignment.
 func seedLeases(ctx context.Context, path string, repoID int64, n int) error {
+	return seedLeasesOf(ctx, path, repoID, n, func(i int) (models.Kind, time.Duration) {
+		if i%2 == 0 {
+			return models.KindIssue, 0
+		}
+		return models.KindIssue, 24 * time.Hour
+	})
+}
+
+// seedLeasesOf is seedLeases with each number's kind and ttl from lease.
+func seedLeasesOf(ctx context.Context, path string, repoID int64, n int, lease func(i int) (models.Kind, time.Duration)) error {
 	store, err := models.Open(path)
 	if err != nil {
 		return err
@@ -161,13 +173,10 @@ func seedLeases(ctx context.Context, path string, repoID int64, n int) error {
 	defer store.Close()
 	return inParallel(listSeeders, listSeeders, func(g int) error {
 		for i := g + 1; i <= n; i += listSeeders {
-			ttl := 24 * time.Hour
-			if i%2 == 0 {
-				ttl = 0 // open-ended, like a human assignment
-			}
+			kind, ttl := lease(i)
 			k := models.Key{RepoID: repoID, Issue: int64(i)}
 			h := models.Holder{ID: int64(1000 + i%50), Login: fmt.Sprintf("agent-%02d", i%50)}
-			if _, err := store.Acquire(ctx, k, h, ttl, models.Observed{Kind: models.KindIssue}); err != nil {
+			if _, err := store.Acquire(ctx, k, h, ttl, models.Observed{Kind: kind}); err != nil {
 				return err
 			}
 		}
@@ -219,7 +228,13 @@ func BenchmarkListLeasesSignedIn(b *testing.B) {
 		if err := os.MkdirAll(data, 0o700); err != nil {
 			b.Fatal(err)
 		}
-		if err := seedMixedLeases(ctx, filepath.Join(data, "collab.db"), w.Secret.ID, listLeases); err != nil {
+		mixed := func(i int) (models.Kind, time.Duration) {
+			if i%2 == 0 {
+				return models.KindPull, 24 * time.Hour
+			}
+			return models.KindIssue, 24 * time.Hour
+		}
+		if err := seedLeasesOf(ctx, filepath.Join(data, "collab.db"), w.Secret.ID, listLeases, mixed); err != nil {
 			b.Fatal(err)
 		}
 		s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: data}, b.TempDir())
@@ -284,28 +299,4 @@ func BenchmarkListLeasesSignedIn(b *testing.B) {
 			badgePage, len(list.Leases), w.Dave.Login, w.Secret.FullName(), listLeases, p50.Round(100*time.Microsecond), p99.Round(100*time.Microsecond),
 			len(lat), w.Dave.Login, pageP50.Round(100*time.Microsecond))
 	}
-}
-
-// seedMixedLeases is seedLeases with the odd numbers issues and the even
-// ones pull requests.
-func seedMixedLeases(ctx context.Context, path string, repoID int64, n int) error {
-	store, err := models.Open(path)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	return inParallel(listSeeders, listSeeders, func(g int) error {
-		for i := g + 1; i <= n; i += listSeeders {
-			kind := models.KindIssue
-			if i%2 == 0 {
-				kind = models.KindPull
-			}
-			k := models.Key{RepoID: repoID, Issue: int64(i)}
-			h := models.Holder{ID: int64(1000 + i%50), Login: fmt.Sprintf("agent-%02d", i%50)}
-			if _, err := store.Acquire(ctx, k, h, 24*time.Hour, models.Observed{Kind: kind}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
 }

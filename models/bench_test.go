@@ -58,23 +58,7 @@ func BenchmarkCycle64(b *testing.B) {
 			s.maxBatch = c.maxBatch
 			var n atomic.Int64
 			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			b.RunParallel(func(pb *testing.PB) {
-				k := Key{RepoID: 1, Issue: n.Add(1)}
-				for i := 0; pb.Next(); i++ {
-					var err error
-					switch i % 3 {
-					case 0:
-						_, err = s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue})
-					case 1:
-						_, err = s.Renew(bg, k, who("alice"), time.Minute)
-					case 2:
-						_, err = s.Release(bg, k, who("alice"))
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			b.RunParallel(func(pb *testing.PB) { cycle(b, pb, s, Key{RepoID: 1, Issue: n.Add(1)}) })
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 		})
 	}
@@ -149,23 +133,7 @@ func BenchmarkPostgres(b *testing.B) {
 			var n atomic.Int64
 			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
 			before := s.txns.Load()
-			b.RunParallel(func(pb *testing.PB) {
-				k := Key{RepoID: 1, Issue: n.Add(1)}
-				for i := 0; pb.Next(); i++ {
-					var err error
-					switch i % 3 {
-					case 0:
-						_, err = s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue})
-					case 1:
-						_, err = s.Renew(bg, k, who("alice"), time.Minute)
-					case 2:
-						_, err = s.Release(bg, k, who("alice"))
-					}
-					if err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
+			b.RunParallel(func(pb *testing.PB) { cycle(b, pb, s, Key{RepoID: 1, Issue: n.Add(1)}) })
 			report(b, s, before)
 		})
 	}
@@ -221,5 +189,24 @@ func BenchmarkPostgres(b *testing.B) {
 			})
 			report(b, s, before)
 		})
+	}
+}
+
+// cycle is one goroutine of the Cycle64 benchmarks: acquire, renew and
+// release k, over and over.
+func cycle(b *testing.B, pb *testing.PB, s *Store, k Key) {
+	for i := 0; pb.Next(); i++ {
+		var err error
+		switch i % 3 {
+		case 0:
+			_, err = s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue})
+		case 1:
+			_, err = s.Renew(bg, k, who("alice"), time.Minute)
+		case 2:
+			_, err = s.Release(bg, k, who("alice"))
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
 	}
 }
