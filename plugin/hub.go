@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,8 +32,10 @@ import (
 // the leases its feeds have published, and reads those issues again at
 // that instant.
 //
-// Each event has an id ("<epoch>-<seq>": seq grows across the hub, the
-// epoch names this process). A feed keeps its last events, so a client
+// Each event has an id ("<epoch>-<feed>-<seq>": the epoch names this
+// process, feed a random name of this feed of the repository, and seq
+// counts its events; so a stream's ids say nothing of other
+// repositories' activity, private ones included). A feed keeps its last events, so a client
 // that reconnects with the id it saw last is sent what it missed; one
 // whose id is older than what the feed keeps (or from another process)
 // is sent a reset, and fetches the list again. A feed outlives its last
@@ -119,7 +122,6 @@ type hub struct {
 	nfeeds atomic.Int64
 
 	mu       sync.Mutex
-	seq      uint64
 	feeds    map[int64]*feed
 	expiries expiryHeap
 	timer    *hubTimer // armed for the soonest expiry or linger end; nil: none
@@ -133,6 +135,8 @@ type feed struct {
 	// pub serialises a feed's read-then-publish (refresh) and its seeding;
 	// taken before hub.mu, never while holding it (but for a new feed).
 	pub       sync.Mutex
+	name      string       // random, new for each feed of a repository
+	seq       uint64       // its events so far
 	floor     uint64       // a client that saw seq >= floor can be told what it missed
 	ring      []*LiveEvent // the last events, oldest first
 	subs      map[*watcher]struct{}
@@ -157,7 +161,9 @@ func newHub(ledger Ledger, now func() time.Time, after func(time.Duration) (<-ch
 		epoch: strconv.FormatInt(now().UnixNano(), 36), feeds: map[int64]*feed{}}
 }
 
-func (h *hub) id(seq uint64) string { return h.epoch + "-" + strconv.FormatUint(seq, 10) }
+func (h *hub) id(f *feed, seq uint64) string {
+	return h.epoch + "-" + f.name + "-" + strconv.FormatUint(seq, 10)
+}
 
 // subscribe adds a watcher to repoID's feed (made and seeded from the
 // ledger if nobody watches it), and returns what the watcher is to be
@@ -169,11 +175,10 @@ func (h *hub) subscribe(ctx context.Context, repoID int64, lastID string) (*feed
 	f := h.feeds[repoID]
 	made := f == nil
 	if made {
-		// A new number: an id a client saw of an earlier feed of this
-		// repository is below the floor, since changes nobody watched
+		// A new name: an id a client saw of an earlier feed of this
+		// repository names another feed, since changes nobody watched
 		// went untold.
-		h.seq++
-		f = &feed{repoID: repoID, floor: h.seq, subs: map[*watcher]struct{}{}, leases: map[int64]models.Lease{}}
+		f = &feed{repoID: repoID, name: strconv.FormatUint(rand.Uint64(), 36), subs: map[*watcher]struct{}{}, leases: map[int64]models.Lease{}}
 		f.pub.Lock() // new, so nobody else holds it: until it is seeded, refreshes wait
 		h.feeds[repoID] = f
 		h.nfeeds.Add(1)
@@ -193,13 +198,17 @@ func (h *hub) subscribe(ctx context.Context, repoID int64, lastID string) (*feed
 
 // since is what a watcher of f that last saw lastID is sent first.
 func (h *hub) since(f *feed, lastID string) []*LiveEvent {
-	here := &LiveEvent{ID: h.id(h.seq)}
+	here := &LiveEvent{ID: h.id(f, f.seq)}
 	if lastID == "" {
 		return []*LiveEvent{here}
 	}
-	epoch, n, ok := strings.Cut(lastID, "-")
-	seq, err := strconv.ParseUint(n, 10, 64)
-	if !ok || err != nil || epoch != h.epoch || seq > h.seq || seq < f.floor {
+	parts := strings.Split(lastID, "-")
+	var seq uint64
+	err := errors.New("not an id of this hub")
+	if len(parts) == 3 {
+		seq, err = strconv.ParseUint(parts[2], 10, 64)
+	}
+	if err != nil || parts[0] != h.epoch || parts[1] != f.name || seq > f.seq || seq < f.floor {
 		here.Type, here.Data = contract.EventReset, []byte("{}")
 		return []*LiveEvent{here}
 	}
@@ -351,8 +360,8 @@ func sameLease(a, b models.Lease) bool {
 // publish numbers e, keeps it for resuming and hands it to every watcher
 // of f; a watcher whose buffer is full is dropped (under h.mu).
 func (h *hub) publish(f *feed, e *LiveEvent) {
-	h.seq++
-	e.seq, e.ID = h.seq, h.id(h.seq)
+	f.seq++
+	e.seq, e.ID = f.seq, h.id(f, f.seq)
 	f.ring = append(f.ring, e)
 	if len(f.ring) > h.opts.Replay {
 		f.floor = f.ring[0].seq

@@ -435,3 +435,37 @@ func TestWatchOfABrokenLedgerFails(t *testing.T) {
 		t.Fatalf("%d feeds and %d streams kept after a failed watch", repos, streams)
 	}
 }
+
+// A stream's event ids say nothing of other repositories: changes to a
+// private repository the viewer cannot read leave the ids of a public
+// one's stream where they were.
+func TestEventIDsSayNothingOfOtherRepositories(t *testing.T) {
+	w := liveWorld(t, plugin.LiveOptions{})
+	alice := w.as("alice")
+	public := w.watch(t, "reader", "acme/widgets", "")
+	before := started(t, public)
+	private := w.watch(t, "alice", "acme/secret", "")
+	started(t, private)
+	for range 3 {
+		if _, err := w.svc.Acquire(bg, alice, "acme", "secret", 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		next(t, private)
+		if _, err := w.svc.Release(bg, alice, "acme", "secret", 1); err != nil {
+			t.Fatal(err)
+		}
+		next(t, private)
+	}
+	if after := started(t, w.watch(t, "reader", "acme/widgets", "")); after != before {
+		t.Fatalf("the public repository's position moved from %s to %s with changes to a private one", before, after)
+	}
+	// And resuming from it still works.
+	if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	e := next(t, public)
+	resumed := w.watch(t, "reader", "acme/widgets", before)
+	if got := next(t, resumed); got.ID != e.ID || got.Type != contract.EventLease {
+		t.Fatalf("resumed from %s: %+v, want %s", before, got, e.ID)
+	}
+}
