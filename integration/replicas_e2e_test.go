@@ -52,26 +52,7 @@ func TestReplicasAgainstGitea(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	won, held, winner := 0, 0, -1
-	for i, r := range results {
-		switch r.Code {
-		case 0:
-			won++
-			winner = i
-		case 4:
-			held++
-		default:
-			t.Errorf("%s on replica %d: %s", racers[i].Login, i%len(replicas), show(r))
-		}
-	}
-	if won != 1 || held != len(racers)-1 {
-		t.Fatalf("%d won, %d held; want 1 and %d", won, held, len(racers)-1)
-	}
-	for i, r := range results {
-		if r.Code == 4 && deref(parse(t, r).Holder) != racers[winner].Login {
-			t.Fatalf("%s was told the holder is %s, not %s", racers[i].Login, r.Stdout, racers[winner].Login)
-		}
-	}
+	winner := oneWinner(t, racers, results, func(i int) string { return fmt.Sprintf(" on replica %d", i%len(replicas)) })
 
 	// A loser waits on replica 0; the winner releases through replica 1.
 	waiter := racers[(winner+1)%len(racers)]
