@@ -13,10 +13,22 @@ import (
 // ledger has used, which survives restarts: it is the time of the newest
 // history row (every write records one) or issue state.
 
-// now is the ledger's current time in Unix seconds: the clock, or the
-// latest time already used if the clock reads earlier.
+// now is the ledger's current time in Unix seconds: the clock (corrected
+// to the database server's, see below), or the latest time already used
+// if the clock reads earlier.
 func (s *Store) now() int64 {
-	c := s.clock.Now().Unix()
+	c := s.Clock().Now().Unix()
+	if s.dbClock {
+		// Only the server's clock, read by writes, moves the latest time
+		// used: this process's clock, even corrected, may have stepped
+		// since the offset was last measured.
+		return max(c, s.highWater.Load())
+	}
+	return s.guard(c)
+}
+
+// guard returns c, or the latest time already used if c is earlier.
+func (s *Store) guard(c int64) int64 {
 	for {
 		hw := s.highWater.Load()
 		if c <= hw {
@@ -46,6 +58,73 @@ func (s *Store) loadHighWater(ctx context.Context) error {
 	for _, p := range []*int64{at.Events, at.States} {
 		if p != nil && *p > s.highWater.Load() {
 			s.highWater.Store(*p)
+		}
+	}
+	return nil
+}
+
+// Replicas on one PostgreSQL database decide by one clock: the database
+// server's. Each replica's own clock may be off the others' (a host whose
+// NTP stopped), and a replica whose clock ran ahead would take a lease
+// from its holder before the expiry the holder was given, while one that
+// lagged would let a holder renew a lease the others had already counted
+// as expired. So on PostgreSQL, unless a test sets the clock, every write
+// reads the server's clock right after taking its locks (in the same
+// statement, lock), decides by it, and keeps it from going backwards like
+// any other (guard). Reads, and the service's timers (Clock), use this
+// process's clock corrected by its offset from the server's, measured at
+// Open and again by every write that came back quickly.
+
+// offsetMaxRTT: a write's reading of the server's clock corrects the
+// offset only if its statement came back within this (the reading was
+// taken between the statement's send and its answer).
+const offsetMaxRTT = 20 * time.Millisecond
+
+// Clock is the ledger's clock as this process reads it: the clock given
+// to Open, corrected on PostgreSQL by its offset from the database
+// server's clock. Timers that wait for the ledger's expiries use it.
+func (s *Store) Clock() Clock {
+	if !s.dbClock {
+		return s.clock
+	}
+	return ClockFunc(func() time.Time { return s.clock.Now().Add(time.Duration(s.offset.Load())) })
+}
+
+// ClockOffset is how far the database server's clock is ahead of this
+// process's (negative: behind), as last measured; 0 where the ledger
+// decides by this process's clock (SQLite, or a clock given to Open).
+func (s *Store) ClockOffset() time.Duration { return time.Duration(s.offset.Load()) }
+
+// sampleOffset records the server's clock, read as dbMicros (Unix
+// microseconds) by a statement sent at sent and answered at got (both on
+// this process's clock), if the answer was quick enough to say anything.
+func (s *Store) sampleOffset(dbMicros int64, sent, got time.Time) {
+	rtt := got.Sub(sent)
+	if rtt < 0 || rtt > offsetMaxRTT {
+		return
+	}
+	mid := sent.Add(rtt / 2)
+	s.offset.Store(int64(time.UnixMicro(dbMicros).Sub(mid)))
+}
+
+// pgClockSQL reads the PostgreSQL server's clock (not the transaction's
+// start, which now() would give) in Unix microseconds.
+const pgClockSQL = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+
+// measureOffset sets the offset from the best of a few readings of the
+// server's clock (the quickest answer says the most).
+func (s *Store) measureOffset(ctx context.Context) error {
+	best := time.Duration(-1)
+	for range 3 {
+		var micros int64
+		sent := s.clock.Now()
+		if err := s.db.WithContext(ctx).Raw("SELECT " + pgClockSQL).Scan(&micros).Error; err != nil {
+			return mapDBError(err)
+		}
+		got := s.clock.Now()
+		if rtt := got.Sub(sent); best < 0 || rtt < best {
+			best = rtt
+			s.offset.Store(int64(time.UnixMicro(micros).Sub(sent.Add(rtt / 2))))
 		}
 	}
 	return nil

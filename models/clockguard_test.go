@@ -1,7 +1,9 @@
 package models
 
 import (
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,5 +58,57 @@ func testClockStepBackDoesNotReviveLeases(t *testing.T, e engine) {
 	clock2.Set(start.Add(2*time.Minute + 61*time.Second))
 	if cur, _ := s2.Current(bg, Key{7, 42}); cur != nil {
 		t.Fatalf("carol's lease outlived its expiry: %+v", cur)
+	}
+}
+
+// Replicas on one PostgreSQL database whose own clocks disagree by two
+// hours still decide as one: by the database server's clock. Their clocks
+// step apart after they opened (so the offsets measured then are stale):
+// a lease taken through the replica whose clock now lags is held for the
+// replica whose clock now runs ahead (which, by its own clock, would find
+// it long expired and give it away), its times are the server's, renewing
+// it through the other replica keeps its token, and after a write each
+// replica's Clock reads the server's time again.
+func TestReplicasDecideByTheDatabaseClock(t *testing.T) {
+	db := postgresEngine.newDB(t)
+	open := func() (*Store, *atomic.Int64) {
+		skew := new(atomic.Int64)
+		s, err := Open(db, WithDatabaseClock(ClockFunc(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s, skew
+	}
+	behind, behindSkew := open()
+	ahead, aheadSkew := open()
+	behindSkew.Store(int64(-time.Hour))
+	aheadSkew.Store(int64(time.Hour))
+	near := func(what string, got time.Time) {
+		t.Helper()
+		if d := got.Sub(time.Now()); d < -5*time.Second || d > 5*time.Second {
+			t.Fatalf("%s is %s off the server's clock", what, d.Round(time.Second))
+		}
+	}
+
+	l := mustAcquire(t, behind, k42, "alice", 10*time.Minute)
+	near("the lease's start", l.AcquiredAt)
+	if _, err := ahead.Acquire(bg, k42, who("bob"), time.Minute, Observed{Kind: KindIssue}); !errors.Is(err, ErrHeld) {
+		t.Fatalf("bob's acquire through the leading replica: %v, want ErrHeld (alice holds it for 10 minutes)", err)
+	}
+	cur, err := ahead.Current(bg, k42)
+	if err != nil || cur == nil || cur.Holder.Login != "alice" {
+		t.Fatalf("the leading replica reads %+v, %v; want alice's lease", cur, err)
+	}
+	r, err := ahead.Renew(bg, k42, who("alice"), 20*time.Minute)
+	if err != nil || r.Token != l.Token || r.ExpiresAt == nil {
+		t.Fatalf("alice's renew through the leading replica: %+v, %v", r, err)
+	}
+	near("the renewed expiry less its ttl", r.ExpiresAt.Add(-20*time.Minute))
+	for name, s := range map[string]*Store{"lagging": behind, "leading": ahead} {
+		near("the "+name+" replica's Clock", s.Clock().Now())
+	}
+	if off := ahead.ClockOffset(); off > -59*time.Minute || off < -61*time.Minute {
+		t.Fatalf("the leading replica measured an offset of %s, want about -1h", off)
 	}
 }

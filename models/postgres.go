@@ -136,20 +136,28 @@ func lockKey(a, b int64) int32 {
 	return int32(uint32(x) ^ uint32(x>>32))
 }
 
-// lock takes sc's locks in tx, held until COMMIT or ROLLBACK.
-func lock(tx *gorm.DB, sc scope) error {
+// lock takes sc's locks in tx, held until COMMIT or ROLLBACK, and then
+// reads the server's clock (Unix microseconds): the locks are taken in a
+// subquery whose row the clock's reading waits for, so the time is that
+// of the decision, after any wait for the locks.
+func lock(tx *gorm.DB, sc scope) (int64, error) {
 	c, ctx := conn(tx)
-	var err error
+	var locks string
+	var args []any
 	switch {
 	case sc.repo != 0 && sc.issue != 0:
-		_, err = c.ExecContext(ctx, "SELECT pg_advisory_xact_lock_shared($1, $2), pg_advisory_xact_lock($3, $4)",
-			lockRepo, lockKey(sc.repo, 0), lockIssue, lockKey(sc.repo, sc.issue))
+		locks = "pg_advisory_xact_lock_shared($1, $2), pg_advisory_xact_lock($3, $4)"
+		args = []any{lockRepo, lockKey(sc.repo, 0), lockIssue, lockKey(sc.repo, sc.issue)}
 	case sc.repo != 0:
-		_, err = c.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", lockRepo, lockKey(sc.repo, 0))
+		locks, args = "pg_advisory_xact_lock($1, $2)", []any{lockRepo, lockKey(sc.repo, 0)}
 	case sc.account != 0:
-		_, err = c.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1, $2)", lockAccount, lockKey(sc.account, 0))
+		locks, args = "pg_advisory_xact_lock($1, $2)", []any{lockAccount, lockKey(sc.account, 0)}
+	default:
+		locks = "1"
 	}
-	return err
+	var micros int64
+	err := c.QueryRowContext(ctx, "SELECT "+pgClockSQL+" FROM (SELECT "+locks+" OFFSET 0) AS locked", args...).Scan(&micros)
+	return micros, err
 }
 
 // writePostgres is write on PostgreSQL: fn in a transaction of its own,
@@ -166,12 +174,23 @@ func (s *Store) writePostgres(ctx context.Context, sc scope, fn func(tx *gorm.DB
 		committing := false
 		s.txns.Add(1)
 		err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-			if !s.serializable {
-				if err := lock(tx, sc); err != nil {
+			var now int64
+			if s.serializable {
+				now = s.guard(s.Clock().Now().Unix())
+			} else {
+				sent := s.clock.Now()
+				micros, err := lock(tx, sc)
+				if err != nil {
 					return err
 				}
+				if s.dbClock {
+					s.sampleOffset(micros, sent, s.clock.Now())
+					now = s.guard(time.UnixMicro(micros).Unix())
+				} else {
+					now = s.now()
+				}
 			}
-			err := fn(tx, s.now())
+			err := fn(tx, now)
 			committing = err == nil
 			return err
 		}, opts)
@@ -362,9 +381,15 @@ func openPostgres(db string, o options) (*Store, error) {
 		return nil, fmt.Errorf("open ledger %s: %w", name, err)
 	}
 	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout,
-		writeSlot: make(chan struct{}, 1), maxBatch: 1, onStep: o.onStep, pgCfg: cfg}
+		writeSlot: make(chan struct{}, 1), maxBatch: 1, onStep: o.onStep, pgCfg: cfg, dbClock: !o.clockSet}
 	ctx, cancel := context.WithTimeout(context.Background(), max(o.busyTimeout, 10*time.Second))
 	defer cancel()
+	if s.dbClock {
+		if err := s.measureOffset(ctx); err != nil {
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("open ledger %s: %w", name, err)
+		}
+	}
 	if err := s.migratePostgres(ctx); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", name, mapDBError(err))

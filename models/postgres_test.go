@@ -87,7 +87,7 @@ func TestPostgresWritesWaitOnlyForTheirScope(t *testing.T) {
 		t.Fatal(tx.Error)
 	}
 	defer tx.Rollback()
-	if err := lock(tx, issueScope(k42)); err != nil {
+	if _, err := lock(tx, issueScope(k42)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Acquire(bg, Key{RepoID: 7, Issue: 43}, who("alice"), 0, Observed{Kind: KindIssue}); err != nil {

@@ -81,6 +81,10 @@ type Store struct {
 	highWater atomic.Int64
 	warned    atomic.Int64
 	onStep    func(back time.Duration)
+	// dbClock: writes decide by the PostgreSQL server's clock, and offset
+	// (nanoseconds) is how far it is ahead of clock (clockguard.go).
+	dbClock bool
+	offset  atomic.Int64
 	// On PostgreSQL: the configuration Changes connects with, and the
 	// sender of Announce's notifications (notify.go).
 	pgCfg     *pgx.ConnConfig
@@ -93,13 +97,24 @@ type Option func(*options)
 
 type options struct {
 	clock       Clock
+	clockSet    bool // by WithClock: decide by it on PostgreSQL too
 	busyTimeout time.Duration
 	maxTTL      time.Duration
 	onStep      func(back time.Duration)
 }
 
-// WithClock sets the clock every decision reads (default: the wall clock).
-func WithClock(c Clock) Option { return func(o *options) { o.clock = c } }
+// WithClock sets the clock every decision reads (default: the wall clock;
+// on PostgreSQL, the database server's clock for writes, see
+// clockguard.go).
+func WithClock(c Clock) Option { return func(o *options) { o.clock, o.clockSet = c, true } }
+
+// WithDatabaseClock is, on PostgreSQL, the default way of telling time
+// (writes decide by the database server's clock) with local as this
+// process's own clock, which reads correct by its measured offset from the
+// server's (default: the wall clock). On SQLite it is WithClock(local).
+func WithDatabaseClock(local Clock) Option {
+	return func(o *options) { o.clock, o.clockSet = local, false }
+}
 
 // WithBusyTimeout bounds how long an operation waits for another writer
 // before failing with ErrBusy (default 5 s).
@@ -147,13 +162,29 @@ func openSQLite(path string, o options) (*Store, error) {
 	q.Set("_busy_timeout", fmt.Sprint(min(o.busyTimeout, sqliteBusySlice).Milliseconds()))
 	dsn := "file:" + (&url.URL{Path: abs}).EscapedPath() + "?" + q.Encode()
 
-	db, err := gorm.Open(sqlite.Open(dsn), &gorm.Config{
-		Logger:                 logger.Default.LogMode(logger.Silent),
-		SkipDefaultTransaction: true, // every write is already in our own transaction
-		NowFunc:                func() time.Time { return o.clock.Now().UTC() },
-	})
+	// gorm's dialect asks the first connection for SQLite's version; a new
+	// file's first connection switches it to WAL, which waits for the
+	// others opening it at the same moment (busy): within the busy
+	// timeout, it tries again.
+	ctx, cancel := context.WithTimeout(context.Background(), o.busyTimeout)
+	defer cancel()
+	var db *gorm.DB
+	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
+		db, err = gorm.Open(sqlite.Open(dsn), &gorm.Config{
+			Logger:                 logger.Default.LogMode(logger.Silent),
+			SkipDefaultTransaction: true, // every write is already in our own transaction
+			NowFunc:                func() time.Time { return o.clock.Now().UTC() },
+		})
+		if err == nil || !errors.Is(mapDBError(err), ErrBusy) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+		return nil, fmt.Errorf("open ledger %s: %w", path, mapDBError(err))
 	}
 	sqlDB, err := db.DB()
 	if err != nil {
@@ -183,17 +214,20 @@ func ledgerModels() []any {
 // migrate brings a SQLite ledger to schemaVersion (migratePostgres is
 // PostgreSQL's).
 func (s *Store) migrate() error {
+	// A new connection switches a new file to WAL, which needs a moment
+	// of exclusive access: processes opening one file at once wait for
+	// each other here (busy), within the busy timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), s.busyTimeout)
+	defer cancel()
 	var mode string
-	if err := s.db.Raw("PRAGMA journal_mode").Scan(&mode).Error; err != nil {
-		return mapDBError(err)
+	if err := s.retryBusy(ctx, func(db *gorm.DB) error { return db.Raw("PRAGMA journal_mode").Scan(&mode).Error }); err != nil {
+		return err
 	}
 	if mode != "wal" {
 		return fmt.Errorf("journal mode is %q, want wal (is the file on a filesystem without shared memory?)", mode)
 	}
 	// Migrate under the write lock so that several processes opening a
 	// new file at once do not race to create the same tables.
-	ctx, cancel := context.WithTimeout(context.Background(), s.busyTimeout)
-	defer cancel()
 	return s.retryBusy(ctx, func(db *gorm.DB) error {
 		return db.Transaction(func(tx *gorm.DB) error {
 			var version int

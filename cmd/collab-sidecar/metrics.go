@@ -107,7 +107,11 @@ func newMetrics(store *models.Store) *metrics {
 		}
 		return float64(n)
 	})
-	m.reg.MustRegister(m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
+	offset := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "collab_lease_clock_offset_seconds",
+		Help: "How far the PostgreSQL server's clock, by which the ledger decides, is ahead of this host's (negative: behind); 0 on SQLite.",
+	}, func() float64 { return store.ClockOffset().Seconds() })
+	m.reg.MustRegister(offset, m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
 		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

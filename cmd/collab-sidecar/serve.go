@@ -67,7 +67,9 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	leases, err := plugin.NewService(forge, store, plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next),
+	// The service's timers wait for the ledger's expiries, so they read
+	// the ledger's clock (on PostgreSQL, the database server's).
+	leases, err := plugin.NewService(forge, store, plugin.WithClock(store.Clock().Now), plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next),
 		plugin.WithLive(plugin.LiveOptions{Recheck: liveRecheck(cfg)}))
 	if err != nil {
 		return err
