@@ -31,6 +31,9 @@ var (
 	ErrInvalid = models.ErrInvalid
 	// ErrBusy: the ledger stayed busy past its timeout; nothing was done.
 	ErrBusy = models.ErrBusy
+	// ErrLedgerUnreachable: the ledger's database server (PostgreSQL) did
+	// not answer; nothing was done. It is also an ErrBusy: try again.
+	ErrLedgerUnreachable = models.ErrUnreachable
 )
 
 // ErrTryAgain: next examined as many candidates as it may in one call

@@ -166,3 +166,21 @@ func TestNewAdminNeedsTheDatabase(t *testing.T) {
 		t.Fatal("NewAdmin without Database: no error")
 	}
 }
+
+// What /readyz says of each kind of failure, in a few public words.
+func TestReadyzNamesTheProblem(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("ping ledger: %w", plugin.ErrLedgerUnreachable), "unreachable"},
+		{fmt.Errorf("ping ledger: %w", plugin.ErrBusy), "busy"},
+		{fmt.Errorf("GET /api/v1/user: %w", plugin.ErrUnavailable), "unreachable"},
+		{fmt.Errorf("token: %w", plugin.ErrConfig), "misconfigured (see the sidecar's log)"},
+		{errors.New("disk I/O error at /var/lib/collab"), "failing (see the sidecar's log)"},
+	} {
+		if got := problem(c.err); got != c.want {
+			t.Errorf("problem(%v) = %q, want %q", c.err, got, c.want)
+		}
+	}
+}

@@ -69,6 +69,8 @@ func problem(err error) string {
 	switch {
 	case errors.Is(err, plugin.ErrConfig):
 		return "misconfigured (see the sidecar's log)"
+	case errors.Is(err, plugin.ErrLedgerUnreachable):
+		return "unreachable"
 	case errors.Is(err, plugin.ErrBusy):
 		return "busy"
 	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):

@@ -16,6 +16,7 @@ import (
 	"syscall"
 
 	"github.com/collab-lease/collab-lease/buildinfo"
+	"github.com/collab-lease/collab-lease/models"
 )
 
 const usage = `collab-sidecar: atomic, expiring work claims on Gitea issues.
@@ -89,6 +90,9 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 	switch {
 	case err == nil, errors.Is(err, errHelp):
 		return 0
+	case errors.Is(err, models.ErrBusy): // the database, unreachable or busy: try again (EX_TEMPFAIL)
+		fmt.Fprintf(stderr, "collab-sidecar %s: %v\n", args[0], err)
+		return 75
 	default:
 		fmt.Fprintf(stderr, "collab-sidecar %s: %v\n", args[0], err)
 		return 1

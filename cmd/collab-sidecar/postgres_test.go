@@ -80,3 +80,17 @@ func TestServeOnPostgres(t *testing.T) {
 		t.Fatalf("doctor on an unreachable PostgreSQL: %v", err)
 	}
 }
+
+// serve with its PostgreSQL server unreachable does not start: it says why
+// in one line (no password) and exits 75, "try again", so that a service
+// manager tells a database not up yet from a mistake in the configuration.
+func TestServeWithoutItsDatabaseExitsTempFail(t *testing.T) {
+	db := "postgres://collab:pw-s3cret@127.0.0.1:1/collab?connect_timeout=2" // nothing listens there
+	var stdout, stderr strings.Builder
+	env := envOf(map[string]string{"COLLAB_GITEA_TOKEN": "t0k"})
+	code := run([]string{"serve", "--gitea-url", "http://127.0.0.1:1", "--data-dir", t.TempDir(), "--db", db}, env, &stdout, &stderr)
+	msg := stderr.String()
+	if code != 75 || strings.Contains(msg, "s3cret") || !strings.Contains(msg, "collab-sidecar serve: open ledger postgres://collab:xxxxx@127.0.0.1:1/collab") {
+		t.Fatalf("serve without its database: exit %d, stderr %q", code, msg)
+	}
+}
