@@ -39,3 +39,15 @@ func (h *handler) preflight(c *gin.Context) {
 	}
 	c.AbortWithStatus(http.StatusNoContent)
 }
+
+// ourOrigin: o is the origin of Gitea's pages or of the sidecar's own, the
+// only pages whose POSTs with the sign-in cookie are answered (browsers
+// send cookies with a cross-site form's POST too, and say its Origin).
+func (h *handler) ourOrigin(o string) bool {
+	return h.allowedOrigin(o) || strings.EqualFold(o, h.publicOrig)
+}
+
+// refuseCrossOrigin answers 403 to a POST from another site's page.
+func (h *handler) refuseCrossOrigin(c *gin.Context) {
+	c.AbortWithStatusJSON(http.StatusForbidden, errorBody{Error: "cross-origin request refused"})
+}

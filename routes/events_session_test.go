@@ -74,3 +74,26 @@ func TestStreamCapCountsAnIPv6PrefixAsOneClient(t *testing.T) {
 	}
 	done3()
 }
+
+// Another site's page cannot sign a user out (a form posted with the
+// cookie): a logout naming another Origin is refused and the session
+// lives on; Gitea's pages, and programs that send no Origin, sign out.
+func TestLogoutRefusesOtherSites(t *testing.T) {
+	s := newLiveServer(t, StreamOptions{Heartbeat: time.Hour})
+	cookie := s.sessionFor("alice")
+	secret := "/api/v1/repos/acme/secret/leases/events"
+	for _, o := range []string{"https://evil.example", "null"} {
+		if r := s.do("POST", logoutPath, cookie, "Origin: "+o); r.Code != 403 {
+			t.Fatalf("logout from %s: %d %s, want 403", o, r.Code, r.Body)
+		}
+	}
+	mine, r := s.open(secret, cookie)
+	if mine == nil {
+		t.Fatalf("alice's session after the refused logouts: %d %s", r.Code, r.Body)
+	}
+	mine.next(t)
+	if r := s.do("POST", logoutPath, cookie); r.Code != 200 {
+		t.Fatalf("logout without an Origin: %d %s", r.Code, r.Body)
+	}
+	mine.ended(t)
+}

@@ -98,8 +98,8 @@ func (h *handler) leaseHistory(c *gin.Context) {
 // Gitea's or the sidecar's own (403 otherwise, before anything is looked
 // up); a viewer who is not an admin of the repository gets 403 too.
 func (h *handler) forceRelease(c *gin.Context) {
-	if o := c.GetHeader("Origin"); !h.allowedOrigin(o) && !strings.EqualFold(o, h.publicOrig) {
-		c.AbortWithStatusJSON(http.StatusForbidden, errorBody{Error: "cross-origin request refused"})
+	if !h.ourOrigin(c.GetHeader("Origin")) {
+		h.refuseCrossOrigin(c)
 		return
 	}
 	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {

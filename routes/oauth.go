@@ -180,8 +180,14 @@ func (h *handler) callback(c *gin.Context) {
 // logout ends the session: POST /oauth/logout. Clearing the cookie is not
 // enough (a copy of it would still sign in), so the account's session
 // epoch moves on first, which ends this session and the account's others
-// on the server.
+// on the server. Another site's page could post a form here with the
+// cookie and sign the user out of every browser: a request naming another
+// Origin is refused (one without, from a program, is answered).
 func (h *handler) logout(c *gin.Context) {
+	if o := c.GetHeader("Origin"); o != "" && !h.ourOrigin(o) {
+		h.refuseCrossOrigin(c)
+		return
+	}
 	u, ok, err := h.signedIn(c)
 	if err == nil && ok {
 		err = h.leases.EndSessions(c.Request.Context(), u)
