@@ -3,6 +3,7 @@ package plugin_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -166,6 +167,63 @@ func TestConcurrentNextGivesDistinctIssues(t *testing.T) {
 	}
 	if n := w.forge.Calls("OpenIssues"); n > 2 {
 		t.Errorf("%d lists of open issues for 12 callers within the cache interval, want them shared", n)
+	}
+}
+
+// One failed list of open issues, shared by every next waiting for it, is
+// asked once more before they are all told to try again; a list that
+// keeps failing is asked twice in all, and they are told.
+func TestNextAsksAFailedListOnceMore(t *testing.T) {
+	w := nextWorld(t)
+	var mu sync.Mutex
+	failed, release := 0, make(chan struct{})
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method != "OpenIssues" {
+			return nil
+		}
+		mu.Lock()
+		first := failed == 0
+		failed++
+		mu.Unlock()
+		if first {
+			<-release // the others join this flight meanwhile
+			return plugin.ErrUnavailable
+		}
+		return nil
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 4)
+	for i, who := range []string{"alice", "bob", "dave", "eve"} {
+		wg.Go(func() { _, errs[i] = w.svc.Next(bg, w.as(who), "acme", "queue", plugin.IssueFilter{}, time.Hour) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for w.forge.Calls("OpenIssues") == 0 && time.Now().Before(deadline) {
+		runtime.Gosched()
+	}
+	close(release)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("next %d after one failed list: %v", i, err)
+		}
+	}
+	if n := w.forge.Calls("OpenIssues"); n != 2 {
+		t.Errorf("%d lists asked, want the failed one and its retry", n)
+	}
+
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method == "OpenIssues" {
+			return plugin.ErrUnavailable
+		}
+		return nil
+	})
+	w.clock.Advance(time.Minute) // past the cached list
+	before := w.forge.Calls("OpenIssues")
+	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", plugin.IssueFilter{}, time.Hour); !errors.Is(err, plugin.ErrUnavailable) {
+		t.Errorf("lists failing: %v", err)
+	}
+	if n := w.forge.Calls("OpenIssues") - before; n != 2 {
+		t.Errorf("lists failing: %d asked, want 2", n)
 	}
 }
 

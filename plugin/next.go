@@ -230,6 +230,15 @@ func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter,
 		}
 		owner, name, _ := strings.Cut(r.FullName, "/")
 		issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
+		if errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrRateLimited) {
+			// Every next waiting for this list shares its failure (a
+			// dozen agents at once in a busy fleet): one failed request
+			// (a reset connection, a 5xx of an overloaded forge) is
+			// asked once more before they are all told to try again.
+			var m int
+			issues, m, err = s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
+			n += m
+		}
 		requests = n
 		if err != nil {
 			return nil, err
