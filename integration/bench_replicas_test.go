@@ -31,7 +31,9 @@ const replicaRounds = 4
 // for each), so that a change of the machine's load weighs on both alike.
 // Both replicas run throughout: in the one-replica slices the second
 // serves no agent but still follows the database's change notifications,
-// as an idle replica does; the sidecars' CPU counts both processes.
+// as an idle replica does; the sidecars' CPU counts both processes. The
+// benchmark fails if the second replica used no more CPU in the
+// two-replica slices than in the others: the agents did not reach it.
 func BenchmarkReplicas(b *testing.B) {
 	db := pgtest.NewDatabase(b)
 	g, w, bin := sharedB(b)
@@ -64,29 +66,39 @@ func BenchmarkReplicas(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	sidecarsCPU := func() time.Duration { return cpuTime(b, replicas[0].PID()) + cpuTime(b, replicas[1].PID()) }
+	cpuOf := func() [2]time.Duration {
+		return [2]time.Duration{cpuTime(b, replicas[0].PID()), cpuTime(b, replicas[1].PID())}
+	}
 
 	names := [2]string{"1-replica", "2-replicas"}
 	slice := benchDuration(b) / replicaRounds
 	var st [2]cycleStats
-	var cpu [2]time.Duration
+	var cpu [2][2]time.Duration // by configuration, by replica
 	for b.Loop() {
 		for r := range replicaRounds {
 			for k := range 2 {
 				m := k ^ r%2
-				before := sidecarsCPU()
+				before := cpuOf()
 				err := loads[m].run(slice, &st[m])
-				cpu[m] += sidecarsCPU() - before
+				after := cpuOf()
+				for i := range cpu[m] {
+					cpu[m][i] += after[i] - before[i]
+				}
 				if err != nil {
 					b.Fatalf("%s: %v", names[m], err)
 				}
 			}
 		}
 	}
+	// The second replica idles through the one-replica slices; if it
+	// worked no harder in the others, the agents never reached it.
+	if cpu[1][1] <= cpu[0][1] {
+		b.Fatalf("the second replica used %s of CPU with half the agents, %s with none: the load did not reach it", cpu[1][1], cpu[0][1])
+	}
 	for m, name := range names {
 		st[m].report(b, name+"-")
 		b.ReportMetric(st[m].elapsed.Seconds(), name+"-seconds")
-		b.ReportMetric(cpu[m].Seconds()/st[m].elapsed.Seconds(), name+"-sidecars-cores")
+		b.ReportMetric((cpu[m][0]+cpu[m][1]).Seconds()/st[m].elapsed.Seconds(), name+"-sidecars-cores")
 	}
 	b.ReportMetric(float64(len(agents)), "agents")
 	ratio := st[1].opsPerSec() / st[0].opsPerSec()
