@@ -71,7 +71,7 @@ func BenchmarkCycle64(b *testing.B) {
 // (COLLAB_TEST_POSTGRES; skipped without it), side by side in one run,
 // each as the sidecar opens it: SQLite with group commit, PostgreSQL with
 // a transaction per write and row locks. Each load runs on one engine and
-// then at once on the other: single-threaded acquire+release (its ns/op is
+// then right after on the other: single-threaded acquire+release (its ns/op is
 // the latency of the pair), then BenchmarkCycle64's 64 goroutines.
 // bench/run.sh divides PostgreSQL's ops/s by SQLite's.
 func BenchmarkEngines(b *testing.B) {
