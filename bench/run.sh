@@ -9,11 +9,17 @@
 #   make bench                          # or: bench/run.sh
 #   BENCH_BASELINE=<rev> make bench     # also measure <rev>, for before/after
 #   bench/run.sh profile                # profiles of the SSH path (no RESULTS.md)
+#   bench/run.sh postgres               # only the PostgreSQL rows (report on stdout)
 #
 # BENCH_BASELINE (default empty: skipped) copies today's bench*_test.go into
 # the tree of that revision and runs them there; if that revision does not
 # compile with today's benchmark code, or a baseline benchmark fails, the
 # script fails.
+#
+# The rows on PostgreSQL (the ledger on both engines, sidecar replicas) use
+# the server COLLAB_TEST_POSTGRES names (default below; each benchmark
+# creates and drops a database of its own there); if it does not answer,
+# the script fails before running anything.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -137,6 +143,23 @@ GO
 	exit 0
 fi
 
+# postgres: only the two rows on PostgreSQL (models' BenchmarkEngines,
+# integration's BenchmarkReplicas), for working on them; the report, with
+# every other row not measured, goes to stdout and RESULTS.md is left alone.
+only_pg=
+if [ "${1-}" = postgres ]; then
+	only_pg=1
+elif [ -n "${1-}" ]; then
+	fail "unknown argument $1 (want none, profile or postgres)"
+fi
+
+export COLLAB_TEST_POSTGRES="${COLLAB_TEST_POSTGRES:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}"
+# As .ci/postgres asks (which starts, or installs, a server where none answers).
+command -v psql >/dev/null 2>&1 ||
+	fail "psql not found: it checks that the PostgreSQL server COLLAB_TEST_POSTGRES names answers (Debian: postgresql-client)"
+[ "$(psql "$COLLAB_TEST_POSTGRES" -Atqc 'SELECT rolcreatedb OR rolsuper FROM pg_roles WHERE rolname = current_user' 2>/dev/null)" = t ] ||
+	fail "PostgreSQL does not answer at ${COLLAB_TEST_POSTGRES%%\?*} as a user that may create databases: start one (.ci/postgres), or set COLLAB_TEST_POSTGRES (CONTRIBUTING.md); nothing written"
+
 # The commit, recorded before anything is written (RESULTS.md is tracked:
 # truncating it first would always make the tree dirty).
 commit="$(git describe --always --dirty)"
@@ -145,20 +168,29 @@ if [ -n "$baseline" ] && ! git cat-file -e "$baseline^{commit}" 2>/dev/null; the
 	fail "BENCH_BASELINE=$baseline is not a commit of this repository"
 fi
 out=bench/RESULTS.md
+[ -z "$only_pg" ] || out=/dev/stdout
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 started="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-step "ledger benchmarks (models/)"
-"$go" test -run '^$' -bench . -benchtime 2s ./models/ | tee "$work/models.txt" >&2
-step "end-to-end benchmarks (integration/, real Gitea and sidecar)"
-"$go" test -run '^$' -bench . -benchtime 1x -v -timeout 15m ./integration/ | tee "$work/e2e.txt" >&2
-step "fleet benchmark (bench/fleet: agents drain a backlog with collab-lease, with Gitea's assignees alone, and with faults)"
-# It fails (and so does this script, writing nothing) if an agent's loop
-# failed or a collab-lease run worked an issue twice or left one open.
-"$go" run ./bench/fleet -md "$work/fleet.md" | tee "$work/fleet.txt" >&2
+# BenchmarkPostgres (row locks vs serializable transactions) is left out:
+# its choice is made, and RESULTS.md quotes none of it.
+models_bench=. e2e_bench=.
+[ -z "$only_pg" ] || models_bench=Engines e2e_bench=Replicas
+step "ledger benchmarks (models/, -bench $models_bench)"
+"$go" test -run '^$' -bench "$models_bench" -skip '^BenchmarkPostgres$' -benchtime 2s ./models/ | tee "$work/models.txt" >&2
+step "end-to-end benchmarks (integration/, real Gitea and sidecar, -bench $e2e_bench)"
+"$go" test -run '^$' -bench "$e2e_bench" -benchtime 1x -v -timeout 15m ./integration/ | tee "$work/e2e.txt" >&2
+: >"$work/fleet.md"
+: >"$work/fleet.txt"
+if [ -z "$only_pg" ]; then
+	step "fleet benchmark (bench/fleet: agents drain a backlog with collab-lease, with Gitea's assignees alone, and with faults)"
+	# It fails (and so does this script, writing nothing) if an agent's loop
+	# failed or a collab-lease run worked an issue twice or left one open.
+	"$go" run ./bench/fleet -md "$work/fleet.md" | tee "$work/fleet.txt" >&2
+fi
 
 : >"$work/base-models.txt"
 : >"$work/base-e2e.txt"
@@ -209,6 +241,7 @@ render() {
 		return (r + 0 >= limit) ? "met" : "not met"
 	}
 	function ms(k) { return has(k) ? sprintf("%.1f", M[k] / 1e6) : "n/a" }
+	function ms2(k) { return has(k) ? sprintf("%.2f", M[k] / 1e6) : "n/a" }
 	END {
 		print "# Benchmark results"
 		print ""
@@ -281,6 +314,11 @@ render() {
 		print "| 7 | " n(le "clients") " anonymous streams of `GET …/leases/events` on one repository, then " n(le "events") " changes (acquire, release) over one SSH connection, each once every stream had the one before | peak/idle RSS = **" fx(q(le "peak-RSS-MB", le "idle-RSS-MB")) "** | delivery (from the command sent) p50 **" v(le "delivery-p50-ms") " ms**, p99 **" v(le "delivery-p99-ms") " ms**, max " v(le "delivery-max-ms") " ms, " n(le "missed") " missed; RSS idle " v(le "idle-RSS-MB") " MB, streams open " v(le "loaded-RSS-MB") " MB, peak " v(le "peak-RSS-MB") " MB (" v(le "KiB/stream") " KiB per stream); " v(le "open-s") " s to open them |"
 		m = "models:Cycle" M["models:cycle-goroutines"] "/"
 		print "| L | ledger alone (`models`, no SSH): " v("models:cycle-goroutines") " goroutines cycling acquire/renew/release, group commit vs one transaction per write | group/single = **" fx(q(m "group-commit:ops/s", m "commit-per-write:ops/s")) "** | " v(m "group-commit:ops/s") " vs " v(m "commit-per-write:ops/s") " ops/s; single-threaded acquire+release " v("models:AcquireRelease:ops/s") " ops/s |"
+		# No goal is set for the two rows on PostgreSQL: as measured.
+		m = "models:Engines/"
+		print "| L-PG | the ledger alone on each engine, one right after the other (`models` `BenchmarkEngines`, no SSH): as row L, 64 goroutines cycling acquire/renew/release, SQLite with group commit vs PostgreSQL (a transaction per write, row locks) | PostgreSQL/SQLite = **" fx(q(m "Cycle64/postgres:ops/s", m "Cycle64/sqlite:ops/s")) "** | **" v(m "Cycle64/postgres:ops/s") " ops/s** on PostgreSQL vs **" v(m "Cycle64/sqlite:ops/s") " ops/s** on SQLite; single-threaded acquire+release " ms2(m "AcquireRelease/postgres:ns/op") " ms vs " ms2(m "AcquireRelease/sqlite:ns/op") " ms |"
+		r = "e2e:Replicas:"
+		print "| 2-PG | " n(r "agents") " agents as in row 2 (a persistent SSH connection each, cycling acquire/renew/release), the sidecar on one fresh PostgreSQL database: through one replica, and through two sharing host and session keys (agents split evenly), alternating in rounds, " v(r "1-replica-seconds") " s vs " v(r "2-replicas-seconds") " s in all | two/one replica(s) = **" x(r "2-replicas/1-replica") "** | one replica **" v(r "1-replica-ops/s") " ops/s**, p50 **" v(r "1-replica-p50-ms") " ms**, p99 **" v(r "1-replica-p99-ms") " ms**; two replicas **" v(r "2-replicas-ops/s") " ops/s**, p50 **" v(r "2-replicas-p50-ms") " ms**, p99 **" v(r "2-replicas-p99-ms") " ms**; sidecars'"'"' CPU in cores " v(r "1-replica-sidecars-cores") " vs " v(r "2-replicas-sidecars-cores") "; " n(r "1-replica-exit75-retries") " vs " n(r "2-replicas-exit75-retries") " retried after exit 75 |"
 		print ""
 		print "## Before and after"
 		print ""
@@ -329,6 +367,7 @@ render() {
 	fi
 	echo '```'
 } >"$out"
+[ -z "$only_pg" ] || exit 0
 render | sed -n '/^## Goals/,/^## Before/p' | sed '$d'
 # The fleet's heading and table, as written into RESULTS.md.
 sed -n '/^## Fleet/,/^- /p' "$work/fleet.md" | sed '$d'

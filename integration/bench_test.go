@@ -144,9 +144,16 @@ func sharedB(b *testing.B) (*Gitea, *World, string) {
 // (or on the ledger already there) and stops it when the benchmark ends.
 func startBenchSidecar(b *testing.B, ctx context.Context, g *Gitea, bin, dir string, args ...string) *Sidecar {
 	b.Helper()
+	return startBenchSidecarWith(b, ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(dir, "data"), Args: args})
+}
+
+// startBenchSidecarWith starts a sidecar as o says and stops it when the
+// benchmark ends.
+func startBenchSidecarWith(b *testing.B, ctx context.Context, o SidecarOptions) *Sidecar {
+	b.Helper()
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := StartSidecar(sctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(dir, "data"), Args: args})
+	s, err := StartSidecar(sctx, o)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -68,90 +69,35 @@ func BenchmarkSSHThroughput(b *testing.B) {
 	for i, u := range agents {
 		conns[i] = dialB(b, s, u)
 	}
-	cycle := func(i int) [3]string {
-		verb := func(v, extra string) string {
-			return fmt.Sprintf("collab-lease %s %s %d%s", v, w.Widgets.FullName(), issues[i], extra)
-		}
-		return [3]string{verb("acquire", " --ttl 1h"), verb("renew", " --ttl 1h"), verb("release", "")}
-	}
-	// Warm every connection's path once (permission cache, first session).
-	if err := inParallel(throughputClients, throughputClients, func(i int) error {
-		for _, cmd := range cycle(i) {
-			if r, err := runOn(conns[i], cmd); err != nil || r.Code != 0 {
-				return fmt.Errorf("warm-up %s: %+v %v", cmd, r, err)
-			}
-		}
-		return nil
-	}); err != nil {
+	load := cycleLoad{conns: conns, cmds: cycleCommands(w, issues)}
+	if err := load.warm(); err != nil {
 		b.Fatal(err)
 	}
 
 	d := benchDuration(b)
-	var byVerb [3][]time.Duration
-	var elapsed, cpuSidecar, cpuGitea, cpuClients time.Duration
-	var retried atomic.Int64 // commands answered exit 75 and run again
+	var st cycleStats
+	var cpuSidecar, cpuGitea, cpuClients time.Duration
 	for b.Loop() {
 		sc, gc, cc := cpuTime(b, s.PID()), cpuTime(b, giteaPID(b, g)), cpuTime(b, 0)
-		lat := make([][3][]time.Duration, throughputClients)
-		var failed error
-		var mu sync.Mutex
-		var wg sync.WaitGroup
 		stopProfile := sidecarProfile(b, d)
-		start := time.Now()
-		deadline := start.Add(d)
-		for i := range throughputClients {
-			wg.Go(func() {
-				cmds := cycle(i)
-				for n := 0; time.Now().Before(deadline); n = (n + 1) % 3 {
-					t0 := time.Now()
-					r, err := runOn(conns[i], cmds[n])
-					for err == nil && r.Code == 75 && time.Now().Before(deadline) {
-						// Temporary (Gitea too slow to answer within
-						// the forge timeout): an agent retries.
-						retried.Add(1)
-						r, err = runOn(conns[i], cmds[n])
-					}
-					if err == nil && r.Code != 0 {
-						err = fmt.Errorf("%s: exit %d: %s%s", cmds[n], r.Code, r.Stdout, r.Stderr)
-					}
-					if err != nil {
-						mu.Lock()
-						failed = err
-						mu.Unlock()
-						return
-					}
-					lat[i][n] = append(lat[i][n], time.Since(t0))
-				}
-			})
-		}
-		wg.Wait()
-		elapsed += time.Since(start)
+		err := load.run(d, &st)
 		stopProfile()
 		cpuSidecar += cpuTime(b, s.PID()) - sc
 		cpuGitea += cpuTime(b, giteaPID(b, g)) - gc
 		cpuClients += cpuTime(b, 0) - cc
-		if failed != nil {
-			b.Fatal(failed)
-		}
-		for i := range lat {
-			for v := range 3 {
-				byVerb[v] = append(byVerb[v], lat[i][v]...)
-			}
+		if err != nil {
+			b.Fatal(err)
 		}
 	}
-	all := append(append(append([]time.Duration(nil), byVerb[0]...), byVerb[1]...), byVerb[2]...)
+	all, elapsed := st.all(), st.elapsed
 	ops := len(all)
-	b.ReportMetric(float64(ops)/elapsed.Seconds(), "ops/s")
-	b.ReportMetric(float64(ops), "ops")
+	st.report(b, "")
 	b.ReportMetric(throughputClients, "agents")
-	b.ReportMetric(float64(retried.Load()), "exit75-retries")
 	b.ReportMetric(elapsed.Seconds(), "seconds")
-	reportMs(b, "p50-ms", percentile(all, 50))
-	reportMs(b, "p99-ms", percentile(all, 99))
 	for v, name := range []string{"acquire", "renew", "release"} {
-		reportMs(b, name+"-p50-ms", percentile(byVerb[v], 50))
-		reportMs(b, name+"-p99-ms", percentile(byVerb[v], 99))
-		reportMs(b, name+"-mean-ms", mean(byVerb[v]))
+		reportMs(b, name+"-p50-ms", percentile(st.byVerb[v], 50))
+		reportMs(b, name+"-p99-ms", percentile(st.byVerb[v], 99))
+		reportMs(b, name+"-mean-ms", mean(st.byVerb[v]))
 	}
 	// Where the machine's CPU went: the sidecar, Gitea, and the 64
 	// clients (this process), per operation and in cores.
@@ -166,7 +112,7 @@ func BenchmarkSSHThroughput(b *testing.B) {
 	// ledger kept the issue's state (the issue, as the agent sees it), at
 	// the concurrency the sidecar allows itself towards Gitea: the ceiling
 	// acquires had when each one asked Gitea.
-	acquires := float64(len(byVerb[0])) / elapsed.Seconds()
+	acquires := float64(len(st.byVerb[0])) / elapsed.Seconds()
 	ceiling := giteaIssueRate(b, g, w, agents, issues, giteaConc, d/2)
 	b.ReportMetric(acquires, "acquires/s")
 	b.ReportMetric(ceiling, "gitea-issue-GETs/s")
@@ -260,4 +206,117 @@ func sidecarProfile(b *testing.B, d time.Duration) func() {
 		}
 		b.Logf("sidecar profiles (%d s of CPU under load; allocations before and after) in %s", secs, dir)
 	}
+}
+
+// cycleLoad is the load of the throughput benchmarks: agent i cycles
+// cmds[i] (acquire, renew and release of an issue of its own) over its
+// persistent connection conns[i], one session per command.
+type cycleLoad struct {
+	conns []*ssh.Client
+	cmds  [][3]string
+}
+
+// cycleCommands are the commands of agents cycling on issues of Widgets,
+// one issue each.
+func cycleCommands(w *World, issues []int64) [][3]string {
+	cmds := make([][3]string, len(issues))
+	for i, n := range issues {
+		verb := func(v, extra string) string {
+			return fmt.Sprintf("collab-lease %s %s %d%s", v, w.Widgets.FullName(), n, extra)
+		}
+		cmds[i] = [3]string{verb("acquire", " --ttl 1h"), verb("renew", " --ttl 1h"), verb("release", "")}
+	}
+	return cmds
+}
+
+// warm runs each agent's cycle once, all at once: the sidecar's
+// permission cache, the issue's state in the ledger, the first session.
+func (l cycleLoad) warm() error {
+	return inParallel(len(l.conns), len(l.conns), func(i int) error {
+		for _, cmd := range l.cmds[i] {
+			if r, err := runOn(l.conns[i], cmd); err != nil || r.Code != 0 {
+				return fmt.Errorf("warm-up %s: %+v %v", cmd, r, err)
+			}
+		}
+		return nil
+	})
+}
+
+// cycleStats are the completed operations of one or more runs of a load.
+type cycleStats struct {
+	byVerb  [3][]time.Duration // latencies: acquire, renew, release
+	elapsed time.Duration      // the runs' wall time
+	retried int64              // commands answered exit 75 and run again
+}
+
+// all is every operation's latency.
+func (st *cycleStats) all() []time.Duration {
+	return slices.Concat(st.byVerb[0], st.byVerb[1], st.byVerb[2])
+}
+
+// opsPerSec is the completed operations per second of wall time.
+func (st *cycleStats) opsPerSec() float64 {
+	return float64(len(st.all())) / st.elapsed.Seconds()
+}
+
+// report reports the operations per second, their count, the commands
+// retried after exit 75 and the p50 and p99 latencies, each unit named
+// after prefix.
+func (st *cycleStats) report(b *testing.B, prefix string) {
+	all := st.all()
+	b.ReportMetric(st.opsPerSec(), prefix+"ops/s")
+	b.ReportMetric(float64(len(all)), prefix+"ops")
+	b.ReportMetric(float64(st.retried), prefix+"exit75-retries")
+	reportMs(b, prefix+"p50-ms", percentile(all, 50))
+	reportMs(b, prefix+"p99-ms", percentile(all, 99))
+}
+
+// run runs the load until d has passed: each agent starts its next
+// command while the deadline is ahead, and the run ends when the last
+// command in flight has returned. What it measured is added to st. A
+// command answered with exit 75 (retry) is run again, as an agent would,
+// and counted; its latency runs from the first attempt. Any other failure
+// ends the agent's loop and is returned.
+func (l cycleLoad) run(d time.Duration, st *cycleStats) error {
+	lat := make([][3][]time.Duration, len(l.conns))
+	var retried atomic.Int64
+	var failed error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(d)
+	for i := range l.conns {
+		wg.Go(func() {
+			cmds := l.cmds[i]
+			for n := 0; time.Now().Before(deadline); n = (n + 1) % 3 {
+				t0 := time.Now()
+				r, err := runOn(l.conns[i], cmds[n])
+				for err == nil && r.Code == 75 && time.Now().Before(deadline) {
+					// Temporary (Gitea too slow to answer within the
+					// forge timeout): an agent retries.
+					retried.Add(1)
+					r, err = runOn(l.conns[i], cmds[n])
+				}
+				if err == nil && r.Code != 0 {
+					err = fmt.Errorf("%s: exit %d: %s%s", cmds[n], r.Code, r.Stdout, r.Stderr)
+				}
+				if err != nil {
+					mu.Lock()
+					failed = err
+					mu.Unlock()
+					return
+				}
+				lat[i][n] = append(lat[i][n], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	st.elapsed += time.Since(start)
+	st.retried += retried.Load()
+	for i := range lat {
+		for v := range 3 {
+			st.byVerb[v] = append(st.byVerb[v], lat[i][v]...)
+		}
+	}
+	return failed
 }

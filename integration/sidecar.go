@@ -223,12 +223,17 @@ func cleanEnv() []string {
 	return env
 }
 
-func (s *Sidecar) writeKnownHosts() error {
-	path := s.opts.HostKey
-	if path == "" {
-		path = filepath.Join(s.DataDir, "ssh_host_ed25519_key")
+// hostKeyFile is the file of the sidecar's SSH host key (private; the
+// public key is derived from it).
+func (s *Sidecar) hostKeyFile() string {
+	if s.opts.HostKey != "" {
+		return s.opts.HostKey
 	}
-	pub, err := os.ReadFile(path)
+	return filepath.Join(s.DataDir, "ssh_host_ed25519_key")
+}
+
+func (s *Sidecar) writeKnownHosts() error {
+	pub, err := os.ReadFile(s.hostKeyFile())
 	if err != nil {
 		return err
 	}
