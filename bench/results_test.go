@@ -50,6 +50,9 @@ func TestResultsCheckCatchesFiguresNotOfTheRun(t *testing.T) {
 		"an invented note":            strings.Replace(prose, "\n## Notes from the run\n", "\n## Notes from the run\n\n- the fix took it from 29.37 ms to 9.81 ms\n", 1),
 		"an invented ratio":           strings.Replace(prose, "\n## Notes from the run\n", "\n## Notes from the run\n\n- 2.417× faster\n", 1),
 		"a goal row's figure changed": regexp.MustCompile(`(\| 1 \| fresh-OpenSSH[^|]*\| [^*]*\*\*)\d+\.\d+`).ReplaceAllString(prose, "${1}7.777"),
+		// A ratio that happens to be a raw figure in other units (a
+		// thousandth of 394.7 ops/s) is still not of the run.
+		"a ratio in a unit's reach": regexp.MustCompile(`(\| 1 \| fresh-OpenSSH[^|]*\| [^*]*\*\*)\d+\.\d+`).ReplaceAllString(prose, "${1}"+thousandthOfRaw(t, raw)),
 	} {
 		if doctored == prose {
 			t.Fatalf("%s: the doctoring did not apply", name)
@@ -175,7 +178,10 @@ func fromRun(f figure, raw []float64) bool {
 	tol := 0.5*math.Pow(10, -float64(f.decimals)) + 1e-9
 	near := func(v float64) bool { return math.Abs(v-f.value) <= tol }
 	for _, r := range raw {
-		if near(r) || near(r/1e6) || near(r*1e3) || near(r/1e3) || near(r/1024) || (f.percent && near(r*100)) {
+		// A figure with a unit may be in another unit in the raw output
+		// (ns, ms, s; bytes, KiB); a ratio has none, so it is only itself
+		// (or, as a percentage, a hundred times a raw fraction).
+		if near(r) || (!f.ratio && (near(r/1e6) || near(r*1e3) || near(r/1e3) || near(r/1024))) || (f.percent && near(r*100)) {
 			return true
 		}
 	}
@@ -192,4 +198,19 @@ func fromRun(f figure, raw []float64) bool {
 		}
 	}
 	return false
+}
+
+// thousandthOfRaw returns, to three decimals, a thousandth of a figure of
+// raw between 100 and 1000, a value raw itself does not give.
+func thousandthOfRaw(t *testing.T, raw string) string {
+	t.Helper()
+	for _, m := range regexp.MustCompile(`\b[1-9]\d\d\.\d+\b`).FindAllString(raw, -1) {
+		v, _ := strconv.ParseFloat(m, 64)
+		s := strconv.FormatFloat(v/1e3, 'f', 3, 64)
+		if !strings.Contains(raw, s) {
+			return s
+		}
+	}
+	t.Fatal("the raw output has no figure between 100 and 1000")
+	return ""
 }
