@@ -107,7 +107,7 @@ var settings = []setting{
 	{"forge-rate-per-addr", "COLLAB_FORGE_RATE_PER_ADDR", "20", "requests to Gitea per second one client address's HTTP requests may cause, in bursts of 5 s worth (answers from the caches are free); past it 429; 0 turns it off"},
 	{"proxy-protocol-from", "COLLAB_PROXY_PROTOCOL_FROM", "", "load balancers (addresses or CIDR ranges, comma-separated) whose connections to the SSH and HTTP listeners must begin with a PROXY protocol v1 or v2 header naming the client, which the limits per address then count; no other address may send one"},
 	{"event-streams-per-viewer", "COLLAB_EVENT_STREAMS_PER_VIEWER", strconv.Itoa(routes.DefaultStreamsPerViewer), "live event streams (badges kept current) one signed-in account may hold at once"},
-	{"event-streams-per-address", "COLLAB_EVENT_STREAMS_PER_ADDRESS", strconv.Itoa(routes.DefaultStreamsPerAddress), "live event streams one client address may hold at once (raise it behind a proxy)"},
+	{"event-streams-per-address", "COLLAB_EVENT_STREAMS_PER_ADDRESS", strconv.Itoa(routes.DefaultStreamsPerAddress), "live event streams one client address may hold at once (raise it behind a proxy that sends no PROXY protocol header)"},
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
