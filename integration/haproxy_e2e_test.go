@@ -31,7 +31,8 @@ import (
 // real OpenSSH client gets either replica and the same host key;
 // twenty racers get exactly one winner; each replica logs each racer's
 // own address; a client's second connection is refused at both replicas
-// while another client still gets in; and HTTP answers.
+// while another client still gets in; HTTP answers; and with Gitea down,
+// when no replica is ready, the replicas still answer through it.
 func TestReplicasBehindHAProxy(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	haproxy, err := exec.LookPath("haproxy")
@@ -149,6 +150,22 @@ func TestReplicasBehindHAProxy(t *testing.T) {
 	}
 	if err := json.Unmarshal(resp, &list); err != nil || len(list.Leases) != 1 || list.Leases[0].Issue != n || list.Leases[0].Holder != racers[winner].Login {
 		t.Fatalf("leases through the balancer: %s (%v); want %s's on #%d", resp, err, racers[winner].Login, n)
+	}
+
+	// Gitea down: no replica is ready, and HAProxy turns to the ones that
+	// are alive, which answer rather than the balancer refusing.
+	stopGitea(t, g)
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(lb.logs.String(), "backend ssh_ready has no server available") ||
+		!strings.Contains(lb.logs.String(), "backend http_ready has no server available") {
+		if time.Now().After(deadline) {
+			t.Fatalf("HAProxy never found the replicas unready with Gitea down:\n%s", tail(lb.logs.String(), 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	expect(t, lb.ssh(ctx, w.Carol, "127.0.0.7", "collab-lease help"), 0, "help through the balancer, Gitea down")
+	if _, err := lb.get(ctx, "127.0.0.7", "/healthz"); err != nil {
+		t.Fatalf("HTTP through the balancer, Gitea down: %v", err)
 	}
 }
 
