@@ -269,7 +269,9 @@ func (h *handler) deadline(c *gin.Context) {
 }
 
 // budget charges what the request asks of Gitea to its address's share
-// (gin's ClientIP is the connection's address: no proxy is trusted).
+// (gin's ClientIP is the connection's address, no forwarding header is
+// trusted; behind a balancer that sends a PROXY protocol header, the
+// listener makes it the client's address the header names).
 func (h *handler) budget(c *gin.Context) {
 	if b := h.budgets.For(c.ClientIP()); b != nil {
 		c.Request = c.Request.WithContext(plugin.WithBudget(c.Request.Context(), b))

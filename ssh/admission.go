@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/collab-lease/collab-lease/plugin"
 )
 
@@ -186,8 +188,12 @@ func addrOf(a net.Addr) netip.Prefix {
 func (s *Server) countAddr(addr netip.Prefix) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.countAddrLocked(addr)
+}
+
+func (s *Server) countAddrLocked(addr netip.Prefix) bool {
 	if s.perAddr[addr] >= s.MaxConnsPerAddr {
-		same := func(c *serverConn) bool { return c.addr == addr }
+		same := func(c *serverConn) bool { return c.counted && c.addr == addr }
 		if !s.evictWhereLocked(same) && !s.evictDoomedWhereLocked(same) {
 			return false
 		}
@@ -199,7 +205,76 @@ func (s *Server) countAddr(addr netip.Prefix) bool {
 func (s *Server) uncountAddr(addr netip.Prefix) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.uncountAddrLocked(addr)
+}
+
+func (s *Server) uncountAddrLocked(addr netip.Prefix) {
 	if s.perAddr[addr]--; s.perAddr[addr] <= 0 {
 		delete(s.perAddr, addr)
 	}
+}
+
+// uncount gives back c's place among its address's connections, if it
+// was counted (a balancer's connection is counted only once its header
+// has named the client).
+func (s *Server) uncount(c *serverConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.counted {
+		c.counted = false
+		s.uncountAddrLocked(c.addr)
+	}
+}
+
+// proxiedConn is a connection from a trusted load balancer whose client's
+// address comes first on the connection, in a PROXY protocol header
+// (proxyheader.Conn): reading it may take as long as the balancer takes,
+// so it is read on the connection's own goroutine, never in Serve's loop.
+type proxiedConn interface {
+	net.Conn
+	// ReadHeader reads the header (once; RemoteAddr is then the client's)
+	// and says why the connection must go, having logged it, or nil.
+	ReadHeader() error
+	// Balancer is the address the connection came from.
+	Balancer() net.Addr
+}
+
+// acceptProxied admits a balancer's connection before its client is
+// known: it takes a slot and joins the handshakes at once, so the header
+// is bounded by HandshakeTimeout and a balancer's connection that stalls
+// is evicted as any stalled handshake is (it has sent nothing the server
+// counts); its address is counted once the header names it (admitProxied,
+// on the connection's goroutine).
+func (s *Server) acceptProxied(c proxiedConn, cfg *gossh.ServerConfig) {
+	if !s.takeSlot() {
+		s.Logger.Warn("connection refused: too many connections", "balancer", c.Balancer().String(), "max", s.MaxConns)
+		_ = c.Close()
+		return
+	}
+	idle := newIdleConn(c, s.IdleTimeout, s.WriteTimeout)
+	sc := &serverConn{Conn: idle, idle: idle, since: s.Clock(), proxied: c}
+	_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
+	s.beginStartup(sc)
+	go s.handleConn(sc, cfg)
+}
+
+// admitProxied reads c's PROXY header and counts the client it names as
+// Serve counts a direct connection's address (countAddr); false means c
+// must go.
+func (s *Server) admitProxied(c *serverConn) bool {
+	if c.proxied.ReadHeader() != nil {
+		return false // logged by ReadHeader
+	}
+	addr := addrOf(c.RemoteAddr())
+	s.mu.Lock()
+	ok := s.countAddrLocked(addr)
+	if ok {
+		c.addr, c.counted = addr, true
+	}
+	s.mu.Unlock()
+	if !ok {
+		s.Logger.Warn("connection refused: too many connections from one address", "remote", c.RemoteAddr().String(),
+			"balancer", c.proxied.Balancer().String(), "max", s.MaxConnsPerAddr)
+	}
+	return ok
 }

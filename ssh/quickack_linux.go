@@ -8,11 +8,11 @@ import (
 // quickAck sets TCP_QUICKACK, which Linux clears again by itself, so it is
 // set before every read.
 func quickAck(c net.Conn) {
-	tc, ok := c.(*net.TCPConn)
+	sc, ok := c.(syscall.Conn) // a *net.TCPConn, or one wrapped by proxyheader
 	if !ok {
 		return
 	}
-	raw, err := tc.SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return
 	}

@@ -20,9 +20,12 @@ var ErrServerClosed = errors.New("ssh: server closed")
 
 // Server is an SSH server for exec requests of clients known by their key:
 // it admits connections (MaxConns, MaxStartups, evicting stalled
-// handshakes), resolves each key through Keys, bounds what a connection
-// may hold, how long it may idle and how long it may leave what it is sent
-// untaken, hands exec and shell requests to Handler, and shuts down without losing replies. Everything else a client
+// handshakes; a load balancer's connection that names its client in a
+// PROXY protocol header, as proxyheader's listener gives it, counts as
+// that client once the header is read), resolves each key through Keys,
+// bounds what a connection may hold, how long it may idle and how long it
+// may leave what it is sent untaken, hands exec and shell requests to
+// Handler, and shuts down without losing replies. Everything else a client
 // may ask for (pty, env, subsystems, forwarding) is refused.
 //
 // Set the fields, then call Serve. Zero values of the limits take the
@@ -112,7 +115,11 @@ type serverConn struct {
 	doomed   *list.Element // in Server.doomed while let in for ShortLife
 	since    time.Time     // when the connection was accepted, on Clock
 	addr     netip.Prefix  // the client's address, as perAddr counts it
-	account  int64         // the account counted in perAcct (0: none)
+	counted  bool          // addr is counted in perAddr
+	// proxied is set while the connection's client address is still to
+	// be read from the balancer's PROXY header (see acceptProxied).
+	proxied proxiedConn
+	account int64 // the account counted in perAcct (0: none)
 }
 
 func (s *Server) init() {
@@ -216,6 +223,10 @@ func (s *Server) Serve(l net.Listener) error {
 			}
 			return err
 		}
+		if pc, ok := c.(proxiedConn); ok {
+			s.acceptProxied(pc, cfg)
+			continue
+		}
 		addr := addrOf(c.RemoteAddr())
 		if !s.countAddr(addr) {
 			s.Logger.Warn("connection refused: too many connections from one address", "remote", c.RemoteAddr().String(), "max", s.MaxConnsPerAddr)
@@ -231,7 +242,7 @@ func (s *Server) Serve(l net.Listener) error {
 		// Counted among the handshakes here, in arrival order, so that
 		// eviction's "oldest" means the first accepted.
 		idle := newIdleConn(c, s.IdleTimeout, s.WriteTimeout)
-		sc := &serverConn{Conn: idle, idle: idle, since: s.Clock(), addr: addr}
+		sc := &serverConn{Conn: idle, idle: idle, since: s.Clock(), addr: addr, counted: true}
 		_ = c.SetDeadline(time.Now().Add(s.HandshakeTimeout))
 		s.beginStartup(sc)
 		go s.handleConn(sc, cfg)
@@ -240,7 +251,7 @@ func (s *Server) Serve(l net.Listener) error {
 
 func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 	defer func() { <-s.slots }()
-	defer s.uncountAddr(c.addr)
+	defer s.uncount(c)
 	defer s.endStartup(c)
 	defer s.forget(c)
 	if s.ConnDelta != nil {
@@ -252,6 +263,9 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 		return
 	}
 	defer s.untrack(c)
+	if c.proxied != nil && !s.admitProxied(c) {
+		return
+	}
 	defer func() {
 		if c.idle.stalled.Load() {
 			s.Logger.Warn("connection closed: the client took nothing of the reply", "remote", c.RemoteAddr().String(),

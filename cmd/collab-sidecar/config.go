@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/proxyheader"
 	"github.com/collab-lease/collab-lease/routes"
 )
 
@@ -66,6 +68,10 @@ type Config struct {
 	MaxConnsPerAddr    int
 	MaxConnsPerAccount int
 	ForgeRatePerAddr   int
+	// ProxyProtocolFrom are the load balancers whose connections to the
+	// SSH and HTTP listeners begin with a PROXY protocol header naming
+	// the client (nil: none; no connection may send one).
+	ProxyProtocolFrom []netip.Prefix
 }
 
 // setting is one row of the settings table: the single source for flags,
@@ -99,8 +105,9 @@ var settings = []setting{
 	{"max-conns-per-addr", "COLLAB_MAX_CONNS_PER_ADDR", "128", "SSH connections one client address may hold (IPv6: one /64); raise it for a fleet behind one NAT address"},
 	{"max-conns-per-account", "COLLAB_MAX_CONNS_PER_ACCOUNT", "256", "SSH connections one Gitea account may hold; past it they answer exit 75"},
 	{"forge-rate-per-addr", "COLLAB_FORGE_RATE_PER_ADDR", "20", "requests to Gitea per second one client address's HTTP requests may cause, in bursts of 5 s worth (answers from the caches are free); past it 429; 0 turns it off"},
+	{"proxy-protocol-from", "COLLAB_PROXY_PROTOCOL_FROM", "", "load balancers (addresses or CIDR ranges, comma-separated) whose connections to the SSH and HTTP listeners must begin with a PROXY protocol v1 or v2 header naming the client, which the limits per address then count; no other address may send one"},
 	{"event-streams-per-viewer", "COLLAB_EVENT_STREAMS_PER_VIEWER", strconv.Itoa(routes.DefaultStreamsPerViewer), "live event streams (badges kept current) one signed-in account may hold at once"},
-	{"event-streams-per-address", "COLLAB_EVENT_STREAMS_PER_ADDRESS", strconv.Itoa(routes.DefaultStreamsPerAddress), "live event streams one client address may hold at once (raise it behind a proxy)"},
+	{"event-streams-per-address", "COLLAB_EVENT_STREAMS_PER_ADDRESS", strconv.Itoa(routes.DefaultStreamsPerAddress), "live event streams one client address may hold at once (raise it behind a proxy that sends no PROXY protocol header)"},
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
@@ -332,6 +339,9 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 			return c, fmt.Errorf("%s %q must be a whole number from %d to %d", n.name, v[n.name], n.min, n.max)
 		}
 		*n.dst = parsed
+	}
+	if c.ProxyProtocolFrom, err = proxyheader.ParseFrom(v["proxy-protocol-from"]); err != nil {
+		return c, fmt.Errorf("proxy-protocol-from %v: give the balancers' addresses or CIDR ranges, comma-separated (e.g. 10.0.0.5,10.1.0.0/24)", err)
 	}
 	switch c.LogFormat {
 	case "text", "json":

@@ -54,6 +54,7 @@ key-cache-ttl = 10
 		{"whole seconds from file", cfg.KeyCacheTTL.String(), "10s"},
 		{"default duration", cfg.PermCacheTTL.String(), (30 * time.Second).String()},
 		{"default stream cap", fmt.Sprint(cfg.StreamsPerViewer, cfg.StreamsPerAddress), "10 50"},
+		{"no balancer by default", fmt.Sprint(cfg.ProxyProtocolFrom), "[]"},
 	}
 	for _, c := range checks {
 		if c.got != c.want {
@@ -100,6 +101,9 @@ func TestConfigValidation(t *testing.T) {
 		{"no streams", append(base, "--event-streams-per-viewer", "0"), "event-streams-per-viewer \"0\" must be a whole number from 1 to 100000"},
 		{"bad stream cap", append(base, "--event-streams-per-address", "lots"), "event-streams-per-address \"lots\" must be a whole number"},
 		{"bad log format", append(base, "--log-format", "xml"), "log-format \"xml\" must be text or json"},
+		{"bad balancer address", append(base, "--proxy-protocol-from", "10.0.0.5,10.0.0.300"), "proxy-protocol-from \"10.0.0.300\" is neither an IP address nor a CIDR range"},
+		{"bad balancer range", append(base, "--proxy-protocol-from", "10.0.0.0/33"), "proxy-protocol-from \"10.0.0.0/33\" is neither"},
+		{"balancer by name", append(base, "--proxy-protocol-from", "haproxy"), "give the balancers' addresses or CIDR ranges"},
 		{"bad public url", append(base, "--public-url", "localhost:8787"), "public-url"},
 		{"bad webhook url", append(base, "--webhook-url", "sidecar:8787"), "webhook-url \"sidecar:8787\" must be an http"},
 		{"webhook url with a query", append(base, "--webhook-url", "http://sidecar:8787/?x=1"), "webhook-url"},
@@ -167,5 +171,28 @@ func TestHealthcheckNeedsOnlyTheHTTPAddress(t *testing.T) {
 	cfg, err = loadConfig("healthcheck", nil, probeEnv(envOf(map[string]string{"COLLAB_HTTP_LISTEN": "127.0.0.1:8000", "COLLAB_GITEA_URL": "http://g"})), io.Discard)
 	if err != nil || cfg.HTTPListen != "127.0.0.1:8000" || cfg.GiteaURL != "http://g" {
 		t.Fatalf("healthcheck config from env: %+v %v", cfg, err)
+	}
+}
+
+// The balancers that must send PROXY headers come as addresses and CIDR
+// ranges, comma-separated, from a flag or the environment.
+func TestConfigProxyProtocolFrom(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"--proxy-protocol-from", "10.0.0.5"}, "", "[10.0.0.5/32]"},
+		{nil, "10.0.0.5, 172.18.0.0/16,fd00::/64", "[10.0.0.5/32 172.18.0.0/16 fd00::/64]"},
+		{[]string{"--proxy-protocol-from", ""}, "10.0.0.5", "[]"},
+	} {
+		env := map[string]string{"COLLAB_GITEA_TOKEN": "t0k"}
+		if c.env != "" {
+			env["COLLAB_PROXY_PROTOCOL_FROM"] = c.env
+		}
+		cfg, err := loadConfig("serve", append([]string{"--gitea-url", "http://g"}, c.args...), envOf(env), io.Discard)
+		if err != nil || fmt.Sprint(cfg.ProxyProtocolFrom) != c.want {
+			t.Errorf("%v %q: %v, %v; want %s", c.args, c.env, cfg.ProxyProtocolFrom, err, c.want)
+		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+
+	"github.com/collab-lease/collab-lease/proxyheader"
 )
 
 // healthcheck asks the local server's /healthz, on the configured HTTP
@@ -24,7 +26,24 @@ func healthcheck(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			// The server requires a PROXY header from this very address
+			// (--proxy-protocol-from covers loopback): say the connection
+			// is a local one, not a client's.
+			if (&proxyheader.Listener{From: cfg.ProxyProtocolFrom}).Trusts(c.LocalAddr()) {
+				if err := proxyheader.SendLocal(c); err != nil {
+					c.Close()
+					return nil, err
+				}
+			}
+			return c, nil
+		}}}
+	resp, err := client.Do(req)
 	if err != nil {
 		return fmt.Errorf("not healthy: %v", err)
 	}

@@ -24,6 +24,10 @@ const (
 	httpReadTimeout       = 30 * time.Second
 	httpIdleTimeout       = 2 * time.Minute
 	httpMaxHeaderBytes    = 64 << 10
+	// proxyHeaderTimeout bounds how long a load balancer's connection
+	// may take to send its PROXY protocol header (--proxy-protocol-from);
+	// a balancer sends it as soon as it has connected.
+	proxyHeaderTimeout = 5 * time.Second
 	// metricsLedgerTimeout bounds the ledger count behind the live-lease
 	// gauge, per scrape.
 	metricsLedgerTimeout = 2 * time.Second

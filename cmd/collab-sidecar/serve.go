@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/proxyheader"
 	"github.com/collab-lease/collab-lease/routes"
 	"github.com/collab-lease/collab-lease/ssh"
 )
@@ -115,6 +117,13 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		sshL.Close()
 		return fmt.Errorf("http-listen: %w", err)
 	}
+	if len(cfg.ProxyProtocolFrom) > 0 {
+		// Behind a TCP load balancer: the client's address comes in a
+		// PROXY header, which the limits per address and the logs use.
+		sshL = &proxyheader.Listener{Listener: sshL, From: cfg.ProxyProtocolFrom, Timeout: proxyHeaderTimeout, Logger: log}
+		httpL = &proxyheader.Listener{Listener: httpL, From: cfg.ProxyProtocolFrom, Timeout: proxyHeaderTimeout, Logger: log}
+		log.Info("PROXY protocol headers required from the load balancers, refused from anyone else", "from", prefixList(cfg.ProxyProtocolFrom))
+	}
 	var adminL net.Listener
 	if cfg.AdminListen != "" {
 		if adminL, err = net.Listen("tcp", cfg.AdminListen); err != nil {
@@ -181,6 +190,15 @@ func httpRunner(name string, hs *http.Server, l net.Listener, log *slog.Logger) 
 				_ = hs.Close()
 			}
 		}}
+}
+
+// prefixList is ranges as the flag takes them.
+func prefixList(ps []netip.Prefix) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // loopback reports whether a bound address is reachable from this machine
