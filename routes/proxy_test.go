@@ -13,7 +13,7 @@ import (
 	"github.com/pires/go-proxyproto"
 
 	"github.com/collab-lease/collab-lease/plugin"
-	"github.com/collab-lease/collab-lease/proxyheader"
+	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 )
 
 // Behind a balancer that sends PROXY headers (version 1 or 2), the

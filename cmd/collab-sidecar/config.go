@@ -21,7 +21,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
-	"github.com/collab-lease/collab-lease/proxyheader"
+	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 	"github.com/collab-lease/collab-lease/routes"
 )
 

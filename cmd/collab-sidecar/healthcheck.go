@@ -6,7 +6,7 @@ import (
 	"net"
 	"net/http"
 
-	"github.com/collab-lease/collab-lease/proxyheader"
+	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 )
 
 // healthcheck asks the local server's /healthz, on the configured HTTP

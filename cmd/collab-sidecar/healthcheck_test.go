@@ -9,7 +9,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/collab-lease/collab-lease/proxyheader"
+	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 )
 
 // When the sidecar requires PROXY headers from loopback (a balancer on the
