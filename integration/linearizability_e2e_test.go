@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -76,26 +77,26 @@ var errTransport = errors.New("ssh transport")
 
 // run runs one command in a new session on the agent's connection,
 // dialing first if there is none. A transport failure drops the
-// connection (the next run dials again) and wraps errTransport.
+// connection (the next run dials again) and wraps errTransport; so does
+// ctx ending first, at whatever stage (a sidecar that stops answering
+// may do so in the middle of the handshake, or before a session opens).
 func (a *agent) run(ctx context.Context, cmd string) (SSHResult, error) {
-	c, err := a.conn()
+	c, err := a.conn(ctx)
 	if err != nil {
 		return SSHResult{}, fmt.Errorf("%w: dial: %v", errTransport, err)
 	}
+	stop := context.AfterFunc(ctx, func() { a.drop(c) })
+	defer stop()
 	sess, err := c.NewSession()
 	if err != nil {
 		a.drop(c)
-		return SSHResult{}, fmt.Errorf("%w: new session: %v", errTransport, err)
+		return SSHResult{}, fmt.Errorf("%w: new session: %v", errTransport, errors.Join(ctx.Err(), err))
 	}
 	defer sess.Close()
 	var out, errb bytes.Buffer
 	sess.Stdout, sess.Stderr = &out, &errb
-	done := make(chan error, 1)
-	go func() { done <- sess.Run(cmd) }()
-	select {
-	case err = <-done:
-	case <-ctx.Done():
-		a.drop(c)
+	err = sess.Run(cmd)
+	if ctx.Err() != nil {
 		return SSHResult{}, fmt.Errorf("%w: %s: %v", errTransport, cmd, ctx.Err())
 	}
 	r := SSHResult{Stdout: out.String(), Stderr: errb.String()}
@@ -111,18 +112,29 @@ func (a *agent) run(ctx context.Context, cmd string) (SSHResult, error) {
 	return r, nil
 }
 
-func (a *agent) conn() (*ssh.Client, error) {
+// conn is the agent's connection, dialed (within ctx) if there is none.
+func (a *agent) conn(ctx context.Context) (*ssh.Client, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.client != nil {
 		return a.client, nil
 	}
-	c, err := ssh.Dial("tcp", a.addr, a.config)
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "tcp", a.addr)
 	if err != nil {
 		return nil, err
 	}
-	a.client = c
-	return c, nil
+	stop := context.AfterFunc(ctx, func() { _ = nc.Close() })
+	cc, chans, reqs, err := ssh.NewClientConn(nc, a.addr, a.config)
+	if !stop() {
+		err = errors.Join(ctx.Err(), err)
+	}
+	if err != nil {
+		_ = nc.Close()
+		return nil, err
+	}
+	a.client = ssh.NewClient(cc, chans, reqs)
+	return a.client, nil
 }
 
 func (a *agent) drop(c *ssh.Client) {
