@@ -223,12 +223,17 @@ func cleanEnv() []string {
 	return env
 }
 
-func (s *Sidecar) writeKnownHosts() error {
-	path := s.opts.HostKey
-	if path == "" {
-		path = filepath.Join(s.DataDir, "ssh_host_ed25519_key")
+// HostKeyFile is the sidecar's SSH host key file: the shared one given
+// by SidecarOptions.HostKey, or the one in its data directory.
+func (s *Sidecar) HostKeyFile() string {
+	if s.opts.HostKey != "" {
+		return s.opts.HostKey
 	}
-	pub, err := os.ReadFile(path)
+	return filepath.Join(s.DataDir, "ssh_host_ed25519_key")
+}
+
+func (s *Sidecar) writeKnownHosts() error {
+	pub, err := os.ReadFile(s.HostKeyFile())
 	if err != nil {
 		return err
 	}
