@@ -29,7 +29,7 @@ import (
 // no client saw a token repeated for another tenure or lower than one
 // handed out before it asked (acks.check, as for a single sidecar's
 // crashes).
-func TestReplicaKilledUnderLoad(t *testing.T) {
+func TestReplicasSurviveOneKilledUnderLoad(t *testing.T) {
 	db := pgtest.NewDatabase(t)
 	g, w, _ := shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
