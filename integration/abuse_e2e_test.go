@@ -222,7 +222,7 @@ func TestAbuseEndToEnd(t *testing.T) {
 			return
 		}
 		defer a.close()
-		c, err := a.conn()
+		c, err := a.conn(ctx)
 		if err != nil {
 			t.Error(err)
 			return

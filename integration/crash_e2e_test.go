@@ -55,6 +55,85 @@ type seenAcquire struct {
 	call, ret  time.Duration // since the run started (monotonic)
 }
 
+// acks is what the clients of a load run were told succeeded.
+type acks struct {
+	mu     sync.Mutex
+	seen   []seenAcquire
+	writes []seenWrite
+}
+
+// loadClient is one client of a load run: a connection of its own user
+// (so that what it holds is its own business), and what it knows it
+// holds, its commands being sequential.
+type loadClient struct {
+	a    *agent
+	rng  *rand.Rand
+	mine map[int64]held
+}
+
+func newLoadClient(a *agent, seed int64) *loadClient {
+	return &loadClient{a: a, rng: rand.New(rand.NewSource(seed)), mine: map[int64]held{}}
+}
+
+// step runs one acquire (ttl 1–3 s), renew or release of a random issue
+// of issues in repo, with a deadline of its own, and records in k what it
+// was told succeeded; start is when the run began. It says whether it was
+// an acknowledged acquire. An error wrapping errTransport is a command
+// whose fate is unknown (its connection died, or would not open); any
+// other error is a command that hung or an answer the contract does not
+// allow.
+func (c *loadClient) step(ctx context.Context, ack *acks, repo Repo, issues []int64, start time.Time, deadline time.Duration) (bool, error) {
+	n := issues[c.rng.Intn(len(issues))]
+	in := leasemodel.Input{Key: leasemodel.Key{RepoID: repo.ID, Issue: n}, Holder: c.a.user.Login}
+	switch roll := c.rng.Intn(10); {
+	case roll < 6:
+		in.Kind, in.TTL = leasemodel.Acquire, int64(1+c.rng.Intn(3))
+	case roll < 7:
+		in.Kind, in.TTL = leasemodel.Renew, 2
+	default:
+		in.Kind = leasemodel.Release
+	}
+	call, callUnix := time.Since(start), time.Now().Unix()
+	cctx, cancel := context.WithTimeout(ctx, deadline)
+	r, err := c.a.run(cctx, e2eCommand(in, repo.FullName()))
+	hung := cctx.Err() == context.DeadlineExceeded
+	cancel()
+	ret := time.Since(start)
+	if hung {
+		return false, fmt.Errorf("%s: %s of #%d hung for %s", c.a.user.Login, in.Kind, n, deadline)
+	}
+	if err != nil {
+		delete(c.mine, n) // its fate is unknown
+		return false, fmt.Errorf("%s: %w", c.a.user.Login, err)
+	}
+	outs, err := e2eAnswer(in, r, issues)
+	if err != nil {
+		return false, fmt.Errorf("%s: %v", c.a.user.Login, err)
+	}
+	if len(outs) != 1 || outs[0].Result != leasemodel.OK {
+		delete(c.mine, n)
+		return false, nil
+	}
+	o := outs[0]
+	ack.mu.Lock()
+	defer ack.mu.Unlock()
+	switch in.Kind {
+	case leasemodel.Acquire:
+		ack.seen = append(ack.seen, seenAcquire{issue: n, holder: o.Holder, token: o.Token, acquiredAt: o.AcquiredAt, expiresAt: o.ExpiresAt, call: call, ret: ret})
+		c.mine[n] = held{token: o.Token, expiresAt: o.ExpiresAt}
+		return true, nil
+	case leasemodel.Renew:
+		ack.writes = append(ack.writes, seenWrite{kind: in.Kind, issue: n, holder: o.Holder, token: o.Token, expiresAt: o.ExpiresAt})
+		c.mine[n] = held{token: o.Token, expiresAt: o.ExpiresAt}
+	case leasemodel.Release:
+		if h, known := c.mine[n]; known {
+			ack.writes = append(ack.writes, seenWrite{kind: in.Kind, issue: n, holder: c.a.user.Login, token: h.token, expiresAt: h.expiresAt, callUnix: callUnix})
+		}
+		delete(c.mine, n)
+	}
+	return false, nil
+}
+
 func TestCrashUnderLoadEndToEnd(t *testing.T) {
 	scale := leasemodel.Scale(t)
 	kills := 30 * scale
@@ -99,43 +178,21 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 	var (
 		stop       atomic.Bool
 		wg         sync.WaitGroup
-		mu         sync.Mutex
-		seen       []seenAcquire
-		writes     []seenWrite
+		ack        acks
 		acked      atomic.Int64 // acquires answered "acquired" (for the killer's pacing)
 		ops        atomic.Int64
 		cut        atomic.Int64 // commands whose connection died before the answer
 		refused    atomic.Int64 // dials while the sidecar was down
 		unexpected = make(chan error, len(agents))
 	)
-	for c, a := range agents {
+	for i, a := range agents {
 		wg.Go(func() {
-			rng := rand.New(rand.NewSource(time.Now().UnixNano() + int64(c)))
-			mine := map[int64]held{} // this client's commands are sequential
+			c := newLoadClient(a, time.Now().UnixNano()+int64(i))
 			for !stop.Load() {
-				n := issues[rng.Intn(len(issues))]
-				in := leasemodel.Input{Key: leasemodel.Key{RepoID: w.Widgets.ID, Issue: n}, Holder: a.user.Login}
-				switch roll := rng.Intn(10); {
-				case roll < 6:
-					in.Kind, in.TTL = leasemodel.Acquire, int64(1+rng.Intn(3))
-				case roll < 7:
-					in.Kind, in.TTL = leasemodel.Renew, 2
-				default:
-					in.Kind = leasemodel.Release
-				}
-				call, callUnix := time.Since(start), time.Now().Unix()
-				cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
-				r, err := a.run(cctx, e2eCommand(in, w.Widgets.FullName()))
-				hung := cctx.Err() == context.DeadlineExceeded
-				ccancel()
-				ret := time.Since(start)
+				acquired, err := c.step(ctx, &ack, w.Widgets, issues, start, 30*time.Second) // a kill cuts a command off at once
 				ops.Add(1)
-				if hung {
-					unexpected <- fmt.Errorf("%s: %s hung for 30 s (a kill cuts a command off at once)", a.user.Login, in.Kind)
-					return
-				}
-				if errors.Is(err, errTransport) {
-					delete(mine, n) // its fate is unknown
+				switch {
+				case errors.Is(err, errTransport):
 					// Killed mid-command, or not listening yet: the fate
 					// of this command is unknown. Try again shortly.
 					if strings.Contains(err.Error(), "dial:") {
@@ -144,37 +201,11 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 						cut.Add(1)
 					}
 					time.Sleep(10 * time.Millisecond) // pacing of the retry, not a wait for time to pass
-					continue
-				}
-				outs, err := e2eAnswer(in, r, issues)
-				if err != nil {
-					unexpected <- fmt.Errorf("%s: %v", a.user.Login, err)
+				case err != nil:
+					unexpected <- err
 					return
-				}
-				ok := len(outs) == 1 && outs[0].Result == leasemodel.OK
-				switch {
-				case !ok:
-					delete(mine, n)
-				case in.Kind == leasemodel.Acquire:
-					o := outs[0]
-					mu.Lock()
-					seen = append(seen, seenAcquire{issue: n, holder: o.Holder, token: o.Token, acquiredAt: o.AcquiredAt, expiresAt: o.ExpiresAt, call: call, ret: ret})
-					mu.Unlock()
-					mine[n] = held{token: o.Token, expiresAt: o.ExpiresAt}
+				case acquired:
 					acked.Add(1)
-				case in.Kind == leasemodel.Renew:
-					o := outs[0]
-					mu.Lock()
-					writes = append(writes, seenWrite{kind: in.Kind, issue: n, holder: o.Holder, token: o.Token, expiresAt: o.ExpiresAt})
-					mu.Unlock()
-					mine[n] = held{token: o.Token, expiresAt: o.ExpiresAt}
-				case in.Kind == leasemodel.Release:
-					if h, known := mine[n]; known {
-						mu.Lock()
-						writes = append(writes, seenWrite{kind: in.Kind, issue: n, holder: a.user.Login, token: h.token, expiresAt: h.expiresAt, callUnix: callUnix})
-						mu.Unlock()
-					}
-					delete(mine, n)
 				}
 			}
 		})
@@ -240,7 +271,7 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 	curMu.Unlock()
 	slices.Sort(restarts)
 	t.Logf("%d SIGKILLs in %s under %d commands (%d acquires acknowledged, %d commands cut off by a kill, %d dials refused while down); restart to listening: median %s, max %s",
-		kills, elapsed.Round(time.Millisecond), ops.Load(), len(seen), cut.Load(), refused.Load(),
+		kills, elapsed.Round(time.Millisecond), ops.Load(), len(ack.seen), cut.Load(), refused.Load(),
 		restarts[len(restarts)/2].Round(time.Millisecond), restarts[len(restarts)-1].Round(time.Millisecond))
 	if cut.Load() == 0 {
 		t.Errorf("no command was cut off by a kill: the kills did not land under load")
@@ -259,8 +290,22 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	ack.check(t, ctx, store, w.Widgets.ID, issues)
+}
+
+// check reads the history of each of issues (of repository repoID) in
+// the ledger and holds it to what the clients were told: tenures are
+// numbered 1, 2, 3, … with every other event in the tenure in force, and
+// the live lease is the last tenure's; every acknowledged acquire and
+// renew, and every acknowledged release of a tenure still live when it
+// was asked, is in the history; and no client saw a token handed out for
+// two tenures, or lower than one already handed out before it asked.
+func (ack *acks) check(t *testing.T, ctx context.Context, store *models.Store, repoID int64, issues []int64) {
+	t.Helper()
+	ack.mu.Lock()
+	defer ack.mu.Unlock()
 	for _, n := range issues {
-		k := models.Key{RepoID: w.Widgets.ID, Issue: n}
+		k := models.Key{RepoID: repoID, Issue: n}
 		evs, err := store.History(ctx, k)
 		if err != nil {
 			t.Fatal(err)
@@ -292,7 +337,7 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 		}
 		// Every acknowledged acquire is in the history.
 		var mine []seenAcquire
-		for _, a := range seen {
+		for _, a := range ack.seen {
 			if a.issue != n {
 				continue
 			}
@@ -327,7 +372,7 @@ func TestCrashUnderLoadEndToEnd(t *testing.T) {
 		// acknowledged release of a tenure that had not expired when it
 		// was asked (the ledger's times are whole seconds: one of slack).
 		renews, releases := 0, 0
-		for _, wr := range writes {
+		for _, wr := range ack.writes {
 			if wr.issue != n {
 				continue
 			}

@@ -129,7 +129,7 @@ func clientConfig(s *Sidecar, u *User) (*ssh.ClientConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	host, err := loadSigner(s.hostKeyFile())
+	host, err := loadSigner(s.HostKeyFile())
 	if err != nil {
 		return nil, err
 	}

@@ -20,29 +20,14 @@ import (
 // issue soon after a release through another.
 func TestReplicasAgainstGitea(t *testing.T) {
 	db := pgtest.NewDatabase(t)
-	g, w, bin := shared(t)
+	g, w, _ := shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	keys := t.TempDir()
-	sessionKey := filepath.Join(keys, "session.key")
-	replicas := make([]*Sidecar, 3)
-	errs := make([]error, len(replicas))
-	var wg sync.WaitGroup
-	for i := range replicas {
-		wg.Go(func() {
-			replicas[i], errs[i] = StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g,
-				DataDir: filepath.Join(t.TempDir(), fmt.Sprint("replica", i)), HostKey: filepath.Join(keys, "ssh_host_key"),
-				Args: []string{"--db", db, "--session-key", sessionKey}})
-		})
-	}
-	wg.Wait()
-	for i, s := range replicas {
-		if errs[i] != nil {
-			t.Fatalf("replica %d: %v", i, errs[i])
-		}
+	replicas := startReplicas(t, ctx, db, 3)
+	for _, s := range replicas {
 		stopAtEnd(t, s)
 	}
-
+	var wg sync.WaitGroup
 	n := w.PullRequest
 	racers := racerUsers(t, ctx, g, w, 50)[:20] // the 50-agent race makes the same users
 	results := make([]SSHResult, len(racers))
@@ -81,4 +66,35 @@ func TestReplicasAgainstGitea(t *testing.T) {
 		t.Fatalf("the waiter on replica 0 got the issue %s after the release on replica 1, want within 2 s", took)
 	}
 	expect(t, run(t, replicas[2], waiter, lease("release", w.Widgets, n)), 0, "release through replica 2")
+}
+
+// startReplicas starts n sidecars at once on the PostgreSQL database db,
+// sharing one host key and one session key file (which the first to get
+// there creates). Stopping them is the caller's business.
+func startReplicas(t *testing.T, ctx context.Context, db string, n int) []*Sidecar {
+	t.Helper()
+	g, _, bin := shared(t)
+	keys := t.TempDir()
+	replicas := make([]*Sidecar, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range replicas {
+		wg.Go(func() {
+			replicas[i], errs[i] = StartSidecar(ctx, SidecarOptions{Binary: bin, Gitea: g,
+				DataDir: filepath.Join(t.TempDir(), fmt.Sprint("replica", i)), HostKey: filepath.Join(keys, "ssh_host_key"),
+				Args: []string{"--db", db, "--session-key", filepath.Join(keys, "session.key")}})
+		})
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, s := range replicas {
+				if s != nil {
+					s.Kill()
+				}
+			}
+			t.Fatalf("replica %d: %v", i, err)
+		}
+	}
+	return replicas
 }

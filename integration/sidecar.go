@@ -223,9 +223,9 @@ func cleanEnv() []string {
 	return env
 }
 
-// hostKeyFile is the file of the sidecar's SSH host key (private; the
-// public key is derived from it).
-func (s *Sidecar) hostKeyFile() string {
+// HostKeyFile is the sidecar's SSH host key file: the shared one given
+// by SidecarOptions.HostKey, or the one in its data directory.
+func (s *Sidecar) HostKeyFile() string {
 	if s.opts.HostKey != "" {
 		return s.opts.HostKey
 	}
@@ -233,7 +233,7 @@ func (s *Sidecar) hostKeyFile() string {
 }
 
 func (s *Sidecar) writeKnownHosts() error {
-	pub, err := os.ReadFile(s.hostKeyFile())
+	pub, err := os.ReadFile(s.HostKeyFile())
 	if err != nil {
 		return err
 	}
