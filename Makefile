@@ -54,7 +54,7 @@ gitea-frontend:
 # a server (CONTRIBUTING.md); make passes it on from the environment, and
 # .ci/run sets it.
 unit:
-	CGO_ENABLED=1 $(GO) test -race -count=1 $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m $(PKGS)
 
 test: check gitea gitea-frontend unit
 
