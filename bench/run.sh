@@ -175,7 +175,7 @@ trap 'rm -rf "$work"' EXIT
 load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 started="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 
-# BenchmarkPostgres (row locks vs serializable transactions) is left out:
+# BenchmarkPostgres (advisory locks vs serializable transactions) is left out:
 # its choice is made, and RESULTS.md quotes none of it.
 models_bench=. e2e_bench=.
 [ -z "$only_pg" ] || models_bench=Engines e2e_bench=Replicas
@@ -316,7 +316,7 @@ render() {
 		print "| L | ledger alone (`models`, no SSH): " v("models:cycle-goroutines") " goroutines cycling acquire/renew/release, group commit vs one transaction per write | group/single = **" fx(q(m "group-commit:ops/s", m "commit-per-write:ops/s")) "** | " v(m "group-commit:ops/s") " vs " v(m "commit-per-write:ops/s") " ops/s; single-threaded acquire+release " v("models:AcquireRelease:ops/s") " ops/s |"
 		# No goal is set for the two rows on PostgreSQL: as measured.
 		m = "models:Engines/"
-		print "| L-PG | the ledger alone on each engine, one right after the other (`models` `BenchmarkEngines`, no SSH): as row L, 64 goroutines cycling acquire/renew/release, SQLite with group commit vs PostgreSQL (a transaction per write, row locks) | PostgreSQL/SQLite = **" fx(q(m "Cycle64/postgres:ops/s", m "Cycle64/sqlite:ops/s")) "** | **" v(m "Cycle64/postgres:ops/s") " ops/s** on PostgreSQL vs **" v(m "Cycle64/sqlite:ops/s") " ops/s** on SQLite; single-threaded acquire+release " ms2(m "AcquireRelease/postgres:ns/op") " ms vs " ms2(m "AcquireRelease/sqlite:ns/op") " ms |"
+		print "| L-PG | the ledger alone on each engine, one right after the other (`models` `BenchmarkEngines`, no SSH): as row L, 64 goroutines cycling acquire/renew/release, SQLite with group commit vs PostgreSQL (a transaction per write under advisory locks) | PostgreSQL/SQLite = **" fx(q(m "Cycle64/postgres:ops/s", m "Cycle64/sqlite:ops/s")) "** | **" v(m "Cycle64/postgres:ops/s") " ops/s** on PostgreSQL vs **" v(m "Cycle64/sqlite:ops/s") " ops/s** on SQLite; single-threaded acquire+release " ms2(m "AcquireRelease/postgres:ns/op") " ms vs " ms2(m "AcquireRelease/sqlite:ns/op") " ms |"
 		r = "e2e:Replicas:"
 		print "| 2-PG | " n(r "agents") " agents as in row 2 (a persistent SSH connection each, cycling acquire/renew/release), the sidecar on one fresh PostgreSQL database: through one replica, and through two sharing host and session keys (agents split evenly), alternating in rounds, " v(r "1-replica-seconds") " s vs " v(r "2-replicas-seconds") " s in all | two/one replica(s) = **" x(r "2-replicas/1-replica") "** | one replica **" v(r "1-replica-ops/s") " ops/s**, p50 **" v(r "1-replica-p50-ms") " ms**, p99 **" v(r "1-replica-p99-ms") " ms**; two replicas **" v(r "2-replicas-ops/s") " ops/s**, p50 **" v(r "2-replicas-p50-ms") " ms**, p99 **" v(r "2-replicas-p99-ms") " ms**; sidecars'"'"' CPU in cores " v(r "1-replica-sidecars-cores") " vs " v(r "2-replicas-sidecars-cores") "; " n(r "1-replica-exit75-retries") " vs " n(r "2-replicas-exit75-retries") " retried after exit 75 |"
 		print ""
