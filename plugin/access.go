@@ -7,6 +7,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Who may do what. Every permission decision of the sidecar is made in
@@ -32,9 +33,9 @@ import (
 
 // repo returns the repository owner/name as v sees it, or ErrRepoNotFound.
 // A viewer who came with an API token sees it through the token's scopes.
-func (s *Service) repo(ctx context.Context, v Viewer, owner, name string) (Repo, error) {
+func (s *Service) repo(ctx context.Context, v Viewer, owner, name string) (forge.Repo, error) {
 	var (
-		r   Repo
+		r   forge.Repo
 		err error
 	)
 	if v.Token != "" {
@@ -43,18 +44,18 @@ func (s *Service) repo(ctx context.Context, v Viewer, owner, name string) (Repo,
 		r, err = s.forge.Repo(ctx, v.Login, owner, name)
 	}
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return Repo{}, fmt.Errorf("%s/%s: %w", owner, name, ErrRepoNotFound)
+	case errors.Is(err, forge.ErrNotFound):
+		return forge.Repo{}, fmt.Errorf("%s/%s: %w", owner, name, ErrRepoNotFound)
 	case err != nil:
-		return Repo{}, err
+		return forge.Repo{}, err
 	case !r.CanRead:
-		return Repo{}, fmt.Errorf("%s/%s: %w", owner, name, ErrRepoNotFound)
+		return forge.Repo{}, fmt.Errorf("%s/%s: %w", owner, name, ErrRepoNotFound)
 	}
 	return r, nil
 }
 
 // mayAcquire decides whether the viewer of r may claim is.
-func mayAcquire(r Repo, is Issue) error {
+func mayAcquire(r forge.Repo, is forge.Issue) error {
 	switch {
 	case !mayRead(r, kindOf(is)):
 		return fmt.Errorf("%s#%d: %w", r.FullName, is.Number, ErrIssueNotFound)
@@ -70,7 +71,7 @@ func mayAcquire(r Repo, is Issue) error {
 
 // mayChange decides whether the viewer of r may renew or release its own
 // lease at all. Which unit the number is of is checked by visible.
-func mayChange(r Repo) error {
+func mayChange(r forge.Repo) error {
 	if !r.CanWriteIssues && !r.CanWritePulls {
 		return &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
 	}
@@ -79,7 +80,7 @@ func mayChange(r Repo) error {
 
 // mayNext decides whether the viewer of r may claim from the unit f
 // names, and returns that unit's kind.
-func mayNext(r Repo, f IssueFilter) (models.Kind, error) {
+func mayNext(r forge.Repo, f forge.IssueFilter) (models.Kind, error) {
 	switch {
 	case f.Pulls && !r.CanWritePulls:
 		return 0, &WriteRequiredError{Repo: r.FullName, Unit: "pulls"}
@@ -92,7 +93,7 @@ func mayNext(r Repo, f IssueFilter) (models.Kind, error) {
 }
 
 // mayForce decides whether the viewer of r may release another's lease.
-func mayForce(r Repo) error {
+func mayForce(r forge.Repo) error {
 	if !r.Admin {
 		return &WriteRequiredError{Repo: r.FullName, Admin: true}
 	}
@@ -101,7 +102,7 @@ func mayForce(r Repo) error {
 
 // mayRead says whether the viewer of r may read numbers of this kind.
 // KindUnknown is readable only by who may read both units.
-func mayRead(r Repo, k models.Kind) bool {
+func mayRead(r forge.Repo, k models.Kind) bool {
 	switch k {
 	case models.KindIssue:
 		return r.CanReadIssues
@@ -125,7 +126,7 @@ const (
 // kinds is shown as is only to who reads both units; to a viewer of one
 // unit it becomes a reset, whose refetch of the list asks the forge about
 // that number as the viewer (visibleLeases) rather than on every event.
-func mayWatch(r Repo, typ string, k models.Kind) watchVerdict {
+func mayWatch(r forge.Repo, typ string, k models.Kind) watchVerdict {
 	switch {
 	case typ != contract.EventLease && typ != contract.EventReleased:
 		return watchShow // the stream's position, or a reset: about no number
@@ -139,14 +140,14 @@ func mayWatch(r Repo, typ string, k models.Kind) watchVerdict {
 
 // readsAll says whether the viewer of r may read every number, so that
 // nothing needs to be asked about any one of them.
-func readsAll(r Repo) bool { return r.CanReadIssues && r.CanReadPulls }
+func readsAll(r forge.Repo) bool { return r.CanReadIssues && r.CanReadPulls }
 
 // visible tells whether the viewer of r may see number n, whose kind the
 // ledger may know (known) or not. A viewer who reads both units sees
 // every number at no cost; otherwise an unknown kind is asked of the
 // forge, as the viewer, and a number the forge does not know is not
 // visible.
-func (s *Service) visible(ctx context.Context, v Viewer, r Repo, n int64, known models.Kind) (bool, error) {
+func (s *Service) visible(ctx context.Context, v Viewer, r forge.Repo, n int64, known models.Kind) (bool, error) {
 	if readsAll(r) {
 		return true, nil
 	}
@@ -157,7 +158,7 @@ func (s *Service) visible(ctx context.Context, v Viewer, r Repo, n int64, known 
 	return seen[n], err
 }
 
-func kindOf(is Issue) models.Kind {
+func kindOf(is forge.Issue) models.Kind {
 	if is.IsPull {
 		return models.KindPull
 	}

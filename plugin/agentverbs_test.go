@@ -10,6 +10,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -52,7 +53,7 @@ func TestNextClaimsTheOldestFreeUnblockedIssue(t *testing.T) {
 	w := nextWorld(t)
 	var got []int64
 	for _, who := range []string{"alice", "bob", "dave", "eve"} {
-		r, err := w.svc.Next(bg, w.as(who), "acme", "queue", plugin.IssueFilter{}, time.Hour)
+		r, err := w.svc.Next(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, time.Hour)
 		if err != nil {
 			got = append(got, 0)
 			var c *plugin.ConflictError
@@ -70,17 +71,17 @@ func TestNextClaimsTheOldestFreeUnblockedIssue(t *testing.T) {
 	if want := []int64{1, 2, 4, 5}; !equal(got, want) {
 		t.Fatalf("next gave %v, want %v", got, want)
 	}
-	r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", plugin.IssueFilter{}, time.Hour)
+	r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, time.Hour)
 	if status(r, err) != contract.StatusNone {
 		t.Fatalf("a fifth next: %+v %v, want none (3 is still blocked)", r, err)
 	}
 
 	// 5 closes at the forge; its webhook arrives: 3 is free to take.
 	w.forge.Close("acme/queue", 5, false)
-	if _, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 10, Number: 5, Updated: w.clock.Now()}); err != nil {
+	if _, err := w.svc.Apply(bg, forge.Event{Kind: forge.EventClosed, RepoID: 10, Number: 5, Updated: w.clock.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	r, err = w.svc.Next(bg, w.as("alice"), "acme", "queue", plugin.IssueFilter{}, time.Hour)
+	r, err = w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, time.Hour)
 	if err != nil || r.Issue != 3 {
 		t.Fatalf("after its dependency closed: %+v %v, want #3", r, err)
 	}
@@ -88,15 +89,15 @@ func TestNextClaimsTheOldestFreeUnblockedIssue(t *testing.T) {
 
 func TestNextFiltersByLabelAndUnit(t *testing.T) {
 	w := nextWorld(t)
-	r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", plugin.IssueFilter{Labels: []string{"bug"}}, 0)
+	r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{Labels: []string{"bug"}}, 0)
 	if err != nil || r.Issue != 2 {
 		t.Fatalf("--label bug: %+v %v, want #2", r, err)
 	}
-	r, err = w.svc.Next(bg, w.as("bob"), "acme", "queue", plugin.IssueFilter{Labels: []string{"bug"}}, 0)
+	r, err = w.svc.Next(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{Labels: []string{"bug"}}, 0)
 	if status(r, err) != contract.StatusNone {
 		t.Fatalf("--label bug again: %+v %v, want none", r, err)
 	}
-	r, err = w.svc.Next(bg, w.as("bob"), "acme", "queue", plugin.IssueFilter{Pulls: true}, 0)
+	r, err = w.svc.Next(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{Pulls: true}, 0)
 	if err != nil || r.Issue != 7 {
 		t.Fatalf("--pulls: %+v %v, want #7", r, err)
 	}
@@ -108,20 +109,20 @@ func TestNextFiltersByLabelAndUnit(t *testing.T) {
 func TestNextRefusals(t *testing.T) {
 	w := nextWorld(t)
 	var write *plugin.WriteRequiredError
-	if _, err := w.svc.Next(bg, w.as("reader"), "acme", "queue", plugin.IssueFilter{}, 0); !errors.As(err, &write) {
+	if _, err := w.svc.Next(bg, w.as("reader"), "acme", "queue", forge.IssueFilter{}, 0); !errors.As(err, &write) {
 		t.Errorf("reader: %v, want write access required", err)
 	}
-	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "secret-nothing", plugin.IssueFilter{}, 0); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "secret-nothing", forge.IssueFilter{}, 0); !errors.Is(err, plugin.ErrRepoNotFound) {
 		t.Errorf("unknown repo: %v", err)
 	}
-	if _, err := w.svc.Next(bg, w.as("eve"), "acme", "secret", plugin.IssueFilter{}, 0); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, err := w.svc.Next(bg, w.as("eve"), "acme", "secret", forge.IssueFilter{}, 0); !errors.Is(err, plugin.ErrRepoNotFound) {
 		t.Errorf("private repo: %v", err)
 	}
-	if _, err := w.svc.Next(bg, plugin.Viewer{}, "acme", "queue", plugin.IssueFilter{}, 0); !errors.Is(err, plugin.ErrInvalid) {
+	if _, err := w.svc.Next(bg, plugin.Viewer{}, "acme", "queue", forge.IssueFilter{}, 0); !errors.Is(err, plugin.ErrInvalid) {
 		t.Errorf("anonymous: %v", err)
 	}
 	w.forge.SetDown(true)
-	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", plugin.IssueFilter{}, 0); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, 0); !errors.Is(err, forge.ErrUnavailable) {
 		t.Errorf("forge down: %v", err)
 	}
 }
@@ -139,7 +140,7 @@ func TestConcurrentNextGivesDistinctIssues(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := w.svc.Next(bg, w.as(who), "acme", "queue", plugin.IssueFilter{}, time.Hour)
+			r, err := w.svc.Next(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, time.Hour)
 			mu.Lock()
 			defer mu.Unlock()
 			switch status(r, err) {
@@ -187,14 +188,14 @@ func TestNextAsksAFailedListOnceMore(t *testing.T) {
 		mu.Unlock()
 		if first {
 			<-release // the others join this flight meanwhile
-			return plugin.ErrUnavailable
+			return forge.ErrUnavailable
 		}
 		return nil
 	})
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i, who := range []string{"alice", "bob", "dave", "eve"} {
-		wg.Go(func() { _, errs[i] = w.svc.Next(bg, w.as(who), "acme", "queue", plugin.IssueFilter{}, time.Hour) })
+		wg.Go(func() { _, errs[i] = w.svc.Next(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, time.Hour) })
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for w.forge.Calls("OpenIssues") == 0 && time.Now().Before(deadline) {
@@ -213,13 +214,13 @@ func TestNextAsksAFailedListOnceMore(t *testing.T) {
 
 	w.forge.SetHook(func(ctx context.Context, method string) error {
 		if method == "OpenIssues" {
-			return plugin.ErrUnavailable
+			return forge.ErrUnavailable
 		}
 		return nil
 	})
 	w.clock.Advance(time.Minute) // past the cached list
 	before := w.forge.Calls("OpenIssues")
-	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", plugin.IssueFilter{}, time.Hour); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, time.Hour); !errors.Is(err, forge.ErrUnavailable) {
 		t.Errorf("lists failing: %v", err)
 	}
 	if n := w.forge.Calls("OpenIssues") - before; n != 2 {

@@ -8,54 +8,13 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // What the forge tells the sidecar (its webhooks), and what the sidecar
 // asks the forge when a delivery may have been missed (the reconcile).
 // Either way the effect is one ledger transaction (models' EndIssue,
 // ReopenIssue, EndRepo), ordered against acquires by the ledger itself.
-
-// EventKind is what happened at the forge.
-type EventKind string
-
-// The events that change what may be claimed.
-const (
-	EventClosed      EventKind = "closed"  // an issue or pull request closed unmerged
-	EventMerged      EventKind = "merged"  // a pull request merged
-	EventDeleted     EventKind = "deleted" // an issue deleted
-	EventReopened    EventKind = "reopened"
-	EventRepoDeleted EventKind = "repo_deleted"
-	// EventPullChanged: a pull request opened, edited (title or body) or
-	// pushed to; what it is linked to, or its head, may have changed.
-	EventPullChanged EventKind = "pull_changed"
-)
-
-// ForgeEvent is one thing the forge says happened to an issue (or to a
-// whole repository).
-type ForgeEvent struct {
-	Kind   EventKind
-	RepoID int64
-	Number int64 // 0 for EventRepoDeleted
-	// Updated is the issue's update time the event carries: an event
-	// older than what the ledger knows of the issue changes nothing.
-	Updated time.Time
-	// Delivery identifies the webhook delivery; a delivery seen before
-	// has no second effect. "" for none (the reconcile).
-	Delivery string
-	// Pull is what the forge says of the pull request Number now, for an
-	// event about a pull request (nil otherwise).
-	Pull *PullEvent
-}
-
-// PullEvent is a pull request as a webhook delivery describes it.
-type PullEvent struct {
-	Repo   string // the repository's "owner/name", for references like owner/name#3
-	Head   string // the head commit's SHA
-	Author User
-	Title  string
-	Body   string
-	Open   bool
-}
 
 // Applied is what an event did: the live leases it ended, and whether it
 // was a repeated delivery.
@@ -64,7 +23,7 @@ type Applied = models.Ended
 // Apply records e in the ledger, ending live leases as it says; the
 // waiters on them are woken, and what next had cached about the
 // repository is dropped.
-func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
+func (s *Service) Apply(ctx context.Context, e forge.Event) (Applied, error) {
 	// What the delivery says of a pull request is recorded first: the
 	// fenced-merge worker then never reads a closed pull request as open
 	// with its leases already ended (and posts a status on it), and a
@@ -75,11 +34,11 @@ func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 		}
 	}
 	a, err := s.apply(ctx, e)
-	if e.Kind != EventPullChanged { // a push or an edit changes no dependency
-		s.next.forget(e.RepoID, e.Kind == EventClosed || e.Kind == EventMerged || e.Kind == EventDeleted)
+	if e.Kind != forge.EventPullChanged { // a push or an edit changes no dependency
+		s.next.forget(e.RepoID, e.Kind == forge.EventClosed || e.Kind == forge.EventMerged || e.Kind == forge.EventDeleted)
 	}
 	s.freed(a.Leases...)
-	if err == nil && e.Kind != EventRepoDeleted {
+	if err == nil && e.Kind != forge.EventRepoDeleted {
 		s.fence.touch(models.Key{RepoID: e.RepoID, Issue: e.Number})
 	}
 	return a, err
@@ -87,10 +46,10 @@ func (s *Service) Apply(ctx context.Context, e ForgeEvent) (Applied, error) {
 
 // recordPull keeps what a delivery says of a pull request: its head, its
 // author and the issues it would close, for its fenced-merge status.
-func (s *Service) recordPull(ctx context.Context, e ForgeEvent) error {
+func (s *Service) recordPull(ctx context.Context, e forge.Event) error {
 	pe := e.Pull
 	links := append(closingRefs(pe.Repo, pe.Title+"\n"+pe.Body), e.Number)
-	open := pe.Open && e.Kind != EventClosed && e.Kind != EventMerged && e.Kind != EventDeleted
+	open := pe.Open && e.Kind != forge.EventClosed && e.Kind != forge.EventMerged && e.Kind != forge.EventDeleted
 	p := models.Pull{RepoID: e.RepoID, Number: e.Number, Head: pe.Head, Author: models.Holder{ID: pe.Author.ID, Login: pe.Author.Login},
 		Open: open, Version: e.Updated.Unix(), Links: links}
 	changed, err := s.ledger.RecordPull(ctx, p, "")
@@ -107,21 +66,21 @@ func (s *Service) recordPull(ctx context.Context, e ForgeEvent) error {
 	return nil
 }
 
-func (s *Service) apply(ctx context.Context, e ForgeEvent) (Applied, error) {
+func (s *Service) apply(ctx context.Context, e forge.Event) (Applied, error) {
 	k := models.Key{RepoID: e.RepoID, Issue: e.Number}
 	version := max(e.Updated.Unix(), 1)
 	switch e.Kind {
-	case EventClosed:
+	case forge.EventClosed:
 		return s.ledger.EndIssue(ctx, k, models.ReasonClosed, version, e.Delivery)
-	case EventMerged:
+	case forge.EventMerged:
 		return s.ledger.EndIssue(ctx, k, models.ReasonMerged, version, e.Delivery)
-	case EventDeleted:
+	case forge.EventDeleted:
 		return s.ledger.EndIssue(ctx, k, models.ReasonDeleted, version, e.Delivery)
-	case EventReopened:
+	case forge.EventReopened:
 		return s.ledger.ReopenIssue(ctx, k, version, e.Delivery)
-	case EventRepoDeleted:
+	case forge.EventRepoDeleted:
 		return s.ledger.EndRepo(ctx, e.RepoID, e.Delivery)
-	case EventPullChanged:
+	case forge.EventPullChanged:
 		return Applied{}, nil // only what it says of the pull request matters (recordPull)
 	}
 	return Applied{}, fmt.Errorf("apply forge event %q: %w", e.Kind, ErrInvalid)
@@ -183,7 +142,7 @@ func (s *Service) reconcile(ctx context.Context, since time.Time) (int, error) {
 
 func (s *Service) reconcileRepo(ctx context.Context, id int64, since time.Time) (int, error) {
 	full, err := s.forge.RepoName(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, forge.ErrNotFound) {
 		a, err := s.ledger.EndRepo(ctx, id, "")
 		return len(a.Leases), err
 	}
@@ -215,11 +174,11 @@ func (s *Service) reconcileRepo(ctx context.Context, id int64, since time.Time) 
 		if !live[is.Number] {
 			continue
 		}
-		kind := EventClosed
+		kind := forge.EventClosed
 		if is.Merged {
-			kind = EventMerged
+			kind = forge.EventMerged
 		}
-		a, err := s.Apply(ctx, ForgeEvent{Kind: kind, RepoID: id, Number: is.Number, Updated: is.Updated})
+		a, err := s.Apply(ctx, forge.Event{Kind: kind, RepoID: id, Number: is.Number, Updated: is.Updated})
 		if err != nil {
 			return ended, err
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // The hot path: while the ledger's record of an issue is fresh, acquire,
@@ -51,7 +52,7 @@ func TestForgeEventsEndLeases(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.forge.Close("acme/widgets", 1, false)
-	a, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: "d-1"})
+	a, err := w.svc.Apply(bg, forge.Event{Kind: forge.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: "d-1"})
 	if err != nil || len(a.Leases) != 1 || a.Leases[0].Token != l.Token {
 		t.Fatalf("Apply(closed) = %+v %v, want alice's lease ended", a, err)
 	}
@@ -62,17 +63,17 @@ func TestForgeEventsEndLeases(t *testing.T) {
 	if w.forge.Calls("Issue") != calls {
 		t.Fatal("acquire of a recorded-closed issue asked the forge")
 	}
-	if a, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: "d-1"}); err != nil || !a.Duplicate {
+	if a, err := w.svc.Apply(bg, forge.Event{Kind: forge.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: "d-1"}); err != nil || !a.Duplicate {
 		t.Fatalf("repeated delivery = %+v %v, want a duplicate", a, err)
 	}
 	w.forge.Reopen("acme/widgets", 1)
-	if _, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventReopened, RepoID: 1, Number: 1, Updated: w.clock.Now().Add(time.Second)}); err != nil {
+	if _, err := w.svc.Apply(bg, forge.Event{Kind: forge.EventReopened, RepoID: 1, Number: 1, Updated: w.clock.Now().Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := w.svc.Acquire(bg, bob, "acme", "widgets", 1, time.Hour); err != nil || r.Token != l.Token+1 {
 		t.Fatalf("acquire after the reopen = %+v %v, want token %d", r, err, l.Token+1)
 	}
-	if _, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: "bogus", RepoID: 1, Number: 1}); !errors.Is(err, plugin.ErrInvalid) {
+	if _, err := w.svc.Apply(bg, forge.Event{Kind: "bogus", RepoID: 1, Number: 1}); !errors.Is(err, plugin.ErrInvalid) {
 		t.Fatalf("unknown event: %v, want ErrInvalid", err)
 	}
 }
@@ -114,7 +115,7 @@ func TestReconcileRepairsMissedDeliveries(t *testing.T) {
 		t.Fatalf("Reconcile after a repository was deleted = %d %v, want 1", ended, err)
 	}
 	w.forge.SetDown(true)
-	if _, err := w.svc.Reconcile(bg, w.clock.Now()); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := w.svc.Reconcile(bg, w.clock.Now()); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("Reconcile with the forge down: %v, want ErrUnavailable", err)
 	}
 }

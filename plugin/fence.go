@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Fenced merges: the sidecar sets the commit status StatusContext on the
@@ -257,7 +258,7 @@ func (s *Service) fenceRound(ctx context.Context, o FenceOptions, state map[pull
 			continue
 		}
 		full, err := names.get(ctx, s, k.repoID)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, forge.ErrNotFound) {
 			delete(state, k)
 			continue
 		}
@@ -301,10 +302,10 @@ func (s *Service) fenceFailed(o FenceOptions, k pullKey, st *fenceState, err err
 
 // fenceStatus is the status pull request p of repository full should
 // carry now, and the soonest expiry among the leases it depends on.
-func (s *Service) fenceStatus(ctx context.Context, p models.Pull, full, giteaURL string) (CommitStatus, time.Time, error) {
+func (s *Service) fenceStatus(ctx context.Context, p models.Pull, full, giteaURL string) (forge.CommitStatus, time.Time, error) {
 	leases, err := s.ledger.Leases(ctx, p.RepoID, p.Links)
 	if err != nil {
-		return CommitStatus{}, time.Time{}, err
+		return forge.CommitStatus{}, time.Time{}, err
 	}
 	by := map[int64]models.Lease{}
 	var expiry time.Time
@@ -320,7 +321,7 @@ func (s *Service) fenceStatus(ctx context.Context, p models.Pull, full, giteaURL
 		}
 		return fmt.Sprintf("%s/%s/issues/%d", strings.TrimSuffix(giteaURL, "/"), full, n)
 	}
-	st := CommitStatus{Context: StatusContext, State: "success", TargetURL: link(p.Number)}
+	st := forge.CommitStatus{Context: StatusContext, State: "success", TargetURL: link(p.Number)}
 	var mine []string
 	for _, n := range p.Links {
 		l, held := by[n]

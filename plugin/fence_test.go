@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // fenceWorld runs the fenced-merge worker over the world of service_test.
@@ -70,11 +71,11 @@ const sha1, sha2 = "1111111111111111111111111111111111111111", "2222222222222222
 
 // pull tells the service what the webhook says of pull request 2 of
 // acme/widgets, by alice.
-func (w *fenceWorld) pull(t *testing.T, kind plugin.EventKind, head, body string, open bool) {
+func (w *fenceWorld) pull(t *testing.T, kind forge.EventKind, head, body string, open bool) {
 	t.Helper()
 	w.clock.Advance(time.Second) // a newer description each time
-	_, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: kind, RepoID: 1, Number: 2, Updated: w.clock.Now(),
-		Pull: &plugin.PullEvent{Repo: "acme/widgets", Head: head, Author: w.forge.User("alice"), Title: "Work", Body: body, Open: open}})
+	_, err := w.svc.Apply(bg, forge.Event{Kind: kind, RepoID: 1, Number: 2, Updated: w.clock.Now(),
+		Pull: &forge.PullEvent{Repo: "acme/widgets", Head: head, Author: w.forge.User("alice"), Title: "Work", Body: body, Open: open}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func (w *fenceWorld) status(t *testing.T, sha, want string) int {
 
 func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 	w := newFenceWorld(t)
-	w.pull(t, plugin.EventPullChanged, sha1, "Fixes #1", true)
+	w.pull(t, forge.EventPullChanged, sha1, "Fixes #1", true)
 	w.status(t, sha1, "failure: claim #1 before merging")
 	if st := w.forge.Statuses("acme/widgets", sha1); st[0].TargetURL != "http://gitea.example/acme/widgets/issues/1" {
 		t.Fatalf("target URL %q", st[0].TargetURL)
@@ -130,7 +131,7 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 	w.status(t, sha1, "failure: issue #1 is claimed by bob until ")
 
 	// A push: the new head gets the status.
-	w.pull(t, plugin.EventPullChanged, sha2, "Fixes #1", true)
+	w.pull(t, forge.EventPullChanged, sha2, "Fixes #1", true)
 	w.status(t, sha2, "failure: issue #1 is claimed by bob until ")
 	if _, err := w.svc.Release(bg, w.as("bob"), "acme", "widgets", 1); err != nil {
 		t.Fatal(err)
@@ -138,7 +139,7 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 	w.status(t, sha2, "failure: claim #1 before merging")
 
 	// The description no longer closes anything: nothing to require.
-	w.pull(t, plugin.EventPullChanged, sha2, "Refs #1", true)
+	w.pull(t, forge.EventPullChanged, sha2, "Refs #1", true)
 	w.status(t, sha2, "success: no claimed work linked")
 	// The pull request itself leased by someone else counts.
 	if _, err := w.svc.Acquire(bg, w.as("bob"), "acme", "widgets", 2, 0); err != nil {
@@ -146,7 +147,7 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 	}
 	w.status(t, sha2, "failure: issue #2 is claimed by bob")
 	// Closed: nothing more is posted for it.
-	w.pull(t, plugin.EventClosed, sha2, "Refs #1", false)
+	w.pull(t, forge.EventClosed, sha2, "Refs #1", false)
 	n := len(w.forge.Statuses("acme/widgets", sha2))
 	if _, err := w.svc.Release(bg, w.as("bob"), "acme", "widgets", 2); err != nil {
 		t.Fatal(err)
@@ -156,8 +157,8 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 	}
 	// Another pull request's status after those changes shows that the
 	// worker has handled them.
-	_, err = w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventPullChanged, RepoID: 1, Number: 9, Updated: w.clock.Now(),
-		Pull: &plugin.PullEvent{Repo: "acme/widgets", Head: sha1, Author: w.forge.User("alice"), Body: "Closes #1", Open: true}})
+	_, err = w.svc.Apply(bg, forge.Event{Kind: forge.EventPullChanged, RepoID: 1, Number: 9, Updated: w.clock.Now(),
+		Pull: &forge.PullEvent{Repo: "acme/widgets", Head: sha1, Author: w.forge.User("alice"), Body: "Closes #1", Open: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +175,7 @@ func TestAStalePostIsNeverLeftStanding(t *testing.T) {
 	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	w.pull(t, plugin.EventPullChanged, sha1, "Fixes #1", true)
+	w.pull(t, forge.EventPullChanged, sha1, "Fixes #1", true)
 	posts := w.status(t, sha1, "success: claimed by alice")
 
 	// Hold the next post on its way to the forge.
@@ -213,7 +214,7 @@ func TestFencedMergeStatusesAreRetriedAndRepostedAfterARestart(t *testing.T) {
 		}
 		return nil
 	})
-	w.pull(t, plugin.EventPullChanged, sha1, "Fixes #1", true)
+	w.pull(t, forge.EventPullChanged, sha1, "Fixes #1", true)
 	waitFor(t, "a failed post", func() bool { return w.outcomes.count("failed") >= 1 })
 	w.forge.SetHook(nil)
 	waitFor(t, "the retry timer", func() bool { return w.clock.Timers() >= 1 })

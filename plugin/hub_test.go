@@ -14,6 +14,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -120,7 +121,7 @@ func TestWatchToldEveryChange(t *testing.T) {
 	}
 	quiet(t, wt)
 
-	if _, err := w.svc.Next(bg, bob, "acme", "widgets", plugin.IssueFilter{}, 0); err != nil {
+	if _, err := w.svc.Next(bg, bob, "acme", "widgets", forge.IssueFilter{}, 0); err != nil {
 		t.Fatal(err)
 	}
 	expectEvent(t, wt, contract.EventLease, leaseJSON(1, "bob", 2, t0, nil))
@@ -161,7 +162,7 @@ func TestWatchToldEveryChange(t *testing.T) {
 	}
 	expectEvent(t, wt, contract.EventLease, leaseJSON(4, "bob", l.Token, w.clock.Now(), nil))
 	w.forge.Close("acme/widgets", 4, false)
-	if _, err := w.svc.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 1, Number: 4, Updated: w.clock.Now(), Delivery: "d-4"}); err != nil {
+	if _, err := w.svc.Apply(bg, forge.Event{Kind: forge.EventClosed, RepoID: 1, Number: 4, Updated: w.clock.Now(), Delivery: "d-4"}); err != nil {
 		t.Fatal(err)
 	}
 	expectEvent(t, wt, contract.EventReleased, released(4))

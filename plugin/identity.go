@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Who is asking. An SSH connection is authenticated once, at its
@@ -18,10 +20,10 @@ import (
 // (a renamed account keeps its ID and gets its new login), ErrRevoked if
 // the key no longer maps to that active account, or the forge's error
 // (ErrUnavailable: retry).
-func (s *Service) Recheck(ctx context.Context, fingerprint string, was User) (Viewer, error) {
+func (s *Service) Recheck(ctx context.Context, fingerprint string, was forge.User) (Viewer, error) {
 	u, err := s.forge.UserByKey(ctx, fingerprint)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, forge.ErrNotFound):
 		return Viewer{}, fmt.Errorf("key %s of %s: %w", fingerprint, was.Login, ErrRevoked)
 	case err != nil:
 		return Viewer{}, err
@@ -59,12 +61,12 @@ func (s *Service) ByToken(ctx context.Context, token string) (Viewer, error) {
 
 // SessionEpoch returns u's session epoch: the one a session issued now
 // carries, and the one a session of u must carry to be valid.
-func (s *Service) SessionEpoch(ctx context.Context, u User) (int64, error) {
+func (s *Service) SessionEpoch(ctx context.Context, u forge.User) (int64, error) {
 	return s.ledger.SessionEpoch(ctx, u.ID)
 }
 
 // EndSessions ends every session of u issued so far.
-func (s *Service) EndSessions(ctx context.Context, u User) error {
+func (s *Service) EndSessions(ctx context.Context, u forge.User) error {
 	_, err := s.ledger.EndSessions(ctx, u.ID)
 	return err
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // What each verb does: ask the forge what access.go needs to decide, make
@@ -47,24 +48,24 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 // forge; otherwise the forge is asked, as the viewer, and what it said is
 // handed to the ledger with its version (models.Observed), so that a
 // close recorded meanwhile still wins.
-func (s *Service) issue(ctx context.Context, v Viewer, r Repo, n int64) (Issue, models.Observed, error) {
+func (s *Service) issue(ctx context.Context, v Viewer, r forge.Repo, n int64) (forge.Issue, models.Observed, error) {
 	st, err := s.ledger.Issue(ctx, models.Key{RepoID: r.ID, Issue: n})
 	if err != nil {
-		return Issue{}, models.Observed{}, err
+		return forge.Issue{}, models.Observed{}, err
 	}
 	if st != nil && st.Kind != models.KindUnknown && s.now().Sub(st.CheckedAt) < s.issueTTL {
 		if st.Deleted {
-			return Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+			return forge.Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
 		}
-		return Issue{Number: n, Closed: st.Closed, IsPull: st.Kind == models.KindPull}, models.Observed{Kind: st.Kind}, nil
+		return forge.Issue{Number: n, Closed: st.Closed, IsPull: st.Kind == models.KindPull}, models.Observed{Kind: st.Kind}, nil
 	}
 	owner, name, _ := strings.Cut(r.FullName, "/")
 	is, err := s.forge.Issue(ctx, v.Login, owner, name, n)
 	switch {
-	case errors.Is(err, ErrNotFound):
-		return Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+	case errors.Is(err, forge.ErrNotFound):
+		return forge.Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
 	case err != nil:
-		return Issue{}, models.Observed{}, err
+		return forge.Issue{}, models.Observed{}, err
 	}
 	return is, models.Observed{Kind: kindOf(is), Version: max(is.Updated.Unix(), 1)}, nil
 }
@@ -106,16 +107,16 @@ func (s *Service) Release(ctx context.Context, v Viewer, owner, name string, n i
 // before kinds were kept) is asked of the forge, for a viewer limited to
 // one unit only, so that nobody learns of a lease on a number they
 // cannot see.
-func (s *Service) changeable(ctx context.Context, v Viewer, owner, name string, n int64) (Repo, error) {
+func (s *Service) changeable(ctx context.Context, v Viewer, owner, name string, n int64) (forge.Repo, error) {
 	if v.Anonymous() {
-		return Repo{}, fmt.Errorf("%w: no account", ErrInvalid)
+		return forge.Repo{}, fmt.Errorf("%w: no account", ErrInvalid)
 	}
 	r, err := s.repo(ctx, v, owner, name)
 	if err != nil {
-		return Repo{}, err
+		return forge.Repo{}, err
 	}
 	if err := mayChange(r); err != nil {
-		return Repo{}, err
+		return forge.Repo{}, err
 	}
 	if readsAll(r) {
 		return r, nil
@@ -123,7 +124,7 @@ func (s *Service) changeable(ctx context.Context, v Viewer, owner, name string, 
 	kind := models.KindUnknown
 	cur, err := s.ledger.Current(ctx, models.Key{RepoID: r.ID, Issue: n})
 	if err != nil {
-		return Repo{}, err
+		return forge.Repo{}, err
 	}
 	if cur != nil {
 		kind = cur.Kind
@@ -131,9 +132,9 @@ func (s *Service) changeable(ctx context.Context, v Viewer, owner, name string, 
 	ok, err := s.visible(ctx, v, r, n, kind)
 	switch {
 	case err != nil:
-		return Repo{}, err
+		return forge.Repo{}, err
 	case !ok:
-		return Repo{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+		return forge.Repo{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
 	}
 	return r, nil
 }
@@ -230,7 +231,7 @@ func (s *Service) Lease(ctx context.Context, v Viewer, owner, name string, n int
 
 // conflict renders a refusal of the ledger as the contract's reply; other
 // errors pass unchanged.
-func conflict(r Repo, n int64, err error) error {
+func conflict(r forge.Repo, n int64, err error) error {
 	var held *models.HeldError
 	var notHolder *models.NotHolderError
 	switch {
@@ -250,7 +251,7 @@ func conflict(r Repo, n int64, err error) error {
 	return err
 }
 
-func tenure(status string, r Repo, l models.Lease) contract.Tenure {
+func tenure(status string, r forge.Repo, l models.Lease) contract.Tenure {
 	return contract.Tenure{Status: status, Repo: r.FullName, Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token,
 		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
 }

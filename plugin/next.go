@@ -15,6 +15,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // next (SPEC §8.4): claim the oldest open issue of a repository that
@@ -64,7 +65,7 @@ type NextStats struct {
 // blocked by an open dependency. Nothing to claim is a *ConflictError
 // with contract.None; ErrTryAgain when the bounds of one call were reached
 // before a free candidate was found.
-func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f IssueFilter, ttl time.Duration) (t contract.Tenure, err error) {
+func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (t contract.Tenure, err error) {
 	var st NextStats
 	defer func() {
 		switch {
@@ -168,7 +169,7 @@ type nextCache struct {
 
 type listEntry struct {
 	at     time.Time
-	issues []Issue
+	issues []forge.Issue
 }
 
 type blockedEntry struct {
@@ -212,9 +213,9 @@ func (c *nextCache) freshList(s *Service, at time.Time) bool { return s.now().Su
 // list returns the oldest limit open issues of r that match f, and how
 // many requests to the forge it made for them (0 when cached, or when
 // another caller's request was shared).
-func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter, limit int) ([]Issue, int, error) {
+func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.IssueFilter, limit int) ([]forge.Issue, int, error) {
 	key := strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatBool(f.Pulls) + "/" + strconv.Itoa(limit) + "/" + strings.Join(f.Labels, ",")
-	cached := func() ([]Issue, bool) {
+	cached := func() ([]forge.Issue, bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e, ok := c.lists[key]
@@ -230,7 +231,7 @@ func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter,
 		}
 		owner, name, _ := strings.Cut(r.FullName, "/")
 		issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
-		if errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrRateLimited) {
+		if errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, forge.ErrRateLimited) {
 			// Every next waiting for this list shares its failure (a
 			// dozen agents at once in a busy fleet): one failed request
 			// (a reset connection, a 5xx of an overloaded forge) is
@@ -262,7 +263,7 @@ func (c *nextCache) list(ctx context.Context, s *Service, r Repo, f IssueFilter,
 		if res.Err != nil {
 			return nil, requests, res.Err
 		}
-		return res.Val.([]Issue), requests, nil
+		return res.Val.([]forge.Issue), requests, nil
 	case <-ctx.Done():
 		return nil, 0, ctx.Err() // requests is the flight's until it ends
 	}
@@ -283,7 +284,7 @@ func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bo
 // askAll asks the forge about these issues of r at once, and returns
 // which are blocked (every one asked is a key) and how many requests it
 // made (an answer another caller was already waiting for costs none).
-func (c *nextCache) askAll(ctx context.Context, s *Service, r Repo, issues []int64) (map[int64]bool, int, error) {
+func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues []int64) (map[int64]bool, int, error) {
 	type answer struct {
 		n       int64
 		blocked bool
@@ -317,7 +318,7 @@ func (c *nextCache) askAll(ctx context.Context, s *Service, r Repo, issues []int
 // ask asks the forge whether issue n of r has an open dependency (one
 // question at a time per issue: concurrent callers share it), caches the
 // answer, and says whether this call asked.
-func (c *nextCache) ask(ctx context.Context, s *Service, r Repo, n int64) (bool, bool, error) {
+func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, n int64) (bool, bool, error) {
 	k := models.Key{RepoID: r.ID, Issue: n}
 	asked := false
 	ch := c.flight.DoChan("deps/"+strconv.FormatInt(r.ID, 10)+"/"+strconv.FormatInt(n, 10), func() (any, error) {

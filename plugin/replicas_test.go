@@ -13,6 +13,7 @@ import (
 	"github.com/collab-lease/collab-lease/models/pgtest"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // replicas is newWorld with a second service, b, on a ledger of its own
@@ -166,7 +167,7 @@ func TestDeliveryOnTwoReplicasAtOnceHasEffectOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		w.clock.Advance(time.Second)
-		e := plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: fmt.Sprint("d-", round)}
+		e := forge.Event{Kind: forge.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: fmt.Sprint("d-", round)}
 		start := make(chan struct{})
 		got := make(chan plugin.Applied, 2)
 		for _, svc := range []*plugin.Service{w.svc, b} {
@@ -188,7 +189,7 @@ func TestDeliveryOnTwoReplicasAtOnceHasEffectOnce(t *testing.T) {
 			t.Fatalf("round %d: ended token %d, want %d", round, ended[0].Token, l.Token)
 		}
 		w.clock.Advance(time.Second)
-		if _, err := b.Apply(bg, plugin.ForgeEvent{Kind: plugin.EventReopened, RepoID: 1, Number: 1, Updated: w.clock.Now()}); err != nil {
+		if _, err := b.Apply(bg, forge.Event{Kind: forge.EventReopened, RepoID: 1, Number: 1, Updated: w.clock.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}

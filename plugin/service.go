@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Ledger is what the lease service needs of the lease store (models.Store).
@@ -40,7 +41,7 @@ var _ Ledger = (*models.Store)(nil)
 
 // Viewer is who asks: a forge account, or anonymous (the zero Viewer).
 type Viewer struct {
-	User
+	forge.User
 	// Token is the API token an HTTP caller authenticated with; such a
 	// viewer sees only what the token's scopes allow. "" for SSH and for
 	// signed-in browsers.
@@ -61,7 +62,7 @@ func (v Viewer) holder() models.Holder { return models.Holder{ID: v.ID, Login: v
 // It never writes the ledger except through Ledger, and it makes no
 // network call while a ledger call is in progress.
 type Service struct {
-	forge    Forge
+	forge    forge.Forge
 	ledger   Ledger
 	now      func() time.Time
 	after    func(time.Duration) (<-chan time.Time, func() bool)
@@ -117,7 +118,7 @@ func WithNextCacheTTL(lists, deps time.Duration) Option {
 func WithIssueTTL(d time.Duration) Option { return func(s *Service) { s.issueTTL = d } }
 
 // NewService returns the lease service over forge and ledger.
-func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
+func NewService(forge forge.Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	if forge == nil || ledger == nil {
 		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
 	}

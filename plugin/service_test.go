@@ -12,6 +12,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -280,7 +281,7 @@ func TestRecheck(t *testing.T) {
 		t.Fatalf("Recheck of a disabled account's key: %v, want ErrRevoked", err)
 	}
 	w.forge.SetDown(true)
-	if _, err := w.svc.Recheck(bg, "SHA256:reader", w.forge.User("reader")); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := w.svc.Recheck(bg, "SHA256:reader", w.forge.User("reader")); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("Recheck with the forge down: %v, want ErrUnavailable", err)
 	}
 }

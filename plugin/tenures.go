@@ -6,6 +6,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // The verbs about tenures rather than the live lease alone: check (is
@@ -93,7 +94,7 @@ func (s *Service) ForceRelease(ctx context.Context, v Viewer, owner, name string
 // readable is the access check of reading one issue's tenures: the viewer
 // may read the unit of n, whose kind the ledger may know (from cur, the
 // live lease, or from what it recorded of the issue).
-func (s *Service) readable(ctx context.Context, v Viewer, r Repo, k models.Key, cur *models.Lease) error {
+func (s *Service) readable(ctx context.Context, v Viewer, r forge.Repo, k models.Key, cur *models.Lease) error {
 	kind := models.KindUnknown
 	switch {
 	case readsAll(r):

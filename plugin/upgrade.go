@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // HolderResolver is what ResolveHolders needs of the ledger
@@ -20,7 +22,7 @@ type HolderResolver interface {
 // they would have). It returns how many leases it resolved; on a forge
 // error it stops and returns it, and calling it again goes on where it
 // stopped.
-func ResolveHolders(ctx context.Context, f Forge, l HolderResolver) (int64, error) {
+func ResolveHolders(ctx context.Context, f forge.Forge, l HolderResolver) (int64, error) {
 	logins, err := l.UnresolvedHolders(ctx)
 	if err != nil {
 		return 0, err
@@ -30,7 +32,7 @@ func ResolveHolders(ctx context.Context, f Forge, l HolderResolver) (int64, erro
 		var id int64
 		u, err := f.UserByLogin(ctx, login)
 		switch {
-		case errors.Is(err, ErrNotFound):
+		case errors.Is(err, forge.ErrNotFound):
 		case err != nil:
 			return total, fmt.Errorf("resolve holder %s: %w", login, err)
 		default:

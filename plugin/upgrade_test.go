@@ -8,6 +8,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -46,7 +47,7 @@ func TestResolveHoldersStopsOnOutage(t *testing.T) {
 	f := forgetest.New()
 	f.SetDown(true)
 	l := &memResolver{logins: []string{"alice"}, resolved: map[string]int64{}}
-	if _, err := plugin.ResolveHolders(bg, f, l); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := plugin.ResolveHolders(bg, f, l); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("ResolveHolders with the forge down: %v", err)
 	}
 	if len(l.resolved) != 0 {

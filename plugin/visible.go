@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // maxVisibleChecks bounds the forge calls visibleNumbers makes at once.
@@ -17,7 +18,7 @@ const maxVisibleChecks = 8
 // records each number's kind at acquire, so only leases written before it
 // did (KindUnknown) are asked of the forge, and only for a viewer limited
 // to one unit.
-func (s *Service) visibleLeases(ctx context.Context, v Viewer, r Repo, leases []models.Lease) ([]models.Lease, error) {
+func (s *Service) visibleLeases(ctx context.Context, v Viewer, r forge.Repo, leases []models.Lease) ([]models.Lease, error) {
 	if readsAll(r) {
 		return leases, nil
 	}
@@ -43,7 +44,7 @@ func (s *Service) visibleLeases(ctx context.Context, v Viewer, r Repo, leases []
 // visibleNumbers asks the forge, as the viewer, about each number of r
 // whose kind is not known, and returns those of a unit the viewer may
 // read. Numbers the forge does not know are not visible.
-func (s *Service) visibleNumbers(ctx context.Context, v Viewer, r Repo, numbers []int64) (map[int64]bool, error) {
+func (s *Service) visibleNumbers(ctx context.Context, v Viewer, r forge.Repo, numbers []int64) (map[int64]bool, error) {
 	seen := make(map[int64]bool, len(numbers))
 	if len(numbers) == 0 {
 		return seen, nil
@@ -66,7 +67,7 @@ func (s *Service) visibleNumbers(ctx context.Context, v Viewer, r Repo, numbers 
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case errors.Is(err, ErrNotFound):
+			case errors.Is(err, forge.ErrNotFound):
 			case err != nil:
 				fail = err
 			default:

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // watchRecheckTimeout bounds asking the forge again about a stream's
@@ -20,7 +21,7 @@ type Watch struct {
 	s           *Service
 	v           Viewer
 	owner, name string
-	r           Repo // as the viewer was last seen to see it
+	r           forge.Repo // as the viewer was last seen to see it
 	f           *feed
 	w           *watcher
 	first       []*LiveEvent // sent before what the feed hands on
@@ -87,7 +88,7 @@ func (w *Watch) check(ctx context.Context) error {
 	defer cancel()
 	r, err := w.s.repo(ctx, w.v, w.owner, w.name)
 	switch {
-	case errors.Is(err, ErrUnavailable) || errors.Is(err, ErrRateLimited) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, forge.ErrUnavailable) || errors.Is(err, forge.ErrRateLimited) || errors.Is(err, context.DeadlineExceeded):
 		return nil // as last seen, until the forge answers (or the address's budget refills)
 	case err != nil:
 		return err

@@ -5,17 +5,18 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // What a stream's viewer is told of an event, by what they may read. A
 // lease written before the ledger kept kinds becomes a reset for a viewer
 // of one unit: the list they refetch asks the forge about it.
 func TestMayWatch(t *testing.T) {
-	all := Repo{CanRead: true, CanReadIssues: true, CanReadPulls: true}
-	issues := Repo{CanRead: true, CanReadIssues: true}
-	neither := Repo{CanRead: true}
+	all := forge.Repo{CanRead: true, CanReadIssues: true, CanReadPulls: true}
+	issues := forge.Repo{CanRead: true, CanReadIssues: true}
+	neither := forge.Repo{CanRead: true}
 	for _, c := range []struct {
-		r    Repo
+		r    forge.Repo
 		typ  string
 		kind models.Kind
 		want watchVerdict

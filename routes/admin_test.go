@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // adminFixture is the operators' handler over the fixture's ledger, with a
@@ -85,10 +86,10 @@ func TestAdminHandlerServesHealthReadinessAndMetrics(t *testing.T) {
 		expectReply(t, p, a.get(p), 404, notFoundBody)
 	}
 
-	a.setGitea(fmt.Errorf("GET /api/v1/user on http://10.0.0.5:3000: %w", plugin.ErrUnavailable))
+	a.setGitea(fmt.Errorf("GET /api/v1/user on http://10.0.0.5:3000: %w", forge.ErrUnavailable))
 	a.clock.Advance(ReadyCacheTTL)
 	expectReply(t, "gitea down", a.get("/readyz"), 503, `{"error":"not ready","checks":{"database":"ok","gitea":"unreachable"}}`)
-	a.setGitea(fmt.Errorf("token rejected: %w", plugin.ErrConfig))
+	a.setGitea(fmt.Errorf("token rejected: %w", forge.ErrConfig))
 	a.clock.Advance(ReadyCacheTTL)
 	expectReply(t, "bad token", a.get("/readyz"), 503, `{"error":"not ready","checks":{"database":"ok","gitea":"misconfigured (see the sidecar's log)"}}`)
 
@@ -121,7 +122,7 @@ func TestReadyzAsksGiteaAtMostOncePerInterval(t *testing.T) {
 		t.Fatalf("21 probes within %s asked Gitea %d times", ReadyCacheTTL, n)
 	}
 	// An outage shows at the first probe after the interval.
-	a.setGitea(plugin.ErrUnavailable)
+	a.setGitea(forge.ErrUnavailable)
 	a.clock.Advance(time.Millisecond)
 	if r := a.get("/readyz"); r.Code != 503 || a.calls.Load() != 2 {
 		t.Fatalf("after the interval: %d, %d calls", r.Code, a.calls.Load())
@@ -175,8 +176,8 @@ func TestReadyzNamesTheProblem(t *testing.T) {
 	}{
 		{fmt.Errorf("ping ledger: %w", plugin.ErrLedgerUnreachable), "unreachable"},
 		{fmt.Errorf("ping ledger: %w", plugin.ErrBusy), "busy"},
-		{fmt.Errorf("GET /api/v1/user: %w", plugin.ErrUnavailable), "unreachable"},
-		{fmt.Errorf("token: %w", plugin.ErrConfig), "misconfigured (see the sidecar's log)"},
+		{fmt.Errorf("GET /api/v1/user: %w", forge.ErrUnavailable), "unreachable"},
+		{fmt.Errorf("token: %w", forge.ErrConfig), "misconfigured (see the sidecar's log)"},
 		{errors.New("disk I/O error at /var/lib/collab"), "failing (see the sidecar's log)"},
 	} {
 		if got := problem(c.err); got != c.want {

@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/collab-lease/collab-lease/assets"
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/footer"
 )
 
 func testAsset(name string, body []byte, ct string) assets.Asset {
@@ -137,7 +137,7 @@ func TestFooterIntegrityMatchesTheServedBytes(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFixture(t, func(o *Options) { o.Assets = bundle })
-	block, err := plugin.Footer{PublicURL: publicURL, Assets: bundle}.Block()
+	block, err := footer.Footer{PublicURL: publicURL, Assets: bundle}.Block()
 	if err != nil {
 		t.Fatal(err)
 	}

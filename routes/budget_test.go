@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Every request carries its address's share of forge requests; a request
@@ -15,14 +15,14 @@ import (
 func TestForgeBudgetPerAddress(t *testing.T) {
 	// The budgets run on the real clock: at one a second, only the burst
 	// of 3 matters within this test.
-	f := newFixture(t, func(o *Options) { o.ForgeBudgets = plugin.NewAddrBudgets(1, 3, nil) })
+	f := newFixture(t, func(o *Options) { o.ForgeBudgets = forge.NewAddrBudgets(1, 3, nil) })
 	// The fake forge spends the budget the way the Gitea client does: one
 	// unit per question it would send.
 	f.forge.SetHook(func(ctx context.Context, method string) error {
-		if b := plugin.BudgetFrom(ctx); b == nil {
+		if b := forge.BudgetFrom(ctx); b == nil {
 			t.Errorf("%s asked without a budget", method)
 		} else if !b.Allow() {
-			return plugin.ErrRateLimited
+			return forge.ErrRateLimited
 		}
 		return nil
 	})

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // The sidecar's own cookies. Both are HMAC-signed with the session key (a
@@ -90,19 +90,19 @@ func (j cookieJar) unseal(purpose, s string, v any) bool {
 // account's is for the caller to ask). A cookie without an account ID
 // (made before sessions carried one) is not valid: its holder signs in
 // again.
-func (j cookieJar) session(r *http.Request, now time.Time) (plugin.User, int64, bool) {
+func (j cookieJar) session(r *http.Request, now time.Time) (forge.User, int64, bool) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return plugin.User{}, 0, false
+		return forge.User{}, 0, false
 	}
 	var s sessionClaims
 	if !j.unseal(sessionCookie, ck.Value, &s) || s.ID <= 0 || s.Login == "" || now.Unix() >= s.Expires {
-		return plugin.User{}, 0, false
+		return forge.User{}, 0, false
 	}
-	return plugin.User{ID: s.ID, Login: s.Login}, s.Epoch, true
+	return forge.User{ID: s.ID, Login: s.Login}, s.Epoch, true
 }
 
-func (j cookieJar) setSession(w http.ResponseWriter, u plugin.User, epoch int64, now time.Time) {
+func (j cookieJar) setSession(w http.ResponseWriter, u forge.User, epoch int64, now time.Time) {
 	exp := now.Add(j.ttl)
 	j.set(w, sessionCookie, j.path, j.seal(sessionCookie, sessionClaims{ID: u.ID, Login: u.Login, Expires: exp.Unix(), Epoch: epoch}), exp, now)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Errors of this transport; forge and ledger errors keep their own
@@ -72,15 +73,15 @@ func status(err error) int {
 		return http.StatusUnauthorized
 	case errors.As(err, &write):
 		return http.StatusForbidden
-	case errors.Is(err, plugin.ErrRepoNotFound), errors.Is(err, plugin.ErrIssueNotFound), errors.Is(err, plugin.ErrNotFound):
+	case errors.Is(err, plugin.ErrRepoNotFound), errors.Is(err, plugin.ErrIssueNotFound), errors.Is(err, forge.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, plugin.ErrConflict), errors.Is(err, plugin.ErrIssueClosed):
 		return http.StatusConflict
-	case errors.Is(err, plugin.ErrRateLimited):
+	case errors.Is(err, forge.ErrRateLimited):
 		return http.StatusTooManyRequests
 	case errors.Is(err, errTooManyStreams):
 		return http.StatusTooManyRequests
-	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, plugin.ErrBusy), errors.Is(err, errShuttingDown),
+	case errors.Is(err, forge.ErrUnavailable), errors.Is(err, plugin.ErrBusy), errors.Is(err, errShuttingDown),
 		errors.Is(err, plugin.ErrTryAgain), errors.Is(err, plugin.ErrTooManyWaiters),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Live events: GET /api/v1/repos/{owner}/{repo}/leases/events streams the
@@ -161,7 +162,7 @@ func streamAddress(ip string) string {
 	if err != nil {
 		return ip
 	}
-	return plugin.ClientPrefix(a).String()
+	return forge.ClientPrefix(a).String()
 }
 
 // closeAll ends every stream, and refuses new ones (the server is

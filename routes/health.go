@@ -9,6 +9,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // healthz says the process is up: it touches nothing.
@@ -67,13 +68,13 @@ func (h *handler) readyz(c *gin.Context) {
 // names, paths) goes to the log only.
 func problem(err error) string {
 	switch {
-	case errors.Is(err, plugin.ErrConfig):
+	case errors.Is(err, forge.ErrConfig):
 		return "misconfigured (see the sidecar's log)"
 	case errors.Is(err, plugin.ErrLedgerUnreachable):
 		return "unreachable"
 	case errors.Is(err, plugin.ErrBusy):
 		return "busy"
-	case errors.Is(err, plugin.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, forge.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return "unreachable"
 	default:
 		return "failing (see the sidecar's log)"

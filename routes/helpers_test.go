@@ -15,6 +15,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -158,7 +159,7 @@ func testBundle() assets.Bundle {
 	}
 }
 
-func mustService(t *testing.T, f plugin.Forge, l plugin.Ledger, opts ...plugin.Option) *plugin.Service {
+func mustService(t *testing.T, f forge.Forge, l plugin.Ledger, opts ...plugin.Option) *plugin.Service {
 	t.Helper()
 	svc, err := plugin.NewService(f, l, opts...)
 	if err != nil {
@@ -169,7 +170,7 @@ func mustService(t *testing.T, f plugin.Forge, l plugin.Ledger, opts ...plugin.O
 
 // user is the forge's account with this login, so that sessions and the
 // ledger rows a test writes name the account the forge knows.
-func (f *fixture) user(login string) plugin.User {
+func (f *fixture) user(login string) forge.User {
 	f.t.Helper()
 	u := f.forge.User(login)
 	if u.ID == 0 {

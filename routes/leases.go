@@ -12,6 +12,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // listLeases answers GET /api/v1/repos/{owner}/{repo}/leases with the
@@ -162,7 +163,7 @@ func (h *handler) viewer(c *gin.Context) (plugin.Viewer, error) {
 			return plugin.Viewer{}, fmt.Errorf("authorization header: %w", errUnauthorized)
 		}
 		v, err := h.leases.ByToken(c.Request.Context(), token)
-		if errors.Is(err, plugin.ErrNotFound) {
+		if errors.Is(err, forge.ErrNotFound) {
 			return plugin.Viewer{}, fmt.Errorf("%w: %w", errUnauthorized, err)
 		}
 		return v, err

@@ -12,9 +12,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/gin-gonic/gin"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // Sign-in through Gitea's OAuth2 provider (authorization code flow with
@@ -46,7 +45,7 @@ type SignIn interface {
 	// Exchange trades an authorization code and its PKCE verifier for
 	// the account that granted it. plugin.ErrNotFound: Gitea refused the
 	// code, or the account may not log in.
-	Exchange(ctx context.Context, code, verifier, redirectURI string) (plugin.User, error)
+	Exchange(ctx context.Context, code, verifier, redirectURI string) (forge.User, error)
 }
 
 // sessionView is the reply of GET /api/v1/session: who the sidecar's
@@ -73,19 +72,19 @@ func (h *handler) session(c *gin.Context) {
 // cookie is valid, unexpired and of its account's current session epoch
 // (a session ended by logout signs nobody in). An error: the ledger could
 // not tell the epoch.
-func (h *handler) signedIn(c *gin.Context) (plugin.User, bool, error) {
+func (h *handler) signedIn(c *gin.Context) (forge.User, bool, error) {
 	return h.sessionOf(c.Request)
 }
 
 // sessionOf is signedIn for the request r (within r's context).
-func (h *handler) sessionOf(r *http.Request) (plugin.User, bool, error) {
+func (h *handler) sessionOf(r *http.Request) (forge.User, bool, error) {
 	u, epoch, ok := h.cookies.session(r, h.now())
 	if !ok {
-		return plugin.User{}, false, nil
+		return forge.User{}, false, nil
 	}
 	current, err := h.leases.SessionEpoch(r.Context(), u)
 	if err != nil {
-		return plugin.User{}, false, fmt.Errorf("session of %s: %w", u.Login, err)
+		return forge.User{}, false, fmt.Errorf("session of %s: %w", u.Login, err)
 	}
 	return u, epoch == current, nil
 }
@@ -160,7 +159,7 @@ func (h *handler) callback(c *gin.Context) {
 		return
 	}
 	u, err := h.signIn.Exchange(c.Request.Context(), code, s.Verifier, h.redirectURI())
-	if errors.Is(err, plugin.ErrNotFound) {
+	if errors.Is(err, forge.ErrNotFound) {
 		err = fmt.Errorf("%w: %w", errSignIn, err)
 	}
 	if err != nil {

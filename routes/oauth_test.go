@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // fakeSignIn is Gitea's OAuth2 provider as the routes see it (SignIn):
@@ -27,7 +27,7 @@ import (
 type fakeSignIn struct {
 	t    *testing.T
 	base string // Gitea's URL
-	user plugin.User
+	user forge.User
 
 	mu        sync.Mutex
 	codes     map[string]string // code -> code_challenge
@@ -41,7 +41,7 @@ type exchange struct{ code, verifier, redirectURI string }
 var _ SignIn = (*fakeSignIn)(nil)
 
 // newFakeSignIn signs every browser in as user.
-func newFakeSignIn(t *testing.T, base string, user plugin.User) *fakeSignIn {
+func newFakeSignIn(t *testing.T, base string, user forge.User) *fakeSignIn {
 	return &fakeSignIn{t: t, base: base, user: user, codes: map[string]string{}}
 }
 
@@ -53,7 +53,7 @@ func (s *fakeSignIn) AuthorizeURL(redirectURI, state, challenge string) string {
 	return s.base + "/login/oauth/authorize?" + q.Encode()
 }
 
-func (s *fakeSignIn) Exchange(ctx context.Context, code, verifier, redirectURI string) (plugin.User, error) {
+func (s *fakeSignIn) Exchange(ctx context.Context, code, verifier, redirectURI string) (forge.User, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.exchanges = append(s.exchanges, exchange{code, verifier, redirectURI})
@@ -64,13 +64,13 @@ func (s *fakeSignIn) Exchange(ctx context.Context, code, verifier, redirectURI s
 	sum := sha256.Sum256([]byte(verifier))
 	switch {
 	case s.down:
-		return plugin.User{}, fmt.Errorf("sign-in: %w", plugin.ErrUnavailable)
+		return forge.User{}, fmt.Errorf("sign-in: %w", forge.ErrUnavailable)
 	case s.refuse || !known:
-		return plugin.User{}, fmt.Errorf("sign-in: code already used: %w", plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("sign-in: code already used: %w", forge.ErrNotFound)
 	case redirectURI != publicURLOf(s.t)+"/oauth/callback":
-		return plugin.User{}, fmt.Errorf("sign-in: redirect URI %s: %w", redirectURI, plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("sign-in: redirect URI %s: %w", redirectURI, forge.ErrNotFound)
 	case base64.RawURLEncoding.EncodeToString(sum[:]) != challenge:
-		return plugin.User{}, fmt.Errorf("sign-in: failed PKCE code challenge: %w", plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("sign-in: failed PKCE code challenge: %w", forge.ErrNotFound)
 	}
 	delete(s.codes, code)
 	return s.user, nil
@@ -92,7 +92,7 @@ func newFakeGitea(t *testing.T) *fakeGitea {
 	g := &fakeGitea{}
 	g.srv = httptest.NewServer(http.HandlerFunc(g.serve))
 	t.Cleanup(g.srv.Close)
-	g.fakeSignIn = newFakeSignIn(t, g.srv.URL, plugin.User{})
+	g.fakeSignIn = newFakeSignIn(t, g.srv.URL, forge.User{})
 	return g
 }
 

@@ -18,7 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -306,8 +306,8 @@ func ginToOpenAPI(p string) string {
 // programs; and the document describes no route that is not served.
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	f := newFixture(t, func(o *Options) {
-		o.Webhook = &Webhook{Secret: bytes.Repeat([]byte{1}, 16), Parse: func(string, string, []byte) (plugin.ForgeEvent, bool, error) {
-			return plugin.ForgeEvent{}, false, nil
+		o.Webhook = &Webhook{Secret: bytes.Repeat([]byte{1}, 16), Parse: func(string, string, []byte) (forge.Event, bool, error) {
+			return forge.Event{}, false, nil
 		}}
 	})
 	spec := loadSpec(t, f)
@@ -522,7 +522,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
 	}
 	// (The events too: refused before any stream begins.)
-	f.forge.SetHook(func(context.Context, string) error { return plugin.ErrRateLimited })
+	f.forge.SetHook(func(context.Context, string) error { return forge.ErrRateLimited })
 	for _, e := range append(repoOps, ok("events", "GET", events, 0)) {
 		e.name, e.code = e.name+", rate limited", http.StatusTooManyRequests
 		spec.do(t, f, e)

@@ -12,7 +12,7 @@ import (
 
 	"github.com/pires/go-proxyproto"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 )
 
@@ -25,10 +25,10 @@ import (
 func TestProxyHeaderAddressIsChargedTheForgeBudget(t *testing.T) {
 	for _, version := range []byte{1, 2} {
 		t.Run(map[byte]string{1: "v1", 2: "v2"}[version], func(t *testing.T) {
-			f := newFixture(t, func(o *Options) { o.ForgeBudgets = plugin.NewAddrBudgets(1, 3, nil) })
+			f := newFixture(t, func(o *Options) { o.ForgeBudgets = forge.NewAddrBudgets(1, 3, nil) })
 			f.forge.SetHook(func(ctx context.Context, method string) error {
-				if b := plugin.BudgetFrom(ctx); b != nil && !b.Allow() {
-					return plugin.ErrRateLimited
+				if b := forge.BudgetFrom(ctx); b != nil && !b.Allow() {
+					return forge.ErrRateLimited
 				}
 				return nil
 			})

@@ -17,6 +17,7 @@ import (
 	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Leases is what the HTTP API asks of the lease service (plugin.Service):
@@ -32,11 +33,11 @@ type Leases interface {
 	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	Watch(ctx context.Context, v plugin.Viewer, owner, name, lastID string) (*plugin.Watch, error)
-	Apply(ctx context.Context, e plugin.ForgeEvent) (plugin.Applied, error)
+	Apply(ctx context.Context, e forge.Event) (plugin.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
 	// account's session epoch; logout moves the epoch on.
-	SessionEpoch(ctx context.Context, u plugin.User) (int64, error)
-	EndSessions(ctx context.Context, u plugin.User) error
+	SessionEpoch(ctx context.Context, u forge.User) (int64, error)
+	EndSessions(ctx context.Context, u forge.User) error
 }
 
 var _ Leases = (*plugin.Service)(nil)
@@ -85,7 +86,7 @@ type Options struct {
 	// ForgeBudgets, if set, is each client address's share of requests
 	// to Gitea (see plugin.Budget): a request that would ask past it is
 	// answered 429. Nil: no limit.
-	ForgeBudgets *plugin.AddrBudgets
+	ForgeBudgets *forge.AddrBudgets
 	// Streams bounds the live event streams (events.go).
 	Streams StreamOptions
 	// RegisterOnShutdown is the server's (http.Server.RegisterOnShutdown):
@@ -114,7 +115,7 @@ type handler struct {
 	ready      func(ctx context.Context) error
 	timeout    time.Duration
 	maxTTL     time.Duration
-	budgets    *plugin.AddrBudgets
+	budgets    *forge.AddrBudgets
 	streams    *streams
 }
 
@@ -274,7 +275,7 @@ func (h *handler) deadline(c *gin.Context) {
 // listener makes it the client's address the header names).
 func (h *handler) budget(c *gin.Context) {
 	if b := h.budgets.For(c.ClientIP()); b != nil {
-		c.Request = c.Request.WithContext(plugin.WithBudget(c.Request.Context(), b))
+		c.Request = c.Request.WithContext(forge.WithBudget(c.Request.Context(), b))
 	}
 	c.Next()
 }

@@ -8,9 +8,8 @@ import (
 	"io"
 	"net/http"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/gin-gonic/gin"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // WebhookPath is where Gitea delivers its system webhook (SPEC §8.3),
@@ -28,7 +27,7 @@ type Webhook struct {
 	Secret []byte
 	// Parse reads a delivery (plugin/gitea.ParseDelivery): the event, or
 	// false for one that changes no lease.
-	Parse func(event, delivery string, body []byte) (plugin.ForgeEvent, bool, error)
+	Parse func(event, delivery string, body []byte) (forge.Event, bool, error)
 	// Observe, if set, is told the outcome of every delivery (for
 	// metrics): applied, duplicate, ignored, bad_signature, too_large,
 	// malformed, failed.

@@ -6,9 +6,8 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // takeSlot reserves one of MaxConns for a new connection. When all are
@@ -175,7 +174,7 @@ func addrOf(a net.Addr) netip.Prefix {
 	if err != nil {
 		return netip.Prefix{}
 	}
-	return plugin.ClientPrefix(ap.Addr())
+	return forge.ClientPrefix(ap.Addr())
 }
 
 // countAddr counts a new connection from addr. When addr already has

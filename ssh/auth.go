@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // Keys resolves the fingerprint of a verified key to the account that owns
@@ -16,7 +15,7 @@ import (
 // in, else an error wrapping plugin.ErrNotFound; any other error means the
 // forge could not tell.
 type Keys interface {
-	UserByKey(ctx context.Context, fingerprint string) (plugin.User, error)
+	UserByKey(ctx context.Context, fingerprint string) (forge.User, error)
 }
 
 // Permission extensions carrying the identity of the verified key. They are
@@ -64,7 +63,7 @@ func (s *Server) authenticate(meta gossh.ConnMetadata, key gossh.PublicKey, _ *g
 	case err == nil:
 		return &gossh.Permissions{Extensions: map[string]string{
 			extUserID: strconv.FormatInt(user.ID, 10), extLogin: user.Login, extFingerprint: fp}}, nil
-	case errors.Is(err, plugin.ErrNotFound):
+	case errors.Is(err, forge.ErrNotFound):
 		return nil, fmt.Errorf("unknown key %s", fp)
 	default:
 		s.Logger.Warn("key lookup failed; letting the connection in to answer exit 75",

@@ -9,18 +9,19 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Leases is what the verb needs of the lease service (plugin.Service): it
 // decides who may do what; the verb only parses, calls and translates.
 type Leases interface {
-	Recheck(ctx context.Context, fingerprint string, was plugin.User) (plugin.Viewer, error)
+	Recheck(ctx context.Context, fingerprint string, was forge.User) (plugin.Viewer, error)
 	AcquireWait(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error)
 	Renew(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
 	Release(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
 	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
-	Next(ctx context.Context, v plugin.Viewer, owner, name string, f plugin.IssueFilter, ttl time.Duration) (contract.Tenure, error)
+	Next(ctx context.Context, v plugin.Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (contract.Tenure, error)
 	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 }
@@ -32,7 +33,7 @@ var _ Leases = (*plugin.Service)(nil)
 // handshake stops working on open connections too), then the one call to
 // the lease service. It returns the reply and the login it ran as.
 func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (Reply, string) {
-	v, err := leases.Recheck(ctx, c.Fingerprint, plugin.User{ID: c.UserID, Login: c.Login})
+	v, err := leases.Recheck(ctx, c.Fingerprint, forge.User{ID: c.UserID, Login: c.Login})
 	if err != nil {
 		return exitCode(err), c.Login
 	}
@@ -58,7 +59,7 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (
 		out, err = leases.List(ctx, v, cmd.Owner, cmd.Name)
 		outcome = "listed"
 	case contract.VerbNext:
-		out, err = leases.Next(ctx, v, cmd.Owner, cmd.Name, plugin.IssueFilter{Labels: cmd.Labels, Pulls: cmd.Pulls}, cmd.TTL)
+		out, err = leases.Next(ctx, v, cmd.Owner, cmd.Name, forge.IssueFilter{Labels: cmd.Labels, Pulls: cmd.Pulls}, cmd.TTL)
 		outcome = contract.StatusAcquired
 	case contract.VerbCheck:
 		out, err = leases.Check(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.Token)
@@ -98,15 +99,15 @@ var exitCodes = []struct {
 	{plugin.ErrIssueNotFound, contract.ExitError, contract.LineIssueNotFound, "issue_not_found"},
 	{plugin.ErrIssueClosed, contract.ExitError, contract.LineIssueClosed, "issue_closed"},
 	{errForbidden, contract.ExitError, "", "forbidden"},
-	{plugin.ErrUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
+	{forge.ErrUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
 	{errForgeUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
 	{errTooManyConnections, contract.ExitTempFail, contract.LineTooManyConnections, "too_many_connections"},
-	{plugin.ErrRateLimited, contract.ExitTempFail, contract.LineTooManyRequests, "rate_limited"},
+	{forge.ErrRateLimited, contract.ExitTempFail, contract.LineTooManyRequests, "rate_limited"},
 	{plugin.ErrBusy, contract.ExitTempFail, contract.LineBusy, "busy"},
 	{plugin.ErrTryAgain, contract.ExitTempFail, contract.LineNextTryAgain, "try_again"},
 	{plugin.ErrTooManyWaiters, contract.ExitTempFail, contract.LineTooManyWaiters, "too_many_waiters"},
 	{context.DeadlineExceeded, contract.ExitTempFail, contract.LineBusy, "busy"},
-	{plugin.ErrConfig, contract.ExitTempFail, contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), "config"},
+	{forge.ErrConfig, contract.ExitTempFail, contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), "config"},
 	{plugin.ErrInvalid, contract.ExitError, "", "invalid"},
 }
 

@@ -13,14 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
-type keysFunc func(ctx context.Context, fp string) (plugin.User, error)
+type keysFunc func(ctx context.Context, fp string) (forge.User, error)
 
-func (f keysFunc) UserByKey(ctx context.Context, fp string) (plugin.User, error) { return f(ctx, fp) }
+func (f keysFunc) UserByKey(ctx context.Context, fp string) (forge.User, error) { return f(ctx, fp) }
 
 // recordingHandler answers every request with a fixed reply and keeps
 // what the server handed it.
@@ -54,14 +53,14 @@ func (h *recordingHandler) Greet(c ConnInfo) Reply {
 func TestHandlerGetsTheVerifiedIdentity(t *testing.T) {
 	dir := t.TempDir()
 	alice, outage := newTestKey(t, dir, "alice"), newTestKey(t, dir, "outage")
-	keys := keysFunc(func(_ context.Context, fp string) (plugin.User, error) {
+	keys := keysFunc(func(_ context.Context, fp string) (forge.User, error) {
 		switch fp {
 		case alice.fp:
-			return plugin.User{ID: 4242, Login: "alice"}, nil
+			return forge.User{ID: 4242, Login: "alice"}, nil
 		case outage.fp:
-			return plugin.User{}, fmt.Errorf("dial: %w", plugin.ErrUnavailable)
+			return forge.User{}, fmt.Errorf("dial: %w", forge.ErrUnavailable)
 		}
-		return plugin.User{}, plugin.ErrNotFound
+		return forge.User{}, forge.ErrNotFound
 	})
 	h := &recordingHandler{}
 	hostKey, err := LoadOrCreateHostKey(filepath.Join(dir, "host_key"))

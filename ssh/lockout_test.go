@@ -9,9 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // runOn executes one command on an open client connection.
@@ -57,7 +56,7 @@ func TestConnectionsAdmittedDuringAnOutageDoNotLockAgentsOut(t *testing.T) {
 	})
 	w.forge.SetHook(func(ctx context.Context, method string) error {
 		if method == "UserByKey" {
-			return fmt.Errorf("gitea down: %w", plugin.ErrUnavailable)
+			return fmt.Errorf("gitea down: %w", forge.ErrUnavailable)
 		}
 		return nil
 	})
@@ -92,7 +91,7 @@ func TestShortLifeIsNotExtendedByTraffic(t *testing.T) {
 	w := newWorld(t, func(s *Server) { s.ShortLife = 300 * time.Millisecond })
 	w.forge.SetHook(func(ctx context.Context, method string) error {
 		if method == "UserByKey" {
-			return fmt.Errorf("gitea down: %w", plugin.ErrUnavailable)
+			return fmt.Errorf("gitea down: %w", forge.ErrUnavailable)
 		}
 		return nil
 	})

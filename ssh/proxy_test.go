@@ -17,7 +17,7 @@ import (
 	"github.com/pires/go-proxyproto"
 	gossh "golang.org/x/crypto/ssh"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 )
 
@@ -55,11 +55,11 @@ func newProxyWorld(t *testing.T, headerTimeout time.Duration, tweak func(*Server
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := keysFunc(func(_ context.Context, fp string) (plugin.User, error) {
+	keys := keysFunc(func(_ context.Context, fp string) (forge.User, error) {
 		if fp == key.fp {
-			return plugin.User{ID: 1, Login: "alice"}, nil
+			return forge.User{ID: 1, Login: "alice"}, nil
 		}
-		return plugin.User{}, plugin.ErrNotFound
+		return forge.User{}, forge.ErrNotFound
 	})
 	buf := &bytes.Buffer{}
 	logs := &lockedWriter{w: buf}

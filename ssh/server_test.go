@@ -26,6 +26,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -502,7 +503,7 @@ func TestShutdownLetsRunningCommandFinish(t *testing.T) {
 		case <-block:
 			return nil
 		case <-ctx.Done():
-			return fmt.Errorf("slow: %w", plugin.ErrUnavailable)
+			return fmt.Errorf("slow: %w", forge.ErrUnavailable)
 		}
 	})
 	done := make(chan result, 1)
@@ -677,7 +678,7 @@ func (g *lookupGate) hook(ctx context.Context, method string) error {
 	case <-g.release:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("slow forge: %w", plugin.ErrUnavailable)
+		return fmt.Errorf("slow forge: %w", forge.ErrUnavailable)
 	}
 }
 

@@ -13,9 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	gossh "golang.org/x/crypto/ssh"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // bigReply answers every command with size bytes of output, more than the
@@ -83,11 +82,11 @@ func newSlowWorld(t *testing.T) *slowWorld {
 	t.Helper()
 	dir := t.TempDir()
 	key := newTestKey(t, dir, "alice")
-	keys := keysFunc(func(_ context.Context, fp string) (plugin.User, error) {
+	keys := keysFunc(func(_ context.Context, fp string) (forge.User, error) {
 		if fp == key.fp {
-			return plugin.User{ID: 1, Login: "alice"}, nil
+			return forge.User{ID: 1, Login: "alice"}, nil
 		}
-		return plugin.User{}, plugin.ErrNotFound
+		return forge.User{}, forge.ErrNotFound
 	})
 	hostKey, err := LoadOrCreateHostKey(filepath.Join(dir, "host_key"))
 	if err != nil {

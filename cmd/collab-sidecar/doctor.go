@@ -12,6 +12,8 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/footer"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/routes"
 )
@@ -37,48 +39,48 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 	var checks []check
 	add := func(name string, ok string, err error) { checks = append(checks, check{name, err, ok}) }
 
-	forge, err := newForge(cfg)
+	fg, err := newForge(cfg)
 	if err != nil {
 		return err
 	}
-	version, err := forge.Version(ctx)
+	version, err := fg.Version(ctx)
 	add("gitea", fmt.Sprintf("%s answers, version %s", cfg.GiteaURL, version), giteaFix(cfg, err))
 	giteaUp := err == nil
 
 	if giteaUp {
-		admin, err := forge.Check(ctx)
+		admin, err := fg.Check(ctx)
 		add("token", fmt.Sprintf("valid, site administrator %s (from %s)", admin.Login, cfg.TokenSource), tokenFix(err))
 		if err == nil {
-			add("key lookup", "GET /api/v1/user/keys?fingerprint= answers", tokenFix(forge.CheckKeySearch(ctx)))
+			add("key lookup", "GET /api/v1/user/keys?fingerprint= answers", tokenFix(fg.CheckKeySearch(ctx)))
 		}
 	}
 
 	if cfg.GiteaCustom == "" {
 		add("footer", "", errors.New("not checked: pass --gitea-custom DIR (Gitea's custom directory) to check the badge footer"))
 	} else {
-		footer, err := newFooter(cfg)
+		ft, err := newFooter(cfg)
 		installed := false
 		if err == nil {
-			installed, err = footer.Installed()
+			installed, err = ft.Installed()
 		}
 		if err == nil && !installed {
 			err = fmt.Errorf("%s has no current badge block for %s (none, another sidecar's, or this one's before its badge files changed): run collab-sidecar install --gitea-custom %s, then restart Gitea",
-				footer.Path(), cfg.PublicURL, cfg.GiteaCustom)
+				ft.Path(), cfg.PublicURL, cfg.GiteaCustom)
 		}
-		add("footer", "the badge script of "+cfg.PublicURL+" is in "+filepath.Join(cfg.GiteaCustom, plugin.FooterFile), err)
+		add("footer", "the badge script of "+cfg.PublicURL+" is in "+filepath.Join(cfg.GiteaCustom, footer.File), err)
 	}
 
-	found, err := checkOAuth(ctx, forge, cfg, giteaUp)
+	found, err := checkOAuth(ctx, fg, cfg, giteaUp)
 	add("oauth2", found, err)
 
-	found, err = checkWebhook(ctx, forge, cfg, giteaUp)
+	found, err = checkWebhook(ctx, fg, cfg, giteaUp)
 	add("webhook", found, err)
 
 	found, err = checkDataDir(ctx, cfg)
 	add("data-dir", found, err)
 
 	if giteaUp {
-		found, err = checkFencing(ctx, forge)
+		found, err = checkFencing(ctx, fg)
 		add("fencing", found, err)
 	}
 
@@ -102,7 +104,7 @@ func giteaFix(cfg Config, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, plugin.ErrUnavailable):
+	case errors.Is(err, forge.ErrUnavailable):
 		return fmt.Errorf("cannot reach %s: %v; check --gitea-url and that Gitea runs", cfg.GiteaURL, err)
 	}
 	return fmt.Errorf("%s does not answer like Gitea: %v; is --gitea-url Gitea's base URL?", cfg.GiteaURL, err)
@@ -114,9 +116,9 @@ func tokenFix(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, plugin.ErrConfig):
+	case errors.Is(err, forge.ErrConfig):
 		return err
-	case errors.Is(err, plugin.ErrUnavailable):
+	case errors.Is(err, forge.ErrUnavailable):
 		return fmt.Errorf("%v (Gitea did not answer properly)", err)
 	}
 	return err
@@ -124,7 +126,7 @@ func tokenFix(err error) error {
 
 // checkOAuth: the application install registered exists in Gitea and
 // matches this configuration.
-func checkOAuth(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp bool) (string, error) {
+func checkOAuth(ctx context.Context, fg *gitea.Forge, cfg Config, giteaUp bool) (string, error) {
 	path := filepath.Join(cfg.DataDir, oauthAppFile)
 	app, err := gitea.LoadOAuthApp(path)
 	switch {
@@ -137,10 +139,10 @@ func checkOAuth(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp boo
 	case !giteaUp:
 		return "", errors.New("not checked: Gitea is unreachable")
 	}
-	switch err := forge.CheckOAuthApp(ctx, *app); {
+	switch err := fg.CheckOAuthApp(ctx, *app); {
 	case err == nil:
 		return fmt.Sprintf("application %s registered, redirect %s", app.ClientID, app.RedirectURI), nil
-	case errors.Is(err, plugin.ErrNotFound):
+	case errors.Is(err, forge.ErrNotFound):
 		return "", fmt.Errorf("application %d is gone from Gitea or changed (%v): run collab-sidecar install to register it again", app.ID, err)
 	default:
 		return "", fmt.Errorf("cannot ask Gitea about application %d: %v", app.ID, err)
@@ -151,7 +153,7 @@ func checkOAuth(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp boo
 // install left it, signed with the data directory's secret. Gitea's API
 // has no delivery history, so whether deliveries succeed is not checked:
 // the webhook's page in Gitea's Site Administration shows them.
-func checkWebhook(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp bool) (string, error) {
+func checkWebhook(ctx context.Context, fg *gitea.Forge, cfg Config, giteaUp bool) (string, error) {
 	secret, err := loadWebhookSecret(cfg.DataDir)
 	delivery := webhookDeliveryURL(cfg)
 	switch {
@@ -163,12 +165,12 @@ func checkWebhook(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp b
 	case !giteaUp:
 		return "", errors.New("not checked: Gitea is unreachable")
 	}
-	switch id, err := forge.CheckWebhook(ctx, delivery, secret); {
+	switch id, err := fg.CheckWebhook(ctx, delivery, secret); {
 	case err == nil:
 		return fmt.Sprintf("system webhook %d to %s, active, signed with %s (deliveries: Site Administration > Webhooks in Gitea)", id, delivery, webhookSecretFile), nil
-	case errors.Is(err, plugin.ErrNotFound):
+	case errors.Is(err, forge.ErrNotFound):
 		return "", fmt.Errorf("%v: run collab-sidecar install (with the same --webhook-url)", err)
-	case errors.Is(err, plugin.ErrConfig):
+	case errors.Is(err, forge.ErrConfig):
 		return "", err
 	default:
 		return "", fmt.Errorf("cannot ask Gitea about the webhook: %v", err)
@@ -178,8 +180,8 @@ func checkWebhook(ctx context.Context, forge *gitea.Forge, cfg Config, giteaUp b
 // checkFencing lists the repositories whose protected branches require
 // the fenced-merge status. Requiring none is no failure: it is the admin's
 // choice.
-func checkFencing(ctx context.Context, forge *gitea.Forge) (string, error) {
-	fenced, truncated, err := forge.FencedRepos(ctx, plugin.StatusContext)
+func checkFencing(ctx context.Context, fg *gitea.Forge) (string, error) {
+	fenced, truncated, err := fg.FencedRepos(ctx, plugin.StatusContext)
 	if err != nil {
 		return "", fmt.Errorf("cannot list the branch protections: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/collab-lease/collab-lease/assets"
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/footer"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/routes"
 )
@@ -29,12 +29,12 @@ func webhookDeliveryURL(cfg Config) string { return cfg.WebhookURL + routes.Webh
 
 // newFooter is the footer installer for this configuration, with the
 // badge files this binary embeds (and so its sidecar serves).
-func newFooter(cfg Config) (plugin.Footer, error) {
+func newFooter(cfg Config) (footer.Footer, error) {
 	bundle, err := assets.Load()
 	if err != nil {
-		return plugin.Footer{}, fmt.Errorf("badge assets: %w", err)
+		return footer.Footer{}, fmt.Errorf("badge assets: %w", err)
 	}
-	return plugin.Footer{CustomDir: cfg.GiteaCustom, PublicURL: cfg.PublicURL, Assets: bundle}, nil
+	return footer.Footer{CustomDir: cfg.GiteaCustom, PublicURL: cfg.PublicURL, Assets: bundle}, nil
 }
 
 // install wires a Gitea to this sidecar: the OAuth2 application (for
@@ -46,16 +46,16 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	if cfg.GiteaCustom == "" {
 		return errors.New("gitea-custom is required: pass --gitea-custom DIR, Gitea's custom directory ($GITEA_CUSTOM, e.g. /var/lib/gitea/custom), or set COLLAB_GITEA_CUSTOM")
 	}
-	footer, err := newFooter(cfg)
+	ft, err := newFooter(cfg)
 	if err != nil {
 		return err
 	}
-	footer.Force = f.force
-	if err := footer.Check(); err != nil {
+	ft.Force = f.force
+	if err := ft.Check(); err != nil {
 		return err
 	}
 	if f.uninstall {
-		return uninstall(ctx, cfg, footer, out)
+		return uninstall(ctx, cfg, ft, out)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
@@ -65,11 +65,11 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 	if err != nil {
 		return err
 	}
-	forge, err := newForge(cfg)
+	fg, err := newForge(cfg)
 	if err != nil {
 		return err
 	}
-	app, how, err := forge.RegisterOAuthApp(ctx, routes.RedirectURI(cfg.PublicURL), stored)
+	app, how, err := fg.RegisterOAuthApp(ctx, routes.RedirectURI(cfg.PublicURL), stored)
 	if err != nil {
 		return err
 	}
@@ -85,13 +85,13 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 		return err
 	}
 	delivery := webhookDeliveryURL(cfg)
-	hookID, hookHow, err := forge.RegisterWebhook(ctx, delivery, secret)
+	hookID, hookHow, err := fg.RegisterWebhook(ctx, delivery, secret)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "Webhook: system webhook %d to %s: %s; secret in %s\n", hookID, delivery, hookHow, filepath.Join(cfg.DataDir, webhookSecretFile))
 
-	footerPath, changed, err := footer.Install()
+	footerPath, changed, err := ft.Install()
 	if err != nil {
 		return err
 	}
@@ -120,13 +120,13 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 // there leaves the data directory's files, which say what to remove when
 // it is run again. What is gone already is no error. The footer was
 // checked before (install), so one it would refuse stops everything.
-func uninstall(ctx context.Context, cfg Config, footer plugin.Footer, out io.Writer) error {
-	forge, err := newForge(cfg)
+func uninstall(ctx context.Context, cfg Config, ft footer.Footer, out io.Writer) error {
+	fg, err := newForge(cfg)
 	if err != nil {
 		return err
 	}
 	delivery := webhookDeliveryURL(cfg)
-	n, err := forge.RemoveWebhook(ctx, delivery)
+	n, err := fg.RemoveWebhook(ctx, delivery)
 	if err != nil {
 		return err
 	}
@@ -140,7 +140,7 @@ func uninstall(ctx context.Context, cfg Config, footer plugin.Footer, out io.Wri
 	// A damaged or readable file still names the application to delete;
 	// without it, the application is found by its name and redirect URI.
 	stored, _ := gitea.LoadOAuthApp(appFile)
-	n, err = forge.RemoveOAuthApp(ctx, routes.RedirectURI(cfg.PublicURL), stored)
+	n, err = fg.RemoveOAuthApp(ctx, routes.RedirectURI(cfg.PublicURL), stored)
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,7 @@ func uninstall(ctx context.Context, cfg Config, footer plugin.Footer, out io.Wri
 		}
 	}
 
-	footerPath, changed, err := footer.Uninstall()
+	footerPath, changed, err := ft.Uninstall()
 	if err != nil {
 		return err
 	}

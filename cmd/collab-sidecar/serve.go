@@ -22,6 +22,7 @@ import (
 	"github.com/collab-lease/collab-lease/buildinfo"
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 	"github.com/collab-lease/collab-lease/routes"
@@ -61,7 +62,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	defer store.Close()
 	met := newMetrics(store)
 	met.reg.MustRegister(buildInfoMetric(build))
-	forge, err := newForge(cfg, func(o *gitea.Options) { o.WrapTransport = met.wrapGitea })
+	fg, err := newForge(cfg, func(o *gitea.Options) { o.WrapTransport = met.wrapGitea })
 	if err != nil {
 		return err
 	}
@@ -71,7 +72,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	// The service's timers wait for the ledger's expiries, so they read
 	// the ledger's clock (on PostgreSQL, the database server's).
-	leases, err := plugin.NewService(forge, store, plugin.WithClock(store.Clock().Now), plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next),
+	leases, err := plugin.NewService(fg, store, plugin.WithClock(store.Clock().Now), plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next),
 		plugin.WithLive(plugin.LiveOptions{Recheck: liveRecheck(cfg)}))
 	if err != nil {
 		return err
@@ -83,7 +84,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	// closes.
 	rctx, stopResolving := context.WithCancel(ctx)
 	var resolving sync.WaitGroup
-	resolving.Go(func() { resolveHolders(rctx, log, forge, store) })
+	resolving.Go(func() { resolveHolders(rctx, log, fg, store) })
 	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
 	// Changes other replicas on the same PostgreSQL database make wake
 	// this one's waiters and live events (nothing to follow on SQLite).
@@ -94,13 +95,13 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	defer resolving.Wait()
 	defer stopResolving()
 	hs := newHTTPServer(cfg, nil, log)
-	if hs.Handler, err = newHTTPHandler(cfg, forge, leases, met, log, hs.RegisterOnShutdown); err != nil {
+	if hs.Handler, err = newHTTPHandler(cfg, fg, leases, met, log, hs.RegisterOnShutdown); err != nil {
 		return err
 	}
 	admin, err := routes.NewAdmin(routes.AdminOptions{
 		Database: store.Ping, Metrics: met.handler(), Logger: log, RequestTimeout: operationTimeout(cfg),
 		Ready: func(ctx context.Context) error {
-			_, err := forge.Check(ctx)
+			_, err := fg.Check(ctx)
 			return err
 		},
 	})
@@ -133,7 +134,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		}
 	}
 	verb := &ssh.LeaseVerb{Leases: leases, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
-	srv := &ssh.Server{HostKey: hostKey, Keys: forge, Handler: verb, Logger: log,
+	srv := &ssh.Server{HostKey: hostKey, Keys: fg, Handler: verb, Logger: log,
 		CommandTimeout: operationTimeout(cfg), WriteTimeout: sshWriteTimeout, ConnDelta: met.connDelta,
 		MaxConnsPerAddr: cfg.MaxConnsPerAddr, MaxConnsPerAccount: cfg.MaxConnsPerAccount}
 	log.Info("ssh listening", "addr", sshL.Addr().String(), "gitea", cfg.GiteaURL, "db", models.Redact(cfg.DB))
@@ -257,7 +258,7 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 // application; onShutdown is the server's, which ends the event streams.
 // The operators' endpoints are on their own handler (routes.NewAdmin, in
 // serve).
-func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger, onShutdown func(func())) (http.Handler, error) {
+func newHTTPHandler(cfg Config, fg *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger, onShutdown func(func())) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -272,7 +273,7 @@ func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met 
 	}
 	var signIn routes.SignIn
 	if app != nil {
-		signIn = forge.OAuthClient(*app)
+		signIn = fg.OAuthClient(*app)
 	}
 	var webhook *routes.Webhook
 	secret, err := loadWebhookSecret(cfg.DataDir)
@@ -290,7 +291,7 @@ func newHTTPHandler(cfg Config, forge *gitea.Forge, leases *plugin.Service, met 
 		Leases: leases, GiteaURL: cfg.GiteaURL, PublicURL: cfg.PublicURL,
 		SignIn: signIn, SessionKey: key, Assets: bundle, Logger: log,
 		RequestTimeout: operationTimeout(cfg), MaxTTL: cfg.MaxTTL,
-		ForgeBudgets:       plugin.NewAddrBudgets(float64(cfg.ForgeRatePerAddr), 5*cfg.ForgeRatePerAddr, nil),
+		ForgeBudgets:       forge.NewAddrBudgets(float64(cfg.ForgeRatePerAddr), 5*cfg.ForgeRatePerAddr, nil),
 		Webhook:            webhook,
 		Streams:            routes.StreamOptions{PerViewer: cfg.StreamsPerViewer, PerAddress: cfg.StreamsPerAddress},
 		RegisterOnShutdown: onShutdown,
@@ -343,9 +344,9 @@ func newForge(cfg Config, mod ...func(*gitea.Options)) (*gitea.Forge, error) {
 // login) through Gitea, retrying while Gitea cannot answer, until done or
 // ctx ends. Until a login is resolved, its leases stay live but nobody can
 // renew or release them.
-func resolveHolders(ctx context.Context, log *slog.Logger, forge plugin.Forge, store plugin.HolderResolver) {
+func resolveHolders(ctx context.Context, log *slog.Logger, fg forge.Forge, store plugin.HolderResolver) {
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		n, err := plugin.ResolveHolders(ctx, forge, store)
+		n, err := plugin.ResolveHolders(ctx, fg, store)
 		if n > 0 {
 			log.Info("resolved the holders of leases written before account IDs", "leases", n)
 		}

@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Access is what a user may do in a repository.
@@ -48,7 +48,7 @@ var AllScopes = Scopes{Repository: true, Issue: true, WriteIssue: true}
 var ReadScopes = Scopes{Repository: true, Issue: true}
 
 type repo struct {
-	plugin.Repo
+	forge.Repo
 	access map[string]Access // login -> access
 }
 
@@ -61,15 +61,15 @@ type token struct {
 type Forge struct {
 	mu       sync.Mutex
 	nextID   int64
-	users    map[string]plugin.User // login -> account
-	disabled map[int64]bool         // accounts that may not log in
-	keys     map[string]int64       // fingerprint -> user ID
+	users    map[string]forge.User // login -> account
+	disabled map[int64]bool        // accounts that may not log in
+	keys     map[string]int64      // fingerprint -> user ID
 	tokens   map[string]token
-	repos    map[string]*repo                 // lower-case "owner/name"
-	issues   map[string]plugin.Issue          // lower-case "owner/name#n"
-	labels   map[string][]string              // lower-case "owner/name#n" -> its labels
-	deps     map[string][]int64               // lower-case "owner/name#n" -> the numbers it depends on
-	statuses map[string][]plugin.CommitStatus // lower-case "owner/name@sha" -> posted, oldest first
+	repos    map[string]*repo                // lower-case "owner/name"
+	issues   map[string]forge.Issue          // lower-case "owner/name#n"
+	labels   map[string][]string             // lower-case "owner/name#n" -> its labels
+	deps     map[string][]int64              // lower-case "owner/name#n" -> the numbers it depends on
+	statuses map[string][]forge.CommitStatus // lower-case "owner/name@sha" -> posted, oldest first
 	down     bool
 	hang     bool
 	hook     Hook
@@ -86,26 +86,26 @@ type Forge struct {
 // fails the call with it.
 type Hook func(ctx context.Context, method string) error
 
-var _ plugin.Forge = (*Forge)(nil)
+var _ forge.Forge = (*Forge)(nil)
 
 // New returns an empty forge.
 func New() *Forge {
-	return &Forge{users: map[string]plugin.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},
-		repos: map[string]*repo{}, issues: map[string]plugin.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, statuses: map[string][]plugin.CommitStatus{}, calls: map[string]int{}, asked: map[string][]string{}}
+	return &Forge{users: map[string]forge.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},
+		repos: map[string]*repo{}, issues: map[string]forge.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, statuses: map[string][]forge.CommitStatus{}, calls: map[string]int{}, asked: map[string][]string{}}
 }
 
 // AddUser creates an account and returns it.
-func (f *Forge) AddUser(login string) plugin.User {
+func (f *Forge) AddUser(login string) forge.User {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.nextID++
-	u := plugin.User{ID: f.nextID, Login: login}
+	u := forge.User{ID: f.nextID, Login: login}
 	f.users[login] = u
 	return u
 }
 
 // User returns the account with this login (the zero User if none).
-func (f *Forge) User(login string) plugin.User {
+func (f *Forge) User(login string) forge.User {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.users[login]
@@ -167,7 +167,7 @@ func (f *Forge) AddToken(login, t string, s Scopes) {
 func (f *Forge) AddRepo(fullName string, id int64, private bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.repos[strings.ToLower(fullName)] = &repo{Repo: plugin.Repo{ID: id, FullName: fullName, Private: private},
+	f.repos[strings.ToLower(fullName)] = &repo{Repo: forge.Repo{ID: id, FullName: fullName, Private: private},
 		access: map[string]Access{}}
 }
 
@@ -190,7 +190,7 @@ func (f *Forge) Grant(fullName, login string, a Access) {
 func (f *Forge) AddIssue(fullName string, n int64, pull, closed bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.issues[fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)] = plugin.Issue{Number: n, IsPull: pull, Closed: closed}
+	f.issues[fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)] = forge.Issue{Number: n, IsPull: pull, Closed: closed}
 }
 
 // SetDown makes every call fail with plugin.ErrUnavailable (or not).
@@ -262,43 +262,43 @@ func (f *Forge) enter(ctx context.Context, method string) error {
 	switch {
 	case hang:
 		<-ctx.Done()
-		return fmt.Errorf("forgetest %s: %w: %w", method, plugin.ErrUnavailable, ctx.Err())
+		return fmt.Errorf("forgetest %s: %w: %w", method, forge.ErrUnavailable, ctx.Err())
 	case down:
-		return fmt.Errorf("forgetest %s: %w", method, plugin.ErrUnavailable)
+		return fmt.Errorf("forgetest %s: %w", method, forge.ErrUnavailable)
 	}
 	return nil
 }
 
 // active returns the account with this ID if it may log in.
-func (f *Forge) active(id int64) (plugin.User, bool) {
+func (f *Forge) active(id int64) (forge.User, bool) {
 	if f.disabled[id] {
-		return plugin.User{}, false
+		return forge.User{}, false
 	}
 	for _, u := range f.users {
 		if u.ID == id {
 			return u, true
 		}
 	}
-	return plugin.User{}, false
+	return forge.User{}, false
 }
 
 // UserByKey implements plugin.Forge.
-func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User, error) {
+func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (forge.User, error) {
 	if err := f.enter(ctx, "UserByKey"); err != nil {
-		return plugin.User{}, err
+		return forge.User{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if u, ok := f.active(f.keys[fingerprint]); ok {
 		return u, nil
 	}
-	return plugin.User{}, fmt.Errorf("key %s: %w", fingerprint, plugin.ErrNotFound)
+	return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, forge.ErrNotFound)
 }
 
 // UserByToken implements plugin.Forge.
-func (f *Forge) UserByToken(ctx context.Context, t string) (plugin.User, error) {
+func (f *Forge) UserByToken(ctx context.Context, t string) (forge.User, error) {
 	if err := f.enter(ctx, "UserByToken"); err != nil {
-		return plugin.User{}, err
+		return forge.User{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -307,36 +307,36 @@ func (f *Forge) UserByToken(ctx context.Context, t string) (plugin.User, error) 
 			return u, nil
 		}
 	}
-	return plugin.User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
+	return forge.User{}, fmt.Errorf("token: %w", forge.ErrNotFound)
 }
 
 // UserByLogin implements plugin.Forge.
-func (f *Forge) UserByLogin(ctx context.Context, login string) (plugin.User, error) {
+func (f *Forge) UserByLogin(ctx context.Context, login string) (forge.User, error) {
 	if err := f.enter(ctx, "UserByLogin"); err != nil {
-		return plugin.User{}, err
+		return forge.User{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if u, ok := f.users[login]; ok {
 		return u, nil
 	}
-	return plugin.User{}, fmt.Errorf("user %s: %w", login, plugin.ErrNotFound)
+	return forge.User{}, fmt.Errorf("user %s: %w", login, forge.ErrNotFound)
 }
 
 // Repo implements plugin.Forge.
-func (f *Forge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
+func (f *Forge) Repo(ctx context.Context, login, owner, name string) (forge.Repo, error) {
 	if err := f.enterAs(ctx, "Repo", login); err != nil {
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.view(login, owner, name)
 }
 
-func (f *Forge) view(login, owner, name string) (plugin.Repo, error) {
+func (f *Forge) view(login, owner, name string) (forge.Repo, error) {
 	r, ok := f.repos[strings.ToLower(owner+"/"+name)]
 	if !ok {
-		return plugin.Repo{}, fmt.Errorf("repository %s/%s: %w", owner, name, plugin.ErrNotFound)
+		return forge.Repo{}, fmt.Errorf("repository %s/%s: %w", owner, name, forge.ErrNotFound)
 	}
 	out := r.Repo
 	a := r.access[login]
@@ -346,7 +346,7 @@ func (f *Forge) view(login, owner, name string) (plugin.Repo, error) {
 	switch a {
 	case None:
 		if r.Private {
-			return plugin.Repo{}, fmt.Errorf("repository %s/%s: %w", owner, name, plugin.ErrNotFound)
+			return forge.Repo{}, fmt.Errorf("repository %s/%s: %w", owner, name, forge.ErrNotFound)
 		}
 		out.CanRead, out.CanReadIssues, out.CanReadPulls = true, true, true
 	case Read:
@@ -366,40 +366,40 @@ func (f *Forge) view(login, owner, name string) (plugin.Repo, error) {
 }
 
 // Issue implements plugin.Forge.
-func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (plugin.Issue, error) {
+func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (forge.Issue, error) {
 	if err := f.enterAs(ctx, "Issue", login); err != nil {
-		return plugin.Issue{}, err
+		return forge.Issue{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r, err := f.view(login, owner, name)
 	if err != nil {
-		return plugin.Issue{}, err
+		return forge.Issue{}, err
 	}
 	is, ok := f.issues[fmt.Sprintf("%s#%d", strings.ToLower(r.FullName), n)]
 	if !ok || (is.IsPull && !r.CanReadPulls) || (!is.IsPull && !r.CanReadIssues) {
-		return plugin.Issue{}, fmt.Errorf("issue %s#%d: %w", r.FullName, n, plugin.ErrNotFound)
+		return forge.Issue{}, fmt.Errorf("issue %s#%d: %w", r.FullName, n, forge.ErrNotFound)
 	}
 	return is, nil
 }
 
 // TokenRepo implements plugin.Forge.
-func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name string) (plugin.Repo, error) {
+func (f *Forge) TokenRepo(ctx context.Context, u forge.User, t, owner, name string) (forge.Repo, error) {
 	if err := f.enterAs(ctx, "TokenRepo", u.Login); err != nil {
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	tok, ok := f.tokens[t]
 	if !ok || tok.userID != u.ID || f.disabled[u.ID] {
-		return plugin.Repo{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
+		return forge.Repo{}, fmt.Errorf("token: %w", forge.ErrNotFound)
 	}
 	r, err := f.view(u.Login, owner, name)
 	switch {
 	case err != nil:
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	case !tok.scopes.Repository || (tok.scopes.PublicOnly && r.Private):
-		return plugin.Repo{}, fmt.Errorf("repository %s/%s through the token: %w", owner, name, plugin.ErrNotFound)
+		return forge.Repo{}, fmt.Errorf("repository %s/%s through the token: %w", owner, name, forge.ErrNotFound)
 	case !tok.scopes.Issue && !tok.scopes.WriteIssue:
 		r.CanReadIssues, r.CanReadPulls = false, false
 	}
@@ -412,15 +412,15 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, t, owner, name str
 // Close closes issue (or pull request) n of fullName at the forge, merged
 // or not, and moves its update time on.
 func (f *Forge) Close(fullName string, n int64, merged bool) {
-	f.setState(fullName, n, func(is *plugin.Issue) { is.Closed, is.Merged = true, merged })
+	f.setState(fullName, n, func(is *forge.Issue) { is.Closed, is.Merged = true, merged })
 }
 
 // Reopen reopens issue n of fullName and moves its update time on.
 func (f *Forge) Reopen(fullName string, n int64) {
-	f.setState(fullName, n, func(is *plugin.Issue) { is.Closed, is.Merged = false, false })
+	f.setState(fullName, n, func(is *forge.Issue) { is.Closed, is.Merged = false, false })
 }
 
-func (f *Forge) setState(fullName string, n int64, change func(*plugin.Issue)) {
+func (f *Forge) setState(fullName string, n int64, change func(*forge.Issue)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	key := fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)
@@ -466,18 +466,18 @@ func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
 			return r.FullName, nil
 		}
 	}
-	return "", fmt.Errorf("repository %d: %w", id, plugin.ErrNotFound)
+	return "", fmt.Errorf("repository %d: %w", id, forge.ErrNotFound)
 }
 
 // ClosedSince implements plugin.Forge.
-func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]plugin.Issue, error) {
+func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, error) {
 	if err := f.enter(ctx, "ClosedSince"); err != nil {
 		return nil, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prefix := strings.ToLower(owner+"/"+name) + "#"
-	var out []plugin.Issue
+	var out []forge.Issue
 	for key, is := range f.issues {
 		if strings.HasPrefix(key, prefix) && is.Closed && !is.Updated.Before(since) {
 			out = append(out, is)
@@ -505,7 +505,7 @@ func (f *Forge) Depend(fullName string, n, on int64) {
 
 // OpenIssues implements plugin.Forge: one request per 50 issues listed,
 // as Gitea's pages.
-func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt plugin.IssueFilter, limit int) ([]plugin.Issue, int, error) {
+func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt forge.IssueFilter, limit int) ([]forge.Issue, int, error) {
 	if err := f.enter(ctx, "OpenIssues"); err != nil {
 		return nil, 1, err
 	}
@@ -513,10 +513,10 @@ func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt plugin.I
 	defer f.mu.Unlock()
 	r, ok := f.repos[strings.ToLower(owner+"/"+name)]
 	if !ok {
-		return nil, 1, fmt.Errorf("repository %s/%s: %w", owner, name, plugin.ErrNotFound)
+		return nil, 1, fmt.Errorf("repository %s/%s: %w", owner, name, forge.ErrNotFound)
 	}
 	prefix := strings.ToLower(r.FullName) + "#"
-	var out []plugin.Issue
+	var out []forge.Issue
 	for key, is := range f.issues {
 		if !strings.HasPrefix(key, prefix) || is.Closed || is.IsPull != flt.Pulls || !hasAll(f.labels[key], flt.Labels) {
 			continue
@@ -557,7 +557,7 @@ func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool,
 
 // PostStatus implements plugin.Forge: the statuses are kept in order, for
 // Statuses.
-func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st plugin.CommitStatus) error {
+func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st forge.CommitStatus) error {
 	if err := f.enter(ctx, "PostStatus"); err != nil {
 		return err
 	}
@@ -570,8 +570,8 @@ func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st plug
 
 // Statuses returns the statuses posted on commit sha of fullName, oldest
 // first; the last one is what the forge shows.
-func (f *Forge) Statuses(fullName, sha string) []plugin.CommitStatus {
+func (f *Forge) Statuses(fullName, sha string) []forge.CommitStatus {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]plugin.CommitStatus(nil), f.statuses[strings.ToLower(fullName)+"@"+sha]...)
+	return append([]forge.CommitStatus(nil), f.statuses[strings.ToLower(fullName)+"@"+sha]...)
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
@@ -15,7 +15,7 @@ var bg = context.Background()
 // perms is what a Repo says the viewer may do, in one comparable value.
 type perms struct{ read, readIssues, readPulls, writeIssues, writePulls bool }
 
-func permsOf(r plugin.Repo) perms {
+func permsOf(r forge.Repo) perms {
 	return perms{r.CanRead, r.CanReadIssues, r.CanReadPulls, r.CanWriteIssues, r.CanWritePulls}
 }
 
@@ -51,7 +51,7 @@ func TestAccessLevels(t *testing.T) {
 		f.Grant("acme/"+name, "u", tc.level)
 		r, err := f.Repo(bg, "u", "acme", name)
 		if tc.want == (perms{}) {
-			if !errors.Is(err, plugin.ErrNotFound) {
+			if !errors.Is(err, forge.ErrNotFound) {
 				t.Errorf("level %d on %s: %+v %v, want ErrNotFound", tc.level, name, r, err)
 			}
 			continue
@@ -62,7 +62,7 @@ func TestAccessLevels(t *testing.T) {
 	}
 	// The anonymous viewer is nobody's grant, whatever "" was given.
 	f.Grant("acme/private", "", forgetest.Write)
-	if _, err := f.Repo(bg, "", "acme", "private"); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.Repo(bg, "", "acme", "private"); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("anonymous on a private repository: %v", err)
 	}
 }
@@ -84,7 +84,7 @@ func TestIssuesNamesAndAliases(t *testing.T) {
 	if is, err := f.Issue(bg, "u", "acme", "gadgets", 1); err != nil || is.Number != 1 || is.IsPull {
 		t.Errorf("issue through an alias: %+v %v", is, err)
 	}
-	if _, err := f.Issue(bg, "u", "acme", "widgets", 2); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.Issue(bg, "u", "acme", "widgets", 2); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("a pull request seen by an issues-only member: %v", err)
 	}
 }
@@ -104,7 +104,7 @@ func TestTokenRepoScopes(t *testing.T) {
 	f.AddToken("alice", "public", forgetest.Scopes{Repository: true, Issue: true, PublicOnly: true})
 	readAll := perms{true, true, true, false, false}
 	for _, tc := range []struct {
-		u     plugin.User
+		u     forge.User
 		token string
 		repo  string
 		want  perms // the zero perms: ErrNotFound
@@ -121,7 +121,7 @@ func TestTokenRepoScopes(t *testing.T) {
 	} {
 		r, err := f.TokenRepo(bg, tc.u, tc.token, "acme", tc.repo)
 		if tc.want == (perms{}) {
-			if !errors.Is(err, plugin.ErrNotFound) {
+			if !errors.Is(err, forge.ErrNotFound) {
 				t.Errorf("%s's token %s on %s: %+v %v, want ErrNotFound", tc.u.Login, tc.token, tc.repo, r, err)
 			}
 			continue
@@ -152,7 +152,7 @@ func TestRenameAndDisable(t *testing.T) {
 	if _, err := f.Repo(bg, "alice2", "acme", "private"); err != nil {
 		t.Errorf("grant after a rename: %v", err)
 	}
-	if _, err := f.UserByLogin(bg, "alice"); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.UserByLogin(bg, "alice"); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("old login after a rename: %v", err)
 	}
 	if other := f.AddUser("alice"); other.ID == alice.ID {
@@ -160,10 +160,10 @@ func TestRenameAndDisable(t *testing.T) {
 	}
 
 	f.Disable("alice2")
-	if _, err := f.UserByKey(bg, "SHA256:a"); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.UserByKey(bg, "SHA256:a"); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("key of a disabled account: %v", err)
 	}
-	if _, err := f.UserByToken(bg, "t"); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.UserByToken(bg, "t"); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("token of a disabled account: %v", err)
 	}
 	if u, err := f.UserByLogin(bg, "alice2"); err != nil || u.ID != alice.ID {
@@ -185,7 +185,7 @@ func TestHookCallsAndAsked(t *testing.T) {
 			noDeadline++
 		}
 		if method == "Issue" {
-			return plugin.ErrUnavailable
+			return forge.ErrUnavailable
 		}
 		return nil
 	})
@@ -193,7 +193,7 @@ func TestHookCallsAndAsked(t *testing.T) {
 	defer cancel()
 	_, _ = f.Repo(ctx, "alice", "acme", "widgets")
 	_, _ = f.Repo(bg, "", "acme", "widgets")
-	if _, err := f.Issue(ctx, "bob", "acme", "widgets", 1); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := f.Issue(ctx, "bob", "acme", "widgets", 1); !errors.Is(err, forge.ErrUnavailable) {
 		t.Errorf("Issue with a failing hook: %v", err)
 	}
 	if len(seen) != 3 || seen[2] != "Issue" || noDeadline != 1 {
@@ -209,7 +209,7 @@ func TestHookCallsAndAsked(t *testing.T) {
 	// The hook runs before the outage switches: it sees calls to a forge
 	// that is down, and a hung forge answers at the caller's deadline.
 	f.SetDown(true)
-	if _, err := f.UserByKey(ctx, "SHA256:x"); !errors.Is(err, plugin.ErrUnavailable) || seen[len(seen)-1] != "UserByKey" {
+	if _, err := f.UserByKey(ctx, "SHA256:x"); !errors.Is(err, forge.ErrUnavailable) || seen[len(seen)-1] != "UserByKey" {
 		t.Errorf("down: %v, hook saw %q", err, seen)
 	}
 	f.SetHook(nil)
@@ -217,7 +217,7 @@ func TestHookCallsAndAsked(t *testing.T) {
 	f.SetHang(true)
 	short, cancel2 := context.WithTimeout(bg, 10*time.Millisecond)
 	defer cancel2()
-	if _, err := f.UserByLogin(short, "alice"); !errors.Is(err, plugin.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := f.UserByLogin(short, "alice"); !errors.Is(err, forge.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("hung forge: %v", err)
 	}
 }

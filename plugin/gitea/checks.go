@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Checks of how the sidecar is wired to Gitea, for `collab-sidecar doctor`
@@ -33,10 +33,10 @@ func (f *Forge) Version(ctx context.Context) (string, error) {
 	case err == nil && v.Version != "":
 		return v.Version, nil
 	case err == nil:
-		return "", fmt.Errorf("GET %s/api/v1/version: %w: the answer names no version", f.base, plugin.ErrConfig)
-	case errors.Is(err, plugin.ErrNotFound):
+		return "", fmt.Errorf("GET %s/api/v1/version: %w: the answer names no version", f.base, forge.ErrConfig)
+	case errors.Is(err, forge.ErrNotFound):
 		// A 404, 401 or 403 there: a web server, but not Gitea's API.
-		return "", fmt.Errorf("%w: %w", plugin.ErrConfig, err)
+		return "", fmt.Errorf("%w: %w", forge.ErrConfig, err)
 	}
 	return "", err
 }
@@ -48,8 +48,8 @@ func (f *Forge) CheckKeySearch(ctx context.Context) error {
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	_, err := f.keysByFingerprint(ctx, "SHA256:"+strings.Repeat("A", 43))
-	if errors.Is(err, plugin.ErrNotFound) {
-		return fmt.Errorf("%w: Gitea has no key search by fingerprint: %w", plugin.ErrConfig, err)
+	if errors.Is(err, forge.ErrNotFound) {
+		return fmt.Errorf("%w: Gitea has no key search by fingerprint: %w", forge.ErrConfig, err)
 	}
 	return err
 }
@@ -70,9 +70,9 @@ func (f *Forge) CheckOAuthApp(ctx context.Context, app OAuthApp) error {
 	}
 	switch {
 	case got.ClientID != app.ClientID:
-		return fmt.Errorf("OAuth2 application %d has client ID %s, not %s: %w", app.ID, got.ClientID, app.ClientID, plugin.ErrNotFound)
+		return fmt.Errorf("OAuth2 application %d has client ID %s, not %s: %w", app.ID, got.ClientID, app.ClientID, forge.ErrNotFound)
 	case !got.ConfidentialClient || !slices.Contains(got.RedirectURIs, app.RedirectURI):
-		return fmt.Errorf("OAuth2 application %d is no longer a confidential client with redirect %s: %w", app.ID, app.RedirectURI, plugin.ErrNotFound)
+		return fmt.Errorf("OAuth2 application %d is no longer a confidential client with redirect %s: %w", app.ID, app.RedirectURI, forge.ErrNotFound)
 	}
 	return nil
 }
@@ -106,7 +106,7 @@ func (f *Forge) FencedRepos(ctx context.Context, context string) (fenced []strin
 				Contexts          []string `json:"status_check_contexts"`
 			}
 			err := f.send(ctx, f.asAdmin(), http.MethodGet, "/api/v1/repos/"+r.FullName+"/branch_protections", nil, nil, &rules)
-			if errors.Is(err, plugin.ErrNotFound) {
+			if errors.Is(err, forge.ErrNotFound) {
 				continue // gone meanwhile, or no code unit
 			}
 			if err != nil {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 func TestVersion(t *testing.T) {
@@ -20,10 +20,10 @@ func TestVersion(t *testing.T) {
 		wantErr error
 	}{
 		{"Gitea", jsonBody(map[string]any{"version": "1.26.0"}), "1.26.0", nil},
-		{"no API there", status(404, `404 page not found`), "", plugin.ErrConfig},
-		{"JSON without a version", jsonBody(map[string]any{}), "", plugin.ErrConfig},
-		{"a login page", status(200, `<html>sign in</html>`), "", plugin.ErrUnavailable},
-		{"Gitea failing", status(502, ``), "", plugin.ErrUnavailable},
+		{"no API there", status(404, `404 page not found`), "", forge.ErrConfig},
+		{"JSON without a version", jsonBody(map[string]any{}), "", forge.ErrConfig},
+		{"a login page", status(200, `<html>sign in</html>`), "", forge.ErrUnavailable},
+		{"Gitea failing", status(502, ``), "", forge.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -40,7 +40,7 @@ func TestVersion(t *testing.T) {
 	}
 	g := newFake(t, nil)
 	g.srv.Close()
-	if _, err := newTestForge(t, g.srv.URL, clocktest.New(), time.Second).Version(context.Background()); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := newTestForge(t, g.srv.URL, clocktest.New(), time.Second).Version(context.Background()); !errors.Is(err, forge.ErrUnavailable) {
 		t.Errorf("nothing listening: %v, want ErrUnavailable", err)
 	}
 }
@@ -52,9 +52,9 @@ func TestCheckKeySearch(t *testing.T) {
 		wantErr error
 	}{
 		{"answers", jsonBody([]any{}), nil},
-		{"token without read:user", status(403, `{"message":"token does not have at least one of required scope(s)"}`), plugin.ErrConfig},
-		{"no key search", status(404, ``), plugin.ErrConfig},
-		{"Gitea failing", status(500, ``), plugin.ErrUnavailable},
+		{"token without read:user", status(403, `{"message":"token does not have at least one of required scope(s)"}`), forge.ErrConfig},
+		{"no key search", status(404, ``), forge.ErrConfig},
+		{"Gitea failing", status(500, ``), forge.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,11 +82,11 @@ func TestCheckOAuthApp(t *testing.T) {
 		detail  string
 	}{
 		{"as registered", registered("client-id", true, "http://other/cb", app.RedirectURI), nil, ""},
-		{"gone", status(404, `{"message":"not found"}`), plugin.ErrNotFound, ""},
-		{"another application", registered("other-id", true, app.RedirectURI), plugin.ErrNotFound, "client ID"},
-		{"redirect removed", registered("client-id", true, "http://other/cb"), plugin.ErrNotFound, "redirect"},
-		{"made public", registered("client-id", false, app.RedirectURI), plugin.ErrNotFound, "confidential"},
-		{"token without read:user", status(403, `{"message":"token does not have at least one of required scope(s)"}`), plugin.ErrConfig, "read:user"},
+		{"gone", status(404, `{"message":"not found"}`), forge.ErrNotFound, ""},
+		{"another application", registered("other-id", true, app.RedirectURI), forge.ErrNotFound, "client ID"},
+		{"redirect removed", registered("client-id", true, "http://other/cb"), forge.ErrNotFound, "redirect"},
+		{"made public", registered("client-id", false, app.RedirectURI), forge.ErrNotFound, "confidential"},
+		{"token without read:user", status(403, `{"message":"token does not have at least one of required scope(s)"}`), forge.ErrConfig, "read:user"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

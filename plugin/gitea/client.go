@@ -12,8 +12,7 @@ import (
 	"strings"
 
 	sdk "code.gitea.io/sdk/gitea"
-
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // How requests are made: through the Gitea SDK where it has the call, and
@@ -101,25 +100,25 @@ func classify(op string, id identity, status int, body []byte, err error) error 
 	refused := status == http.StatusUnauthorized || status == http.StatusForbidden ||
 		(id.grant && status == http.StatusBadRequest)
 	switch {
-	case status == 0 && errors.Is(err, plugin.ErrRateLimited):
-		return fmt.Errorf("%s: %w", op, plugin.ErrRateLimited)
+	case status == 0 && errors.Is(err, forge.ErrRateLimited):
+		return fmt.Errorf("%s: %w", op, forge.ErrRateLimited)
 	case status == 0:
-		return fmt.Errorf("%s: %w: %w", op, plugin.ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: %w", op, forge.ErrUnavailable, err)
 	case status >= 200 && status < 300 && err != nil:
-		return fmt.Errorf("%s: %w: malformed response: %w", op, plugin.ErrUnavailable, err)
+		return fmt.Errorf("%s: %w: malformed response: %w", op, forge.ErrUnavailable, err)
 	case status >= 200 && status < 300:
 		return nil
 	case status == http.StatusNotFound:
-		return fmt.Errorf("%s: %w", op, plugin.ErrNotFound)
+		return fmt.Errorf("%s: %w", op, forge.ErrNotFound)
 	case refused && id.fix != "":
-		return fmt.Errorf("%s: HTTP %d %s: %w: %s", op, status, detail(body), plugin.ErrConfig, id.fix)
+		return fmt.Errorf("%s: HTTP %d %s: %w: %s", op, status, detail(body), forge.ErrConfig, id.fix)
 	case refused:
 		// An anonymous viewer on a Gitea that requires sign-in, a user
 		// token that is invalid or lacks the scope, a code Gitea will
 		// not trade: either way there is nothing this caller may see.
-		return fmt.Errorf("%s: HTTP %d %s: %w", op, status, detail(body), plugin.ErrNotFound)
+		return fmt.Errorf("%s: HTTP %d %s: %w", op, status, detail(body), forge.ErrNotFound)
 	default:
-		return fmt.Errorf("%s: %w: HTTP %d %s", op, plugin.ErrUnavailable, status, detail(body))
+		return fmt.Errorf("%s: %w: HTTP %d %s", op, forge.ErrUnavailable, status, detail(body))
 	}
 }
 
@@ -238,7 +237,7 @@ func (f *Forge) keysByFingerprint(ctx context.Context, fingerprint string) ([]*s
 
 // keyOwner picks the one user key with this fingerprint and checks that its
 // owner may log in.
-func keyOwner(keys []*sdk.PublicKey, fingerprint string) (plugin.User, error) {
+func keyOwner(keys []*sdk.PublicKey, fingerprint string) (forge.User, error) {
 	var found *sdk.PublicKey
 	n := 0
 	for _, k := range keys {
@@ -255,25 +254,25 @@ func keyOwner(keys []*sdk.PublicKey, fingerprint string) (plugin.User, error) {
 		default:
 			// Gitea names the key type and owner only to site
 			// administrators (and to the key's owner).
-			return plugin.User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
+			return forge.User{}, fmt.Errorf("%w: the key search does not name key owners: %s", forge.ErrConfig, tokenFix)
 		}
 	}
 	switch {
 	case n == 0:
-		return plugin.User{}, fmt.Errorf("no user key has this fingerprint: %w", plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("no user key has this fingerprint: %w", forge.ErrNotFound)
 	case n > 1:
-		return plugin.User{}, fmt.Errorf("%d user keys have this fingerprint: %w", n, plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("%d user keys have this fingerprint: %w", n, forge.ErrNotFound)
 	}
 	o := found.Owner
 	switch {
 	case o == nil || o.ID <= 0 || o.UserName == "":
-		return plugin.User{}, fmt.Errorf("%w: the key search does not name key owners: %s", plugin.ErrConfig, tokenFix)
+		return forge.User{}, fmt.Errorf("%w: the key search does not name key owners: %s", forge.ErrConfig, tokenFix)
 	case !o.IsActive:
-		return plugin.User{}, fmt.Errorf("key owner %s is not active: %w", o.UserName, plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("key owner %s is not active: %w", o.UserName, forge.ErrNotFound)
 	case o.ProhibitLogin:
-		return plugin.User{}, fmt.Errorf("key owner %s is prohibited from logging in: %w", o.UserName, plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("key owner %s is prohibited from logging in: %w", o.UserName, forge.ErrNotFound)
 	}
-	return plugin.User{ID: o.ID, Login: o.UserName}, nil
+	return forge.User{ID: o.ID, Login: o.UserName}, nil
 }
 
 // tokenUser is GET /user with a user's own token.
@@ -290,14 +289,14 @@ func (f *Forge) tokenUser(ctx context.Context, token string) (*sdk.User, error) 
 // view of itself, or a site administrator's, carries the flags).
 func mayLogIn(u *sdk.User) error {
 	if !u.IsActive || u.ProhibitLogin {
-		return fmt.Errorf("%s may not log in: %w", u.UserName, plugin.ErrNotFound)
+		return fmt.Errorf("%s may not log in: %w", u.UserName, forge.ErrNotFound)
 	}
 	return nil
 }
 
 func wellFormedUser(u *sdk.User) error {
 	if u.ID <= 0 || u.UserName == "" {
-		return fmt.Errorf("GET /api/v1/user: %w: malformed response: no id or login", plugin.ErrUnavailable)
+		return fmt.Errorf("GET /api/v1/user: %w: malformed response: no id or login", forge.ErrUnavailable)
 	}
 	return nil
 }
@@ -325,7 +324,7 @@ func (f *Forge) userByLogin(ctx context.Context, login string) (*sdk.User, error
 			return u, nil
 		}
 	}
-	return nil, fmt.Errorf("%s is an organization, not an account: %w", u.UserName, plugin.ErrNotFound)
+	return nil, fmt.Errorf("%s is an organization, not an account: %w", u.UserName, forge.ErrNotFound)
 }
 
 // adminUser is GET /user with the admin token.
@@ -346,7 +345,7 @@ func (f *Forge) issue(ctx context.Context, id identity, owner, name string, n in
 		return nil, err
 	}
 	if is.Index != n || (is.State != sdk.StateOpen && is.State != sdk.StateClosed) {
-		return nil, fmt.Errorf("%s: %w: malformed response: number %d, state %q", op, plugin.ErrUnavailable, is.Index, is.State)
+		return nil, fmt.Errorf("%s: %w: malformed response: number %d, state %q", op, forge.ErrUnavailable, is.Index, is.State)
 	}
 	return is, nil
 }

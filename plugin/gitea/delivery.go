@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // The payload of Gitea's webhook deliveries that change what may be
@@ -39,11 +40,11 @@ type hookPayload struct {
 }
 
 // hookActions are the actions that matter, per event.
-var hookActions = map[string]map[string]plugin.EventKind{
-	"issues": {"closed": plugin.EventClosed, "reopened": plugin.EventReopened, "deleted": plugin.EventDeleted},
-	"pull_request": {"closed": plugin.EventClosed, "reopened": plugin.EventReopened,
-		"opened": plugin.EventPullChanged, "edited": plugin.EventPullChanged, "synchronized": plugin.EventPullChanged},
-	"repository": {"deleted": plugin.EventRepoDeleted},
+var hookActions = map[string]map[string]forge.EventKind{
+	"issues": {"closed": forge.EventClosed, "reopened": forge.EventReopened, "deleted": forge.EventDeleted},
+	"pull_request": {"closed": forge.EventClosed, "reopened": forge.EventReopened,
+		"opened": forge.EventPullChanged, "edited": forge.EventPullChanged, "synchronized": forge.EventPullChanged},
+	"repository": {"deleted": forge.EventRepoDeleted},
 }
 
 // ParseDelivery reads one webhook delivery: event is its X-Gitea-Event
@@ -51,20 +52,20 @@ var hookActions = map[string]map[string]plugin.EventKind{
 // event and true, or false for a delivery that changes nothing a lease
 // depends on (labels, assignees, pushes, opened issues, …); a body that is
 // not what Gitea sends for the event is an error.
-func ParseDelivery(event, delivery string, body []byte) (plugin.ForgeEvent, bool, error) {
+func ParseDelivery(event, delivery string, body []byte) (forge.Event, bool, error) {
 	actions, ok := hookActions[event]
 	if !ok {
-		return plugin.ForgeEvent{}, false, nil
+		return forge.Event{}, false, nil
 	}
 	var p hookPayload
 	if err := json.Unmarshal(body, &p); err != nil {
-		return plugin.ForgeEvent{}, false, fmt.Errorf("webhook %s delivery %s: %w: %v", event, delivery, plugin.ErrInvalid, err)
+		return forge.Event{}, false, fmt.Errorf("webhook %s delivery %s: %w: %v", event, delivery, plugin.ErrInvalid, err)
 	}
 	kind, ok := actions[p.Action]
 	if !ok {
-		return plugin.ForgeEvent{}, false, nil
+		return forge.Event{}, false, nil
 	}
-	e := plugin.ForgeEvent{Kind: kind, Delivery: delivery}
+	e := forge.Event{Kind: kind, Delivery: delivery}
 	if p.Repository != nil {
 		e.RepoID = p.Repository.ID
 	}
@@ -73,11 +74,11 @@ func ParseDelivery(event, delivery string, body []byte) (plugin.ForgeEvent, bool
 		e.Number, e.Updated = p.Number, p.Issue.Updated
 	case event == "pull_request" && p.PullRequest != nil:
 		e.Number, e.Updated = p.Number, p.PullRequest.Updated
-		if kind == plugin.EventClosed && p.PullRequest.Merged {
-			e.Kind = plugin.EventMerged
+		if kind == forge.EventClosed && p.PullRequest.Merged {
+			e.Kind = forge.EventMerged
 		}
 		pr := p.PullRequest
-		e.Pull = &plugin.PullEvent{Head: pr.Head.SHA, Author: plugin.User{ID: pr.User.ID, Login: pr.User.Login},
+		e.Pull = &forge.PullEvent{Head: pr.Head.SHA, Author: forge.User{ID: pr.User.ID, Login: pr.User.Login},
 			Title: pr.Title, Body: pr.Body, Open: pr.State == "open"}
 		if p.Repository != nil {
 			e.Pull.Repo = p.Repository.FullName
@@ -86,7 +87,7 @@ func ParseDelivery(event, delivery string, body []byte) (plugin.ForgeEvent, bool
 		e.Number = 0 // no issue or pull request object: malformed
 	}
 	if e.RepoID <= 0 || (event != "repository" && e.Number <= 0) {
-		return plugin.ForgeEvent{}, false, fmt.Errorf("webhook %s delivery %s: %w: no repository, number or %s", event, delivery, plugin.ErrInvalid, strings.TrimSuffix(event, "s"))
+		return forge.Event{}, false, fmt.Errorf("webhook %s delivery %s: %w: no repository, number or %s", event, delivery, plugin.ErrInvalid, strings.TrimSuffix(event, "s"))
 	}
 	return e, true, nil
 }

@@ -7,43 +7,44 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 func TestParseDelivery(t *testing.T) {
 	at := time.Date(2026, 12, 1, 10, 0, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		name, event, body string
-		want              plugin.ForgeEvent
+		want              forge.Event
 		ok                bool
 		bad               bool
 	}{
 		{"issue closed", "issues", `{"action":"closed","number":5,"issue":{"number":5,"state":"closed","updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
+			forge.Event{Kind: forge.EventClosed, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
 		{"issue reopened", "issues", `{"action":"reopened","number":5,"issue":{"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventReopened, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
+			forge.Event{Kind: forge.EventReopened, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
 		{"issue deleted", "issues", `{"action":"deleted","number":5,"issue":{"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventDeleted, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
+			forge.Event{Kind: forge.EventDeleted, RepoID: 3, Number: 5, Updated: at, Delivery: "d"}, true, false},
 		{"pull request merged", "pull_request", `{"action":"closed","number":7,"pull_request":{"merged":true,"state":"closed","updated_at":"2026-12-01T10:00:05Z","head":{"sha":"abc"},"user":{"id":4,"login":"alice"}},"repository":{"id":3,"full_name":"acme/widgets"}}`,
-			plugin.ForgeEvent{Kind: plugin.EventMerged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
-				Pull: &plugin.PullEvent{Repo: "acme/widgets", Head: "abc", Author: plugin.User{ID: 4, Login: "alice"}}}, true, false},
+			forge.Event{Kind: forge.EventMerged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
+				Pull: &forge.PullEvent{Repo: "acme/widgets", Head: "abc", Author: forge.User{ID: 4, Login: "alice"}}}, true, false},
 		{"pull request closed", "pull_request", `{"action":"closed","number":7,"pull_request":{"merged":false,"updated_at":"2026-12-01T10:00:05Z"},"repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventClosed, RepoID: 3, Number: 7, Updated: at, Delivery: "d", Pull: &plugin.PullEvent{}}, true, false},
+			forge.Event{Kind: forge.EventClosed, RepoID: 3, Number: 7, Updated: at, Delivery: "d", Pull: &forge.PullEvent{}}, true, false},
 		{"pull request opened", "pull_request", `{"action":"opened","number":7,"pull_request":{"state":"open","title":"Fix it","body":"Fixes #5","updated_at":"2026-12-01T10:00:05Z","head":{"sha":"abc"},"user":{"id":4,"login":"alice"}},"repository":{"id":3,"full_name":"acme/widgets"}}`,
-			plugin.ForgeEvent{Kind: plugin.EventPullChanged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
-				Pull: &plugin.PullEvent{Repo: "acme/widgets", Head: "abc", Author: plugin.User{ID: 4, Login: "alice"}, Title: "Fix it", Body: "Fixes #5", Open: true}}, true, false},
+			forge.Event{Kind: forge.EventPullChanged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
+				Pull: &forge.PullEvent{Repo: "acme/widgets", Head: "abc", Author: forge.User{ID: 4, Login: "alice"}, Title: "Fix it", Body: "Fixes #5", Open: true}}, true, false},
 		{"pull request pushed to", "pull_request", `{"action":"synchronized","number":7,"pull_request":{"state":"open","updated_at":"2026-12-01T10:00:05Z","head":{"sha":"def"},"user":{"id":4,"login":"alice"}},"repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventPullChanged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
-				Pull: &plugin.PullEvent{Head: "def", Author: plugin.User{ID: 4, Login: "alice"}, Open: true}}, true, false},
+			forge.Event{Kind: forge.EventPullChanged, RepoID: 3, Number: 7, Updated: at, Delivery: "d",
+				Pull: &forge.PullEvent{Head: "def", Author: forge.User{ID: 4, Login: "alice"}, Open: true}}, true, false},
 		{"repository deleted", "repository", `{"action":"deleted","repository":{"id":3}}`,
-			plugin.ForgeEvent{Kind: plugin.EventRepoDeleted, RepoID: 3, Delivery: "d"}, true, false},
-		{"labels are ignored", "issues", `{"action":"label_updated","number":5}`, plugin.ForgeEvent{}, false, false},
-		{"assigned is ignored", "pull_request", `{"action":"assigned","number":5}`, plugin.ForgeEvent{}, false, false},
-		{"opened without a pull request", "pull_request", `{"action":"opened","number":5,"repository":{"id":3}}`, plugin.ForgeEvent{}, false, true},
-		{"pushes are ignored", "push", `{}`, plugin.ForgeEvent{}, false, false},
-		{"repository created is ignored", "repository", `{"action":"created","repository":{"id":3}}`, plugin.ForgeEvent{}, false, false},
-		{"not JSON", "issues", `{`, plugin.ForgeEvent{}, false, true},
-		{"no repository", "issues", `{"action":"closed","number":5,"issue":{}}`, plugin.ForgeEvent{}, false, true},
-		{"no number", "pull_request", `{"action":"closed","pull_request":{},"repository":{"id":3}}`, plugin.ForgeEvent{}, false, true},
+			forge.Event{Kind: forge.EventRepoDeleted, RepoID: 3, Delivery: "d"}, true, false},
+		{"labels are ignored", "issues", `{"action":"label_updated","number":5}`, forge.Event{}, false, false},
+		{"assigned is ignored", "pull_request", `{"action":"assigned","number":5}`, forge.Event{}, false, false},
+		{"opened without a pull request", "pull_request", `{"action":"opened","number":5,"repository":{"id":3}}`, forge.Event{}, false, true},
+		{"pushes are ignored", "push", `{}`, forge.Event{}, false, false},
+		{"repository created is ignored", "repository", `{"action":"created","repository":{"id":3}}`, forge.Event{}, false, false},
+		{"not JSON", "issues", `{`, forge.Event{}, false, true},
+		{"no repository", "issues", `{"action":"closed","number":5,"issue":{}}`, forge.Event{}, false, true},
+		{"no number", "pull_request", `{"action":"closed","pull_request":{},"repository":{"id":3}}`, forge.Event{}, false, true},
 	} {
 		got, ok, err := ParseDelivery(tc.event, "d", []byte(tc.body))
 		if tc.bad != (err != nil) || (err != nil && !errors.Is(err, plugin.ErrInvalid)) || ok != tc.ok || !reflect.DeepEqual(got, tc.want) {

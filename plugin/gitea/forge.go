@@ -18,7 +18,6 @@
 package gitea
 
 import (
-	sdk "code.gitea.io/sdk/gitea"
 	"context"
 	"errors"
 	"fmt"
@@ -27,10 +26,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	sdk "code.gitea.io/sdk/gitea"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-var _ plugin.Forge = (*Forge)(nil)
+var _ forge.Forge = (*Forge)(nil)
 
 // Defaults for the zero values of Options.
 const (
@@ -102,11 +102,11 @@ type Forge struct {
 	http    *http.Client
 	// keysHTTP sends the key lookups, on connections of their own.
 	keysHTTP *http.Client
-	keys     *cache[plugin.User]
-	perms    *cache[plugin.Repo]
+	keys     *cache[forge.User]
+	perms    *cache[forge.Repo]
 	// tokens caches who an API token belongs to (keyed by tokenKey),
 	// for as long as keys are cached.
-	tokens *cache[plugin.User]
+	tokens *cache[forge.User]
 	// misses remembers "not found" answers for repositories and tokens
 	// for a few seconds (MissTTL).
 	misses *cache[error]
@@ -116,10 +116,10 @@ type Forge struct {
 func New(opts Options) (*Forge, error) {
 	base, err := url.Parse(strings.TrimRight(opts.URL, "/"))
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("%w: the Gitea URL %q is not an http(s) URL", plugin.ErrConfig, opts.URL)
+		return nil, fmt.Errorf("%w: the Gitea URL %q is not an http(s) URL", forge.ErrConfig, opts.URL)
 	}
 	if strings.TrimSpace(opts.Token) == "" {
-		return nil, fmt.Errorf("%w: the Gitea token is empty: %s", plugin.ErrConfig, tokenFix)
+		return nil, fmt.Errorf("%w: the Gitea token is empty: %s", forge.ErrConfig, tokenFix)
 	}
 	f := &Forge{
 		base:    base,
@@ -159,9 +159,9 @@ func New(opts Options) (*Forge, error) {
 	if clock == nil {
 		clock = time.Now
 	}
-	f.keys = newCache[plugin.User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
-	f.perms = newCache[plugin.Repo](clock, orDefault(opts.PermCacheTTL, DefaultPermCacheTTL))
-	f.tokens = newCache[plugin.User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
+	f.keys = newCache[forge.User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
+	f.perms = newCache[forge.Repo](clock, orDefault(opts.PermCacheTTL, DefaultPermCacheTTL))
+	f.tokens = newCache[forge.User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
 	f.misses = newCache[error](clock, orDefault(opts.MissTTL, DefaultMissTTL))
 	return f, nil
 }
@@ -171,11 +171,11 @@ func New(opts Options) (*Forge, error) {
 type budgeted struct{ next http.RoundTripper }
 
 func (b budgeted) RoundTrip(req *http.Request) (*http.Response, error) {
-	if bud := plugin.BudgetFrom(req.Context()); bud != nil && !bud.Allow() {
+	if bud := forge.BudgetFrom(req.Context()); bud != nil && !bud.Allow() {
 		if req.Body != nil {
 			_ = req.Body.Close()
 		}
-		return nil, plugin.ErrRateLimited
+		return nil, forge.ErrRateLimited
 	}
 	return b.next.RoundTrip(req)
 }
@@ -189,7 +189,7 @@ func (f *Forge) missed(key string) error {
 // miss remembers err for key if it is a "not found"; outages and
 // everything else are never remembered.
 func (f *Forge) miss(key string, err error) {
-	if errors.Is(err, plugin.ErrNotFound) && !errors.Is(err, plugin.ErrUnavailable) && !errors.Is(err, plugin.ErrRateLimited) {
+	if errors.Is(err, forge.ErrNotFound) && !errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, forge.ErrRateLimited) {
 		f.misses.put(key, err)
 	}
 }
@@ -235,9 +235,9 @@ func (f *Forge) within(ctx context.Context) (context.Context, context.CancelFunc
 // owner's is_active and prohibit_login flags (Gitea's
 // routers/api/v1/user/key.go renders the owner as seen by the owner
 // themself), so no second request about the owner is needed.
-func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User, error) {
+func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (forge.User, error) {
 	if !strings.HasPrefix(fingerprint, "SHA256:") || len(fingerprint) > 100 {
-		return plugin.User{}, fmt.Errorf("key %q: %w", fingerprint, plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("key %q: %w", fingerprint, forge.ErrNotFound)
 	}
 	if u, ok := f.keys.get(fingerprint); ok {
 		return u, nil
@@ -246,28 +246,28 @@ func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (plugin.User,
 	defer cancel()
 	keys, err := f.keysByFingerprint(ctx, fingerprint)
 	if err != nil {
-		return plugin.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+		return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
 	}
 	u, err := keyOwner(keys, fingerprint)
 	if err != nil {
-		return plugin.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+		return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
 	}
 	f.keys.put(fingerprint, u)
 	return u, nil
 }
 
 // UserByToken returns the active user an API token belongs to.
-func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, error) {
+func (f *Forge) UserByToken(ctx context.Context, token string) (forge.User, error) {
 	token = strings.TrimSpace(token)
 	if !validToken(token) {
-		return plugin.User{}, fmt.Errorf("token: %w", plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("token: %w", forge.ErrNotFound)
 	}
 	key := tokenKey(token)
 	if u, ok := f.tokens.get(key); ok {
 		return u, nil
 	}
 	if err := f.missed("token\x00" + key); err != nil {
-		return plugin.User{}, err
+		return forge.User{}, err
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
@@ -278,9 +278,9 @@ func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, err
 	if err != nil {
 		err = fmt.Errorf("token: %w", err)
 		f.miss("token\x00"+key, err)
-		return plugin.User{}, err
+		return forge.User{}, err
 	}
-	user := plugin.User{ID: u.ID, Login: u.UserName}
+	user := forge.User{ID: u.ID, Login: u.UserName}
 	f.tokens.put(key, user)
 	return user, nil
 }
@@ -292,32 +292,32 @@ func (f *Forge) UserByToken(ctx context.Context, token string) (plugin.User, err
 // elsewhere, and it gets its claims back if reactivated). An organization
 // is not an account: plugin.ErrNotFound. It is not cached; it is for
 // upgrading a ledger whose holders are logins, once.
-func (f *Forge) UserByLogin(ctx context.Context, login string) (plugin.User, error) {
+func (f *Forge) UserByLogin(ctx context.Context, login string) (forge.User, error) {
 	if !validName(login) {
-		return plugin.User{}, fmt.Errorf("user %q: %w", login, plugin.ErrNotFound)
+		return forge.User{}, fmt.Errorf("user %q: %w", login, forge.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	u, err := f.userByLogin(ctx, login)
 	if err != nil {
-		return plugin.User{}, fmt.Errorf("user %s: %w", login, err)
+		return forge.User{}, fmt.Errorf("user %s: %w", login, err)
 	}
-	return plugin.User{ID: u.ID, Login: u.UserName}, nil
+	return forge.User{ID: u.ID, Login: u.UserName}, nil
 }
 
 // Repo returns owner/name as seen by login ("" = anonymous). See perm.go
 // for how the write permissions are worked out.
-func (f *Forge) Repo(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
+func (f *Forge) Repo(ctx context.Context, login, owner, name string) (forge.Repo, error) {
 	what := owner + "/" + name
 	if !validName(owner) || !validName(name) || (login != "" && !validName(login)) {
-		return plugin.Repo{}, fmt.Errorf("repository %s: %w", what, plugin.ErrNotFound)
+		return forge.Repo{}, fmt.Errorf("repository %s: %w", what, forge.ErrNotFound)
 	}
 	key := strings.ToLower(login + "\x00" + owner + "/" + name)
 	if r, ok := f.perms.get(key); ok {
 		return r, nil
 	}
 	if err := f.missed("repo\x00" + key); err != nil {
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
@@ -325,9 +325,9 @@ func (f *Forge) Repo(ctx context.Context, login, owner, name string) (plugin.Rep
 	if err != nil {
 		f.miss("repo\x00"+key, err)
 		if login == "" {
-			return plugin.Repo{}, fmt.Errorf("repository %s as anonymous: %w", what, err)
+			return forge.Repo{}, fmt.Errorf("repository %s as anonymous: %w", what, err)
 		}
-		return plugin.Repo{}, fmt.Errorf("repository %s as %s: %w", what, login, err)
+		return forge.Repo{}, fmt.Errorf("repository %s as %s: %w", what, login, err)
 	}
 	f.perms.put(key, r)
 	return r, nil
@@ -335,22 +335,22 @@ func (f *Forge) Repo(ctx context.Context, login, owner, name string) (plugin.Rep
 
 // Issue returns issue (or pull request) n of owner/name as seen by login.
 // It is never cached: whether an issue is open must be fresh.
-func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (plugin.Issue, error) {
+func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (forge.Issue, error) {
 	what := fmt.Sprintf("issue %s/%s#%d", owner, name, n)
 	if n <= 0 || !validName(owner) || !validName(name) || (login != "" && !validName(login)) {
-		return plugin.Issue{}, fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+		return forge.Issue{}, fmt.Errorf("%s: %w", what, forge.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	is, err := f.issue(ctx, f.asViewer(login), owner, name, n)
 	if err != nil {
-		return plugin.Issue{}, fmt.Errorf("%s: %w", what, err)
+		return forge.Issue{}, fmt.Errorf("%s: %w", what, err)
 	}
 	return issueOf(is), nil
 }
 
-func issueOf(is *sdk.Issue) plugin.Issue {
-	out := plugin.Issue{Number: is.Index, Closed: is.State == sdk.StateClosed, IsPull: is.PullRequest != nil, Updated: is.Updated}
+func issueOf(is *sdk.Issue) forge.Issue {
+	out := forge.Issue{Number: is.Index, Closed: is.State == sdk.StateClosed, IsPull: is.PullRequest != nil, Updated: is.Updated}
 	if is.PullRequest != nil {
 		out.Merged = is.PullRequest.HasMerged
 	}
@@ -362,7 +362,7 @@ func issueOf(is *sdk.Issue) plugin.Issue {
 func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
 	what := fmt.Sprintf("repository %d", id)
 	if id <= 0 {
-		return "", fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+		return "", fmt.Errorf("%s: %w", what, forge.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
@@ -372,7 +372,7 @@ func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
 		return "", fmt.Errorf("%s: %w", what, err)
 	}
 	if r.FullName == "" || r.ID != id {
-		return "", fmt.Errorf("%s: %w: malformed response", what, plugin.ErrUnavailable)
+		return "", fmt.Errorf("%s: %w: malformed response", what, forge.ErrUnavailable)
 	}
 	return r.FullName, nil
 }
@@ -384,15 +384,15 @@ const maxClosedPages = 10
 // ClosedSince lists the issues and pull requests of owner/name closed and
 // updated at or after since, as the admin sees them, newest first, at most
 // maxClosedPages pages.
-func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]plugin.Issue, error) {
+func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, error) {
 	what := fmt.Sprintf("closed issues of %s/%s", owner, name)
 	if !validName(owner) || !validName(name) {
-		return nil, fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+		return nil, fmt.Errorf("%s: %w", what, forge.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	who := f.asAdmin()
-	var out []plugin.Issue
+	var out []forge.Issue
 	for page := 1; page <= maxClosedPages; page++ {
 		list, resp, err := f.sdk(ctx, who).ListRepoIssues(owner, name, sdk.ListIssueOption{
 			ListOptions: sdk.ListOptions{Page: page, PageSize: 50},
@@ -415,18 +415,18 @@ func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.
 
 // Check verifies the configured token: Gitea answers, the token is valid and
 // belongs to a site administrator. It returns that administrator.
-func (f *Forge) Check(ctx context.Context) (plugin.User, error) {
+func (f *Forge) Check(ctx context.Context) (forge.User, error) {
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	u, err := f.adminUser(ctx)
 	if err != nil {
-		return plugin.User{}, fmt.Errorf("check the Gitea token: %w", err)
+		return forge.User{}, fmt.Errorf("check the Gitea token: %w", err)
 	}
 	if !u.IsAdmin {
-		return plugin.User{}, fmt.Errorf("check the Gitea token: it belongs to %s, who is not a site administrator: %w: %s",
-			u.UserName, plugin.ErrConfig, tokenFix)
+		return forge.User{}, fmt.Errorf("check the Gitea token: it belongs to %s, who is not a site administrator: %w: %s",
+			u.UserName, forge.ErrConfig, tokenFix)
 	}
-	return plugin.User{ID: u.ID, Login: u.UserName}, nil
+	return forge.User{ID: u.ID, Login: u.UserName}, nil
 }
 
 // validName reports whether s can be a Gitea user, organization or

@@ -14,8 +14,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/integration"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // The Forge against a real Gitea 1.26, seeded with integration.Seed. One
@@ -64,7 +64,7 @@ func TestForgeAgainstGitea(t *testing.T) {
 // pulls, "rip" read and write both.
 type access string
 
-func (a access) repo(r plugin.Repo) access {
+func (a access) repo(r forge.Repo) access {
 	s := "r"
 	if r.CanWriteIssues {
 		s += "i"
@@ -116,7 +116,7 @@ func testPermissions(t *testing.T, f *Forge, w *integration.World) {
 					if r.Private != (c.repo != w.Widgets) {
 						t.Errorf("Private = %v", r.Private)
 					}
-				case !errors.Is(err, plugin.ErrNotFound):
+				case !errors.Is(err, forge.ErrNotFound):
 					t.Fatalf("err = %v, want nil or ErrNotFound", err)
 				}
 				if got != c.want {
@@ -127,10 +127,10 @@ func testPermissions(t *testing.T, f *Forge, w *integration.World) {
 	}
 	t.Run("a repository that does not exist", func(t *testing.T) {
 		for _, login := range []string{"", w.Admin.Login, w.Alice.Login} {
-			if _, err := f.Repo(context.Background(), login, w.Org, "no-such-repo"); !errors.Is(err, plugin.ErrNotFound) {
+			if _, err := f.Repo(context.Background(), login, w.Org, "no-such-repo"); !errors.Is(err, forge.ErrNotFound) {
 				t.Errorf("as %q: %v, want ErrNotFound", login, err)
 			}
-			if _, err := f.Repo(context.Background(), login, "no-such-owner", "widgets"); !errors.Is(err, plugin.ErrNotFound) {
+			if _, err := f.Repo(context.Background(), login, "no-such-owner", "widgets"); !errors.Is(err, forge.ErrNotFound) {
 				t.Errorf("as %q: %v, want ErrNotFound", login, err)
 			}
 		}
@@ -162,7 +162,7 @@ func oracle(t *testing.T, g *integration.Gitea, login string, r integration.Repo
 }
 
 // forgeView is the Forge's answer in the oracle's terms.
-func forgeView(r plugin.Repo, err error, write func(plugin.Repo) bool) access {
+func forgeView(r forge.Repo, err error, write func(forge.Repo) bool) access {
 	switch {
 	case err != nil:
 		return "-"
@@ -172,8 +172,8 @@ func forgeView(r plugin.Repo, err error, write func(plugin.Repo) bool) access {
 	return "r"
 }
 
-func canWriteIssues(r plugin.Repo) bool { return r.CanWriteIssues }
-func canWritePulls(r plugin.Repo) bool  { return r.CanWritePulls }
+func canWriteIssues(r forge.Repo) bool { return r.CanWriteIssues }
+func canWritePulls(r forge.Repo) bool  { return r.CanWritePulls }
 
 // testPermissionOracle checks the Forge's write answers against Gitea's own
 // enforcement: removing a label that does not exist from an issue (or pull
@@ -189,7 +189,7 @@ func testPermissionOracle(t *testing.T, g *integration.Gitea, f *Forge, w *integ
 	for _, it := range []item{{w.Widgets, w.OpenIssue, w.PullRequest}, {w.Secret, w.SecretIssue, w.SecretPull}, {w.Notes, w.NotesIssue, 0}} {
 		for _, u := range append(w.Users(), &integration.User{Login: "nobody-by-this-name"}) {
 			r, err := f.Repo(ctx, u.Login, it.repo.Owner, it.repo.Name)
-			if err != nil && !errors.Is(err, plugin.ErrNotFound) {
+			if err != nil && !errors.Is(err, forge.ErrNotFound) {
 				t.Fatal(err)
 			}
 			if got, want := forgeView(r, err, canWriteIssues), oracle(t, g, u.Login, it.repo, it.issue); got != want {
@@ -265,7 +265,7 @@ func testMoreGrants(t *testing.T, g *integration.Gitea, f *Forge, w *integration
 	want := map[string]access{"uma": "w", "trent": "w", "vera": "r", "walt": "w", w.Bob.Login: "r", w.Dave.Login: "r"}
 	for login, expected := range want {
 		r, err := f.Repo(ctx, login, tracker.Owner, tracker.Name)
-		if err != nil && !errors.Is(err, plugin.ErrNotFound) {
+		if err != nil && !errors.Is(err, forge.ErrNotFound) {
 			t.Fatal(err)
 		}
 		got, truth := forgeView(r, err, canWriteIssues), oracle(t, g, login, tracker, trackerIssue)
@@ -300,7 +300,7 @@ func testKeys(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World
 	ctx := context.Background()
 	for _, u := range []*integration.User{w.Admin, w.Alice, w.Bob, w.Carol, w.Dave, w.Erin, w.Grace, w.Heidi, w.Olivia} {
 		got, err := f.UserByKey(ctx, u.Key.Fingerprint)
-		if err != nil || got != (plugin.User{ID: u.ID, Login: u.Login}) {
+		if err != nil || got != (forge.User{ID: u.ID, Login: u.Login}) {
 			t.Errorf("key of %s: %+v %v", u.Login, got, err)
 		}
 	}
@@ -312,7 +312,7 @@ func testKeys(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World
 		"the key of a user prohibited from login": w.Frank.Key.Fingerprint,
 		"the key of a user not activated":         w.Ivan.Key.Fingerprint,
 	} {
-		if u, err := f.UserByKey(ctx, fp); !errors.Is(err, plugin.ErrNotFound) {
+		if u, err := f.UserByKey(ctx, fp); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("%s: %+v %v, want ErrNotFound", name, u, err)
 		}
 	}
@@ -326,7 +326,7 @@ func testKeys(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World
 		t.Errorf("deleted key within its cache lifetime: %+v %v", u, err)
 	}
 	clk.Advance(DefaultKeyCacheTTL)
-	if u, err := f.UserByKey(ctx, erin.Key.Fingerprint); !errors.Is(err, plugin.ErrNotFound) {
+	if u, err := f.UserByKey(ctx, erin.Key.Fingerprint); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("deleted key after its cache lifetime: %+v %v, want ErrNotFound", u, err)
 	}
 }
@@ -337,24 +337,24 @@ func testIssues(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wor
 		login string
 		repo  integration.Repo
 		n     int64
-		want  plugin.Issue
+		want  forge.Issue
 		err   error
 	}{
-		{w.Alice.Login, w.Widgets, w.OpenIssue, plugin.Issue{Number: w.OpenIssue}, nil},
-		{w.Alice.Login, w.Widgets, w.ClosedIssue, plugin.Issue{Number: w.ClosedIssue, Closed: true}, nil},
-		{w.Alice.Login, w.Widgets, w.PullRequest, plugin.Issue{Number: w.PullRequest, IsPull: true}, nil},
-		{"", w.Widgets, w.OpenIssue, plugin.Issue{Number: w.OpenIssue}, nil},
-		{w.Carol.Login, w.Secret, w.SecretIssue, plugin.Issue{Number: w.SecretIssue}, nil},
-		{w.Grace.Login, w.Secret, w.SecretPull, plugin.Issue{Number: w.SecretPull, IsPull: true}, nil},
+		{w.Alice.Login, w.Widgets, w.OpenIssue, forge.Issue{Number: w.OpenIssue}, nil},
+		{w.Alice.Login, w.Widgets, w.ClosedIssue, forge.Issue{Number: w.ClosedIssue, Closed: true}, nil},
+		{w.Alice.Login, w.Widgets, w.PullRequest, forge.Issue{Number: w.PullRequest, IsPull: true}, nil},
+		{"", w.Widgets, w.OpenIssue, forge.Issue{Number: w.OpenIssue}, nil},
+		{w.Carol.Login, w.Secret, w.SecretIssue, forge.Issue{Number: w.SecretIssue}, nil},
+		{w.Grace.Login, w.Secret, w.SecretPull, forge.Issue{Number: w.SecretPull, IsPull: true}, nil},
 		// Dave's team grants the Issues unit only: he sees the repository
 		// and its issues, not its pull requests.
-		{w.Dave.Login, w.Secret, w.SecretIssue, plugin.Issue{Number: w.SecretIssue}, nil},
-		{w.Dave.Login, w.Secret, w.SecretPull, plugin.Issue{}, plugin.ErrNotFound},
-		{"", w.Secret, w.SecretIssue, plugin.Issue{}, plugin.ErrNotFound},
-		{w.Erin.Login, w.Secret, w.SecretIssue, plugin.Issue{}, plugin.ErrNotFound},
-		{w.Erin.Login, w.Notes, w.NotesIssue, plugin.Issue{}, plugin.ErrNotFound},
-		{w.Alice.Login, w.Widgets, 9999, plugin.Issue{}, plugin.ErrNotFound},
-		{w.Alice.Login, integration.Repo{Owner: w.Org, Name: "no-such-repo"}, 1, plugin.Issue{}, plugin.ErrNotFound},
+		{w.Dave.Login, w.Secret, w.SecretIssue, forge.Issue{Number: w.SecretIssue}, nil},
+		{w.Dave.Login, w.Secret, w.SecretPull, forge.Issue{}, forge.ErrNotFound},
+		{"", w.Secret, w.SecretIssue, forge.Issue{}, forge.ErrNotFound},
+		{w.Erin.Login, w.Secret, w.SecretIssue, forge.Issue{}, forge.ErrNotFound},
+		{w.Erin.Login, w.Notes, w.NotesIssue, forge.Issue{}, forge.ErrNotFound},
+		{w.Alice.Login, w.Widgets, 9999, forge.Issue{}, forge.ErrNotFound},
+		{w.Alice.Login, integration.Repo{Owner: w.Org, Name: "no-such-repo"}, 1, forge.Issue{}, forge.ErrNotFound},
 	}
 	for _, c := range cases {
 		got, err := f.Issue(ctx, c.login, c.repo.Owner, c.repo.Name, c.n)
@@ -386,11 +386,11 @@ func testIssues(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wor
 func testTokens(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World) {
 	ctx := context.Background()
 	for _, u := range []*integration.User{w.Alice, w.Carol, w.Admin} {
-		if got, err := f.UserByToken(ctx, u.Token); err != nil || got != (plugin.User{ID: u.ID, Login: u.Login}) {
+		if got, err := f.UserByToken(ctx, u.Token); err != nil || got != (forge.User{ID: u.ID, Login: u.Login}) {
 			t.Errorf("token of %s: %+v %v", u.Login, got, err)
 		}
 	}
-	if got, err := f.UserByToken(ctx, "0123456789abcdef0123456789abcdef01234567"); !errors.Is(err, plugin.ErrNotFound) {
+	if got, err := f.UserByToken(ctx, "0123456789abcdef0123456789abcdef01234567"); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("unknown token: %+v %v, want ErrNotFound", got, err)
 	}
 }
@@ -414,8 +414,8 @@ func newToken(t *testing.T, g *integration.Gitea, u *integration.User, name stri
 // shows them through tokens of various scopes.
 func testTokenScopes(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World) {
 	ctx := context.Background()
-	carol := plugin.User{ID: w.Carol.ID, Login: w.Carol.Login}
-	units := func(r plugin.Repo) string {
+	carol := forge.User{ID: w.Carol.ID, Login: w.Carol.Login}
+	units := func(r forge.Repo) string {
 		s := ""
 		if r.CanReadIssues {
 			s += "i"
@@ -427,9 +427,9 @@ func testTokenScopes(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 	}
 	// view is what TokenRepo says: "-" not found, else the readable
 	// units ("" none, "ip" both).
-	view := func(r plugin.Repo, err error) string {
+	view := func(r forge.Repo, err error) string {
 		switch {
-		case errors.Is(err, plugin.ErrNotFound):
+		case errors.Is(err, forge.ErrNotFound):
 			return "-"
 		case err != nil:
 			t.Fatalf("TokenRepo: %v", err)
@@ -498,10 +498,10 @@ func testTokenScopes(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 
 	// The token never sees more than its user: Dave's team grants the
 	// Issues unit only, Erin nothing on Secret.
-	if got := view(f.TokenRepo(ctx, plugin.User{ID: w.Dave.ID, Login: w.Dave.Login}, w.Dave.Token, w.Secret.Owner, w.Secret.Name)); got != "i" {
+	if got := view(f.TokenRepo(ctx, forge.User{ID: w.Dave.ID, Login: w.Dave.Login}, w.Dave.Token, w.Secret.Owner, w.Secret.Name)); got != "i" {
 		t.Errorf("Dave's all-scopes token on %s: %q, want issues only", w.Secret.FullName(), got)
 	}
-	if got := view(f.TokenRepo(ctx, plugin.User{ID: w.Erin.ID, Login: w.Erin.Login}, w.Erin.Token, w.Secret.Owner, w.Secret.Name)); got != "-" {
+	if got := view(f.TokenRepo(ctx, forge.User{ID: w.Erin.ID, Login: w.Erin.Login}, w.Erin.Token, w.Secret.Owner, w.Secret.Name)); got != "-" {
 		t.Errorf("Erin's token on %s: %q, want not found", w.Secret.FullName(), got)
 	}
 	// Nor through a token of another user.
@@ -523,7 +523,7 @@ func testTokenScopes(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 		{w.Dave, []string{"read:repository", "write:issue"}, "ri"},
 		{w.Carol, []string{"read:repository", "write:issue"}, "r"},
 	} {
-		u := plugin.User{ID: c.u.ID, Login: c.u.Login}
+		u := forge.User{ID: c.u.ID, Login: c.u.Login}
 		token := newToken(t, g, c.u, fmt.Sprintf("write-%d", i), c.scopes...)
 		r, err := f.TokenRepo(ctx, u, token, w.Secret.Owner, w.Secret.Name)
 		if err != nil || access("").repo(r) != c.want {
@@ -555,7 +555,7 @@ func testUserByLogin(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 	ctx := context.Background()
 	// Frank may not log in and Ivan is not activated: they exist.
 	for _, u := range w.Users() {
-		if got, err := f.UserByLogin(ctx, u.Login); err != nil || got != (plugin.User{ID: u.ID, Login: u.Login}) {
+		if got, err := f.UserByLogin(ctx, u.Login); err != nil || got != (forge.User{ID: u.ID, Login: u.Login}) {
 			t.Errorf("UserByLogin(%s) = %+v, %v; want ID %d", u.Login, got, err, u.ID)
 		}
 	}
@@ -563,7 +563,7 @@ func testUserByLogin(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 		t.Errorf("UserByLogin in upper case = %+v, %v", got, err)
 	}
 	for _, login := range []string{w.Org, "nobody-by-this-name"} {
-		if got, err := f.UserByLogin(ctx, login); !errors.Is(err, plugin.ErrNotFound) {
+		if got, err := f.UserByLogin(ctx, login); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("UserByLogin(%s) = %+v, %v; want ErrNotFound", login, got, err)
 		}
 	}
@@ -579,7 +579,7 @@ func testUserByLogin(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 		t.Fatal(err)
 	}
 	for _, login := range []string{"rex", "rex2"} {
-		if got, err := f.UserByLogin(ctx, login); err != nil || got != (plugin.User{ID: rex.ID, Login: "rex2"}) {
+		if got, err := f.UserByLogin(ctx, login); err != nil || got != (forge.User{ID: rex.ID, Login: "rex2"}) {
 			t.Errorf("after the rename, UserByLogin(%s) = %+v, %v; want ID %d, rex2", login, got, err, rex.ID)
 		}
 	}
@@ -589,7 +589,7 @@ func testUserByLogin(t *testing.T, g *integration.Gitea, f *Forge, w *integratio
 	}, &rexNew); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := f.UserByLogin(ctx, "rex"); err != nil || got != (plugin.User{ID: rexNew.ID, Login: "rex"}) || rexNew.ID == rex.ID {
+	if got, err := f.UserByLogin(ctx, "rex"); err != nil || got != (forge.User{ID: rexNew.ID, Login: "rex"}) || rexNew.ID == rex.ID {
 		t.Errorf("a new account took the login: UserByLogin(rex) = %+v, %v; want ID %d", got, err, rexNew.ID)
 	}
 }
@@ -634,16 +634,16 @@ func testBadAdminTokens(t *testing.T, g *integration.Gitea, w *integration.World
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := f.UserByKey(ctx, w.Bob.Key.Fingerprint); !errors.Is(err, plugin.ErrConfig) {
+			if _, err := f.UserByKey(ctx, w.Bob.Key.Fingerprint); !errors.Is(err, forge.ErrConfig) {
 				t.Errorf("UserByKey: %v, want ErrConfig", err)
 			}
-			if _, err := f.Repo(ctx, w.Bob.Login, w.Widgets.Owner, w.Widgets.Name); !errors.Is(err, plugin.ErrConfig) {
+			if _, err := f.Repo(ctx, w.Bob.Login, w.Widgets.Owner, w.Widgets.Name); !errors.Is(err, forge.ErrConfig) {
 				t.Errorf("Repo: %v, want ErrConfig", err)
 			}
-			if _, err := f.Issue(ctx, w.Bob.Login, w.Widgets.Owner, w.Widgets.Name, w.OpenIssue); !errors.Is(err, plugin.ErrConfig) {
+			if _, err := f.Issue(ctx, w.Bob.Login, w.Widgets.Owner, w.Widgets.Name, w.OpenIssue); !errors.Is(err, forge.ErrConfig) {
 				t.Errorf("Issue: %v, want ErrConfig", err)
 			}
-			if _, err := f.Check(ctx); !errors.Is(err, plugin.ErrConfig) {
+			if _, err := f.Check(ctx); !errors.Is(err, forge.ErrConfig) {
 				t.Errorf("Check: %v, want ErrConfig", err)
 			}
 		})
@@ -662,7 +662,7 @@ func testBadAdminTokens(t *testing.T, g *integration.Gitea, w *integration.World
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.Repo(ctx, w.Bob.Login, w.Widgets.Owner, w.Widgets.Name); !errors.Is(err, plugin.ErrConfig) {
+		if _, err := f.Repo(ctx, w.Bob.Login, w.Widgets.Owner, w.Widgets.Name); !errors.Is(err, forge.ErrConfig) {
 			t.Errorf("Repo: %v, want ErrConfig", err)
 		}
 	})
@@ -691,7 +691,7 @@ func testOutage(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wor
 		},
 	}
 	for name, check := range checks {
-		if err := check(); !errors.Is(err, plugin.ErrUnavailable) {
+		if err := check(); !errors.Is(err, forge.ErrUnavailable) {
 			t.Errorf("%s while Gitea is down: %v, want ErrUnavailable", name, err)
 		}
 	}
@@ -768,7 +768,7 @@ func testReconcileQuestions(t *testing.T, f *Forge, w *integration.World) {
 	if got, err := f.RepoName(ctx, w.Widgets.ID); err != nil || got != w.Widgets.FullName() {
 		t.Fatalf("RepoName(%d) = %q %v, want %s", w.Widgets.ID, got, err, w.Widgets.FullName())
 	}
-	if _, err := f.RepoName(ctx, 1<<40); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.RepoName(ctx, 1<<40); !errors.Is(err, forge.ErrNotFound) {
 		t.Fatalf("RepoName of no repository: %v, want ErrNotFound", err)
 	}
 	closed, err := f.ClosedSince(ctx, w.Widgets.Owner, w.Widgets.Name, time.Now().Add(-time.Hour))

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Tests of the mapping from Gitea's answers to the forge's errors, and of
@@ -110,19 +110,19 @@ func TestUserByKeyRequestAndAnswers(t *testing.T) {
 	tests := []struct {
 		name    string
 		keys    []map[string]any
-		want    plugin.User
+		want    forge.User
 		wantErr error
 	}{
-		{"one active user key", []map[string]any{userKey(trickyFP, 3, "alice", true, false)}, plugin.User{ID: 3, Login: "alice"}, nil},
-		{"no key", nil, plugin.User{}, plugin.ErrNotFound},
-		{"owner prohibited from login", []map[string]any{userKey(trickyFP, 3, "frank", true, true)}, plugin.User{}, plugin.ErrNotFound},
-		{"owner not active", []map[string]any{userKey(trickyFP, 3, "ivan", false, false)}, plugin.User{}, plugin.ErrNotFound},
-		{"deploy key only", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}}, plugin.User{}, plugin.ErrNotFound},
-		{"two user keys", []map[string]any{userKey(trickyFP, 3, "alice", true, false), userKey(trickyFP, 4, "bob", true, false)}, plugin.User{}, plugin.ErrNotFound},
-		{"deploy and user key", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}, userKey(trickyFP, 3, "alice", true, false)}, plugin.User{ID: 3, Login: "alice"}, nil},
-		{"another fingerprint", []map[string]any{userKey("SHA256:other", 3, "alice", true, false)}, plugin.User{}, plugin.ErrNotFound},
+		{"one active user key", []map[string]any{userKey(trickyFP, 3, "alice", true, false)}, forge.User{ID: 3, Login: "alice"}, nil},
+		{"no key", nil, forge.User{}, forge.ErrNotFound},
+		{"owner prohibited from login", []map[string]any{userKey(trickyFP, 3, "frank", true, true)}, forge.User{}, forge.ErrNotFound},
+		{"owner not active", []map[string]any{userKey(trickyFP, 3, "ivan", false, false)}, forge.User{}, forge.ErrNotFound},
+		{"deploy key only", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}}, forge.User{}, forge.ErrNotFound},
+		{"two user keys", []map[string]any{userKey(trickyFP, 3, "alice", true, false), userKey(trickyFP, 4, "bob", true, false)}, forge.User{}, forge.ErrNotFound},
+		{"deploy and user key", []map[string]any{{"id": 9, "fingerprint": trickyFP, "key_type": "deploy"}, userKey(trickyFP, 3, "alice", true, false)}, forge.User{ID: 3, Login: "alice"}, nil},
+		{"another fingerprint", []map[string]any{userKey("SHA256:other", 3, "alice", true, false)}, forge.User{}, forge.ErrNotFound},
 		// A token of a non-admin: Gitea leaves out key_type and owner.
-		{"owner not disclosed", []map[string]any{{"id": 7, "fingerprint": trickyFP, "key": "ssh-ed25519 AAAA"}}, plugin.User{}, plugin.ErrConfig},
+		{"owner not disclosed", []map[string]any{{"id": 7, "fingerprint": trickyFP, "key": "ssh-ed25519 AAAA"}}, forge.User{}, forge.ErrConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -161,7 +161,7 @@ func TestUserByKeyRejectsMalformedFingerprintWithoutAsking(t *testing.T) {
 	g := newFake(t, nil)
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	for _, fp := range []string{"", "MD5:aa:bb", "sha256:abc", "SHA256:" + strings.Repeat("a", 200)} {
-		if _, err := f.UserByKey(context.Background(), fp); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.UserByKey(context.Background(), fp); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("UserByKey(%q) = %v, want ErrNotFound", fp, err)
 		}
 	}
@@ -186,15 +186,15 @@ func TestFailuresMapToSentinels(t *testing.T) {
 		want    error
 		detail  string // a part of the error message
 	}{
-		{"401", status(401, `{"message":"token is required"}`), plugin.ErrConfig, "--gitea-token-file"},
-		{"403", status(403, `{"message":"Only administrators allowed to sudo."}`), plugin.ErrConfig, "site administrator"},
-		{"500", status(500, `{"message":"database is locked"}`), plugin.ErrUnavailable, "HTTP 500"},
-		{"502 from a proxy", status(502, `<html>Bad Gateway</html>`), plugin.ErrUnavailable, "HTTP 502"},
-		{"503", status(503, ``), plugin.ErrUnavailable, "HTTP 503"},
-		{"429", status(429, `{"message":"slow down"}`), plugin.ErrUnavailable, "HTTP 429"},
-		{"malformed JSON", status(200, `{"id": 1, "full_name": `), plugin.ErrUnavailable, "malformed"},
-		{"HTML instead of JSON", status(200, `<html>login</html>`), plugin.ErrUnavailable, "malformed"},
-		{"past the deadline", slow, plugin.ErrUnavailable, "deadline"},
+		{"401", status(401, `{"message":"token is required"}`), forge.ErrConfig, "--gitea-token-file"},
+		{"403", status(403, `{"message":"Only administrators allowed to sudo."}`), forge.ErrConfig, "site administrator"},
+		{"500", status(500, `{"message":"database is locked"}`), forge.ErrUnavailable, "HTTP 500"},
+		{"502 from a proxy", status(502, `<html>Bad Gateway</html>`), forge.ErrUnavailable, "HTTP 502"},
+		{"503", status(503, ``), forge.ErrUnavailable, "HTTP 503"},
+		{"429", status(429, `{"message":"slow down"}`), forge.ErrUnavailable, "HTTP 429"},
+		{"malformed JSON", status(200, `{"id": 1, "full_name": `), forge.ErrUnavailable, "malformed"},
+		{"HTML instead of JSON", status(200, `<html>login</html>`), forge.ErrUnavailable, "malformed"},
+		{"past the deadline", slow, forge.ErrUnavailable, "deadline"},
 	}
 	calls := map[string]func(*Forge) error{
 		"UserByKey": func(f *Forge) error { _, err := f.UserByKey(context.Background(), trickyFP); return err },
@@ -205,7 +205,7 @@ func TestFailuresMapToSentinels(t *testing.T) {
 		},
 		"Check": func(f *Forge) error { _, err := f.Check(context.Background()); return err },
 		"OpenIssues": func(f *Forge) error {
-			_, _, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{Labels: []string{"bug"}}, 5)
+			_, _, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{Labels: []string{"bug"}}, 5)
 			return err
 		},
 		"Blocked": func(f *Forge) error { _, err := f.Blocked(context.Background(), "acme", "widgets", 1); return err },
@@ -245,7 +245,7 @@ func TestGiteaDownIsUnavailable(t *testing.T) {
 	_, errs["Repo anonymous"] = f.Repo(ctx, "", "acme", "widgets")
 	_, errs["Issue"] = f.Issue(ctx, "alice", "acme", "widgets", 1)
 	for name, err := range errs {
-		if !errors.Is(err, plugin.ErrUnavailable) {
+		if !errors.Is(err, forge.ErrUnavailable) {
 			t.Errorf("%s: err = %v, want ErrUnavailable", name, err)
 		}
 	}
@@ -265,7 +265,7 @@ func TestNewNeedsNoGitea(t *testing.T) {
 		{URL: "example.com", Token: adminToken},
 		{URL: g.srv.URL, Token: " "},
 	} {
-		if _, err := New(o); !errors.Is(err, plugin.ErrConfig) {
+		if _, err := New(o); !errors.Is(err, forge.ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", o, err)
 		}
 	}
@@ -310,14 +310,14 @@ func TestRepoRequests(t *testing.T) {
 	tests := []struct {
 		name     string
 		routes   map[string]http.HandlerFunc
-		want     plugin.Repo
+		want     forge.Repo
 		requests map[string]string // path → Sudo header
 	}{
 		{
 			"member of a team with write on issues",
 			repoRoutes(widgets(false, false, true), "none", false,
 				[]map[string]any{issuesTeam, otherOrgTeam, uncovered}, []map[string]any{issuesTeam}),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanReadIssues: true},
+			forge.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanReadIssues: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets":                                "alice",
 				"/api/v1/user/teams":                                        "alice",
@@ -329,7 +329,7 @@ func TestRepoRequests(t *testing.T) {
 		{
 			"in no team of the organization: push tells",
 			repoRoutes(widgets(false, true, true), "write", true, []map[string]any{otherOrgTeam}, nil),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
+			forge.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets": "alice",
 				"/api/v1/user/teams":         "alice",
@@ -338,7 +338,7 @@ func TestRepoRequests(t *testing.T) {
 		{
 			"in no team, no Code unit: the access mode tells",
 			repoRoutes(widgets(false, false, false), "write", true, nil, nil),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
+			forge.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets":                                "alice",
 				"/api/v1/user/teams":                                        "alice",
@@ -348,7 +348,7 @@ func TestRepoRequests(t *testing.T) {
 		{
 			"repository admin",
 			repoRoutes(widgets(true, true, true), "admin", true, []map[string]any{issuesTeam}, nil),
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true, Admin: true},
+			forge.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanWriteIssues: true, CanWritePulls: true, CanReadIssues: true, CanReadPulls: true, Admin: true},
 			map[string]string{
 				"/api/v1/repos/acme/widgets": "alice",
 				"/api/v1/user/teams":         "alice",
@@ -415,35 +415,35 @@ func TestRepoErrors(t *testing.T) {
 			"GET /api/v1/repos/acme/widgets/collaborators/alice":            status(404, ""),
 			"GET /api/v1/user/teams":                                        jsonBody([]any{}),
 			"GET /api/v1/repos/acme/widgets/teams":                          jsonBody([]any{}),
-		}, "alice", plugin.ErrNotFound},
+		}, "alice", forge.ErrNotFound},
 		{"invisible, and the teams request fails", map[string]http.HandlerFunc{
 			"GET /api/v1/repos/acme/widgets": status(404, `{"message":"not found"}`),
 			"GET /api/v1/user/teams":         status(500, ""),
-		}, "alice", plugin.ErrUnavailable},
+		}, "alice", forge.ErrUnavailable},
 		{"admin token rejected on one request", map[string]http.HandlerFunc{
 			"GET /api/v1/repos/acme/widgets":                                jsonBody(widgets(false, false, true)),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice/permission": status(403, `{"message":"token does not have at least one of required scope(s)"}`),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice":            status(500, ""),
 			"GET /api/v1/user/teams":                                        jsonBody([]any{team(5, acmeID, nil)}),
 			"GET /api/v1/repos/acme/widgets/teams":                          jsonBody([]any{}),
-		}, "alice", plugin.ErrConfig},
+		}, "alice", forge.ErrConfig},
 		{"collaborator check fails", map[string]http.HandlerFunc{
 			"GET /api/v1/repos/acme/widgets":                                jsonBody(widgets(false, false, true)),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice/permission": jsonBody(map[string]any{"permission": "write"}),
 			"GET /api/v1/repos/acme/widgets/collaborators/alice":            status(500, ""),
 			"GET /api/v1/user/teams":                                        jsonBody([]any{team(5, acmeID, nil)}),
 			"GET /api/v1/repos/acme/widgets/teams":                          jsonBody([]any{}),
-		}, "alice", plugin.ErrUnavailable},
+		}, "alice", forge.ErrUnavailable},
 		{"repository without an owner", map[string]http.HandlerFunc{
 			"GET /api/v1/repos/acme/widgets": jsonBody(map[string]any{"id": 42, "full_name": "acme/widgets", "name": "widgets"}),
-		}, "", plugin.ErrUnavailable},
+		}, "", forge.ErrUnavailable},
 		{"repository without an id", map[string]http.HandlerFunc{
 			"GET /api/v1/repos/acme/widgets": jsonBody(map[string]any{"full_name": "acme/widgets", "name": "widgets"}),
-		}, "", plugin.ErrUnavailable},
+		}, "", forge.ErrUnavailable},
 		// A Gitea that requires signing in shows anonymous viewers nothing.
 		{"anonymous on a sign-in-only Gitea", map[string]http.HandlerFunc{
 			"GET /api/v1/repos/acme/widgets": status(401, `{"message":"unauthorized"}`),
-		}, "", plugin.ErrNotFound},
+		}, "", forge.ErrNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -464,14 +464,14 @@ func TestRepoRejectsImpossibleNamesWithoutAsking(t *testing.T) {
 		{"alice", "acme", "wid/gets"}, {"alice", "acme", "w?x"}, {"al ice", "acme", "widgets"},
 		{"alice\r\nX-Evil: 1", "acme", "widgets"}, {"alice", "acme", "wïdgets"},
 	} {
-		if _, err := f.Repo(context.Background(), c[0], c[1], c[2]); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.Repo(context.Background(), c[0], c[1], c[2]); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("Repo(%q, %q, %q) = %v, want ErrNotFound", c[0], c[1], c[2], err)
 		}
-		if _, err := f.Issue(context.Background(), c[0], c[1], c[2], 1); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.Issue(context.Background(), c[0], c[1], c[2], 1); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("Issue(%q, %q, %q) = %v, want ErrNotFound", c[0], c[1], c[2], err)
 		}
 	}
-	if _, err := f.Issue(context.Background(), "alice", "acme", "widgets", 0); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.Issue(context.Background(), "alice", "acme", "widgets", 0); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("Issue #0 = %v, want ErrNotFound", err)
 	}
 	if n := len(g.requests()); n != 0 {
@@ -526,11 +526,11 @@ func TestCachesKeepOnlySuccessesForTheirLifetime(t *testing.T) {
 			t.Errorf("cached key made %d requests", n)
 		}
 		c.Advance(DefaultKeyCacheTTL)
-		if _, err := f.UserByKey(ctx, trickyFP); !errors.Is(err, plugin.ErrUnavailable) {
+		if _, err := f.UserByKey(ctx, trickyFP); !errors.Is(err, forge.ErrUnavailable) {
 			t.Errorf("expired key with Gitea failing: %v, want ErrUnavailable", err)
 		}
 		set(jsonBody([]any{}))
-		if _, err := f.UserByKey(ctx, trickyFP); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.UserByKey(ctx, trickyFP); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("deleted key: %v, want ErrNotFound", err)
 		}
 		count()
@@ -545,14 +545,14 @@ func TestCachesKeepOnlySuccessesForTheirLifetime(t *testing.T) {
 
 	t.Run("repo", func(t *testing.T) {
 		set(status(404, `{"message":"not found"}`))
-		if _, err := f.Repo(ctx, "alice", "acme", "widgets"); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.Repo(ctx, "alice", "acme", "widgets"); !errors.Is(err, forge.ErrNotFound) {
 			t.Fatalf("err = %v", err)
 		}
 		count()
 		// A "not found" is remembered for DefaultMissTTL: a flood of
 		// requests for it asks Gitea once…
 		set(jsonBody(widgets(false, true, true)))
-		if _, err := f.Repo(ctx, "alice", "acme", "widgets"); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.Repo(ctx, "alice", "acme", "widgets"); !errors.Is(err, forge.ErrNotFound) {
 			t.Fatalf("within the miss lifetime: %v, want the remembered not-found", err)
 		}
 		if n := count(); n != 0 {
@@ -573,7 +573,7 @@ func TestCachesKeepOnlySuccessesForTheirLifetime(t *testing.T) {
 			t.Errorf("cached repo made %d requests", n)
 		}
 		c.Advance(DefaultPermCacheTTL)
-		if _, err := f.Repo(ctx, "alice", "acme", "widgets"); !errors.Is(err, plugin.ErrUnavailable) {
+		if _, err := f.Repo(ctx, "alice", "acme", "widgets"); !errors.Is(err, forge.ErrUnavailable) {
 			t.Errorf("expired repo with Gitea failing: %v, want ErrUnavailable", err)
 		}
 		// Another viewer has an entry of their own.
@@ -608,7 +608,7 @@ func TestIssueIsNeverCached(t *testing.T) {
 	})
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	ctx := context.Background()
-	if is, err := f.Issue(ctx, "alice", "acme", "widgets", 7); err != nil || is != (plugin.Issue{Number: 7}) {
+	if is, err := f.Issue(ctx, "alice", "acme", "widgets", 7); err != nil || is != (forge.Issue{Number: 7}) {
 		t.Fatalf("open issue: %+v %v", is, err)
 	}
 	mu.Lock()
@@ -636,14 +636,14 @@ func TestUserByToken(t *testing.T) {
 	tests := []struct {
 		name    string
 		answer  http.HandlerFunc
-		want    plugin.User
+		want    forge.User
 		wantErr error
 	}{
-		{"valid", jsonBody(map[string]any{"id": 3, "login": "alice", "active": true}), plugin.User{ID: 3, Login: "alice"}, nil},
-		{"invalid token", status(401, `{"message":"token is required"}`), plugin.User{}, plugin.ErrNotFound},
-		{"token without the user scope", status(403, `{"message":"token does not have at least one of required scope(s)"}`), plugin.User{}, plugin.ErrNotFound},
-		{"prohibited user", jsonBody(map[string]any{"id": 3, "login": "frank", "active": true, "prohibit_login": true}), plugin.User{}, plugin.ErrNotFound},
-		{"Gitea failing", status(500, ""), plugin.User{}, plugin.ErrUnavailable},
+		{"valid", jsonBody(map[string]any{"id": 3, "login": "alice", "active": true}), forge.User{ID: 3, Login: "alice"}, nil},
+		{"invalid token", status(401, `{"message":"token is required"}`), forge.User{}, forge.ErrNotFound},
+		{"token without the user scope", status(403, `{"message":"token does not have at least one of required scope(s)"}`), forge.User{}, forge.ErrNotFound},
+		{"prohibited user", jsonBody(map[string]any{"id": 3, "login": "frank", "active": true, "prohibit_login": true}), forge.User{}, forge.ErrNotFound},
+		{"Gitea failing", status(500, ""), forge.User{}, forge.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -665,7 +665,7 @@ func TestUserByToken(t *testing.T) {
 	g := newFake(t, nil)
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	for _, tok := range []string{"", "  ", "a b", "a\r\nb"} {
-		if _, err := f.UserByToken(context.Background(), tok); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.UserByToken(context.Background(), tok); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("UserByToken(%q) = %v, want ErrNotFound", tok, err)
 		}
 	}
@@ -677,7 +677,7 @@ func TestUserByToken(t *testing.T) {
 func TestCheck(t *testing.T) {
 	g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/user": jsonBody(map[string]any{"id": 1, "login": "root", "is_admin": false})})
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
-	if _, err := f.Check(context.Background()); !errors.Is(err, plugin.ErrConfig) {
+	if _, err := f.Check(context.Background()); !errors.Is(err, forge.ErrConfig) {
 		t.Errorf("non-admin token: %v, want ErrConfig", err)
 	}
 	g.mu.Lock()
@@ -700,7 +700,7 @@ func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 		},
 	})
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
-	if _, err := f.Repo(context.Background(), "", "acme", "widgets"); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := f.Repo(context.Background(), "", "acme", "widgets"); !errors.Is(err, forge.ErrUnavailable) {
 		t.Errorf("err = %v, want ErrUnavailable", err)
 	}
 	if n := len(other.requests()); n != 0 {
@@ -718,11 +718,11 @@ func TestNonsenseAnswersAreUnavailable(t *testing.T) {
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	ctx := context.Background()
 	for _, n := range []int64{7, 9} {
-		if _, err := f.Issue(ctx, "alice", "acme", "widgets", n); !errors.Is(err, plugin.ErrUnavailable) {
+		if _, err := f.Issue(ctx, "alice", "acme", "widgets", n); !errors.Is(err, forge.ErrUnavailable) {
 			t.Errorf("Issue #%d: %v, want ErrUnavailable", n, err)
 		}
 	}
-	if _, err := f.UserByToken(ctx, "usertoken"); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := f.UserByToken(ctx, "usertoken"); !errors.Is(err, forge.ErrUnavailable) {
 		t.Errorf("UserByToken: %v, want ErrUnavailable", err)
 	}
 }

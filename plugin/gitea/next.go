@@ -8,8 +8,7 @@ import (
 	"strconv"
 
 	sdk "code.gitea.io/sdk/gitea"
-
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // What `next` asks of Gitea (SPEC §8.4): the oldest open issues (or pull
@@ -75,11 +74,11 @@ const maxDependencyPages = 10
 // A repository that does not exist is plugin.ErrNotFound, and so is one
 // whose issues (or pull requests) Gitea will not list, e.g. with the
 // Issues unit switched off: Gitea answers both with 404.
-func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt plugin.IssueFilter, limit int) ([]plugin.Issue, int, error) {
+func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt forge.IssueFilter, limit int) ([]forge.Issue, int, error) {
 	s := &openScan{f: f, owner: owner, name: name, pulls: flt.Pulls, labels: flt.Labels, limit: limit, size: pageSize}
 	what := fmt.Sprintf("open %s of %s/%s", s.kind(), owner, name)
 	if !validName(owner) || !validName(name) {
-		return nil, 0, fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+		return nil, 0, fmt.Errorf("%s: %w", what, forge.ErrNotFound)
 	}
 	if limit <= 0 {
 		return nil, 0, nil
@@ -109,7 +108,7 @@ type openScan struct {
 // errShifted: the list changed while it was read.
 var errShifted = errors.New("the list changed while it was read")
 
-func (s *openScan) run() ([]plugin.Issue, error) {
+func (s *openScan) run() ([]forge.Issue, error) {
 	first, total, err := s.page(1, pageSize)
 	if err != nil {
 		return nil, err
@@ -125,7 +124,7 @@ func (s *openScan) run() ([]plugin.Issue, error) {
 			return out, err
 		}
 		if rescan == maxRescans {
-			return nil, fmt.Errorf("%w: %d open %s, then %d: the list kept changing while it was read", plugin.ErrUnavailable, total, s.kind(), now)
+			return nil, fmt.Errorf("%w: %d open %s, then %d: the list kept changing while it was read", forge.ErrUnavailable, total, s.kind(), now)
 		}
 		first, total = nil, now
 	}
@@ -141,8 +140,8 @@ func (s *openScan) kind() string {
 // scan reads the list of total issues from its oldest end until it has
 // limit matching ones. first is page 1 (of pageSize) if it was read while
 // the list had total issues. On errShifted it returns the count now.
-func (s *openScan) scan(first []*sdk.Issue, total int) ([]plugin.Issue, int, error) {
-	var out []plugin.Issue
+func (s *openScan) scan(first []*sdk.Issue, total int) ([]forge.Issue, int, error) {
+	var out []forge.Issue
 	seen := map[int64]bool{}
 	// o is the offset (from the newest, 0) of the newest issue not read
 	// yet: everything older has been read.
@@ -168,14 +167,14 @@ func (s *openScan) scan(first []*sdk.Issue, total int) ([]plugin.Issue, int, err
 		for i := o - start; i >= 0 && len(out) < s.limit; i-- {
 			is := list[i]
 			if is == nil || is.Index <= 0 {
-				return nil, 0, fmt.Errorf("%w: malformed response: an issue without a number", plugin.ErrUnavailable)
+				return nil, 0, fmt.Errorf("%w: malformed response: an issue without a number", forge.ErrUnavailable)
 			}
 			if seen[is.Index] {
 				continue
 			}
 			seen[is.Index] = true
 			if s.matches(is) {
-				out = append(out, plugin.Issue{Number: is.Index, IsPull: is.PullRequest != nil, Updated: is.Updated})
+				out = append(out, forge.Issue{Number: is.Index, IsPull: is.PullRequest != nil, Updated: is.Updated})
 			}
 		}
 		o = start - 1
@@ -216,7 +215,7 @@ func (s *openScan) matches(is *sdk.Issue) bool {
 func (s *openScan) page(page, size int) (list []*sdk.Issue, total int, err error) {
 	op := fmt.Sprintf("GET /api/v1/repos/%s/%s/issues?page=%d&limit=%d", s.owner, s.name, page, size)
 	if s.requests == maxOpenPages {
-		return nil, 0, fmt.Errorf("%s: %w: read %d pages and found fewer than %d", op, plugin.ErrUnavailable, maxOpenPages, s.limit)
+		return nil, 0, fmt.Errorf("%s: %w: read %d pages and found fewer than %d", op, forge.ErrUnavailable, maxOpenPages, s.limit)
 	}
 	s.requests++
 	typ := sdk.IssueTypeIssue
@@ -245,7 +244,7 @@ func totalCount(resp *sdk.Response) (int, error) {
 	h := resp.Header.Get("X-Total-Count")
 	n, err := strconv.Atoi(h)
 	if err != nil || n < 0 {
-		return 0, fmt.Errorf("%w: malformed response: X-Total-Count %q", plugin.ErrUnavailable, h)
+		return 0, fmt.Errorf("%w: malformed response: X-Total-Count %q", forge.ErrUnavailable, h)
 	}
 	return n, nil
 }
@@ -259,7 +258,7 @@ func totalCount(resp *sdk.Response) (int, error) {
 func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool, error) {
 	what := fmt.Sprintf("dependencies of %s/%s#%d", owner, name, n)
 	if n <= 0 || !validName(owner) || !validName(name) {
-		return false, fmt.Errorf("%s: %w", what, plugin.ErrNotFound)
+		return false, fmt.Errorf("%s: %w", what, forge.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
@@ -272,7 +271,7 @@ func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool,
 		})
 		op := fmt.Sprintf("GET /api/v1/repos/%s/%s/issues/%d/dependencies?page=%d", owner, name, n, page)
 		err = sdkErr(op, id, resp, err)
-		if page == 1 && errors.Is(err, plugin.ErrNotFound) {
+		if page == 1 && errors.Is(err, forge.ErrNotFound) {
 			// No such issue, or dependencies switched off: the issue
 			// itself tells which.
 			if _, err := f.issue(ctx, id, owner, name, n); err != nil {
@@ -286,7 +285,7 @@ func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool,
 		for _, b := range list {
 			switch {
 			case b == nil || (b.State != sdk.StateOpen && b.State != sdk.StateClosed):
-				return false, fmt.Errorf("%s: %s: %w: malformed response: a dependency without a state", what, op, plugin.ErrUnavailable)
+				return false, fmt.Errorf("%s: %s: %w: malformed response: a dependency without a state", what, op, forge.ErrUnavailable)
 			case b.State == sdk.StateOpen:
 				return true, nil
 			}

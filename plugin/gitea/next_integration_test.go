@@ -14,7 +14,7 @@ import (
 	"testing"
 
 	"github.com/collab-lease/collab-lease/integration"
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // What next asks of the real Gitea 1.26 (a subtest of
@@ -266,7 +266,7 @@ func testOpenIssues(t *testing.T, f *Forge, q *queue) {
 		{false, []string{"Agent"}, 10, 2}, {false, []string{"no-such-label"}, 10, 2},
 	} {
 		t.Run(fmt.Sprintf("pulls %v labels %q limit %d", c.pulls, c.labels, c.limit), func(t *testing.T) {
-			got, requests, err := f.OpenIssues(ctx, q.repo.Owner, q.repo.Name, plugin.IssueFilter{Pulls: c.pulls, Labels: c.labels}, c.limit)
+			got, requests, err := f.OpenIssues(ctx, q.repo.Owner, q.repo.Name, forge.IssueFilter{Pulls: c.pulls, Labels: c.labels}, c.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -285,11 +285,11 @@ func testOpenIssues(t *testing.T, f *Forge, q *queue) {
 	}
 	// The issues with the organization's label "agent" are among those
 	// with "agent": what Gitea's own filter would have left out.
-	got, _, err := f.OpenIssues(ctx, q.repo.Owner, q.repo.Name, plugin.IssueFilter{Labels: []string{"agent"}}, 100)
+	got, _, err := f.OpenIssues(ctx, q.repo.Owner, q.repo.Name, forge.IssueFilter{Labels: []string{"agent"}}, 100)
 	if err != nil || !slices.Contains(numbers(got), 5) || !slices.Contains(numbers(got), 40) {
 		t.Errorf("label agent: %v %v, want #5 and #40 among them", numbers(got), err)
 	}
-	if _, _, err := f.OpenIssues(ctx, q.repo.Owner, "no-such-repo", plugin.IssueFilter{}, 5); !errors.Is(err, plugin.ErrNotFound) {
+	if _, _, err := f.OpenIssues(ctx, q.repo.Owner, "no-such-repo", forge.IssueFilter{}, 5); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("no such repository: %v, want ErrNotFound", err)
 	}
 }
@@ -407,21 +407,21 @@ func testBlocked(t *testing.T, g *integration.Gitea, f *Forge, q *queue) {
 	}
 	blocked(off, a, false)
 	for _, r := range []integration.Repo{off, q.repo} {
-		if _, err := f.Blocked(ctx, r.Owner, r.Name, 9999); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.Blocked(ctx, r.Owner, r.Name, 9999); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("Blocked(%s#9999) = %v, want ErrNotFound", r.FullName(), err)
 		}
 	}
-	if _, err := f.Blocked(ctx, off.Owner, "no-such-repo", 1); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.Blocked(ctx, off.Owner, "no-such-repo", 1); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("Blocked in no repository: %v, want ErrNotFound", err)
 	}
 
 	// Without the Issues unit, Gitea answers 404 for its issues (not for
 	// its pull requests).
 	must(t, admin.Do(ctx, "PATCH", repoPath(off), map[string]any{"has_issues": false}, nil))
-	if _, _, err := f.OpenIssues(ctx, off.Owner, off.Name, plugin.IssueFilter{}, 5); !errors.Is(err, plugin.ErrNotFound) {
+	if _, _, err := f.OpenIssues(ctx, off.Owner, off.Name, forge.IssueFilter{}, 5); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("issues of a repository without issues: %v, want ErrNotFound", err)
 	}
-	if got, _, err := f.OpenIssues(ctx, off.Owner, off.Name, plugin.IssueFilter{Pulls: true}, 5); err != nil || len(got) != 0 {
+	if got, _, err := f.OpenIssues(ctx, off.Owner, off.Name, forge.IssueFilter{Pulls: true}, 5); err != nil || len(got) != 0 {
 		t.Errorf("pull requests of a repository without issues: %v %v, want none", got, err)
 	}
 }
@@ -452,7 +452,7 @@ func testRepoAdmin(t *testing.T, g *integration.Gitea, f *Forge, w *integration.
 		}
 	}
 	tok := newToken(t, g, w.Alice, "next-admin", "read:user", "read:repository", "read:issue")
-	if r, err := f.TokenRepo(ctx, plugin.User{ID: w.Alice.ID, Login: w.Alice.Login}, tok, w.Notes.Owner, w.Notes.Name); err != nil || r.Admin || !r.CanReadIssues {
+	if r, err := f.TokenRepo(ctx, forge.User{ID: w.Alice.ID, Login: w.Alice.Login}, tok, w.Notes.Owner, w.Notes.Name); err != nil || r.Admin || !r.CanReadIssues {
 		t.Errorf("Alice's token on her Notes: %+v %v, want no Admin", r, err)
 	}
 }

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Tests of OpenIssues and Blocked against a fake of Gitea's issue list
@@ -108,7 +108,7 @@ func trackerForge(t *testing.T, tr *tracker) (*Forge, *fake) {
 	return newTestForge(t, g.srv.URL, clocktest.New(), 5*time.Second), g
 }
 
-func numbers(issues []plugin.Issue) []int64 {
+func numbers(issues []forge.Issue) []int64 {
 	out := []int64{}
 	for _, is := range issues {
 		out = append(out, is.Number)
@@ -156,7 +156,7 @@ func TestOpenIssuesPaging(t *testing.T) {
 				tr := newTracker(tt.total)
 				tr.most = most
 				f, g := trackerForge(t, tr)
-				got, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{}, tt.limit)
+				got, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{}, tt.limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -217,7 +217,7 @@ func TestOpenIssuesKindsAndLabels(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("pulls %v labels %q limit %d", c.pulls, c.labels, c.limit), func(t *testing.T) {
 			g.reset()
-			got, _, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{Pulls: c.pulls, Labels: c.labels}, c.limit)
+			got, _, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{Pulls: c.pulls, Labels: c.labels}, c.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -274,7 +274,7 @@ func TestOpenIssuesWhileTheListChanges(t *testing.T) {
 			tr := newTracker(120)
 			tr.before = c.before
 			f, _ := trackerForge(t, tr)
-			got, _, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{}, c.limit)
+			got, _, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{}, c.limit)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -290,8 +290,8 @@ func TestOpenIssuesWhileTheListChanges(t *testing.T) {
 		tr := newTracker(120)
 		tr.before = func(n int, tr *tracker) { tr.add(fakeIssue{}) }
 		f, _ := trackerForge(t, tr)
-		_, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{}, 75)
-		if !errors.Is(err, plugin.ErrUnavailable) || !strings.Contains(err.Error(), "kept changing") {
+		_, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{}, 75)
+		if !errors.Is(err, forge.ErrUnavailable) || !strings.Contains(err.Error(), "kept changing") {
 			t.Fatalf("err = %v, want ErrUnavailable: kept changing", err)
 		}
 		if requests != 2+maxRescans {
@@ -303,8 +303,8 @@ func TestOpenIssuesWhileTheListChanges(t *testing.T) {
 func TestOpenIssuesBoundsItsReading(t *testing.T) {
 	tr := newTracker(pageSize * (maxOpenPages + 10))
 	f, g := trackerForge(t, tr)
-	_, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{Labels: []string{"nowhere"}}, 1)
-	if !errors.Is(err, plugin.ErrUnavailable) {
+	_, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{Labels: []string{"nowhere"}}, 1)
+	if !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("err = %v, want ErrUnavailable", err)
 	}
 	if n := len(g.requests()); requests != maxOpenPages || n != maxOpenPages {
@@ -318,22 +318,22 @@ func TestOpenIssuesErrors(t *testing.T) {
 		answer  http.HandlerFunc
 		wantErr error
 	}{
-		{"no such repository", status(404, `{"message":"not found"}`), plugin.ErrNotFound},
-		{"no count", jsonBody([]any{}), plugin.ErrUnavailable},
+		{"no such repository", status(404, `{"message":"not found"}`), forge.ErrNotFound},
+		{"no count", jsonBody([]any{}), forge.ErrUnavailable},
 		{"an issue without a number", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Total-Count", "1")
 			jsonBody([]any{map[string]any{"state": "open"}})(w, r)
-		}, plugin.ErrUnavailable},
+		}, forge.ErrUnavailable},
 		{"more counted than served", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("X-Total-Count", "70")
 			jsonBody([]any{})(w, r)
-		}, plugin.ErrUnavailable},
+		}, forge.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			g := newFake(t, map[string]http.HandlerFunc{issuesPath: tt.answer})
 			f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
-			_, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", plugin.IssueFilter{}, 5)
+			_, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{}, 5)
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("err = %v, want %v", err, tt.wantErr)
 			}
@@ -346,17 +346,17 @@ func TestOpenIssuesErrors(t *testing.T) {
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	ctx := context.Background()
 	for _, c := range [][2]string{{"acme", ""}, {"", "widgets"}, {"..", "widgets"}, {"acme", "w?x"}} {
-		if _, _, err := f.OpenIssues(ctx, c[0], c[1], plugin.IssueFilter{}, 5); !errors.Is(err, plugin.ErrNotFound) {
+		if _, _, err := f.OpenIssues(ctx, c[0], c[1], forge.IssueFilter{}, 5); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("OpenIssues(%q, %q) = %v, want ErrNotFound", c[0], c[1], err)
 		}
-		if _, err := f.Blocked(ctx, c[0], c[1], 1); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.Blocked(ctx, c[0], c[1], 1); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("Blocked(%q, %q) = %v, want ErrNotFound", c[0], c[1], err)
 		}
 	}
-	if got, requests, err := f.OpenIssues(ctx, "acme", "widgets", plugin.IssueFilter{}, 0); got != nil || requests != 0 || err != nil {
+	if got, requests, err := f.OpenIssues(ctx, "acme", "widgets", forge.IssueFilter{}, 0); got != nil || requests != 0 || err != nil {
 		t.Errorf("limit 0: %v %d %v", got, requests, err)
 	}
-	if _, err := f.Blocked(ctx, "acme", "widgets", 0); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.Blocked(ctx, "acme", "widgets", 0); !errors.Is(err, forge.ErrNotFound) {
 		t.Errorf("Blocked #0 = %v, want ErrNotFound", err)
 	}
 	if n := len(g.requests()); n != 0 {
@@ -446,10 +446,10 @@ func TestBlocked(t *testing.T) {
 		{"more than the pages read, all closed so far", deps(closed(pageSize*maxDependencyPages+1), 50), nil, true, nil, maxDependencyPages},
 		{"dependencies switched off", status(404, `{"message":"not found"}`),
 			jsonBody(map[string]any{"number": 7, "state": "open"}), false, nil, 2},
-		{"no such issue", status(404, `{"message":"IsErrIssueNotExist"}`), status(404, `{"message":"not found"}`), false, plugin.ErrNotFound, 2},
-		{"the issue request fails", status(404, `{"message":"not found"}`), status(500, ``), false, plugin.ErrUnavailable, 2},
-		{"a dependency without a state", jsonBody([]any{map[string]any{"number": 3}}), nil, false, plugin.ErrUnavailable, 1},
-		{"Gitea failing", status(502, ``), nil, false, plugin.ErrUnavailable, 1},
+		{"no such issue", status(404, `{"message":"IsErrIssueNotExist"}`), status(404, `{"message":"not found"}`), false, forge.ErrNotFound, 2},
+		{"the issue request fails", status(404, `{"message":"not found"}`), status(500, ``), false, forge.ErrUnavailable, 2},
+		{"a dependency without a state", jsonBody([]any{map[string]any{"number": 3}}), nil, false, forge.ErrUnavailable, 1},
+		{"Gitea failing", status(502, ``), nil, false, forge.ErrUnavailable, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	sdk "code.gitea.io/sdk/gitea"
-
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/internal/osfile"
 )
 
 // The sidecar signs browsers in as an OAuth2 application of Gitea. The
@@ -60,7 +60,7 @@ func SaveOAuthApp(path string, app OAuthApp) error {
 	if err != nil {
 		return err
 	}
-	return plugin.WriteFileAtomic(path, append(b, '\n'), 0o600)
+	return osfile.WriteFileAtomic(path, append(b, '\n'), 0o600)
 }
 
 // Registration says what RegisterOAuthApp or RegisterWebhook did.
@@ -117,7 +117,7 @@ func (f *Forge) RegisterOAuthApp(ctx context.Context, redirectURI string, stored
 				return OAuthApp{}, "", err
 			}
 			return appOf(gitea, app, redirectURI), Updated, nil
-		case err == nil, errors.Is(err, plugin.ErrNotFound):
+		case err == nil, errors.Is(err, forge.ErrNotFound):
 			// Gone, or another application now has that ID: register anew.
 		default:
 			return OAuthApp{}, "", err
@@ -128,7 +128,7 @@ func (f *Forge) RegisterOAuthApp(ctx context.Context, redirectURI string, stored
 		return OAuthApp{}, "", err
 	}
 	if app.ClientID == "" || app.ClientSecret == "" {
-		return OAuthApp{}, "", fmt.Errorf("register the OAuth2 application: %w: Gitea returned no client credentials", plugin.ErrUnavailable)
+		return OAuthApp{}, "", fmt.Errorf("register the OAuth2 application: %w: Gitea returned no client credentials", forge.ErrUnavailable)
 	}
 	return appOf(gitea, app, redirectURI), Registered, nil
 }
@@ -158,7 +158,7 @@ func (f *Forge) RemoveOAuthApp(ctx context.Context, redirectURI string, stored *
 	var doomed []int64
 	for page := 1; ; page++ {
 		if page > maxAppPages {
-			return 0, fmt.Errorf("list the OAuth2 applications: %w: more than %d pages", plugin.ErrUnavailable, maxAppPages)
+			return 0, fmt.Errorf("list the OAuth2 applications: %w: more than %d pages", forge.ErrUnavailable, maxAppPages)
 		}
 		apps, resp, err := c.ListOauth2(sdk.ListOauth2Option{ListOptions: sdk.ListOptions{Page: page, PageSize: 50}})
 		if err := sdkErr("list the OAuth2 applications", id, resp, err); err != nil {
@@ -177,7 +177,7 @@ func (f *Forge) RemoveOAuthApp(ctx context.Context, redirectURI string, stored *
 	}
 	for i, appID := range doomed {
 		resp, err := c.DeleteOauth2(appID)
-		if err := sdkErr(fmt.Sprintf("delete the OAuth2 application %d", appID), id, resp, err); err != nil && !errors.Is(err, plugin.ErrNotFound) {
+		if err := sdkErr(fmt.Sprintf("delete the OAuth2 application %d", appID), id, resp, err); err != nil && !errors.Is(err, forge.ErrNotFound) {
 			return i, err
 		}
 	}

@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // fakeApps is Gitea's /api/v1/user/applications/oauth2 for one user.
@@ -168,18 +168,18 @@ func TestRegisterOAuthAppFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.status = 403
-	if _, _, err := register(t, srv, "http://x/oauth/callback", nil); !errors.Is(err, plugin.ErrConfig) || !strings.Contains(err.Error(), "write:user") {
+	if _, _, err := register(t, srv, "http://x/oauth/callback", nil); !errors.Is(err, forge.ErrConfig) || !strings.Contains(err.Error(), "write:user") {
 		t.Fatalf("token without scope: %v", err)
 	}
 	// A Gitea in trouble while checking the stored application: an
 	// error, never a duplicate registration.
 	f.status = 502
 	n := len(f.apps)
-	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("Gitea 502: %v", err)
 	}
 	srv.Close()
-	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, _, err := register(t, srv, "http://x/oauth/callback", &app); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("Gitea down: %v", err)
 	}
 	if len(f.apps) != n {
@@ -190,7 +190,7 @@ func TestRegisterOAuthAppFailures(t *testing.T) {
 func TestRemoveOAuthApp(t *testing.T) {
 	f, srv := newFakeApps(t)
 	const cb = "http://127.0.0.1:8787/oauth/callback"
-	forge, err := New(Options{URL: srv.URL, Token: "admin-token"})
+	fg, err := New(Options{URL: srv.URL, Token: "admin-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,34 +200,34 @@ func TestRemoveOAuthApp(t *testing.T) {
 	f.apps[1] = &fakeApp{name: "grafana", clientID: "c1", redirects: []string{cb}}
 	f.apps[2] = &fakeApp{name: "collab-lease", clientID: "c2", redirects: []string{"http://elsewhere/oauth/callback"}}
 	f.next = 3
-	stored, _, err := forge.RegisterOAuthApp(ctx, cb, nil)
+	stored, _, err := fg.RegisterOAuthApp(ctx, cb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second one for this redirect URI (an install whose oauth2.json was
 	// lost), and the stored one moved to another URI since.
-	dup, _, err := forge.RegisterOAuthApp(ctx, cb, nil)
+	dup, _, err := fg.RegisterOAuthApp(ctx, cb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.apps[stored.ID].redirects = []string{"http://moved/oauth/callback"}
 
-	if n, err := forge.RemoveOAuthApp(ctx, cb, &stored); err != nil || n != 2 {
+	if n, err := fg.RemoveOAuthApp(ctx, cb, &stored); err != nil || n != 2 {
 		t.Fatalf("remove: %d %v", n, err)
 	}
 	if len(f.apps) != 2 || f.apps[1] == nil || f.apps[2] == nil || f.apps[dup.ID] != nil {
 		t.Fatalf("left: %v", f.apps)
 	}
 	// Gone already, or stored for another Gitea: nothing to do.
-	if n, err := forge.RemoveOAuthApp(ctx, cb, &stored); err != nil || n != 0 {
+	if n, err := fg.RemoveOAuthApp(ctx, cb, &stored); err != nil || n != 0 {
 		t.Fatalf("remove again: %d %v", n, err)
 	}
 	other := OAuthApp{GiteaURL: "http://elsewhere:3000", ID: 2, ClientID: "c2"}
-	if n, err := forge.RemoveOAuthApp(ctx, cb, &other); err != nil || n != 0 || f.apps[2] == nil {
+	if n, err := fg.RemoveOAuthApp(ctx, cb, &other); err != nil || n != 0 || f.apps[2] == nil {
 		t.Fatalf("stored for another Gitea: %d %v", n, err)
 	}
 	f.status = 403
-	if _, err := forge.RemoveOAuthApp(ctx, cb, nil); !errors.Is(err, plugin.ErrConfig) || !strings.Contains(err.Error(), "write:user") {
+	if _, err := fg.RemoveOAuthApp(ctx, cb, nil); !errors.Is(err, forge.ErrConfig) || !strings.Contains(err.Error(), "write:user") {
 		t.Fatalf("token without the scope: %v", err)
 	}
 }

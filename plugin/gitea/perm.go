@@ -8,8 +8,7 @@ import (
 	"sync"
 
 	sdk "code.gitea.io/sdk/gitea"
-
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Who may write a repository's issues (or pull requests), worked out the way
@@ -115,12 +114,12 @@ func atLeastAdmin(m sdk.AccessMode) bool {
 // may write. Independent requests go out in parallel, in at most two
 // rounds: the user's view and teams first; then, only if needed, the
 // access mode, the collaborator check and the repository's teams.
-func (f *Forge) repoAs(ctx context.Context, login, owner, name string) (plugin.Repo, error) {
+func (f *Forge) repoAs(ctx context.Context, login, owner, name string) (forge.Repo, error) {
 	if login == "" {
 		// Anonymous viewers read public repositories and write nothing.
 		repo, err := f.repoView(ctx, "", owner, name)
 		if err != nil {
-			return plugin.Repo{}, err
+			return forge.Repo{}, err
 		}
 		return toRepo(repo, grants{}), nil
 	}
@@ -135,7 +134,7 @@ func (f *Forge) repoAs(ctx context.Context, login, owner, name string) (plugin.R
 	wg.Go(func() { mine, errs[1] = f.userTeams(ctx, login) })
 	wg.Wait()
 	if err := worst(errs[:]); err != nil {
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	}
 	g := grants{admin: repo.Permissions.Admin}
 	inOrg := teamsOf(mine, repo.Owner.ID)
@@ -163,7 +162,7 @@ func (f *Forge) repoAs(ctx context.Context, login, owner, name string) (plugin.R
 	}
 	wg.Wait()
 	if err := worst(errs[:]); err != nil {
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	}
 	g.teams = intersectTeams(inOrg, covering)
 	return toRepo(repo, g), nil
@@ -180,10 +179,10 @@ func teamsOf(teams []*sdk.Team, orgID int64) []*sdk.Team {
 	return out
 }
 
-func toRepo(repo *sdk.Repository, g grants) plugin.Repo {
+func toRepo(repo *sdk.Repository, g grants) forge.Repo {
 	writable := !repo.Archived
 	issues := repo.HasIssues && repo.InternalTracker != nil
-	return plugin.Repo{
+	return forge.Repo{
 		ID:             repo.ID,
 		FullName:       repo.FullName,
 		Private:        repo.Private,
@@ -199,7 +198,7 @@ func toRepo(repo *sdk.Repository, g grants) plugin.Repo {
 // worst returns the most serious of errs: a configuration error first (an
 // operator must act), then unavailability (retry), then not-found.
 func worst(errs []error) error {
-	for _, sentinel := range []error{plugin.ErrConfig, plugin.ErrRateLimited, plugin.ErrUnavailable, plugin.ErrNotFound} {
+	for _, sentinel := range []error{forge.ErrConfig, forge.ErrRateLimited, forge.ErrUnavailable, forge.ErrNotFound} {
 		for _, err := range errs {
 			if errors.Is(err, sentinel) {
 				return err
@@ -239,7 +238,7 @@ func (f *Forge) repoView(ctx context.Context, login, owner, name string) (*sdk.R
 		return nil, err
 	}
 	if repo.ID <= 0 || repo.FullName == "" || repo.Name == "" || repo.Owner == nil || repo.Owner.ID <= 0 || repo.Owner.UserName == "" {
-		return nil, fmt.Errorf("GET /api/v1/repos/%s/%s: %w: malformed response: no id, name or owner", owner, name, plugin.ErrUnavailable)
+		return nil, fmt.Errorf("GET /api/v1/repos/%s/%s: %w: malformed response: no id, name or owner", owner, name, forge.ErrUnavailable)
 	}
 	if repo.Permissions == nil {
 		repo.Permissions = &sdk.Permission{} // anonymous views carry none
@@ -256,7 +255,7 @@ func (f *Forge) accessMode(ctx context.Context, login, owner, name string) (sdk.
 		return "", err
 	}
 	if p == nil {
-		return "", fmt.Errorf("%s: %w: malformed response", op, plugin.ErrUnavailable)
+		return "", fmt.Errorf("%s: %w: malformed response", op, forge.ErrUnavailable)
 	}
 	return p.Permission, nil
 }
@@ -272,13 +271,13 @@ func (f *Forge) isCollaborator(ctx context.Context, login, owner, name string) (
 		return false, nil
 	}
 	if resp != nil && resp.StatusCode == http.StatusUnprocessableEntity {
-		return false, fmt.Errorf("%s: no such user: %w", op, plugin.ErrNotFound)
+		return false, fmt.Errorf("%s: no such user: %w", op, forge.ErrNotFound)
 	}
 	if err := sdkErr(op, id, resp, err); err != nil {
 		return false, err
 	}
 	if resp.StatusCode != http.StatusNoContent {
-		return false, fmt.Errorf("%s: %w: unexpected HTTP %d", op, plugin.ErrUnavailable, resp.StatusCode)
+		return false, fmt.Errorf("%s: %w: unexpected HTTP %d", op, forge.ErrUnavailable, resp.StatusCode)
 	}
 	return yes, nil
 }
@@ -300,7 +299,7 @@ func (f *Forge) userTeams(ctx context.Context, login string) ([]*sdk.Team, error
 			return all, nil
 		}
 	}
-	return nil, fmt.Errorf("GET /api/v1/user/teams as %s: %w: more than %d teams", login, plugin.ErrUnavailable, pageSize*maxPages)
+	return nil, fmt.Errorf("GET /api/v1/user/teams as %s: %w: more than %d teams", login, forge.ErrUnavailable, pageSize*maxPages)
 }
 
 // repoTeams is GET /repos/{o}/{r}/teams: the teams that cover the

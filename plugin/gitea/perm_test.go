@@ -4,8 +4,7 @@ import (
 	"testing"
 
 	sdk "code.gitea.io/sdk/gitea"
-
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // The write rules, one row per way Gitea grants (or withholds) write access
@@ -61,7 +60,7 @@ func TestWriteRules(t *testing.T) {
 			got.CanReadIssues, got.CanReadPulls = false, false // TestReadRules
 			// Admin is Gitea's admin permission, whatever the units and
 			// even when archived: who may force-release what is held.
-			want := plugin.Repo{ID: 9, FullName: "acme/widgets", CanRead: true, CanWriteIssues: tt.wantIssues, CanWritePulls: tt.wantPulls, Admin: tt.g.admin}
+			want := forge.Repo{ID: 9, FullName: "acme/widgets", CanRead: true, CanWriteIssues: tt.wantIssues, CanWritePulls: tt.wantPulls, Admin: tt.g.admin}
 			if got != want {
 				t.Errorf("toRepo = %+v, want %+v", got, want)
 			}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // A request past its caller's budget is not sent: Gitea sees nothing, and
@@ -19,15 +19,15 @@ func TestABudgetSpentSendsNothing(t *testing.T) {
 	g := newFake(t, map[string]http.HandlerFunc{"GET /api/v1/user": jsonBody(map[string]any{"id": 3, "login": "alice", "active": true})})
 	c := clocktest.New()
 	f := newTestForge(t, g.srv.URL, c, time.Second)
-	budgets := plugin.NewAddrBudgets(1, 2, c.Now)
-	ctx := plugin.WithBudget(context.Background(), budgets.For("192.0.2.7"))
+	budgets := forge.NewAddrBudgets(1, 2, c.Now)
+	ctx := forge.WithBudget(context.Background(), budgets.For("192.0.2.7"))
 	for _, tok := range []string{"t1", "t2"} {
 		if _, err := f.UserByToken(ctx, tok); err != nil {
 			t.Fatalf("within the burst: %v", err)
 		}
 	}
 	_, err := f.UserByToken(ctx, "t3")
-	if !errors.Is(err, plugin.ErrRateLimited) || errors.Is(err, plugin.ErrNotFound) || errors.Is(err, plugin.ErrUnavailable) {
+	if !errors.Is(err, forge.ErrRateLimited) || errors.Is(err, forge.ErrNotFound) || errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("past the burst: %v, want ErrRateLimited only", err)
 	}
 	if n := len(g.requests()); n != 2 {
@@ -39,17 +39,17 @@ func TestABudgetSpentSendsNothing(t *testing.T) {
 		t.Fatalf("a cached answer was charged: %v", err)
 	}
 	for _, addr := range []string{"192.0.2.8", "2001:db8:0:1::1"} {
-		other := plugin.WithBudget(context.Background(), budgets.For(addr))
+		other := forge.WithBudget(context.Background(), budgets.For(addr))
 		if _, err := f.UserByToken(other, "t3"); err != nil {
 			t.Fatalf("another address %s: %v", addr, err)
 		}
-		f.tokens = newCache[plugin.User](c.Now, DefaultKeyCacheTTL) // forget t3
+		f.tokens = newCache[forge.User](c.Now, DefaultKeyCacheTTL) // forget t3
 	}
-	six := plugin.WithBudget(context.Background(), budgets.For("2001:db8:0:1::2"))
+	six := forge.WithBudget(context.Background(), budgets.For("2001:db8:0:1::2"))
 	if _, err := f.UserByToken(six, "t4"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.UserByToken(six, "t5"); !errors.Is(err, plugin.ErrRateLimited) {
+	if _, err := f.UserByToken(six, "t5"); !errors.Is(err, forge.ErrRateLimited) {
 		t.Fatalf("a third request from one IPv6 /64: %v, want ErrRateLimited", err)
 	}
 	// The bucket refills on the budgets' clock.
@@ -81,7 +81,7 @@ func TestTokensAreRemembered(t *testing.T) {
 	f := newTestForge(t, g.srv.URL, c, time.Second)
 	ctx := context.Background()
 	for i := 0; i < 10; i++ {
-		if _, err := f.UserByToken(ctx, "junk"); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.UserByToken(ctx, "junk"); !errors.Is(err, forge.ErrNotFound) {
 			t.Fatalf("junk token: %v", err)
 		}
 	}
@@ -91,7 +91,7 @@ func TestTokensAreRemembered(t *testing.T) {
 	g.reset()
 	set(status(500, ""))
 	for i := 0; i < 2; i++ {
-		if _, err := f.UserByToken(ctx, "good"); !errors.Is(err, plugin.ErrUnavailable) {
+		if _, err := f.UserByToken(ctx, "good"); !errors.Is(err, forge.ErrUnavailable) {
 			t.Fatalf("Gitea failing: %v", err)
 		}
 	}

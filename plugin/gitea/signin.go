@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"net/url"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Sign-in through Gitea's OAuth2 provider (authorization code flow). The
@@ -72,7 +72,7 @@ func (c *OAuthClient) AuthorizeURL(redirectURI, state, challenge string) string 
 // account that granted it, which must be active and allowed to log in.
 // plugin.ErrNotFound: Gitea refused the code (expired, used, another
 // client's or verifier) or the account may not log in.
-func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI string) (plugin.User, error) {
+func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI string) (forge.User, error) {
 	ctx, cancel := c.forge.within(ctx)
 	defer cancel()
 	form := url.Values{
@@ -88,17 +88,17 @@ func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI 
 	}
 	const op = "POST /login/oauth/access_token"
 	if err := c.forge.send(ctx, identity{grant: true}, http.MethodPost, "/login/oauth/access_token", nil, form, &tok); err != nil {
-		return plugin.User{}, fmt.Errorf("sign-in: %w", err)
+		return forge.User{}, fmt.Errorf("sign-in: %w", err)
 	}
 	if tok.AccessToken == "" {
-		return plugin.User{}, fmt.Errorf("sign-in: %s: %w: malformed response: no access token", op, plugin.ErrUnavailable)
+		return forge.User{}, fmt.Errorf("sign-in: %s: %w: malformed response: no access token", op, forge.ErrUnavailable)
 	}
 	u, err := c.forge.tokenUser(ctx, tok.AccessToken)
 	if err != nil {
-		return plugin.User{}, fmt.Errorf("sign-in: %w", err)
+		return forge.User{}, fmt.Errorf("sign-in: %w", err)
 	}
 	if err := mayLogIn(u); err != nil {
-		return plugin.User{}, fmt.Errorf("sign-in: %w", err)
+		return forge.User{}, fmt.Errorf("sign-in: %w", err)
 	}
-	return plugin.User{ID: u.ID, Login: u.UserName}, nil
+	return forge.User{ID: u.ID, Login: u.UserName}, nil
 }

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 var testApp = OAuthApp{ID: 4, ClientID: "client-id", ClientSecret: "client-secret"}
@@ -62,22 +62,22 @@ func TestExchange(t *testing.T) {
 	tests := []struct {
 		name          string
 		token, user   http.HandlerFunc
-		want          plugin.User
+		want          forge.User
 		wantErr       error
 		detail        string
 		userRequested bool
 	}{
-		{"granted", granted, alice, plugin.User{ID: 3, Login: "alice"}, nil, "", true},
+		{"granted", granted, alice, forge.User{ID: 3, Login: "alice"}, nil, "", true},
 		{"code refused", status(400, `{"error":"invalid_grant","error_description":"authorization code already used"}`), alice,
-			plugin.User{}, plugin.ErrNotFound, "invalid_grant: authorization code already used", false},
+			forge.User{}, forge.ErrNotFound, "invalid_grant: authorization code already used", false},
 		{"secret refused", status(400, `{"error":"unauthorized_client","error_description":"invalid client secret"}`), alice,
-			plugin.User{}, plugin.ErrNotFound, "invalid client secret", false},
-		{"Gitea failing", status(500, `{"error":"server_error"}`), alice, plugin.User{}, plugin.ErrUnavailable, "HTTP 500", false},
-		{"no access token", jsonBody(map[string]any{"token_type": "bearer"}), alice, plugin.User{}, plugin.ErrUnavailable, "no access token", false},
-		{"not JSON", status(200, `<html>`), alice, plugin.User{}, plugin.ErrUnavailable, "malformed", false},
-		{"access token refused", granted, status(401, `{"message":"invalid token"}`), plugin.User{}, plugin.ErrNotFound, "invalid token", true},
+			forge.User{}, forge.ErrNotFound, "invalid client secret", false},
+		{"Gitea failing", status(500, `{"error":"server_error"}`), alice, forge.User{}, forge.ErrUnavailable, "HTTP 500", false},
+		{"no access token", jsonBody(map[string]any{"token_type": "bearer"}), alice, forge.User{}, forge.ErrUnavailable, "no access token", false},
+		{"not JSON", status(200, `<html>`), alice, forge.User{}, forge.ErrUnavailable, "malformed", false},
+		{"access token refused", granted, status(401, `{"message":"invalid token"}`), forge.User{}, forge.ErrNotFound, "invalid token", true},
 		{"account may not log in", granted, jsonBody(map[string]any{"id": 3, "login": "frank", "active": true, "prohibit_login": true}),
-			plugin.User{}, plugin.ErrNotFound, "frank may not log in", true},
+			forge.User{}, forge.ErrNotFound, "frank may not log in", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -117,7 +117,7 @@ func TestExchangeWithGiteaDown(t *testing.T) {
 	g := newFake(t, nil)
 	g.srv.Close()
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
-	if _, err := f.OAuthClient(testApp).Exchange(context.Background(), "c", "v", "http://sidecar/oauth/callback"); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, err := f.OAuthClient(testApp).Exchange(context.Background(), "c", "v", "http://sidecar/oauth/callback"); !errors.Is(err, forge.ErrUnavailable) {
 		t.Errorf("err = %v, want ErrUnavailable", err)
 	}
 }

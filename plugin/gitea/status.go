@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // PostStatus implements plugin.Forge: POST /repos/{o}/{r}/statuses/{sha}.
-func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st plugin.CommitStatus) error {
+func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st forge.CommitStatus) error {
 	if !validName(owner) || !validName(name) || !validSHA(sha) {
-		return fmt.Errorf("status of %s/%s@%s: %w", owner, name, sha, plugin.ErrNotFound)
+		return fmt.Errorf("status of %s/%s@%s: %w", owner, name, sha, forge.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()

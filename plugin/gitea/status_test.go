@@ -10,6 +10,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 func TestPostStatus(t *testing.T) {
@@ -21,9 +22,9 @@ func TestPostStatus(t *testing.T) {
 			w.WriteHeader(http.StatusCreated)
 		},
 	})
-	forge := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
-	st := plugin.CommitStatus{State: "success", Description: "claimed by alice (#1 token 3)", TargetURL: "http://g/acme/widgets/issues/1", Context: plugin.StatusContext}
-	if err := forge.PostStatus(context.Background(), "acme", "widgets", sha, st); err != nil {
+	fg := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
+	st := forge.CommitStatus{State: "success", Description: "claimed by alice (#1 token 3)", TargetURL: "http://g/acme/widgets/issues/1", Context: plugin.StatusContext}
+	if err := fg.PostStatus(context.Background(), "acme", "widgets", sha, st); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]string{"state": "success", "description": st.Description, "target_url": st.TargetURL, "context": "collab-lease/claim"}
@@ -40,7 +41,7 @@ func TestPostStatus(t *testing.T) {
 	}
 	// A malformed commit ID or name asks nothing.
 	for _, bad := range [][3]string{{"acme", "widgets", "abc"}, {"acme", "widgets", sha[:39] + "G"}, {"ac/me", "widgets", sha}} {
-		if err := forge.PostStatus(context.Background(), bad[0], bad[1], bad[2], st); !errors.Is(err, plugin.ErrNotFound) {
+		if err := fg.PostStatus(context.Background(), bad[0], bad[1], bad[2], st); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("%v: %v", bad, err)
 		}
 	}
@@ -68,8 +69,8 @@ func TestFencedRepos(t *testing.T) {
 		}),
 		"GET /api/v1/repos/acme/plain/branch_protections": jsonBody([]map[string]any{}),
 	})
-	forge := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
-	got, truncated, err := forge.FencedRepos(context.Background(), plugin.StatusContext)
+	fg := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
+	got, truncated, err := fg.FencedRepos(context.Background(), plugin.StatusContext)
 	if err != nil || truncated || len(got) != 2 || got[0] != "acme/widgets (main)" || got[1] != "acme/tools (main)" {
 		t.Fatalf("FencedRepos = %q %v %v", got, truncated, err)
 	}

@@ -11,8 +11,7 @@ import (
 	"sync"
 
 	sdk "code.gitea.io/sdk/gitea"
-
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // What a caller's API token may see. Repo answers for a user through the
@@ -60,24 +59,24 @@ import (
 // token (see above); a repository the token may not read is
 // plugin.ErrNotFound. Successful answers are cached like Repo's, keyed by
 // a hash of the token.
-func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name string) (plugin.Repo, error) {
+func (f *Forge) TokenRepo(ctx context.Context, u forge.User, token, owner, name string) (forge.Repo, error) {
 	what := owner + "/" + name
 	token = strings.TrimSpace(token)
 	if !validName(owner) || !validName(name) || !validName(u.Login) || !validToken(token) {
-		return plugin.Repo{}, fmt.Errorf("repository %s through a token: %w", what, plugin.ErrNotFound)
+		return forge.Repo{}, fmt.Errorf("repository %s through a token: %w", what, forge.ErrNotFound)
 	}
 	key := tokenKey(token) + "\x00" + strings.ToLower(u.Login+"\x00"+what)
 	if r, ok := f.perms.get(key); ok {
 		return r, nil
 	}
 	if err := f.missed("repo\x00" + key); err != nil {
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	var (
 		wg       sync.WaitGroup
-		mine     plugin.Repo
+		mine     forge.Repo
 		viaToken *sdk.Repository
 		issues   bool
 		writes   bool
@@ -91,13 +90,13 @@ func (f *Forge) TokenRepo(ctx context.Context, u plugin.User, token, owner, name
 	if err := worst(errs[:]); err != nil {
 		err = fmt.Errorf("repository %s through a token of %s: %w", what, u.Login, err)
 		f.miss("repo\x00"+key, err)
-		return plugin.Repo{}, err
+		return forge.Repo{}, err
 	}
 	if viaToken.ID != mine.ID {
 		// Renamed, and another repository took the name, between the
 		// requests: ask again later.
-		return plugin.Repo{}, fmt.Errorf("repository %s through a token of %s: %w: the token sees repository %d, the user %d",
-			what, u.Login, plugin.ErrUnavailable, viaToken.ID, mine.ID)
+		return forge.Repo{}, fmt.Errorf("repository %s through a token of %s: %w: the token sees repository %d, the user %d",
+			what, u.Login, forge.ErrUnavailable, viaToken.ID, mine.ID)
 	}
 	r := mine
 	if !issues {
@@ -130,7 +129,7 @@ func (f *Forge) tokenRepoView(ctx context.Context, token, owner, name string) (*
 		return nil, err
 	}
 	if repo.ID <= 0 {
-		return nil, fmt.Errorf("GET /api/v1/repos/%s/%s with the token: %w: malformed response: no id", owner, name, plugin.ErrUnavailable)
+		return nil, fmt.Errorf("GET /api/v1/repos/%s/%s with the token: %w: malformed response: no id", owner, name, forge.ErrUnavailable)
 	}
 	return repo, nil
 }
@@ -141,7 +140,7 @@ func (f *Forge) tokenReadsIssues(ctx context.Context, token, owner, name string)
 	id := asToken(token)
 	_, resp, err := f.sdk(ctx, id).ListRepoLabels(owner, name, sdk.ListLabelsOptions{ListOptions: sdk.ListOptions{Page: 1, PageSize: 1}})
 	err = sdkErr("GET /api/v1/repos/"+owner+"/"+name+"/labels with the token", id, resp, err)
-	if errors.Is(err, plugin.ErrNotFound) {
+	if errors.Is(err, forge.ErrNotFound) {
 		return false, nil
 	}
 	return err == nil, err

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 const userToken = "usertoken0123456789"
@@ -51,33 +51,33 @@ func tokenRoutes(repo, labels, probe http.HandlerFunc) map[string]http.HandlerFu
 	return routes
 }
 
-var alice = plugin.User{ID: 3, Login: "alice"}
+var alice = forge.User{ID: 3, Login: "alice"}
 
 func TestTokenRepo(t *testing.T) {
 	noScope := status(403, `{"message":"token does not have at least one of required scope(s), required=[read:repository]"}`)
 	publicOnly := status(403, `{"message":"token scope is limited to public repos"}`)
-	read := plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanReadIssues: true, CanReadPulls: true}
+	read := forge.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true, CanReadIssues: true, CanReadPulls: true}
 	write := read
 	write.CanWriteIssues, write.CanWritePulls = true, true
 	tests := []struct {
 		name                string
 		repo, labels, probe http.HandlerFunc
-		want                plugin.Repo
+		want                forge.Repo
 		wantErr             error
 	}{
 		{"repository and issues", jsonBody(widgets(false, true, true)), jsonBody([]any{}), noWriteScope, read, nil},
 		{"write:issue", jsonBody(widgets(false, true, true)), jsonBody([]any{}), writeScope, write, nil},
 		{"write:issue, probe answered 204", jsonBody(widgets(false, true, true)), jsonBody([]any{}), status(204, ``), write, nil},
 		{"no read:issue", jsonBody(widgets(false, true, true)), noScope, noWriteScope,
-			plugin.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true}, nil},
-		{"no read:repository", noScope, jsonBody([]any{}), writeScope, plugin.Repo{}, plugin.ErrNotFound},
-		{"public-only on a private repository", publicOnly, publicOnly, status(403, `{"message":"token scope is limited to public issues"}`), plugin.Repo{}, plugin.ErrNotFound},
-		{"not visible to the token's user", status(404, `{"message":"not found"}`), status(404, ``), status(404, ``), plugin.Repo{}, plugin.ErrNotFound},
-		{"revoked token", status(401, `{"message":"invalid token"}`), status(401, ``), status(401, ``), plugin.Repo{}, plugin.ErrNotFound},
-		{"Gitea failing", status(500, ``), jsonBody([]any{}), writeScope, plugin.Repo{}, plugin.ErrUnavailable},
-		{"labels failing", jsonBody(widgets(false, true, true)), status(502, ``), writeScope, plugin.Repo{}, plugin.ErrUnavailable},
-		{"probe failing", jsonBody(widgets(false, true, true)), jsonBody([]any{}), status(502, ``), plugin.Repo{}, plugin.ErrUnavailable},
-		{"another repository by now", jsonBody(map[string]any{"id": 43}), jsonBody([]any{}), writeScope, plugin.Repo{}, plugin.ErrUnavailable},
+			forge.Repo{ID: 42, FullName: "acme/widgets", Private: true, CanRead: true}, nil},
+		{"no read:repository", noScope, jsonBody([]any{}), writeScope, forge.Repo{}, forge.ErrNotFound},
+		{"public-only on a private repository", publicOnly, publicOnly, status(403, `{"message":"token scope is limited to public issues"}`), forge.Repo{}, forge.ErrNotFound},
+		{"not visible to the token's user", status(404, `{"message":"not found"}`), status(404, ``), status(404, ``), forge.Repo{}, forge.ErrNotFound},
+		{"revoked token", status(401, `{"message":"invalid token"}`), status(401, ``), status(401, ``), forge.Repo{}, forge.ErrNotFound},
+		{"Gitea failing", status(500, ``), jsonBody([]any{}), writeScope, forge.Repo{}, forge.ErrUnavailable},
+		{"labels failing", jsonBody(widgets(false, true, true)), status(502, ``), writeScope, forge.Repo{}, forge.ErrUnavailable},
+		{"probe failing", jsonBody(widgets(false, true, true)), jsonBody([]any{}), status(502, ``), forge.Repo{}, forge.ErrUnavailable},
+		{"another repository by now", jsonBody(map[string]any{"id": 43}), jsonBody([]any{}), writeScope, forge.Repo{}, forge.ErrUnavailable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,7 +162,7 @@ func TestTokenRepoCache(t *testing.T) {
 	f.perms.mu.Unlock()
 
 	// Another token of the same user is asked about.
-	if _, err := f.TokenRepo(ctx, alice, "anothertoken", "acme", "widgets"); !errors.Is(err, plugin.ErrUnavailable) && !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := f.TokenRepo(ctx, alice, "anothertoken", "acme", "widgets"); !errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, forge.ErrNotFound) {
 		t.Fatalf("another token: %v", err)
 	}
 	if n := len(g.requests()); n != 3 {
@@ -183,17 +183,17 @@ func TestTokenRepoRejectsImpossibleInputWithoutAsking(t *testing.T) {
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	ctx := context.Background()
 	for _, c := range []struct {
-		u                  plugin.User
+		u                  forge.User
 		token, owner, name string
 	}{
 		{alice, "", "acme", "widgets"},
 		{alice, "a b", "acme", "widgets"},
 		{alice, "to\nken", "acme", "widgets"},
-		{plugin.User{}, userToken, "acme", "widgets"},
+		{forge.User{}, userToken, "acme", "widgets"},
 		{alice, userToken, "acme", "../x"},
 		{alice, userToken, "", "widgets"},
 	} {
-		if _, err := f.TokenRepo(ctx, c.u, c.token, c.owner, c.name); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.TokenRepo(ctx, c.u, c.token, c.owner, c.name); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("TokenRepo(%+v, %q, %q, %q) = %v, want ErrNotFound", c.u, c.token, c.owner, c.name, err)
 		}
 	}
@@ -209,15 +209,15 @@ func TestUserByLogin(t *testing.T) {
 	tests := []struct {
 		name           string
 		lookup, search http.HandlerFunc
-		want           plugin.User
+		want           forge.User
 		wantErr        error
 	}{
-		{"an account, even one that may not log in", person, found, plugin.User{ID: 3, Login: "alice2"}, nil},
-		{"no such login", status(404, `{"message":"user does not exist"}`), found, plugin.User{}, plugin.ErrNotFound},
-		{"an organization", person, none, plugin.User{}, plugin.ErrNotFound},
-		{"no id", jsonBody(map[string]any{"login": "alice"}), found, plugin.User{}, plugin.ErrUnavailable},
-		{"Gitea failing", status(500, ``), found, plugin.User{}, plugin.ErrUnavailable},
-		{"bad admin token", status(401, `{"message":"token is required"}`), found, plugin.User{}, plugin.ErrConfig},
+		{"an account, even one that may not log in", person, found, forge.User{ID: 3, Login: "alice2"}, nil},
+		{"no such login", status(404, `{"message":"user does not exist"}`), found, forge.User{}, forge.ErrNotFound},
+		{"an organization", person, none, forge.User{}, forge.ErrNotFound},
+		{"no id", jsonBody(map[string]any{"login": "alice"}), found, forge.User{}, forge.ErrUnavailable},
+		{"Gitea failing", status(500, ``), found, forge.User{}, forge.ErrUnavailable},
+		{"bad admin token", status(401, `{"message":"token is required"}`), found, forge.User{}, forge.ErrConfig},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,7 +246,7 @@ func TestUserByLogin(t *testing.T) {
 	g := newFake(t, nil)
 	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
 	for _, login := range []string{"", "a/b", "..", strings.Repeat("x", 300)} {
-		if _, err := f.UserByLogin(context.Background(), login); !errors.Is(err, plugin.ErrNotFound) {
+		if _, err := f.UserByLogin(context.Background(), login); !errors.Is(err, forge.ErrNotFound) {
 			t.Errorf("UserByLogin(%q) = %v, want ErrNotFound", login, err)
 		}
 	}

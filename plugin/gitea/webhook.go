@@ -13,7 +13,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // Gitea tells the sidecar of closed, merged and deleted issues and of
@@ -132,7 +132,7 @@ func (f *Forge) hooks(ctx context.Context, id identity, kind string) ([]hook, er
 		}
 		all = append(all, got...)
 	}
-	return nil, fmt.Errorf("GET /api/v1/admin/hooks?type=%s: %w: more than %d pages", kind, plugin.ErrUnavailable, maxHookPages)
+	return nil, fmt.Errorf("GET /api/v1/admin/hooks?type=%s: %w: more than %d pages", kind, forge.ErrUnavailable, maxHookPages)
 }
 
 // sidecarHooks splits the sidecar's hooks among hs into the one to keep
@@ -158,7 +158,7 @@ func sidecarHooks(hs []hook, deliveryURL string) (keep *hook, rest []hook) {
 // deleteHook removes one admin hook; one already gone is no error.
 func (f *Forge) deleteHook(ctx context.Context, id identity, hookID int64) error {
 	err := f.send(ctx, id, http.MethodDelete, fmt.Sprintf("/api/v1/admin/hooks/%d", hookID), nil, nil, nil)
-	if errors.Is(err, plugin.ErrNotFound) {
+	if errors.Is(err, forge.ErrNotFound) {
 		return nil
 	}
 	return err
@@ -218,7 +218,7 @@ func (f *Forge) RegisterWebhook(ctx context.Context, deliveryURL, secret string)
 			return 0, "", fmt.Errorf("register the webhook: %w", err)
 		}
 		if made.ID <= 0 {
-			return 0, "", fmt.Errorf("register the webhook: %w: Gitea returned no hook ID", plugin.ErrUnavailable)
+			return 0, "", fmt.Errorf("register the webhook: %w: Gitea returned no hook ID", forge.ErrUnavailable)
 		}
 		hookID, how = made.ID, Registered
 		if keep != nil {
@@ -292,23 +292,23 @@ func (f *Forge) CheckWebhook(ctx context.Context, deliveryURL, secret string) (i
 	h, rest := sidecarHooks(system, deliveryURL)
 	switch {
 	case h == nil:
-		return 0, fmt.Errorf("no system webhook delivers to %s: %w", deliveryURL, plugin.ErrNotFound)
+		return 0, fmt.Errorf("no system webhook delivers to %s: %w", deliveryURL, forge.ErrNotFound)
 	case len(rest) > 0:
 		ids := []int64{h.ID}
 		for _, r := range rest {
 			ids = append(ids, r.ID)
 		}
-		return h.ID, fmt.Errorf("system webhooks %v are all the sidecar's, so it gets each event more than once: %w", ids, plugin.ErrNotFound)
+		return h.ID, fmt.Errorf("system webhooks %v are all the sidecar's, so it gets each event more than once: %w", ids, forge.ErrNotFound)
 	case h.Config["url"] != deliveryURL:
-		return h.ID, fmt.Errorf("system webhook %d delivers to %s, not %s: %w", h.ID, h.Config["url"], deliveryURL, plugin.ErrNotFound)
+		return h.ID, fmt.Errorf("system webhook %d delivers to %s, not %s: %w", h.ID, h.Config["url"], deliveryURL, forge.ErrNotFound)
 	case h.Type != "gitea" || h.Config["content_type"] != "json":
-		return h.ID, fmt.Errorf("system webhook %d is of type %s with %s content, not gitea with JSON: %w", h.ID, h.Type, h.Config["content_type"], plugin.ErrNotFound)
+		return h.ID, fmt.Errorf("system webhook %d is of type %s with %s content, not gitea with JSON: %w", h.ID, h.Type, h.Config["content_type"], forge.ErrNotFound)
 	case !h.Active:
-		return h.ID, fmt.Errorf("system webhook %d is not active: %w", h.ID, plugin.ErrNotFound)
+		return h.ID, fmt.Errorf("system webhook %d is not active: %w", h.ID, forge.ErrNotFound)
 	case !eventsFit(h.Events):
-		return h.ID, fmt.Errorf("system webhook %d sends %s, not just %s: %w", h.ID, strings.Join(h.Events, ","), strings.Join(WebhookEvents, ","), plugin.ErrNotFound)
+		return h.ID, fmt.Errorf("system webhook %d sends %s, not just %s: %w", h.ID, strings.Join(h.Events, ","), strings.Join(WebhookEvents, ","), forge.ErrNotFound)
 	case h.Name != webhookName(secret):
-		return h.ID, fmt.Errorf("system webhook %d was not registered with this data directory's secret (its name is %q): %w", h.ID, h.Name, plugin.ErrNotFound)
+		return h.ID, fmt.Errorf("system webhook %d was not registered with this data directory's secret (its name is %q): %w", h.ID, h.Name, forge.ErrNotFound)
 	}
 	return h.ID, nil
 }

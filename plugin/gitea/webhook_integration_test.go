@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/integration"
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // The system webhook against the real Gitea 1.26 (a subtest of
@@ -66,7 +66,7 @@ func testWebhook(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wo
 	if _, err := admin.CheckWebhook(ctx, url1, s1); err != nil {
 		t.Fatalf("check: %v", err)
 	}
-	if _, err := admin.CheckWebhook(ctx, url1, s2); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := admin.CheckWebhook(ctx, url1, s2); !errors.Is(err, forge.ErrNotFound) {
 		t.Fatalf("check with another secret: %v", err)
 	}
 
@@ -124,17 +124,17 @@ func testWebhook(t *testing.T, g *integration.Gitea, f *Forge, w *integration.Wo
 	if _, err := reader.CheckWebhook(ctx, url2, s2); err != nil {
 		t.Errorf("check with read:admin: %v", err)
 	}
-	if _, _, err := reader.RegisterWebhook(ctx, url1, s2); !errors.Is(err, plugin.ErrConfig) || !strings.Contains(err.Error(), "write:admin") {
+	if _, _, err := reader.RegisterWebhook(ctx, url1, s2); !errors.Is(err, forge.ErrConfig) || !strings.Contains(err.Error(), "write:admin") {
 		t.Errorf("register with read:admin: %v", err)
 	}
-	if _, err := f.CheckWebhook(ctx, url2, s2); !errors.Is(err, plugin.ErrConfig) {
+	if _, err := f.CheckWebhook(ctx, url2, s2); !errors.Is(err, forge.ErrConfig) {
 		t.Errorf("check without an admin scope: %v", err)
 	}
 
 	if n, err := admin.RemoveWebhook(ctx, url2); err != nil || n != 1 {
 		t.Fatalf("remove: %d %v", n, err)
 	}
-	if _, err := admin.CheckWebhook(ctx, url2, s2); !errors.Is(err, plugin.ErrNotFound) {
+	if _, err := admin.CheckWebhook(ctx, url2, s2); !errors.Is(err, forge.ErrNotFound) {
 		t.Fatalf("check after remove: %v", err)
 	}
 	if n, err := admin.RemoveWebhook(ctx, url2); err != nil || n != 0 {

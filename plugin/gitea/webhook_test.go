@@ -13,7 +13,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // fakeHooks is Gitea 1.26's /api/v1/admin/hooks as webhook.go describes
@@ -43,11 +43,11 @@ func newFakeHooks(t *testing.T) (*fakeHooks, *Forge) {
 	f := &fakeHooks{hooks: map[int64]*fakeHook{}, next: 1}
 	srv := httptest.NewServer(f)
 	t.Cleanup(srv.Close)
-	forge, err := New(Options{URL: srv.URL, Token: adminToken})
+	fg, err := New(Options{URL: srv.URL, Token: adminToken})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, forge
+	return f, fg
 }
 
 // add puts a hook into Gitea as an administrator might have made it.
@@ -227,7 +227,7 @@ const (
 )
 
 func TestRegisterWebhook(t *testing.T) {
-	f, forge := newFakeHooks(t)
+	f, fg := newFakeHooks(t)
 	ctx := context.Background()
 	// Hooks of others, which the sidecar leaves alone: system and default,
 	// enough of them to take several pages.
@@ -236,7 +236,7 @@ func TestRegisterWebhook(t *testing.T) {
 	}
 	others := f.count()
 
-	id, how, err := forge.RegisterWebhook(ctx, hookURL, hookSecret)
+	id, how, err := fg.RegisterWebhook(ctx, hookURL, hookSecret)
 	if err != nil || how != Registered || id <= 0 {
 		t.Fatalf("first: %d %s %v", id, how, err)
 	}
@@ -280,7 +280,7 @@ func TestRegisterWebhook(t *testing.T) {
 
 	// Again: reused, nothing written.
 	n := f.count()
-	if id2, how, err := forge.RegisterWebhook(ctx, hookURL, hookSecret); err != nil || how != Reused || id2 != id || len(writes(f.since(n))) != 0 {
+	if id2, how, err := fg.RegisterWebhook(ctx, hookURL, hookSecret); err != nil || how != Reused || id2 != id || len(writes(f.since(n))) != 0 {
 		t.Fatalf("second: %d %s %v %v", id2, how, err, f.since(n))
 	}
 
@@ -288,7 +288,7 @@ func TestRegisterWebhook(t *testing.T) {
 	// event (PATCH replaces the list).
 	const moved = "https://collab.example/hooks/gitea"
 	n = f.count()
-	if id2, how, err := forge.RegisterWebhook(ctx, moved, hookSecret); err != nil || how != Updated || id2 != id {
+	if id2, how, err := fg.RegisterWebhook(ctx, moved, hookSecret); err != nil || how != Updated || id2 != id {
 		t.Fatalf("moved: %d %s %v", id2, how, err)
 	}
 	if w := writes(f.since(n)); len(w) != 1 || w[0] != fmt.Sprintf("PATCH /api/v1/admin/hooks/%d", id) {
@@ -302,11 +302,11 @@ func TestRegisterWebhook(t *testing.T) {
 
 	// Switched off, or narrowed to pushes, by hand: switched back on.
 	f.do(func() { f.hooks[id].Active = false })
-	if _, how, err := forge.RegisterWebhook(ctx, moved, hookSecret); err != nil || how != Updated || !f.sidecars(moved)[0].Active {
+	if _, how, err := fg.RegisterWebhook(ctx, moved, hookSecret); err != nil || how != Updated || !f.sidecars(moved)[0].Active {
 		t.Fatalf("inactive: %s %v", how, err)
 	}
 	f.do(func() { f.hooks[id].Events = []string{"push"} })
-	if _, how, err := forge.RegisterWebhook(ctx, moved, hookSecret); err != nil || how != Updated || !eventsFit(f.sidecars(moved)[0].Events) {
+	if _, how, err := fg.RegisterWebhook(ctx, moved, hookSecret); err != nil || how != Updated || !eventsFit(f.sidecars(moved)[0].Events) {
 		t.Fatalf("push only: %s %v", how, err)
 	}
 
@@ -314,7 +314,7 @@ func TestRegisterWebhook(t *testing.T) {
 	// and the old one deleted after.
 	const newSecret = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
 	n = f.count()
-	id3, how, err := forge.RegisterWebhook(ctx, moved, newSecret)
+	id3, how, err := fg.RegisterWebhook(ctx, moved, newSecret)
 	if err != nil || how != Replaced || id3 == id {
 		t.Fatalf("new secret: %d %s %v", id3, how, err)
 	}
@@ -330,7 +330,7 @@ func TestRegisterWebhook(t *testing.T) {
 	// is_system_webhook would have made. Both go; the kept one stays.
 	f.add(fakeHook{hook: hook{Type: "gitea", Config: map[string]string{"url": moved, "content_type": "json"}, Active: true, Events: []string{"issues"}}, system: true})
 	f.add(fakeHook{hook: hook{Name: "collab-lease", Type: "gitea", Config: map[string]string{"url": moved, "content_type": "json"}, Active: true, Events: []string{"issues"}}})
-	if id4, how, err := forge.RegisterWebhook(ctx, moved, newSecret); err != nil || how != Updated || id4 != id3 {
+	if id4, how, err := fg.RegisterWebhook(ctx, moved, newSecret); err != nil || how != Updated || id4 != id3 {
 		t.Fatalf("duplicates: %d %s %v", id4, how, err)
 	}
 	if mine := f.sidecars(moved); len(mine) != 1 || mine[0].ID != id3 {
@@ -341,7 +341,7 @@ func TestRegisterWebhook(t *testing.T) {
 	// is replaced.
 	f.do(func() { f.hooks = map[int64]*fakeHook{} })
 	hand := f.add(fakeHook{hook: hook{Type: "gitea", Config: map[string]string{"url": moved, "content_type": "json"}, Active: true, Events: []string{"issues", "pull_request", "repository"}}, secret: "guess", system: true})
-	if id5, how, err := forge.RegisterWebhook(ctx, moved, newSecret); err != nil || how != Replaced || id5 == hand {
+	if id5, how, err := fg.RegisterWebhook(ctx, moved, newSecret); err != nil || how != Replaced || id5 == hand {
 		t.Fatalf("by hand: %d %s %v", id5, how, err)
 	}
 	if mine := f.sidecars(moved); len(mine) != 1 || mine[0].secret != newSecret {
@@ -350,18 +350,18 @@ func TestRegisterWebhook(t *testing.T) {
 }
 
 func TestRegisterWebhookFailures(t *testing.T) {
-	f, forge := newFakeHooks(t)
+	f, fg := newFakeHooks(t)
 	ctx := context.Background()
 	f.do(func() { f.status = 403 })
-	if _, _, err := forge.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, plugin.ErrConfig) || !strings.Contains(err.Error(), "write:admin") {
+	if _, _, err := fg.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, forge.ErrConfig) || !strings.Contains(err.Error(), "write:admin") {
 		t.Fatalf("token without the scope: %v", err)
 	}
 	f.do(func() { f.status = 502 })
-	if _, _, err := forge.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, _, err := fg.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("Gitea failing: %v", err)
 	}
 	f.do(func() { f.status = 0 })
-	if _, _, err := forge.RegisterWebhook(ctx, hookURL, ""); err == nil {
+	if _, _, err := fg.RegisterWebhook(ctx, hookURL, ""); err == nil {
 		t.Fatal("registered without a secret")
 	}
 	if w := writes(f.since(0)); len(w) != 0 {
@@ -370,7 +370,7 @@ func TestRegisterWebhookFailures(t *testing.T) {
 
 	// A hook deleted between the listing and the PATCH: Gitea answers
 	// 500, which is reported (running install again mends it).
-	id, _, err := forge.RegisterWebhook(ctx, hookURL, hookSecret)
+	id, _, err := fg.RegisterWebhook(ctx, hookURL, hookSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,25 +385,25 @@ func TestRegisterWebhookFailures(t *testing.T) {
 	}))
 	defer srv.Close()
 	racy, _ := New(Options{URL: srv.URL, Token: adminToken})
-	if _, _, err := racy.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, _, err := racy.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("hook gone before PATCH: %v", err)
 	}
 
 	srv.Close()
-	if _, _, err := racy.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, plugin.ErrUnavailable) {
+	if _, _, err := racy.RegisterWebhook(ctx, hookURL, hookSecret); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("Gitea down: %v", err)
 	}
 }
 
 func TestRemoveWebhook(t *testing.T) {
-	f, forge := newFakeHooks(t)
+	f, fg := newFakeHooks(t)
 	ctx := context.Background()
 	ci := f.add(fakeHook{hook: hook{Name: "ci", Type: "gitea", Config: map[string]string{"url": "http://ci/hook"}}, system: true})
-	if _, _, err := forge.RegisterWebhook(ctx, hookURL, hookSecret); err != nil {
+	if _, _, err := fg.RegisterWebhook(ctx, hookURL, hookSecret); err != nil {
 		t.Fatal(err)
 	}
 	f.add(fakeHook{hook: hook{Name: "collab-lease", Type: "gitea", Config: map[string]string{"url": "http://old/hooks/gitea"}}})
-	if n, err := forge.RemoveWebhook(ctx, hookURL); err != nil || n != 2 {
+	if n, err := fg.RemoveWebhook(ctx, hookURL); err != nil || n != 2 {
 		t.Fatalf("remove: %d %v", n, err)
 	}
 	f.do(func() {
@@ -411,11 +411,11 @@ func TestRemoveWebhook(t *testing.T) {
 			t.Errorf("left: %+v", f.hooks)
 		}
 	})
-	if n, err := forge.RemoveWebhook(ctx, hookURL); err != nil || n != 0 {
+	if n, err := fg.RemoveWebhook(ctx, hookURL); err != nil || n != 0 {
 		t.Fatalf("remove again: %d %v", n, err)
 	}
 	f.do(func() { f.status = 403 })
-	if _, err := forge.RemoveWebhook(ctx, hookURL); !errors.Is(err, plugin.ErrConfig) {
+	if _, err := fg.RemoveWebhook(ctx, hookURL); !errors.Is(err, forge.ErrConfig) {
 		t.Fatalf("token without the scope: %v", err)
 	}
 }
@@ -434,34 +434,34 @@ func TestCheckWebhook(t *testing.T) {
 		words   string
 	}{
 		{"as registered", func() []fakeHook { return []fakeHook{good()} }, 0, nil, ""},
-		{"none", func() []fakeHook { return nil }, 0, plugin.ErrNotFound, "no system webhook"},
-		{"a default hook only", func() []fakeHook { h := good(); h.system = false; return []fakeHook{h} }, 0, plugin.ErrNotFound, "no system webhook"},
+		{"none", func() []fakeHook { return nil }, 0, forge.ErrNotFound, "no system webhook"},
+		{"a default hook only", func() []fakeHook { h := good(); h.system = false; return []fakeHook{h} }, 0, forge.ErrNotFound, "no system webhook"},
 		{"another URL", func() []fakeHook {
 			h := good()
 			h.Config = map[string]string{"url": "http://old/hooks/gitea", "content_type": "json"}
 			return []fakeHook{h}
-		}, 0, plugin.ErrNotFound, "http://old/hooks/gitea"},
-		{"inactive", func() []fakeHook { h := good(); h.Active = false; return []fakeHook{h} }, 0, plugin.ErrNotFound, "not active"},
+		}, 0, forge.ErrNotFound, "http://old/hooks/gitea"},
+		{"inactive", func() []fakeHook { h := good(); h.Active = false; return []fakeHook{h} }, 0, forge.ErrNotFound, "not active"},
 		{"form content", func() []fakeHook {
 			h := good()
 			h.Config = map[string]string{"url": hookURL, "content_type": "form"}
 			return []fakeHook{h}
-		}, 0, plugin.ErrNotFound, "JSON"},
-		{"pushes too", func() []fakeHook { h := good(); h.Events = append(h.Events, "push"); return []fakeHook{h} }, 0, plugin.ErrNotFound, "push"},
-		{"another secret", func() []fakeHook { h := good(); h.Name = webhookName("other"); return []fakeHook{h} }, 0, plugin.ErrNotFound, "secret"},
-		{"twice", func() []fakeHook { return []fakeHook{good(), good()} }, 0, plugin.ErrNotFound, "more than once"},
-		{"token without read:admin", func() []fakeHook { return nil }, 403, plugin.ErrConfig, "read:admin"},
-		{"Gitea failing", func() []fakeHook { return nil }, 500, plugin.ErrUnavailable, ""},
+		}, 0, forge.ErrNotFound, "JSON"},
+		{"pushes too", func() []fakeHook { h := good(); h.Events = append(h.Events, "push"); return []fakeHook{h} }, 0, forge.ErrNotFound, "push"},
+		{"another secret", func() []fakeHook { h := good(); h.Name = webhookName("other"); return []fakeHook{h} }, 0, forge.ErrNotFound, "secret"},
+		{"twice", func() []fakeHook { return []fakeHook{good(), good()} }, 0, forge.ErrNotFound, "more than once"},
+		{"token without read:admin", func() []fakeHook { return nil }, 403, forge.ErrConfig, "read:admin"},
+		{"Gitea failing", func() []fakeHook { return nil }, 500, forge.ErrUnavailable, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f, forge := newFakeHooks(t)
+			f, fg := newFakeHooks(t)
 			f.add(fakeHook{hook: hook{Name: "ci", Type: "gitea", Config: map[string]string{"url": "http://ci/hook"}, Active: true}, system: true})
 			for _, h := range tt.hooks() {
 				f.add(h)
 			}
 			f.do(func() { f.status = tt.status })
-			_, err := forge.CheckWebhook(context.Background(), hookURL, hookSecret)
+			_, err := fg.CheckWebhook(context.Background(), hookURL, hookSecret)
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil && err != nil) || (err != nil && !strings.Contains(err.Error(), tt.words)) {
 				t.Fatalf("CheckWebhook = %v, want %v with %q", err, tt.wantErr, tt.words)
 			}

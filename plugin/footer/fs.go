@@ -1,4 +1,4 @@
-package plugin
+package footer
 
 import (
 	"crypto/rand"
@@ -9,6 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/collab-lease/collab-lease/plugin/internal/osfile"
 )
 
 // The footer's side of the file system. install runs as root (it writes
@@ -42,9 +44,9 @@ import (
 // own link to its target, whose directory is then the one written), and
 // owners and link counts are not checked.
 
-// ErrFooterUnsafe: something below Gitea's custom directory could steer
+// ErrUnsafe: something below Gitea's custom directory could steer
 // the installer's write elsewhere; it touches nothing without --force.
-var ErrFooterUnsafe = errors.New("refused without --force")
+var ErrUnsafe = errors.New("refused without --force")
 
 // footerDir is the directory that holds the footer, opened for one run.
 type footerDir struct {
@@ -67,7 +69,7 @@ func (f Footer) open(create bool) (*footerDir, error) {
 	if f.Force {
 		return f.openFollowing(create)
 	}
-	owner, _ := ownerOf(st)
+	owner, _ := osfile.OwnerOf(st)
 	root, err := os.OpenRoot(f.CustomDir)
 	if err != nil {
 		return nil, fmt.Errorf("gitea-custom %s: %w", f.CustomDir, err)
@@ -161,7 +163,7 @@ func (d *footerDir) close() {
 }
 
 func (d *footerDir) lock() error {
-	if err := lockExclusive(d.dir); err != nil {
+	if err := osfile.LockExclusive(d.dir); err != nil {
 		return fmt.Errorf("lock %s: %w", filepath.Dir(d.path), err)
 	}
 	return nil
@@ -196,8 +198,8 @@ func (d *footerDir) read() ([]byte, fs.FileInfo, error) {
 		return nil, nil, fmt.Errorf("%s: changed while being opened; run install again", d.path)
 	}
 	if !d.force {
-		if n := linkCount(st); n > 1 {
-			return nil, nil, fmt.Errorf("%s has %d hard links, so its bytes may be another file's: %w", d.path, n, ErrFooterUnsafe)
+		if n := osfile.LinkCount(st); n > 1 {
+			return nil, nil, fmt.Errorf("%s has %d hard links, so its bytes may be another file's: %w", d.path, n, ErrUnsafe)
 		}
 		if err := checkOwner(d.path, st, d.owner); err != nil {
 			return nil, nil, err
@@ -237,7 +239,7 @@ func (d *footerDir) write(data []byte, old fs.FileInfo) (err error) {
 		_, err = f.Write(data)
 	}
 	if err == nil && old != nil {
-		keepOwnerOf(f, old) // best effort: Gitea must still own its file
+		osfile.KeepOwnerOf(f, old) // best effort: Gitea must still own its file
 	}
 	if err == nil {
 		err = f.Sync()
@@ -269,15 +271,15 @@ func symlinkError(path string) error {
 	if t, err := os.Readlink(path); err == nil {
 		to = " (to " + t + ")"
 	}
-	return fmt.Errorf("%s is a symbolic link%s, which could point the install anywhere: %w", path, to, ErrFooterUnsafe)
+	return fmt.Errorf("%s is a symbolic link%s, which could point the install anywhere: %w", path, to, ErrUnsafe)
 }
 
 // checkOwner refuses what is owned by neither the custom directory's
 // owner nor root.
 func checkOwner(path string, fi fs.FileInfo, owner int) error {
-	uid, ok := ownerOf(fi)
+	uid, ok := osfile.OwnerOf(fi)
 	if !ok || owner < 0 || uid == owner || uid == 0 {
 		return nil
 	}
-	return fmt.Errorf("%s is owned by uid %d, neither root nor the custom directory's owner (uid %d): %w", path, uid, owner, ErrFooterUnsafe)
+	return fmt.Errorf("%s is owned by uid %d, neither root nor the custom directory's owner (uid %d): %w", path, uid, owner, ErrUnsafe)
 }

@@ -1,15 +1,15 @@
 //go:build darwin || dragonfly || freebsd || illumos || linux || netbsd || openbsd
 
-package plugin
+package osfile
 
 import (
 	"os"
 	"syscall"
 )
 
-// lockExclusive takes an exclusive flock on f (the footer's directory),
+// LockExclusive takes an exclusive flock on f (the footer's directory),
 // waiting for another holder; closing f releases it.
-func lockExclusive(f *os.File) error {
+func LockExclusive(f *os.File) error {
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
 		if err != syscall.EINTR {

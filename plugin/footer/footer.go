@@ -1,4 +1,4 @@
-package plugin
+package footer
 
 import (
 	"bytes"
@@ -19,8 +19,8 @@ import (
 // kept byte for byte; the markers are Go template comments, so they never
 // reach the page.
 
-// FooterFile is the footer template, relative to Gitea's custom directory.
-const FooterFile = "templates/custom/footer.tmpl"
+// File is the footer template, relative to Gitea's custom directory.
+const File = "templates/custom/footer.tmpl"
 
 const (
 	footerBegin = "{{/* collab-lease:begin */}}"
@@ -31,10 +31,10 @@ const (
 	endToken   = "collab-lease:end"
 )
 
-// ErrFooterDamaged: the footer holds the markers in a shape the installer
+// ErrDamaged: the footer holds the markers in a shape the installer
 // did not write (one without the other, duplicated, out of order, edited).
 // It refuses to touch the file; the admin repairs it by hand.
-var ErrFooterDamaged = errors.New("the collab-lease block of the footer template is damaged")
+var ErrDamaged = errors.New("the collab-lease block of the footer template is damaged")
 
 // The badge files the footer loads, by their names in the bundle.
 const (
@@ -93,15 +93,15 @@ func findBlock(content []byte) (start, end int, found bool, err error) {
 		return 0, 0, false, nil
 	}
 	if nb != 1 || ne != 1 {
-		return 0, 0, false, fmt.Errorf("%w: %d begin and %d end markers, want one of each", ErrFooterDamaged, nb, ne)
+		return 0, 0, false, fmt.Errorf("%w: %d begin and %d end markers, want one of each", ErrDamaged, nb, ne)
 	}
 	start = bytes.Index(content, []byte(footerBegin))
 	e := bytes.Index(content, []byte(footerEnd))
 	if start < 0 || e < 0 {
-		return 0, 0, false, fmt.Errorf("%w: a marker was edited (want the lines %s and %s)", ErrFooterDamaged, footerBegin, footerEnd)
+		return 0, 0, false, fmt.Errorf("%w: a marker was edited (want the lines %s and %s)", ErrDamaged, footerBegin, footerEnd)
 	}
 	if e < start {
-		return 0, 0, false, fmt.Errorf("%w: the end marker comes before the begin marker", ErrFooterDamaged)
+		return 0, 0, false, fmt.Errorf("%w: the end marker comes before the begin marker", ErrDamaged)
 	}
 	end = e + len(footerEnd)
 	if end < len(content) && content[end] == '\n' {
@@ -150,7 +150,7 @@ type Footer struct {
 }
 
 // Path is the footer template's path as the admin names it.
-func (f Footer) Path() string { return filepath.Join(f.CustomDir, filepath.FromSlash(FooterFile)) }
+func (f Footer) Path() string { return filepath.Join(f.CustomDir, filepath.FromSlash(File)) }
 
 // Check reports whether Install would succeed, changing nothing: the
 // custom directory exists, the URL makes a block, nothing below the

@@ -1,4 +1,4 @@
-package plugin
+package footer
 
 import (
 	"crypto/sha512"
@@ -204,11 +204,11 @@ func TestDamagedMarkersAreRefused(t *testing.T) {
 	for name, content := range cases {
 		dir := t.TempDir()
 		writeFooter(t, dir, content, 0o644)
-		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}).Install(); !errors.Is(err, ErrFooterDamaged) {
-			t.Errorf("%s: install: %v, want ErrFooterDamaged", name, err)
+		if _, _, err := (Footer{CustomDir: dir, PublicURL: pub, Assets: testAssets}).Install(); !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: install: %v, want ErrDamaged", name, err)
 		}
-		if _, _, err := (Footer{CustomDir: dir}).Uninstall(); !errors.Is(err, ErrFooterDamaged) {
-			t.Errorf("%s: uninstall: %v, want ErrFooterDamaged", name, err)
+		if _, _, err := (Footer{CustomDir: dir}).Uninstall(); !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: uninstall: %v, want ErrDamaged", name, err)
 		}
 		if got := readFooterT(t, dir); got != content {
 			t.Errorf("%s: file changed to %q", name, got)
@@ -376,7 +376,7 @@ func TestInstallRefusesForeignOwners(t *testing.T) {
 		t.Skip("needs root to give files away")
 	}
 	const stranger = 4242
-	for _, owned := range []string{"templates", filepath.Join("templates", "custom"), FooterFile} {
+	for _, owned := range []string{"templates", filepath.Join("templates", "custom"), File} {
 		dir := t.TempDir()
 		writeFooter(t, dir, "mine\n", 0o644)
 		if err := os.Lchown(filepath.Join(dir, filepath.FromSlash(owned)), stranger, stranger); err != nil {

@@ -1,4 +1,4 @@
-package plugin
+package osfile
 
 import (
 	"fmt"
@@ -35,7 +35,7 @@ func WriteFileAtomic(path string, data []byte, mode fs.FileMode) (err error) {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if st, serr := os.Stat(path); serr == nil {
-		keepOwner(tmp.Name(), st) // best effort: Gitea must still own its file
+		KeepOwner(tmp.Name(), st) // best effort: Gitea must still own its file
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

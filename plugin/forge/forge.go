@@ -5,7 +5,7 @@
 //
 // It answers questions; it never decides who holds a lease (that is models/)
 // and it never writes the ledger.
-package plugin
+package forge
 
 import (
 	"context"
