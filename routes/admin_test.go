@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // adminFixture is the operators' handler over the fixture's ledger, with a
@@ -174,8 +174,8 @@ func TestReadyzNamesTheProblem(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("ping ledger: %w", plugin.ErrLedgerUnreachable), "unreachable"},
-		{fmt.Errorf("ping ledger: %w", plugin.ErrBusy), "busy"},
+		{fmt.Errorf("ping ledger: %w", lease.ErrLedgerUnreachable), "unreachable"},
+		{fmt.Errorf("ping ledger: %w", lease.ErrBusy), "busy"},
 		{fmt.Errorf("GET /api/v1/user: %w", forge.ErrUnavailable), "unreachable"},
 		{fmt.Errorf("token: %w", forge.ErrConfig), "misconfigured (see the sidecar's log)"},
 		{errors.New("disk I/O error at /var/lib/collab"), "failing (see the sidecar's log)"},

@@ -8,8 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // Errors of this transport; forge and ledger errors keep their own
@@ -63,26 +63,26 @@ type errorBody struct {
 func status(err error) int {
 	var bad *badRequestError
 	var invalid *invalidError
-	var write *plugin.WriteRequiredError
+	var write *lease.WriteRequiredError
 	switch {
-	case errors.As(err, &bad), errors.Is(err, errSignIn), errors.Is(err, plugin.ErrInvalid):
+	case errors.As(err, &bad), errors.Is(err, errSignIn), errors.Is(err, lease.ErrInvalid):
 		return http.StatusBadRequest
 	case errors.As(err, &invalid):
 		return http.StatusUnprocessableEntity
-	case errors.Is(err, errUnauthorized), errors.Is(err, errTokenRequired), errors.Is(err, plugin.ErrRevoked):
+	case errors.Is(err, errUnauthorized), errors.Is(err, errTokenRequired), errors.Is(err, lease.ErrRevoked):
 		return http.StatusUnauthorized
 	case errors.As(err, &write):
 		return http.StatusForbidden
-	case errors.Is(err, plugin.ErrRepoNotFound), errors.Is(err, plugin.ErrIssueNotFound), errors.Is(err, forge.ErrNotFound):
+	case errors.Is(err, lease.ErrRepoNotFound), errors.Is(err, lease.ErrIssueNotFound), errors.Is(err, forge.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, plugin.ErrConflict), errors.Is(err, plugin.ErrIssueClosed):
+	case errors.Is(err, lease.ErrConflict), errors.Is(err, lease.ErrIssueClosed):
 		return http.StatusConflict
 	case errors.Is(err, forge.ErrRateLimited):
 		return http.StatusTooManyRequests
 	case errors.Is(err, errTooManyStreams):
 		return http.StatusTooManyRequests
-	case errors.Is(err, forge.ErrUnavailable), errors.Is(err, plugin.ErrBusy), errors.Is(err, errShuttingDown),
-		errors.Is(err, plugin.ErrTryAgain), errors.Is(err, plugin.ErrTooManyWaiters),
+	case errors.Is(err, forge.ErrUnavailable), errors.Is(err, lease.ErrBusy), errors.Is(err, errShuttingDown),
+		errors.Is(err, lease.ErrTryAgain), errors.Is(err, lease.ErrTooManyWaiters),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable
 	default: // plugin.ErrConfig and anything unexpected
@@ -123,7 +123,7 @@ func (h *handler) fail(c *gin.Context, err error) {
 	case http.StatusNotFound:
 		notFound(c)
 	case http.StatusConflict:
-		var conflict *plugin.ConflictError
+		var conflict *lease.ConflictError
 		if errors.As(err, &conflict) {
 			c.AbortWithStatusJSON(http.StatusConflict, conflict.Reply)
 			return

@@ -12,8 +12,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // Live events: GET /api/v1/repos/{owner}/{repo}/leases/events streams the
@@ -230,7 +231,7 @@ func (h *handler) leaseEvents(c *gin.Context) {
 //
 // still, if set, says whether the viewer is still signed in; it is asked
 // once per heartbeat interval.
-func (h *handler) stream(ctx context.Context, w http.ResponseWriter, wt *plugin.Watch, still func() bool) {
+func (h *handler) stream(ctx context.Context, w http.ResponseWriter, wt *lease.Watch, still func() bool) {
 	// The server's write timeout, meant for short requests, would end the
 	// stream: each write below has a deadline of its own instead.
 	rc := http.NewResponseController(w)
@@ -265,7 +266,7 @@ func (h *handler) stream(ctx context.Context, w http.ResponseWriter, wt *plugin.
 		case ctx.Err() != nil:
 			return // the client went away, or the server is shutting down
 		default:
-			if !errors.Is(err, plugin.ErrFellBehind) && !errors.Is(err, plugin.ErrRepoNotFound) {
+			if !errors.Is(err, live.ErrFellBehind) && !errors.Is(err, lease.ErrRepoNotFound) {
 				h.log.Warn("event stream ended", "err", err)
 			}
 			return
@@ -285,7 +286,7 @@ func (h *handler) send(rc *http.ResponseController, w io.Writer, b []byte) error
 // appendEvent renders one event: its id, its name and its JSON (which has
 // no line breaks); an event without a name is only its id, which moves
 // the client's Last-Event-ID without dispatching anything.
-func appendEvent(b []byte, e plugin.LiveEvent) []byte {
+func appendEvent(b []byte, e live.Event) []byte {
 	b = append(append(append(b, "id: "...), e.ID...), '\n')
 	if e.Type != "" {
 		b = append(append(append(b, "event: "...), e.Type...), '\n')

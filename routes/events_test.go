@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // liveServer is the routes on a real listener whose server has short
@@ -169,14 +170,14 @@ func (st *stream) ended(t *testing.T) {
 func (s *liveServer) acquire(login string, n int64, ttl time.Duration) {
 	s.t.Helper()
 	s.forge.AddIssue("acme/widgets", n, false, false)
-	if _, err := s.svc.Acquire(bg, plugin.Viewer{User: s.user(login)}, "acme", "widgets", n, ttl); err != nil {
+	if _, err := s.svc.Acquire(bg, lease.Viewer{User: s.user(login)}, "acme", "widgets", n, ttl); err != nil {
 		s.t.Fatal(err)
 	}
 }
 
 func (s *liveServer) release(login string, n int64) {
 	s.t.Helper()
-	if _, err := s.svc.Release(bg, plugin.Viewer{User: s.user(login)}, "acme", "widgets", n); err != nil {
+	if _, err := s.svc.Release(bg, lease.Viewer{User: s.user(login)}, "acme", "widgets", n); err != nil {
 		s.t.Fatal(err)
 	}
 }
@@ -275,11 +276,11 @@ func TestEventStreamVisibility(t *testing.T) {
 	st, _ := s.open("/api/v1/repos/acme/secret/leases/events", s.sessionFor("carol"))
 	st.next(t)
 	s.forge.AddIssue("acme/secret", 1, false, false)
-	if _, err := s.svc.Acquire(bg, plugin.Viewer{User: s.user("alice")}, "acme", "secret", 1, 0); err != nil {
+	if _, err := s.svc.Acquire(bg, lease.Viewer{User: s.user("alice")}, "acme", "secret", 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	st.expect(t, "lease", `{"issue":1,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`)
-	if _, err := s.svc.Release(bg, plugin.Viewer{User: s.user("alice")}, "acme", "secret", 1); err != nil {
+	if _, err := s.svc.Release(bg, lease.Viewer{User: s.user("alice")}, "acme", "secret", 1); err != nil {
 		t.Fatal(err)
 	}
 	st.expect(t, "released", `{"issue":1}`)
@@ -361,7 +362,7 @@ func TestEventStreamsEndWithoutLeaks(t *testing.T) {
 	closed.close()
 	s.streamsDown(3)
 	s.forge.Grant("acme/secret", "carol", forgetest.None)
-	s.clock.Advance(plugin.DefaultLiveRecheck)
+	s.clock.Advance(live.DefaultRecheck)
 	lost.ended(t)
 	s.streamsDown(2)
 
@@ -382,7 +383,7 @@ func TestEventStreamsEndWithoutLeaks(t *testing.T) {
 	// server gave up on it by its write deadline.
 	fast.close()
 	s.streamsDown(0)
-	s.clock.Advance(plugin.DefaultLiveLinger) // the feeds linger out, and the hub's timer with them
+	s.clock.Advance(live.DefaultLinger) // the feeds linger out, and the hub's timer with them
 	goroutinesBackTo(t, base)
 	slow.Close()
 }

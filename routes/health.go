@@ -8,8 +8,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // healthz says the process is up: it touches nothing.
@@ -70,9 +70,9 @@ func problem(err error) string {
 	switch {
 	case errors.Is(err, forge.ErrConfig):
 		return "misconfigured (see the sidecar's log)"
-	case errors.Is(err, plugin.ErrLedgerUnreachable):
+	case errors.Is(err, lease.ErrLedgerUnreachable):
 		return "unreachable"
-	case errors.Is(err, plugin.ErrBusy):
+	case errors.Is(err, lease.ErrBusy):
 		return "busy"
 	case errors.Is(err, forge.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
 		return "unreachable"

@@ -13,10 +13,10 @@ import (
 
 	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 var bg = context.Background()
@@ -57,7 +57,7 @@ type fixture struct {
 	store *models.Store
 	forge *forgetest.Forge
 	clock *clocktest.Clock
-	svc   *plugin.Service
+	svc   *lease.Service
 	opts  Options
 }
 
@@ -70,7 +70,7 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	f := &fixture{t: t, store: store, forge: newForge(), clock: clk}
-	f.svc = mustService(t, f.forge, store, plugin.WithClock(clk.Now), plugin.WithTimer(clk.After))
+	f.svc = mustService(t, f.forge, store, lease.WithClock(clk.Now), lease.WithTimer(clk.After))
 	f.opts = Options{
 		Leases: f.svc, GiteaURL: giteaURL, PublicURL: publicURL,
 		SignIn:     newFakeSignIn(t, giteaURL, f.forge.User("alice")),
@@ -159,9 +159,9 @@ func testBundle() assets.Bundle {
 	}
 }
 
-func mustService(t *testing.T, f forge.Forge, l plugin.Ledger, opts ...plugin.Option) *plugin.Service {
+func mustService(t *testing.T, f lease.Forge, l lease.Ledger, opts ...lease.Option) *lease.Service {
 	t.Helper()
-	svc, err := plugin.NewService(f, l, opts...)
+	svc, err := lease.NewService(f, l, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // listLeases answers GET /api/v1/repos/{owner}/{repo}/leases with the
@@ -40,7 +40,7 @@ func (h *handler) listLeases(c *gin.Context) {
 // issueCall answers a request about issue {n} of {owner}/{repo}: the
 // issue number and then the viewer, then the one service call, whose
 // answer is the reply. Bad input is refused before anyone is asked.
-func (h *handler) issueCall(c *gin.Context, call func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error)) {
+func (h *handler) issueCall(c *gin.Context, call func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error)) {
 	n, err := issueNumber(c.Param("n"))
 	if err != nil {
 		h.fail(c, err)
@@ -61,7 +61,7 @@ func (h *handler) issueCall(c *gin.Context, call func(ctx context.Context, v plu
 
 // issueLease answers GET /api/v1/repos/{owner}/{repo}/issues/{n}/lease.
 func (h *handler) issueLease(c *gin.Context) {
-	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+	h.issueCall(c, func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error) {
 		return h.leases.Lease(ctx, v, owner, name, n)
 	})
 }
@@ -75,7 +75,7 @@ func (h *handler) checkLease(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+	h.issueCall(c, func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error) {
 		return h.leases.Check(ctx, v, owner, name, n, token)
 	})
 }
@@ -88,7 +88,7 @@ func (h *handler) leaseHistory(c *gin.Context) {
 		h.fail(c, err)
 		return
 	}
-	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+	h.issueCall(c, func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error) {
 		return h.leases.History(ctx, v, owner, name, n, int(limit))
 	})
 }
@@ -103,7 +103,7 @@ func (h *handler) forceRelease(c *gin.Context) {
 		h.refuseCrossOrigin(c)
 		return
 	}
-	h.issueCall(c, func(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (any, error) {
+	h.issueCall(c, func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error) {
 		if v.Anonymous() {
 			return nil, errUnauthorized
 		}
@@ -156,23 +156,23 @@ func issueNumber(s string) (int64, error) {
 // anonymous, so a client with a revoked token learns it instead of
 // silently seeing less; the refusal does not depend on the repository,
 // so it reveals nothing about it.
-func (h *handler) viewer(c *gin.Context) (plugin.Viewer, error) {
+func (h *handler) viewer(c *gin.Context) (lease.Viewer, error) {
 	if auth := c.GetHeader("Authorization"); auth != "" {
 		token, ok := apiToken(auth)
 		if !ok {
-			return plugin.Viewer{}, fmt.Errorf("authorization header: %w", errUnauthorized)
+			return lease.Viewer{}, fmt.Errorf("authorization header: %w", errUnauthorized)
 		}
 		v, err := h.leases.ByToken(c.Request.Context(), token)
 		if errors.Is(err, forge.ErrNotFound) {
-			return plugin.Viewer{}, fmt.Errorf("%w: %w", errUnauthorized, err)
+			return lease.Viewer{}, fmt.Errorf("%w: %w", errUnauthorized, err)
 		}
 		return v, err
 	}
 	u, ok, err := h.signedIn(c)
 	if err != nil || !ok {
-		return plugin.Viewer{}, err
+		return lease.Viewer{}, err
 	}
-	return plugin.Viewer{User: u}, nil
+	return lease.Viewer{User: u}, nil
 }
 
 // apiToken extracts the token of "token <t>" or "Bearer <t>", the two

@@ -10,9 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/gin-gonic/gin"
-
-	"github.com/collab-lease/collab-lease/plugin"
 )
 
 // Listing in Gitea's conventions: ?page= (from 1) and ?limit= (default
@@ -30,7 +29,7 @@ const (
 )
 
 // listQuery binds ?page, ?limit and ?issue.
-func listQuery(c *gin.Context) (page int, q plugin.ListQuery, err error) {
+func listQuery(c *gin.Context) (page int, q lease.ListQuery, err error) {
 	p, err := queryNumber(c, "page", maxPage, 1)
 	if err != nil {
 		return 0, q, err
@@ -52,8 +51,8 @@ func listQuery(c *gin.Context) (page int, q plugin.ListQuery, err error) {
 			q.Issues = append(q.Issues, n)
 		}
 	}
-	if len(q.Issues) > plugin.MaxListIssues {
-		return 0, q, &badRequestError{msg: fmt.Sprintf("at most %d issue numbers", plugin.MaxListIssues)}
+	if len(q.Issues) > lease.MaxListIssues {
+		return 0, q, &badRequestError{msg: fmt.Sprintf("at most %d issue numbers", lease.MaxListIssues)}
 	}
 	return int(p), q, nil
 }

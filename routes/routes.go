@@ -15,32 +15,32 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/collab-lease/collab-lease/assets"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // Leases is what the HTTP API asks of the lease service (plugin.Service):
 // it decides who may see what; the handlers only bind, call and translate.
 type Leases interface {
-	ByToken(ctx context.Context, token string) (plugin.Viewer, error)
-	ListPage(ctx context.Context, v plugin.Viewer, owner, name string, q plugin.ListQuery) (contract.List, int, error)
-	Lease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.IssueLease, error)
-	Acquire(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
-	Renew(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
-	Release(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
-	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
-	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
-	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
-	Watch(ctx context.Context, v plugin.Viewer, owner, name, lastID string) (*plugin.Watch, error)
-	Apply(ctx context.Context, e forge.Event) (plugin.Applied, error)
+	ByToken(ctx context.Context, token string) (lease.Viewer, error)
+	ListPage(ctx context.Context, v lease.Viewer, owner, name string, q lease.ListQuery) (contract.List, int, error)
+	Lease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.IssueLease, error)
+	Acquire(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	Renew(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	Release(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
+	Check(ctx context.Context, v lease.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
+	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
+	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
+	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
+	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
 	// account's session epoch; logout moves the epoch on.
 	SessionEpoch(ctx context.Context, u forge.User) (int64, error)
 	EndSessions(ctx context.Context, u forge.User) error
 }
 
-var _ Leases = (*plugin.Service)(nil)
+var _ Leases = (*lease.Service)(nil)
 
 // Defaults for the zero values of Options.
 const (
@@ -218,7 +218,7 @@ func newHandler(o Options) (*handler, error) {
 		h.timeout = DefaultRequestTimeout
 	}
 	if h.maxTTL <= 0 {
-		h.maxTTL = plugin.DefaultMaxTTL
+		h.maxTTL = lease.DefaultMaxTTL
 	}
 	ttl := o.SessionTTL
 	if ttl == 0 {

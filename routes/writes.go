@@ -12,8 +12,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // Writes for token holders: POST (acquire), PATCH (renew) and DELETE
@@ -84,7 +84,7 @@ func (h *handler) releaseLease(c *gin.Context) {
 
 // write is a bound write request.
 type write struct {
-	viewer plugin.Viewer
+	viewer lease.Viewer
 	issue  int64
 	ttl    time.Duration // 0: none given (acquire: open-ended)
 }

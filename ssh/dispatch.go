@@ -7,26 +7,26 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // Leases is what the verb needs of the lease service (plugin.Service): it
 // decides who may do what; the verb only parses, calls and translates.
 type Leases interface {
-	Recheck(ctx context.Context, fingerprint string, was forge.User) (plugin.Viewer, error)
-	AcquireWait(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error)
-	Renew(ctx context.Context, v plugin.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
-	Release(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
-	ForceRelease(ctx context.Context, v plugin.Viewer, owner, name string, n int64) (contract.Released, error)
-	List(ctx context.Context, v plugin.Viewer, owner, name string) (contract.List, error)
-	Next(ctx context.Context, v plugin.Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (contract.Tenure, error)
-	Check(ctx context.Context, v plugin.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
-	History(ctx context.Context, v plugin.Viewer, owner, name string, n int64, limit int) (contract.History, error)
+	Recheck(ctx context.Context, fingerprint string, was forge.User) (lease.Viewer, error)
+	AcquireWait(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error)
+	Renew(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
+	Release(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
+	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
+	List(ctx context.Context, v lease.Viewer, owner, name string) (contract.List, error)
+	Next(ctx context.Context, v lease.Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (contract.Tenure, error)
+	Check(ctx context.Context, v lease.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
+	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 }
 
-var _ Leases = (*plugin.Service)(nil)
+var _ Leases = (*lease.Service)(nil)
 
 // run answers one parsed command of connection c: first who is asking now
 // (the key is re-resolved on every command, so a key revoked since the
@@ -94,21 +94,21 @@ var exitCodes = []struct {
 	outcome string
 }{
 	{contract.ErrUsage, contract.ExitError, "", "usage"},
-	{plugin.ErrRevoked, contract.ExitError, contract.LineRevoked, "revoked"},
-	{plugin.ErrRepoNotFound, contract.ExitError, contract.LineRepoNotFound, "repo_not_found"},
-	{plugin.ErrIssueNotFound, contract.ExitError, contract.LineIssueNotFound, "issue_not_found"},
-	{plugin.ErrIssueClosed, contract.ExitError, contract.LineIssueClosed, "issue_closed"},
+	{lease.ErrRevoked, contract.ExitError, contract.LineRevoked, "revoked"},
+	{lease.ErrRepoNotFound, contract.ExitError, contract.LineRepoNotFound, "repo_not_found"},
+	{lease.ErrIssueNotFound, contract.ExitError, contract.LineIssueNotFound, "issue_not_found"},
+	{lease.ErrIssueClosed, contract.ExitError, contract.LineIssueClosed, "issue_closed"},
 	{errForbidden, contract.ExitError, "", "forbidden"},
 	{forge.ErrUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
 	{errForgeUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
 	{errTooManyConnections, contract.ExitTempFail, contract.LineTooManyConnections, "too_many_connections"},
 	{forge.ErrRateLimited, contract.ExitTempFail, contract.LineTooManyRequests, "rate_limited"},
-	{plugin.ErrBusy, contract.ExitTempFail, contract.LineBusy, "busy"},
-	{plugin.ErrTryAgain, contract.ExitTempFail, contract.LineNextTryAgain, "try_again"},
-	{plugin.ErrTooManyWaiters, contract.ExitTempFail, contract.LineTooManyWaiters, "too_many_waiters"},
+	{lease.ErrBusy, contract.ExitTempFail, contract.LineBusy, "busy"},
+	{lease.ErrTryAgain, contract.ExitTempFail, contract.LineNextTryAgain, "try_again"},
+	{lease.ErrTooManyWaiters, contract.ExitTempFail, contract.LineTooManyWaiters, "too_many_waiters"},
 	{context.DeadlineExceeded, contract.ExitTempFail, contract.LineBusy, "busy"},
 	{forge.ErrConfig, contract.ExitTempFail, contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), "config"},
-	{plugin.ErrInvalid, contract.ExitError, "", "invalid"},
+	{lease.ErrInvalid, contract.ExitError, "", "invalid"},
 }
 
 // errForbidden matches a *plugin.WriteRequiredError (see exitCode).
@@ -118,12 +118,12 @@ var errForbidden = errors.New("forbidden")
 // anything else one error line from the exitCodes table; an error the
 // table does not know is an internal error, whose detail stays in the log.
 func exitCode(err error) Reply {
-	var conflict *plugin.ConflictError
+	var conflict *lease.ConflictError
 	if errors.As(err, &conflict) {
 		return jsonReply(contract.ExitConflict, conflict.Status(), conflict.Reply)
 	}
 	var usage *contract.UsageError
-	var write *plugin.WriteRequiredError
+	var write *lease.WriteRequiredError
 	for _, e := range exitCodes {
 		match := errors.Is(err, e.err)
 		if e.err == errForbidden {

@@ -23,11 +23,11 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // testKey is a client key pair with its private key in an OpenSSH file.
@@ -64,7 +64,7 @@ type world struct {
 	ledger   *models.Store
 	clock    *clocktest.Clock
 	srv      *Server
-	svc      *plugin.Service // the lease service of the running server
+	svc      *lease.Service // the lease service of the running server
 	addr     *net.TCPAddr
 	known    string
 	keys     map[string]testKey
@@ -148,9 +148,9 @@ func (w *world) start(addr string) {
 	w.t.Cleanup(func() { _ = srv.Close() })
 }
 
-func (w *world) service() *plugin.Service {
+func (w *world) service() *lease.Service {
 	w.t.Helper()
-	svc, err := plugin.NewService(w.forge, w.ledger)
+	svc, err := lease.NewService(w.forge, w.ledger)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // errForgeUnavailable marks a connection whose key could not be resolved
@@ -48,7 +48,7 @@ func (v *LeaseVerb) Timeout(line string, def time.Duration) time.Duration {
 
 func (v *LeaseVerb) maxTTL() time.Duration {
 	if v.MaxTTL <= 0 {
-		return plugin.DefaultMaxTTL
+		return lease.DefaultMaxTTL
 	}
 	return v.MaxTTL
 }

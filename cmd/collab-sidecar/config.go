@@ -19,8 +19,8 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 	"github.com/collab-lease/collab-lease/routes"
 )
@@ -96,11 +96,11 @@ var settings = []setting{
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},
 	{"webhook-url", "COLLAB_WEBHOOK_URL", "", "URL at which Gitea reaches this sidecar, if not the public URL (install registers <webhook-url>" + routes.WebhookPath + ")"},
 	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
-	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(plugin.DefaultMaxTTL), "largest --ttl a claim may ask for"},
+	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(lease.DefaultMaxTTL), "largest --ttl a claim may ask for"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
-	{"issue-state-ttl", "COLLAB_ISSUE_STATE_TTL", durationSetting(plugin.DefaultIssueTTL), "how long an issue's open or closed state is trusted without asking Gitea (webhooks keep it current)"},
+	{"issue-state-ttl", "COLLAB_ISSUE_STATE_TTL", durationSetting(lease.DefaultIssueTTL), "how long an issue's open or closed state is trusted without asking Gitea (webhooks keep it current)"},
 	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered)"},
 	{"max-conns-per-addr", "COLLAB_MAX_CONNS_PER_ADDR", "128", "SSH connections one client address may hold (IPv6: one /64); raise it for a fleet behind one NAT address"},
 	{"max-conns-per-account", "COLLAB_MAX_CONNS_PER_ACCOUNT", "256", "SSH connections one Gitea account may hold; past it they answer exit 75"},

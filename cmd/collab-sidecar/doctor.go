@@ -11,7 +11,7 @@ import (
 	"strings"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/footer"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
@@ -181,7 +181,7 @@ func checkWebhook(ctx context.Context, fg *gitea.Forge, cfg Config, giteaUp bool
 // the fenced-merge status. Requiring none is no failure: it is the admin's
 // choice.
 func checkFencing(ctx context.Context, fg *gitea.Forge) (string, error) {
-	fenced, truncated, err := fg.FencedRepos(ctx, plugin.StatusContext)
+	fenced, truncated, err := fg.FencedRepos(ctx, fence.StatusContext)
 	if err != nil {
 		return "", fmt.Errorf("cannot list the branch protections: %v", err)
 	}
@@ -190,9 +190,9 @@ func checkFencing(ctx context.Context, fg *gitea.Forge) (string, error) {
 		more = " (only the first repositories were looked at)"
 	}
 	if len(fenced) == 0 {
-		return "no protected branch requires " + plugin.StatusContext + more + " (README: Fenced merges)", nil
+		return "no protected branch requires " + fence.StatusContext + more + " (README: Fenced merges)", nil
 	}
-	return fmt.Sprintf("%d protected branch(es) require %s%s: %s", len(fenced), plugin.StatusContext, more, strings.Join(fenced, ", ")), nil
+	return fmt.Sprintf("%d protected branch(es) require %s%s: %s", len(fenced), fence.StatusContext, more, strings.Join(fenced, ", ")), nil
 }
 
 // checkDataDir: the directory exists, only its owner may enter it, its

@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // metrics are the sidecar's Prometheus series, on a registry of its own
@@ -147,7 +147,7 @@ func (m *metrics) watchStreams(count func() int) {
 func (m *metrics) fencePosted(outcome string) { m.fencePosts.WithLabelValues(outcome).Inc() }
 
 // next is plugin.WithNextObserver's observer.
-func (m *metrics) next(st plugin.NextStats) {
+func (m *metrics) next(st lease.NextStats) {
 	m.nexts.WithLabelValues(st.Outcome).Inc()
 	m.nextTries.Observe(float64(st.Attempts))
 	m.nextReqs.Observe(float64(st.Requests))

@@ -21,9 +21,12 @@ import (
 	"github.com/collab-lease/collab-lease/assets"
 	"github.com/collab-lease/collab-lease/buildinfo"
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/changes"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/live"
 	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 	"github.com/collab-lease/collab-lease/routes"
 	"github.com/collab-lease/collab-lease/ssh"
@@ -70,10 +73,15 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// The service's timers wait for the ledger's expiries, so they read
-	// the ledger's clock (on PostgreSQL, the database server's).
-	leases, err := plugin.NewService(fg, store, plugin.WithClock(store.Clock().Now), plugin.WithIssueTTL(cfg.IssueStateTTL), plugin.WithNextObserver(met.next),
-		plugin.WithLive(plugin.LiveOptions{Recheck: liveRecheck(cfg)}))
+	// One bus carries every committed change, expiry instant and other
+	// replica's change to the waiters, the live feeds, the fence worker
+	// and the other replicas. Its expiry queue waits for the ledger's
+	// expiries, so it reads the ledger's clock (on PostgreSQL, the
+	// database server's), as the service does.
+	now := store.Clock().Now
+	bus := changes.New(now, changes.RealAfter)
+	leases, err := lease.NewService(fg, store, lease.WithClock(now), lease.WithBus(bus), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithNextObserver(met.next),
+		lease.WithLive(live.Options{Recheck: liveRecheck(cfg)}))
 	if err != nil {
 		return err
 	}
@@ -86,12 +94,12 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	var resolving sync.WaitGroup
 	resolving.Go(func() { resolveHolders(rctx, log, fg, store) })
 	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
-	// Changes other replicas on the same PostgreSQL database make wake
-	// this one's waiters and live events (nothing to follow on SQLite).
-	resolving.Go(func() { _ = leases.FollowChanges(rctx) })
-	resolving.Go(func() {
-		_ = leases.RunFences(rctx, plugin.FenceOptions{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted, Log: log.Warn})
-	})
+	// Changes other replicas on the same PostgreSQL database make reach
+	// this one's bus, and this one's reach theirs (nothing to follow on
+	// SQLite).
+	resolving.Go(func() { _ = changes.Follow(rctx, store, bus) })
+	fences := fence.New(store, fg, bus, fence.Options{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted, Log: log.Warn, Now: now})
+	resolving.Go(func() { _ = fences.Run(rctx) })
 	defer resolving.Wait()
 	defer stopResolving()
 	hs := newHTTPServer(cfg, nil, log)
@@ -258,7 +266,7 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 // application; onShutdown is the server's, which ends the event streams.
 // The operators' endpoints are on their own handler (routes.NewAdmin, in
 // serve).
-func newHTTPHandler(cfg Config, fg *gitea.Forge, leases *plugin.Service, met *metrics, log *slog.Logger, onShutdown func(func())) (http.Handler, error) {
+func newHTTPHandler(cfg Config, fg *gitea.Forge, leases *lease.Service, met *metrics, log *slog.Logger, onShutdown func(func())) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -344,9 +352,9 @@ func newForge(cfg Config, mod ...func(*gitea.Options)) (*gitea.Forge, error) {
 // login) through Gitea, retrying while Gitea cannot answer, until done or
 // ctx ends. Until a login is resolved, its leases stay live but nobody can
 // renew or release them.
-func resolveHolders(ctx context.Context, log *slog.Logger, fg forge.Forge, store plugin.HolderResolver) {
+func resolveHolders(ctx context.Context, log *slog.Logger, fg lease.Logins, store lease.HolderResolver) {
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		n, err := plugin.ResolveHolders(ctx, fg, store)
+		n, err := lease.ResolveHolders(ctx, fg, store)
 		if n > 0 {
 			log.Info("resolved the holders of leases written before account IDs", "leases", n)
 		}
@@ -367,7 +375,7 @@ func resolveHolders(ctx context.Context, log *slog.Logger, fg forge.Forge, store
 // step), until ctx ends. Each sweep looks back to the previous one (with a
 // margin for clocks and slow deliveries); the first looks back as far as
 // the oldest live lease.
-func reconcile(ctx context.Context, log *slog.Logger, leases *plugin.Service, interval time.Duration, done func(int, error)) {
+func reconcile(ctx context.Context, log *slog.Logger, leases *lease.Service, interval time.Duration, done func(int, error)) {
 	var since time.Time // zero: as far back as the oldest live lease
 	for {
 		wait := interval - interval/10 + rand.N(interval/5+1)
@@ -380,7 +388,7 @@ func reconcile(ctx context.Context, log *slog.Logger, leases *plugin.Service, in
 		sctx, cancel := context.WithTimeout(ctx, interval)
 		ended, err := leases.Reconcile(sctx, since)
 		cancel()
-		if errors.Is(err, plugin.ErrReconciling) {
+		if errors.Is(err, lease.ErrReconciling) {
 			// Another replica sweeps now; the next sweep here looks
 			// back as far again.
 			log.Debug("another replica is reconciling; skipping this sweep")

@@ -8,7 +8,6 @@
 package forge
 
 import (
-	"context"
 	"errors"
 	"time"
 )
@@ -83,57 +82,4 @@ type CommitStatus struct {
 	Description string
 	TargetURL   string
 	Context     string
-}
-
-// Forge is what the sidecar needs to know from its forge. Implementations
-// must bound every call with a deadline and map failures onto the sentinel
-// errors above (wrapped with context).
-type Forge interface {
-	// UserByKey returns the active user owning the public key with this
-	// "SHA256:…" fingerprint. ErrNotFound unless exactly one user key
-	// matches and its owner may log in.
-	UserByKey(ctx context.Context, fingerprint string) (User, error)
-	// UserByToken returns the user an API token belongs to (for HTTP
-	// clients that send "Authorization: token …"). ErrNotFound for an
-	// invalid token.
-	UserByToken(ctx context.Context, token string) (User, error)
-	// Repo returns owner/name as seen by login ("" = anonymous viewer).
-	// ErrNotFound if it does not exist or login may not read it.
-	Repo(ctx context.Context, login, owner, name string) (Repo, error)
-	// Issue returns issue number n of the repository owner/name as seen
-	// by login. ErrNotFound if it does not exist or may not be seen.
-	Issue(ctx context.Context, login, owner, name string, n int64) (Issue, error)
-	// TokenRepo returns owner/name as user u sees it through the API token
-	// token: u's permissions, cut to what the token's scopes allow. A
-	// repository the token may not read (no read:repository scope, or a
-	// public-only token on a private repo) is ErrNotFound; a token that may
-	// read the repository but not its issues (no read:issue) sees neither
-	// unit (CanReadIssues/CanReadPulls false). Write (CanWriteIssues,
-	// CanWritePulls, Admin) is the user's only for a token with the
-	// write:issue scope (or "all"), and false otherwise.
-	TokenRepo(ctx context.Context, u User, token, owner, name string) (Repo, error)
-	// UserByLogin returns the account that has this login now (or, if
-	// none has, the account Gitea says was renamed from it). Existence is
-	// enough: an account that may not log in is returned too.
-	// ErrNotFound if there is no such account (an organization is none).
-	UserByLogin(ctx context.Context, login string) (User, error)
-	// RepoName returns the current "owner/name" of the repository with
-	// this ID, as the sidecar's admin sees it. ErrNotFound if it is gone.
-	RepoName(ctx context.Context, id int64) (string, error)
-	// ClosedSince returns the issues and pull requests of owner/name that
-	// are closed and were updated at or after since, as the admin sees
-	// them (for the reconcile of missed webhook deliveries).
-	ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]Issue, error)
-	// OpenIssues returns the oldest (lowest-numbered) open issues of
-	// owner/name (f.Pulls: open pull requests) that carry every label of
-	// f, oldest first, at most limit of them, as the sidecar's admin sees
-	// them; requests is how many requests to the forge it made.
-	OpenIssues(ctx context.Context, owner, name string, f IssueFilter, limit int) (issues []Issue, requests int, err error)
-	// Blocked reports whether issue n of owner/name depends on an issue
-	// or pull request that is still open (Gitea's "depends on"), as the
-	// sidecar's admin sees it.
-	Blocked(ctx context.Context, owner, name string, n int64) (bool, error)
-	// PostStatus sets st on commit sha of owner/name, as the sidecar's
-	// admin; the forge keeps the latest status of each context.
-	PostStatus(ctx context.Context, owner, name, sha string, st CommitStatus) error
 }

@@ -86,7 +86,6 @@ type Forge struct {
 // fails the call with it.
 type Hook func(ctx context.Context, method string) error
 
-var _ forge.Forge = (*Forge)(nil)
 
 // New returns an empty forge.
 func New() *Forge {

@@ -6,8 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 var bg = context.Background()
@@ -221,3 +223,9 @@ func TestHookCallsAndAsked(t *testing.T) {
 		t.Errorf("hung forge: %v", err)
 	}
 }
+
+// The fake serves every consumer's interface, as plugin/gitea's Forge does.
+var (
+	_ lease.Forge = (*forgetest.Forge)(nil)
+	_ fence.Forge = (*forgetest.Forge)(nil)
+)

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // The payload of Gitea's webhook deliveries that change what may be
@@ -59,7 +59,7 @@ func ParseDelivery(event, delivery string, body []byte) (forge.Event, bool, erro
 	}
 	var p hookPayload
 	if err := json.Unmarshal(body, &p); err != nil {
-		return forge.Event{}, false, fmt.Errorf("webhook %s delivery %s: %w: %v", event, delivery, plugin.ErrInvalid, err)
+		return forge.Event{}, false, fmt.Errorf("webhook %s delivery %s: %w: %v", event, delivery, lease.ErrInvalid, err)
 	}
 	kind, ok := actions[p.Action]
 	if !ok {
@@ -87,7 +87,7 @@ func ParseDelivery(event, delivery string, body []byte) (forge.Event, bool, erro
 		e.Number = 0 // no issue or pull request object: malformed
 	}
 	if e.RepoID <= 0 || (event != "repository" && e.Number <= 0) {
-		return forge.Event{}, false, fmt.Errorf("webhook %s delivery %s: %w: no repository, number or %s", event, delivery, plugin.ErrInvalid, strings.TrimSuffix(event, "s"))
+		return forge.Event{}, false, fmt.Errorf("webhook %s delivery %s: %w: no repository, number or %s", event, delivery, lease.ErrInvalid, strings.TrimSuffix(event, "s"))
 	}
 	return e, true, nil
 }

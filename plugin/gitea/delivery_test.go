@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 func TestParseDelivery(t *testing.T) {
@@ -47,7 +47,7 @@ func TestParseDelivery(t *testing.T) {
 		{"no number", "pull_request", `{"action":"closed","pull_request":{},"repository":{"id":3}}`, forge.Event{}, false, true},
 	} {
 		got, ok, err := ParseDelivery(tc.event, "d", []byte(tc.body))
-		if tc.bad != (err != nil) || (err != nil && !errors.Is(err, plugin.ErrInvalid)) || ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
+		if tc.bad != (err != nil) || (err != nil && !errors.Is(err, lease.ErrInvalid)) || ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s: %+v %v %v, want %+v %v bad=%v", tc.name, got, ok, err, tc.want, tc.ok, tc.bad)
 		}
 	}

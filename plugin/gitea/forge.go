@@ -30,7 +30,6 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-var _ forge.Forge = (*Forge)(nil)
 
 // Defaults for the zero values of Options.
 const (

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // A request past its caller's budget is not sent: Gitea sees nothing, and
@@ -150,3 +152,9 @@ func TestKeyLookupsHaveTheirOwnConnections(t *testing.T) {
 		t.Fatalf("a key lookup with the general connections all taken: %+v %v", u, err)
 	}
 }
+
+// The Forge serves every consumer's interface.
+var (
+	_ lease.Forge = (*Forge)(nil)
+	_ fence.Forge = (*Forge)(nil)
+)

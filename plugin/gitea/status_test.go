@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
@@ -23,7 +23,7 @@ func TestPostStatus(t *testing.T) {
 		},
 	})
 	fg := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
-	st := forge.CommitStatus{State: "success", Description: "claimed by alice (#1 token 3)", TargetURL: "http://g/acme/widgets/issues/1", Context: plugin.StatusContext}
+	st := forge.CommitStatus{State: "success", Description: "claimed by alice (#1 token 3)", TargetURL: "http://g/acme/widgets/issues/1", Context: fence.StatusContext}
 	if err := fg.PostStatus(context.Background(), "acme", "widgets", sha, st); err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestFencedRepos(t *testing.T) {
 		"GET /api/v1/repos/acme/plain/branch_protections": jsonBody([]map[string]any{}),
 	})
 	fg := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
-	got, truncated, err := fg.FencedRepos(context.Background(), plugin.StatusContext)
+	got, truncated, err := fg.FencedRepos(context.Background(), fence.StatusContext)
 	if err != nil || truncated || len(got) != 2 || got[0] != "acme/widgets (main)" || got[1] != "acme/tools (main)" {
 		t.Fatalf("FencedRepos = %q %v %v", got, truncated, err)
 	}

@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"context"
@@ -15,6 +15,11 @@ type HolderResolver interface {
 	ResolveHolder(ctx context.Context, login string, id int64) (int64, error)
 }
 
+// Logins is what ResolveHolders asks the forge (plugin/gitea's Forge).
+type Logins interface {
+	UserByLogin(ctx context.Context, login string) (forge.User, error)
+}
+
 // ResolveHolders finishes the upgrade of a ledger whose leases named their
 // holders by login (schema 1): each such login is resolved once, through
 // the forge, to the account that has it now, and a login that names no
@@ -22,7 +27,7 @@ type HolderResolver interface {
 // they would have). It returns how many leases it resolved; on a forge
 // error it stops and returns it, and calling it again goes on where it
 // stopped.
-func ResolveHolders(ctx context.Context, f forge.Forge, l HolderResolver) (int64, error) {
+func ResolveHolders(ctx context.Context, f Logins, l HolderResolver) (int64, error) {
 	logins, err := l.UnresolvedHolders(ctx)
 	if err != nil {
 		return 0, err

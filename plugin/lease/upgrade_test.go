@@ -1,4 +1,4 @@
-package plugin_test
+package lease_test
 
 import (
 	"context"
@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // memResolver is a ledger fresh from schema 1 (models' own test covers
@@ -34,7 +34,7 @@ func TestResolveHoldersOnce(t *testing.T) {
 	}
 	defer store.Close()
 	// Nothing to resolve on a ledger that was never schema 1.
-	if n, err := plugin.ResolveHolders(bg, f, store); err != nil || n != 0 {
+	if n, err := lease.ResolveHolders(bg, f, store); err != nil || n != 0 {
 		t.Fatalf("ResolveHolders on a new ledger = %d %v", n, err)
 	}
 	if f.Calls("UserByLogin") != 0 {
@@ -47,7 +47,7 @@ func TestResolveHoldersStopsOnOutage(t *testing.T) {
 	f := forgetest.New()
 	f.SetDown(true)
 	l := &memResolver{logins: []string{"alice"}, resolved: map[string]int64{}}
-	if _, err := plugin.ResolveHolders(bg, f, l); !errors.Is(err, forge.ErrUnavailable) {
+	if _, err := lease.ResolveHolders(bg, f, l); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("ResolveHolders with the forge down: %v", err)
 	}
 	if len(l.resolved) != 0 {
@@ -56,7 +56,7 @@ func TestResolveHoldersStopsOnOutage(t *testing.T) {
 	f.SetDown(false)
 	alice := f.AddUser("alice")
 	l.logins = []string{"alice", "gone"}
-	if n, err := plugin.ResolveHolders(bg, f, l); err != nil || n != 2 {
+	if n, err := lease.ResolveHolders(bg, f, l); err != nil || n != 2 {
 		t.Fatalf("ResolveHolders = %d %v", n, err)
 	}
 	if l.resolved["alice"] != alice.ID || l.resolved["gone"] != 0 {

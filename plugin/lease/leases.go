@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // What each verb does: ask the forge what access.go needs to decide, make
@@ -38,7 +39,6 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, err)
 	}
-	s.changed(k)
 	return tenure(contract.StatusAcquired, r, l), nil
 }
 
@@ -80,7 +80,6 @@ func (s *Service) Renew(ctx context.Context, v Viewer, owner, name string, n int
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, err)
 	}
-	s.changed(l.Key)
 	return tenure(contract.StatusRenewed, r, l), nil
 }
 
@@ -91,12 +90,9 @@ func (s *Service) Release(ctx context.Context, v Viewer, owner, name string, n i
 	if err != nil {
 		return contract.Released{}, err
 	}
-	l, err := s.ledger.Release(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder())
+	_, err = s.ledger.Release(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder())
 	if err != nil {
 		return contract.Released{}, conflict(r, n, err)
-	}
-	if l != nil {
-		s.freed(*l)
 	}
 	return contract.Released{Status: contract.StatusReleased, Repo: r.FullName, Issue: n}, nil
 }
@@ -154,7 +150,7 @@ func (s *Service) List(ctx context.Context, v Viewer, owner, name string) (contr
 	}
 	out := contract.List{Repo: r.FullName, Leases: make([]contract.LeaseView, len(leases))}
 	for i, l := range leases {
-		out.Leases[i] = leaseView(l)
+		out.Leases[i] = live.View(l)
 	}
 	return out, nil
 }
@@ -201,7 +197,7 @@ func (s *Service) ListPage(ctx context.Context, v Viewer, owner, name string, q 
 		return contract.List{}, 0, err
 	}
 	for _, l := range leases {
-		out.Leases = append(out.Leases, leaseView(l))
+		out.Leases = append(out.Leases, live.View(l))
 	}
 	return out, total, nil
 }
@@ -225,7 +221,7 @@ func (s *Service) Lease(ctx context.Context, v Viewer, owner, name string, n int
 	if err != nil || !ok {
 		return contract.IssueLease{}, err
 	}
-	view := leaseView(*l)
+	view := live.View(*l)
 	return contract.IssueLease{Lease: &view}, nil
 }
 
@@ -253,10 +249,5 @@ func conflict(r forge.Repo, n int64, err error) error {
 
 func tenure(status string, r forge.Repo, l models.Lease) contract.Tenure {
 	return contract.Tenure{Status: status, Repo: r.FullName, Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token,
-		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
-}
-
-func leaseView(l models.Lease) contract.LeaseView {
-	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token,
 		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
 }

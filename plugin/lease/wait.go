@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"context"
@@ -8,16 +8,18 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// acquire --wait (SPEC §8.4): the callers of this sidecar waiting for a
-// held issue to free up queue per issue, first come, first served. Only
-// the queue's head tries to acquire; it tries again when the lease is
-// released or force-released here, when a forge event ends it, and at
-// the instant it expires (a timer on the injected clock: expiry is lazy,
-// so nothing else would say so). A waiter whose caller goes away (its
-// context ends) leaves the queue at once and hands the head on.
+// acquire --wait: the callers of this sidecar waiting for a held issue
+// to free up queue per issue, first come, first served. Only the queue's
+// head tries to acquire; it tries again whenever the change bus says the
+// lease may have ended: released or force-released, ended by a forge
+// event, through this replica or another, and at the instant it expires
+// (the bus's expiry queue: expiry is lazy, so nothing else would say so).
+// A waiter whose caller goes away (its context ends) leaves the queue at
+// once and hands the head on.
 
 // Default bounds of the waiters.
 const (
@@ -93,12 +95,30 @@ func (ws *waits) head(k models.Key, w *waiter) bool {
 	return len(q) > 0 && q[0] == w
 }
 
-// freed wakes the head of k's queue: the lease on k may have ended.
-func (ws *waits) freed(k models.Key) {
+// heard is the waiters' subscription to the change bus: the head of each
+// queue whose lease may have ended is woken (a key of Issue 0 stands for
+// every issue of its repository, the zero key for every issue).
+func (ws *waits) heard(set changes.Set) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if q := ws.queues[k]; len(q) > 0 {
-		notify(q[0])
+	if len(ws.queues) == 0 {
+		return
+	}
+	for _, c := range set.Changes {
+		if !c.Ended {
+			continue
+		}
+		if c.Key.Issue != 0 {
+			if q := ws.queues[c.Key]; len(q) > 0 {
+				notify(q[0])
+			}
+			continue
+		}
+		for k, q := range ws.queues {
+			if (c.Key.RepoID == 0 || k.RepoID == c.Key.RepoID) && len(q) > 0 {
+				notify(q[0])
+			}
+		}
 	}
 }
 
@@ -130,7 +150,7 @@ func (s *Service) Waiters() int {
 }
 
 // AcquireWait is Acquire that, when another holds the issue, waits up to
-// wait for it to free up (SPEC §8.4): it returns the acquired tenure, or
+// wait for it to free up: it returns the acquired tenure, or
 // the last held conflict once the wait is over. A wait of 0 is Acquire.
 // The caller's context ending (a client that went away) ends the wait at
 // once with the context's error.
@@ -152,13 +172,9 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 	defer s.waits.leave(k, w)
 	deadline, stopDeadline := s.after(wait)
 	defer stopDeadline()
-	var expiry <-chan time.Time
-	stopExpiry := func() bool { return false }
-	defer func() { stopExpiry() }()
 	for {
 		select {
 		case <-w.wake:
-		case <-expiry:
 		case <-deadline:
 			return contract.Tenure{}, held
 		case <-ctx.Done():
@@ -175,29 +191,9 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 			return t, err
 		}
 		// Still held (by the same tenure, or by one that began meanwhile):
-		// wait for its release or its expiry instant.
-		stopExpiry()
-		expiry, stopExpiry = nil, func() bool { return false }
+		// wait for its release, or for its expiry instant.
 		if c, ok := held.Reply.(contract.Conflict); ok && c.ExpiresAt != nil {
-			expiry, stopExpiry = s.after(time.Time(*c.ExpiresAt).Sub(s.now()))
+			s.bus.ExpireAt(k, time.Time(*c.ExpiresAt))
 		}
 	}
-}
-
-// freed tells the waiters, the fenced-merge statuses and the live events
-// that the leases on these issues have ended.
-func (s *Service) freed(ls ...models.Lease) {
-	for _, l := range ls {
-		s.waits.freed(l.Key)
-		s.changed(l.Key)
-	}
-}
-
-// changed tells the fenced-merge statuses, the live events and the other
-// replicas (replicas.go) that the lease on k may have changed; called
-// after the change is committed.
-func (s *Service) changed(k models.Key) {
-	s.fence.touch(k)
-	s.hub.changed(k)
-	s.announce(k)
 }

@@ -1,4 +1,4 @@
-package plugin_test
+package lease_test
 
 import (
 	"context"
@@ -11,20 +11,20 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/models/pgtest"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // replicas is newWorld with a second service, b, on a ledger of its own
 // connections to the same PostgreSQL database (another replica); both
 // follow the changes of the database's replicas. w.svc is replica a.
-func replicas(t *testing.T) (w *world, b *plugin.Service) {
+func replicas(t *testing.T) (w *world, b *lease.Service) {
 	t.Helper()
 	w = newWorld(t)
 	db := pgtest.NewDatabase(t)
 	var stores []*models.Store
-	var svcs []*plugin.Service
+	var svcs []*lease.Service
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 2)
 	for range 2 {
@@ -32,7 +32,7 @@ func replicas(t *testing.T) (w *world, b *plugin.Service) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := plugin.NewService(w.forge, store, plugin.WithClock(w.clock.Now), plugin.WithTimer(w.clock.After))
+		svc, err := lease.NewService(w.forge, store, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +142,7 @@ func TestReconcileOnOneReplicaAtATime(t *testing.T) {
 		done <- result{n, err}
 	}()
 	<-entered
-	if n, err := w.svc.Reconcile(bg, w.clock.Now()); !errors.Is(err, plugin.ErrReconciling) || n != 0 {
+	if n, err := w.svc.Reconcile(bg, w.clock.Now()); !errors.Is(err, lease.ErrReconciling) || n != 0 {
 		t.Fatalf("reconcile on a while b reconciles: %d %v, want ErrReconciling", n, err)
 	}
 	w.forge.SetHook(nil)
@@ -169,8 +169,8 @@ func TestDeliveryOnTwoReplicasAtOnceHasEffectOnce(t *testing.T) {
 		w.clock.Advance(time.Second)
 		e := forge.Event{Kind: forge.EventClosed, RepoID: 1, Number: 1, Updated: w.clock.Now(), Delivery: fmt.Sprint("d-", round)}
 		start := make(chan struct{})
-		got := make(chan plugin.Applied, 2)
-		for _, svc := range []*plugin.Service{w.svc, b} {
+		got := make(chan lease.Applied, 2)
+		for _, svc := range []*lease.Service{w.svc, b} {
 			go func() {
 				<-start
 				a, err := svc.Apply(bg, e)

@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"context"
@@ -20,9 +20,9 @@ import (
 // was a repeated delivery.
 type Applied = models.Ended
 
-// Apply records e in the ledger, ending live leases as it says; the
-// waiters on them are woken, and what next had cached about the
-// repository is dropped.
+// Apply records e in the ledger, ending live leases as it says (the
+// change bus tells whoever waits or watches), and drops what next had
+// cached about the repository.
 func (s *Service) Apply(ctx context.Context, e forge.Event) (Applied, error) {
 	// What the delivery says of a pull request is recorded first: the
 	// fenced-merge worker then never reads a closed pull request as open
@@ -37,10 +37,6 @@ func (s *Service) Apply(ctx context.Context, e forge.Event) (Applied, error) {
 	if e.Kind != forge.EventPullChanged { // a push or an edit changes no dependency
 		s.next.forget(e.RepoID, e.Kind == forge.EventClosed || e.Kind == forge.EventMerged || e.Kind == forge.EventDeleted)
 	}
-	s.freed(a.Leases...)
-	if err == nil && e.Kind != forge.EventRepoDeleted {
-		s.fence.touch(models.Key{RepoID: e.RepoID, Issue: e.Number})
-	}
 	return a, err
 }
 
@@ -52,18 +48,8 @@ func (s *Service) recordPull(ctx context.Context, e forge.Event) error {
 	open := pe.Open && e.Kind != forge.EventClosed && e.Kind != forge.EventMerged && e.Kind != forge.EventDeleted
 	p := models.Pull{RepoID: e.RepoID, Number: e.Number, Head: pe.Head, Author: models.Holder{ID: pe.Author.ID, Login: pe.Author.Login},
 		Open: open, Version: e.Updated.Unix(), Links: links}
-	changed, err := s.ledger.RecordPull(ctx, p, "")
-	if err != nil {
-		return err
-	}
-	if changed {
-		if !open {
-			links = nil
-		}
-		s.fence.setLinks(pullKey{e.RepoID, e.Number}, links)
-	}
-	s.fence.touchPull(pullKey{e.RepoID, e.Number})
-	return nil
+	_, err := s.ledger.RecordPull(ctx, p, "")
+	return err
 }
 
 func (s *Service) apply(ctx context.Context, e forge.Event) (Applied, error) {

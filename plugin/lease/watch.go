@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // watchRecheckTimeout bounds asking the forge again about a stream's
@@ -15,16 +16,16 @@ import (
 // may be the transport's next heartbeat.
 const watchRecheckTimeout = 30 * time.Second
 
-// Watch is one viewer's stream of the lease changes of one repository
-// (SPEC §8.5), from the hub's feed of it. It is used by one goroutine.
+// Watch is one viewer's stream of the lease changes of one repository,
+// from the live hub's feed of it (plugin/live), filtered by what the
+// viewer may see (access.go, mayWatch). It is used by one goroutine.
 type Watch struct {
 	s           *Service
 	v           Viewer
 	owner, name string
 	r           forge.Repo // as the viewer was last seen to see it
-	f           *feed
-	w           *watcher
-	first       []*LiveEvent // sent before what the feed hands on
+	sub         *live.Sub
+	first       []*live.Event // sent before what the feed hands on
 	recheck     <-chan time.Time
 	stop        func() bool
 	closed      bool
@@ -39,21 +40,21 @@ func (s *Service) Watch(ctx context.Context, v Viewer, owner, name, lastID strin
 	if err != nil {
 		return nil, err
 	}
-	f, w, first, err := s.hub.subscribe(ctx, r.ID, lastID)
+	sub, err := s.hub.Subscribe(ctx, r.ID, lastID)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", r.FullName, err)
 	}
 	c, stop := s.after(s.liveOpts.Recheck)
-	return &Watch{s: s, v: v, owner: owner, name: name, r: r, f: f, w: w, first: first, recheck: c, stop: stop}, nil
+	return &Watch{s: s, v: v, owner: owner, name: name, r: r, sub: sub, first: sub.First, recheck: c, stop: stop}, nil
 }
 
 // Next returns the next event the viewer may see. It ends with ctx's
-// error when ctx does; with ErrFellBehind when the stream was dropped for
+// error when ctx does; with live.ErrFellBehind when the stream was dropped for
 // not keeping up; and with the error of the repository check (e.g.
 // ErrRepoNotFound) once the viewer may no longer read the repository,
 // which is asked again every LiveOptions.Recheck. While the forge cannot
 // answer, the stream goes on as the viewer was last seen.
-func (w *Watch) Next(ctx context.Context) (LiveEvent, error) {
+func (w *Watch) Next(ctx context.Context) (live.Event, error) {
 	for {
 		if len(w.first) > 0 {
 			e := w.first[0]
@@ -64,20 +65,20 @@ func (w *Watch) Next(ctx context.Context) (LiveEvent, error) {
 			continue
 		}
 		select {
-		case e, ok := <-w.w.c:
+		case e, ok := <-w.sub.C:
 			if !ok {
-				return LiveEvent{}, fmt.Errorf("watch %s: %w", w.r.FullName, ErrFellBehind)
+				return live.Event{}, fmt.Errorf("watch %s: %w", w.r.FullName, live.ErrFellBehind)
 			}
 			if out, ok := w.visible(e); ok {
 				return out, nil
 			}
 		case <-w.recheck:
 			if err := w.check(ctx); err != nil {
-				return LiveEvent{}, err
+				return live.Event{}, err
 			}
 			w.recheck, w.stop = w.s.after(w.s.liveOpts.Recheck)
 		case <-ctx.Done():
-			return LiveEvent{}, ctx.Err()
+			return live.Event{}, ctx.Err()
 		}
 	}
 }
@@ -102,14 +103,14 @@ func (w *Watch) check(ctx context.Context) error {
 }
 
 // visible is e as the viewer may see it (access.go, mayWatch).
-func (w *Watch) visible(e *LiveEvent) (LiveEvent, bool) {
-	switch mayWatch(w.r, e.Type, e.kind) {
+func (w *Watch) visible(e *live.Event) (live.Event, bool) {
+	switch mayWatch(w.r, e.Type, e.Kind()) {
 	case watchShow:
 		return *e, true
 	case watchReset:
-		return LiveEvent{ID: e.ID, Type: contract.EventReset, Data: []byte("{}")}, true
+		return live.Event{ID: e.ID, Type: contract.EventReset, Data: []byte("{}")}, true
 	}
-	return LiveEvent{}, false
+	return live.Event{}, false
 }
 
 // Close ends the stream. Closing twice does nothing.
@@ -119,9 +120,9 @@ func (w *Watch) Close() {
 	}
 	w.closed = true
 	w.stop()
-	w.s.hub.unsubscribe(w.f, w.w)
+	w.sub.Close()
 }
 
 // Watching returns how many repositories have a feed, and how many
 // streams watch them (for tests and metrics).
-func (s *Service) Watching() (repos, streams int) { return s.hub.counts() }
+func (s *Service) Watching() (repos, streams int) { return s.hub.Counts() }

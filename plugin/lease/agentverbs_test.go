@@ -1,4 +1,4 @@
-package plugin_test
+package lease_test
 
 import (
 	"context"
@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // The agent verbs of SPEC §8.4 in the lease service: next, acquire
@@ -20,7 +20,7 @@ import (
 // status is the reply's status of an outcome: the tenure's, or the
 // conflict's, or "" for any other error.
 func status(t contract.Tenure, err error) string {
-	var c *plugin.ConflictError
+	var c *lease.ConflictError
 	switch {
 	case err == nil:
 		return t.Status
@@ -56,7 +56,7 @@ func TestNextClaimsTheOldestFreeUnblockedIssue(t *testing.T) {
 		r, err := w.svc.Next(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, time.Hour)
 		if err != nil {
 			got = append(got, 0)
-			var c *plugin.ConflictError
+			var c *lease.ConflictError
 			if !errors.As(err, &c) || c.Reply != (contract.None{Status: contract.StatusNone, Repo: "acme/queue"}) {
 				t.Fatalf("%s: %v, want none", who, err)
 			}
@@ -108,17 +108,17 @@ func TestNextFiltersByLabelAndUnit(t *testing.T) {
 
 func TestNextRefusals(t *testing.T) {
 	w := nextWorld(t)
-	var write *plugin.WriteRequiredError
+	var write *lease.WriteRequiredError
 	if _, err := w.svc.Next(bg, w.as("reader"), "acme", "queue", forge.IssueFilter{}, 0); !errors.As(err, &write) {
 		t.Errorf("reader: %v, want write access required", err)
 	}
-	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "secret-nothing", forge.IssueFilter{}, 0); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, err := w.svc.Next(bg, w.as("alice"), "acme", "secret-nothing", forge.IssueFilter{}, 0); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Errorf("unknown repo: %v", err)
 	}
-	if _, err := w.svc.Next(bg, w.as("eve"), "acme", "secret", forge.IssueFilter{}, 0); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, err := w.svc.Next(bg, w.as("eve"), "acme", "secret", forge.IssueFilter{}, 0); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Errorf("private repo: %v", err)
 	}
-	if _, err := w.svc.Next(bg, plugin.Viewer{}, "acme", "queue", forge.IssueFilter{}, 0); !errors.Is(err, plugin.ErrInvalid) {
+	if _, err := w.svc.Next(bg, lease.Viewer{}, "acme", "queue", forge.IssueFilter{}, 0); !errors.Is(err, lease.ErrInvalid) {
 		t.Errorf("anonymous: %v", err)
 	}
 	w.forge.SetDown(true)
@@ -332,7 +332,7 @@ func TestWaiterLeavesWhenItsCallerGoesAwayOrItsWaitEnds(t *testing.T) {
 
 func TestWaitersAreBounded(t *testing.T) {
 	w := newWorld(t)
-	svc, err := plugin.NewService(w.forge, w.ledger, plugin.WithClock(w.clock.Now), plugin.WithTimer(w.clock.After), plugin.WithWaiters(1, 10))
+	svc, err := lease.NewService(w.forge, w.ledger, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After), lease.WithWaiters(1, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestWaitersAreBounded(t *testing.T) {
 	defer cancel()
 	go func() { _, _ = svc.AcquireWait(ctx, w.as("bob"), "acme", "widgets", 1, 0, time.Hour) }()
 	waitFor(t, "bob waiting", func() bool { return svc.Waiting(1, 1) == 1 })
-	if _, err := svc.AcquireWait(bg, w.as("bob"), "acme", "widgets", 1, 0, time.Hour); !errors.Is(err, plugin.ErrTooManyWaiters) {
+	if _, err := svc.AcquireWait(bg, w.as("bob"), "acme", "widgets", 1, 0, time.Hour); !errors.Is(err, lease.ErrTooManyWaiters) {
 		t.Fatalf("a second waiter past the bound of one: %v", err)
 	}
 }
@@ -364,7 +364,7 @@ func TestCheckSaysStaleAfterATakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = w.svc.Check(bg, w.as("alice"), "acme", "widgets", 1, a.Token)
-	var c *plugin.ConflictError
+	var c *lease.ConflictError
 	if !errors.As(err, &c) || c.Reply != any(contract.Stale{Status: contract.StatusStale, Repo: "acme/widgets", Issue: 1, Token: c.Reply.(contract.Stale).Token}) ||
 		*c.Reply.(contract.Stale).Token != b.Token {
 		t.Fatalf("check after the takeover: %v, want stale naming token %d", err, b.Token)
@@ -377,7 +377,7 @@ func TestCheckSaysStaleAfterATakeover(t *testing.T) {
 		t.Fatalf("check after the release: %v, want stale with no token", err)
 	}
 	// Who may not read the repository learns nothing.
-	if _, err := w.svc.Check(bg, w.as("eve"), "acme", "secret", 1, 1); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, err := w.svc.Check(bg, w.as("eve"), "acme", "secret", 1, 1); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Fatalf("check on a private repository: %v", err)
 	}
 }
@@ -389,7 +389,7 @@ func TestForceReleaseIsForAdminsAndHistoryNamesThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var write *plugin.WriteRequiredError
+	var write *lease.WriteRequiredError
 	if _, err := w.svc.ForceRelease(bg, w.as("bob"), "acme", "widgets", 1); !errors.As(err, &write) || !write.Admin ||
 		err.Error() != "admin access to acme/widgets is required" {
 		t.Fatalf("force release by a writer: %v", err)
@@ -410,7 +410,7 @@ func TestForceReleaseIsForAdminsAndHistoryNamesThem(t *testing.T) {
 		got.ForcedBy != "eve" || got.EndedAt == nil || !time.Time(*got.EndedAt).Equal(w.clock.Now()) {
 		t.Fatalf("history after the force release: %+v", got)
 	}
-	if _, err := w.svc.History(bg, w.as("eve"), "acme", "secret", 1, 20); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, err := w.svc.History(bg, w.as("eve"), "acme", "secret", 1, 20); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Fatalf("history of a private repository: %v", err)
 	}
 }
@@ -422,10 +422,10 @@ func TestTenureReadsNeedTheUnit(t *testing.T) {
 	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "tools", 2, 0); err != nil { // a pull request
 		t.Fatal(err)
 	}
-	if _, err := w.svc.History(bg, w.as("dave"), "acme", "tools", 2, 20); !errors.Is(err, plugin.ErrIssueNotFound) {
+	if _, err := w.svc.History(bg, w.as("dave"), "acme", "tools", 2, 20); !errors.Is(err, lease.ErrIssueNotFound) {
 		t.Errorf("history of a pull request for an issues-only member: %v", err)
 	}
-	if _, err := w.svc.Check(bg, w.as("dave"), "acme", "tools", 2, 1); !errors.Is(err, plugin.ErrIssueNotFound) {
+	if _, err := w.svc.Check(bg, w.as("dave"), "acme", "tools", 2, 1); !errors.Is(err, lease.ErrIssueNotFound) {
 		t.Errorf("check of a pull request for an issues-only member: %v", err)
 	}
 	if _, err := w.svc.History(bg, w.as("dave"), "acme", "tools", 1, 20); err != nil {

@@ -1,4 +1,4 @@
-package plugin_test
+package fence_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
@@ -54,7 +54,7 @@ func (w *fenceWorld) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	w.cancel, w.done = cancel, make(chan error, 1)
 	go func() {
-		w.done <- w.svc.RunFences(ctx, plugin.FenceOptions{GiteaURL: "http://gitea.example", Observe: w.outcomes.add})
+		w.done <- w.svc.RunFences(ctx, fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add})
 	}()
 	t.Cleanup(w.stop)
 }
@@ -93,7 +93,7 @@ func (w *fenceWorld) status(t *testing.T, sha, want string) int {
 			st := sts[len(sts)-1]
 			last = st.State + ": " + st.Description
 			if strings.HasPrefix(last, want) {
-				if st.Context != plugin.StatusContext {
+				if st.Context != fence.StatusContext {
 					t.Fatalf("context %q", st.Context)
 				}
 				return len(sts)

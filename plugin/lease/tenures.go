@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"context"
@@ -81,12 +81,9 @@ func (s *Service) ForceRelease(ctx context.Context, v Viewer, owner, name string
 	if err := mayForce(r); err != nil {
 		return contract.Released{}, err
 	}
-	l, err := s.ledger.ForceRelease(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder())
+	_, err = s.ledger.ForceRelease(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder())
 	if err != nil {
 		return contract.Released{}, err
-	}
-	if l != nil {
-		s.freed(*l)
 	}
 	return contract.Released{Status: contract.StatusReleased, Repo: r.FullName, Issue: n}, nil
 }

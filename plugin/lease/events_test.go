@@ -1,12 +1,12 @@
-package plugin_test
+package lease_test
 
 import (
 	"errors"
 	"testing"
 	"time"
 
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // The hot path: while the ledger's record of an issue is fresh, acquire,
@@ -35,7 +35,7 @@ func TestAcquireAsksTheForgeOnlyWhileTheLedgerDoesNotKnow(t *testing.T) {
 	if got := w.forge.Calls("Issue"); got != 1 {
 		t.Fatalf("acquire with a fresh record asked the forge: %d calls, want 1", got)
 	}
-	w.clock.Advance(plugin.DefaultIssueTTL)
+	w.clock.Advance(lease.DefaultIssueTTL)
 	acquire()
 	if got := w.forge.Calls("Issue"); got != 2 {
 		t.Fatalf("acquire with a stale record: %d calls, want 2", got)
@@ -57,7 +57,7 @@ func TestForgeEventsEndLeases(t *testing.T) {
 		t.Fatalf("Apply(closed) = %+v %v, want alice's lease ended", a, err)
 	}
 	calls := w.forge.Calls("Issue")
-	if _, err := w.svc.Acquire(bg, bob, "acme", "widgets", 1, time.Hour); !errors.Is(err, plugin.ErrIssueClosed) {
+	if _, err := w.svc.Acquire(bg, bob, "acme", "widgets", 1, time.Hour); !errors.Is(err, lease.ErrIssueClosed) {
 		t.Fatalf("acquire after the close: %v, want ErrIssueClosed", err)
 	}
 	if w.forge.Calls("Issue") != calls {
@@ -73,7 +73,7 @@ func TestForgeEventsEndLeases(t *testing.T) {
 	if r, err := w.svc.Acquire(bg, bob, "acme", "widgets", 1, time.Hour); err != nil || r.Token != l.Token+1 {
 		t.Fatalf("acquire after the reopen = %+v %v, want token %d", r, err, l.Token+1)
 	}
-	if _, err := w.svc.Apply(bg, forge.Event{Kind: "bogus", RepoID: 1, Number: 1}); !errors.Is(err, plugin.ErrInvalid) {
+	if _, err := w.svc.Apply(bg, forge.Event{Kind: "bogus", RepoID: 1, Number: 1}); !errors.Is(err, lease.ErrInvalid) {
 		t.Fatalf("unknown event: %v, want ErrInvalid", err)
 	}
 }

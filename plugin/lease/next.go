@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"cmp"
@@ -115,7 +115,6 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 			var unverified *models.UnverifiedError
 			switch {
 			case err == nil:
-				s.changed(l.Key)
 				return tenure(contract.StatusAcquired, r, l), nil
 			case errors.As(err, &unverified):
 			case errors.Is(err, models.ErrNoneFree):

@@ -1,4 +1,4 @@
-package plugin
+package lease
 
 import (
 	"context"
@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // Ledger is what the lease service needs of the lease store (models.Store).
@@ -26,7 +28,7 @@ type Ledger interface {
 	ReopenIssue(ctx context.Context, k models.Key, version int64, delivery string) (models.Ended, error)
 	EndRepo(ctx context.Context, repoID int64, delivery string) (models.Ended, error)
 	LiveRepos(ctx context.Context) ([]int64, error)
-	// Pull requests and their links, for fenced merges (fence.go).
+	// Pull requests and their links, for fenced merges (plugin/fence).
 	RecordPull(ctx context.Context, p models.Pull, delivery string) (bool, error)
 	PullsLinkedTo(ctx context.Context, repoID, n int64) ([]models.Pull, error)
 	PullOf(ctx context.Context, repoID, number int64) (*models.Pull, error)
@@ -62,16 +64,16 @@ func (v Viewer) holder() models.Holder { return models.Holder{ID: v.ID, Login: v
 // It never writes the ledger except through Ledger, and it makes no
 // network call while a ledger call is in progress.
 type Service struct {
-	forge    forge.Forge
+	forge    Forge
 	ledger   Ledger
 	now      func() time.Time
 	after    func(time.Duration) (<-chan time.Time, func() bool)
 	issueTTL time.Duration
 	waits    *waits
 	next     *nextCache
-	fence    *fence
-	hub      *hub
-	liveOpts LiveOptions
+	bus      *changes.Bus
+	hub      *live.Hub
+	liveOpts live.Options
 	// observeNext, if set, is told what each next cost (metrics).
 	observeNext func(NextStats)
 }
@@ -96,6 +98,14 @@ func WithTimer(after func(time.Duration) (<-chan time.Time, func() bool)) Option
 	return func(s *Service) { s.after = after }
 }
 
+// WithBus has the service publish its changes on b, and hear of them
+// there (default: a bus of its own, on the service's clock). Replicas,
+// the live feeds and the fence worker of one process share one bus.
+func WithBus(b *changes.Bus) Option { return func(s *Service) { s.bus = b } }
+
+// WithLive sets the bounds of the live lease events (Watch).
+func WithLive(o live.Options) Option { return func(s *Service) { s.liveOpts = o } }
+
 // WithWaiters bounds the waiters of acquire --wait, per issue and in all
 // (defaults DefaultWaitersPerIssue and DefaultWaiters).
 func WithWaiters(perIssue, total int) Option {
@@ -118,21 +128,24 @@ func WithNextCacheTTL(lists, deps time.Duration) Option {
 func WithIssueTTL(d time.Duration) Option { return func(s *Service) { s.issueTTL = d } }
 
 // NewService returns the lease service over forge and ledger.
-func NewService(forge forge.Forge, ledger Ledger, opts ...Option) (*Service, error) {
+func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	if forge == nil || ledger == nil {
 		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
 	}
-	s := &Service{forge: forge, ledger: ledger, now: time.Now, after: realTimer, issueTTL: DefaultIssueTTL,
-		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL), fence: newFence()}
+	s := &Service{forge: forge, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
+		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL)}
 	for _, o := range opts {
 		o(s)
 	}
-	s.liveOpts = s.liveOpts.withDefaults()
-	s.hub = newHub(ledger, s.now, s.after, s.liveOpts)
+	if s.bus == nil {
+		s.bus = changes.New(s.now, s.after)
+	}
+	s.ledger = committed{Ledger: ledger, bus: s.bus}
+	s.liveOpts = s.liveOpts.WithDefaults()
+	s.hub = live.New(ledger, s.bus, s.now, s.after, s.liveOpts)
+	s.bus.Subscribe(s.waits.heard)
 	return s, nil
 }
 
-func realTimer(d time.Duration) (<-chan time.Time, func() bool) {
-	t := time.NewTimer(d)
-	return t.C, t.Stop
-}
+// Bus is the bus the service publishes its changes on (WithBus).
+func (s *Service) Bus() *changes.Bus { return s.bus }

@@ -1,4 +1,4 @@
-package plugin_test
+package lease_test
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 var bg = context.Background()
@@ -22,7 +22,7 @@ var bg = context.Background()
 type world struct {
 	forge  *forgetest.Forge
 	clock  *clocktest.Clock
-	svc    *plugin.Service
+	svc    *lease.Service
 	ledger *models.Store
 }
 
@@ -56,14 +56,14 @@ func newWorld(t *testing.T) *world {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	svc, err := plugin.NewService(f, store, plugin.WithClock(clock.Now), plugin.WithTimer(clock.After))
+	svc, err := lease.NewService(f, store, lease.WithClock(clock.Now), lease.WithTimer(clock.After))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return &world{forge: f, clock: clock, svc: svc, ledger: store}
 }
 
-func (w *world) as(login string) plugin.Viewer { return plugin.Viewer{User: w.forge.User(login)} }
+func (w *world) as(login string) lease.Viewer { return lease.Viewer{User: w.forge.User(login)} }
 
 // The rules of who may do what, one row each: the verb, who asks, on
 // what, and the outcome (a status of the contract, or the error).
@@ -92,19 +92,19 @@ func TestServiceRules(t *testing.T) {
 			{verb: "renew", who: "alice", repo: "acme/widgets", n: 1, status: "not_holder"},
 		}},
 		{"unknown and invisible repositories are one answer", []step{
-			{verb: "acquire", who: "alice", repo: "acme/nothing", n: 1, err: plugin.ErrRepoNotFound},
-			{verb: "acquire", who: "bob", repo: "acme/secret", n: 1, err: plugin.ErrRepoNotFound},
-			{verb: "release", who: "bob", repo: "acme/secret", n: 1, err: plugin.ErrRepoNotFound},
-			{verb: "list", who: "bob", repo: "acme/secret", err: plugin.ErrRepoNotFound},
-			{verb: "list", who: "", repo: "acme/secret", err: plugin.ErrRepoNotFound},
-			{verb: "lease", who: "", repo: "acme/secret", n: 1, err: plugin.ErrRepoNotFound},
+			{verb: "acquire", who: "alice", repo: "acme/nothing", n: 1, err: lease.ErrRepoNotFound},
+			{verb: "acquire", who: "bob", repo: "acme/secret", n: 1, err: lease.ErrRepoNotFound},
+			{verb: "release", who: "bob", repo: "acme/secret", n: 1, err: lease.ErrRepoNotFound},
+			{verb: "list", who: "bob", repo: "acme/secret", err: lease.ErrRepoNotFound},
+			{verb: "list", who: "", repo: "acme/secret", err: lease.ErrRepoNotFound},
+			{verb: "lease", who: "", repo: "acme/secret", n: 1, err: lease.ErrRepoNotFound},
 		}},
 		{"acquire needs write access to the unit and an open issue", []step{
-			{verb: "acquire", who: "reader", repo: "acme/widgets", n: 1, err: &plugin.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"}},
-			{verb: "acquire", who: "reader", repo: "acme/widgets", n: 2, err: &plugin.WriteRequiredError{Repo: "acme/widgets", Unit: "pulls"}},
-			{verb: "release", who: "reader", repo: "acme/widgets", n: 1, err: &plugin.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"}},
-			{verb: "acquire", who: "alice", repo: "acme/widgets", n: 3, err: plugin.ErrIssueClosed},
-			{verb: "acquire", who: "alice", repo: "acme/widgets", n: 99, err: plugin.ErrIssueNotFound},
+			{verb: "acquire", who: "reader", repo: "acme/widgets", n: 1, err: &lease.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"}},
+			{verb: "acquire", who: "reader", repo: "acme/widgets", n: 2, err: &lease.WriteRequiredError{Repo: "acme/widgets", Unit: "pulls"}},
+			{verb: "release", who: "reader", repo: "acme/widgets", n: 1, err: &lease.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"}},
+			{verb: "acquire", who: "alice", repo: "acme/widgets", n: 3, err: lease.ErrIssueClosed},
+			{verb: "acquire", who: "alice", repo: "acme/widgets", n: 99, err: lease.ErrIssueNotFound},
 			{verb: "acquire", who: "alice", repo: "acme/widgets", n: 2, status: "acquired"},
 		}},
 		{"renew and release of nothing keep the contract of a full reader", []step{
@@ -114,10 +114,10 @@ func TestServiceRules(t *testing.T) {
 		{"a reader limited to issues learns nothing of pull requests", []step{
 			{verb: "acquire", who: "alice", repo: "acme/tools", n: 2, status: "acquired"},
 			{verb: "acquire", who: "alice", repo: "acme/tools", n: 1, status: "acquired"},
-			{verb: "acquire", who: "dave", repo: "acme/tools", n: 2, err: plugin.ErrIssueNotFound},
-			{verb: "release", who: "dave", repo: "acme/tools", n: 2, err: plugin.ErrIssueNotFound},
-			{verb: "renew", who: "dave", repo: "acme/tools", n: 2, err: plugin.ErrIssueNotFound},
-			{verb: "release", who: "dave", repo: "acme/tools", n: 99, err: plugin.ErrIssueNotFound},
+			{verb: "acquire", who: "dave", repo: "acme/tools", n: 2, err: lease.ErrIssueNotFound},
+			{verb: "release", who: "dave", repo: "acme/tools", n: 2, err: lease.ErrIssueNotFound},
+			{verb: "renew", who: "dave", repo: "acme/tools", n: 2, err: lease.ErrIssueNotFound},
+			{verb: "release", who: "dave", repo: "acme/tools", n: 99, err: lease.ErrIssueNotFound},
 			{verb: "lease", who: "dave", repo: "acme/tools", n: 2, count: 0},
 			{verb: "list", who: "dave", repo: "acme/tools", count: 1},
 			{verb: "list", who: "alice", repo: "acme/tools", count: 2},
@@ -129,7 +129,7 @@ func TestServiceRules(t *testing.T) {
 			{verb: "acquire", who: "alice", repo: "acme/widgets", n: 1, status: "acquired"},
 			{verb: "list", who: "", repo: "acme/widgets", count: 1},
 			{verb: "lease", who: "", repo: "acme/widgets", n: 1, count: 1},
-			{verb: "acquire", who: "", repo: "acme/widgets", n: 4, err: plugin.ErrInvalid},
+			{verb: "acquire", who: "", repo: "acme/widgets", n: 4, err: lease.ErrInvalid},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestServiceRules(t *testing.T) {
 						count = 1
 					}
 				}
-				var c *plugin.ConflictError
+				var c *lease.ConflictError
 				if errors.As(err, &c) {
 					reply := c.Reply.(contract.Conflict)
 					status, holder, err = reply.Status, "", nil
@@ -187,9 +187,9 @@ func TestServiceRules(t *testing.T) {
 }
 
 func sameErr(got, want error) bool {
-	var w *plugin.WriteRequiredError
+	var w *lease.WriteRequiredError
 	if errors.As(want, &w) {
-		var g *plugin.WriteRequiredError
+		var g *lease.WriteRequiredError
 		return errors.As(got, &g) && *g == *w
 	}
 	if want == nil {
@@ -239,7 +239,7 @@ func TestRenamedAccountKeepsItsLease(t *testing.T) {
 	w.forge.Grant("acme/widgets", "alice", forgetest.Write)
 
 	_, err = w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, time.Hour)
-	var c *plugin.ConflictError
+	var c *lease.ConflictError
 	if !errors.As(err, &c) || c.Status() != contract.StatusHeld {
 		t.Fatalf("new account with the old login: %v, want held", err)
 	}
@@ -269,15 +269,15 @@ func TestRecheck(t *testing.T) {
 		t.Fatalf("Recheck after a rename = %+v %v, want alice2", v, err)
 	}
 	w.forge.DeleteKey("SHA256:alice")
-	if _, err := w.svc.Recheck(bg, "SHA256:alice", alice); !errors.Is(err, plugin.ErrRevoked) {
+	if _, err := w.svc.Recheck(bg, "SHA256:alice", alice); !errors.Is(err, lease.ErrRevoked) {
 		t.Fatalf("Recheck of a deleted key: %v, want ErrRevoked", err)
 	}
 	w.forge.AddKey("bob", "SHA256:alice") // the same key, now someone else's
-	if _, err := w.svc.Recheck(bg, "SHA256:alice", alice); !errors.Is(err, plugin.ErrRevoked) {
+	if _, err := w.svc.Recheck(bg, "SHA256:alice", alice); !errors.Is(err, lease.ErrRevoked) {
 		t.Fatalf("Recheck of a key moved to another account: %v, want ErrRevoked", err)
 	}
 	w.forge.Disable("bob")
-	if _, err := w.svc.Recheck(bg, "SHA256:bob", bob); !errors.Is(err, plugin.ErrRevoked) {
+	if _, err := w.svc.Recheck(bg, "SHA256:bob", bob); !errors.Is(err, lease.ErrRevoked) {
 		t.Fatalf("Recheck of a disabled account's key: %v, want ErrRevoked", err)
 	}
 	w.forge.SetDown(true)
@@ -303,13 +303,13 @@ func TestTokenScopes(t *testing.T) {
 		err         error
 	}{
 		{"full", "acme/secret", 1, nil},
-		{"user-only", "acme/secret", 0, plugin.ErrRepoNotFound},
-		{"public-only", "acme/secret", 0, plugin.ErrRepoNotFound},
+		{"user-only", "acme/secret", 0, lease.ErrRepoNotFound},
+		{"public-only", "acme/secret", 0, lease.ErrRepoNotFound},
 		{"public-only", "acme/widgets", 0, nil},
 		{"repo-only", "acme/secret", 0, nil},
 	} {
 		owner, name, _ := cut(tc.repo)
-		l, err := w.svc.List(bg, plugin.Viewer{User: alice, Token: tc.token}, owner, name)
+		l, err := w.svc.List(bg, lease.Viewer{User: alice, Token: tc.token}, owner, name)
 		if !sameErr(err, tc.err) || len(l.Leases) != tc.count {
 			t.Errorf("token %s lists %s: %d leases, %v; want %d, %v", tc.token, tc.repo, len(l.Leases), err, tc.count, tc.err)
 		}
@@ -333,22 +333,22 @@ func TestListPage(t *testing.T) {
 	}
 	for _, c := range []struct {
 		who   string
-		q     plugin.ListQuery
+		q     lease.ListQuery
 		want  string
 		total int
 	}{
-		{"alice", plugin.ListQuery{Limit: 50}, "[1 2 4]", 3},
-		{"alice", plugin.ListQuery{Limit: 2, Offset: 2}, "[4]", 3},
-		{"alice", plugin.ListQuery{Issues: []int64{2, 4}, Limit: 50}, "[2 4]", 2},
-		{"dave", plugin.ListQuery{Limit: 50}, "[1 4]", 2}, // issues only
-		{"dave", plugin.ListQuery{Issues: []int64{2}, Limit: 50}, "[]", 0},
+		{"alice", lease.ListQuery{Limit: 50}, "[1 2 4]", 3},
+		{"alice", lease.ListQuery{Limit: 2, Offset: 2}, "[4]", 3},
+		{"alice", lease.ListQuery{Issues: []int64{2, 4}, Limit: 50}, "[2 4]", 2},
+		{"dave", lease.ListQuery{Limit: 50}, "[1 4]", 2}, // issues only
+		{"dave", lease.ListQuery{Issues: []int64{2}, Limit: 50}, "[]", 0},
 	} {
 		l, total, err := w.svc.ListPage(bg, w.as(c.who), "acme", "tools", c.q)
 		if got := fmt.Sprint(issues(l)); err != nil || got != c.want || total != c.total {
 			t.Errorf("%s %+v: %s of %d, %v; want %s of %d", c.who, c.q, got, total, err, c.want, c.total)
 		}
 	}
-	if _, _, err := w.svc.ListPage(bg, w.as("eve"), "acme", "tools", plugin.ListQuery{Limit: 50}); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, _, err := w.svc.ListPage(bg, w.as("eve"), "acme", "tools", lease.ListQuery{Limit: 50}); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Errorf("a stranger: %v, want ErrRepoNotFound", err)
 	}
 }

@@ -1,4 +1,4 @@
-package plugin_test
+package live_test
 
 import (
 	"context"
@@ -12,17 +12,18 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // liveWorld is newWorld with the live events bounded by o.
-func liveWorld(t *testing.T, o plugin.LiveOptions) *world {
+func liveWorld(t *testing.T, o live.Options) *world {
 	t.Helper()
 	w := newWorld(t)
-	svc, err := plugin.NewService(w.forge, w.ledger, plugin.WithClock(w.clock.Now), plugin.WithTimer(w.clock.After), plugin.WithLive(o))
+	svc, err := lease.NewService(w.forge, w.ledger, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After), lease.WithLive(o))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +31,7 @@ func liveWorld(t *testing.T, o plugin.LiveOptions) *world {
 	return w
 }
 
-func (w *world) watch(t *testing.T, login, repo, lastID string) *plugin.Watch {
+func (w *world) watch(t *testing.T, login, repo, lastID string) *lease.Watch {
 	t.Helper()
 	owner, name, _ := cut(repo)
 	wt, err := w.svc.Watch(bg, w.as(login), owner, name, lastID)
@@ -42,7 +43,7 @@ func (w *world) watch(t *testing.T, login, repo, lastID string) *plugin.Watch {
 }
 
 // next is the stream's next event; the test fails if none comes soon.
-func next(t *testing.T, wt *plugin.Watch) plugin.LiveEvent {
+func next(t *testing.T, wt *lease.Watch) live.Event {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
@@ -54,7 +55,7 @@ func next(t *testing.T, wt *plugin.Watch) plugin.LiveEvent {
 }
 
 // quiet checks that the stream has nothing to say now.
-func quiet(t *testing.T, wt *plugin.Watch) {
+func quiet(t *testing.T, wt *lease.Watch) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
 	defer cancel()
@@ -64,7 +65,7 @@ func quiet(t *testing.T, wt *plugin.Watch) {
 }
 
 // expectEvent reads the next event and checks its type and data.
-func expectEvent(t *testing.T, wt *plugin.Watch, typ, data string) plugin.LiveEvent {
+func expectEvent(t *testing.T, wt *lease.Watch, typ, data string) live.Event {
 	t.Helper()
 	e := next(t, wt)
 	if e.Type != typ || string(e.Data) != data {
@@ -74,7 +75,7 @@ func expectEvent(t *testing.T, wt *plugin.Watch, typ, data string) plugin.LiveEv
 }
 
 // started reads the stream's first message, its position.
-func started(t *testing.T, wt *plugin.Watch) string {
+func started(t *testing.T, wt *lease.Watch) string {
 	t.Helper()
 	e := next(t, wt)
 	if e.Type != "" || e.ID == "" || e.Data != nil {
@@ -94,7 +95,7 @@ func released(n int64) string { return fmt.Sprintf(`{"issue":%d}`, n) }
 // shows it: acquire, renew, release, next, force-release, expiry (at its
 // instant, with one timer for the soonest expiry), the forge's close.
 func TestWatchToldEveryChange(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{})
+	w := liveWorld(t, live.Options{})
 	w.forge.Grant("acme/widgets", "eve", forgetest.Admin)
 	alice, bob := w.as("alice"), w.as("bob")
 	wt := w.watch(t, "reader", "acme/widgets", "")
@@ -178,11 +179,11 @@ func TestWatchToldEveryChange(t *testing.T) {
 // they may not read; of a repository they read one unit of, only that
 // unit's numbers.
 func TestWatchShowsWhatTheViewerMaySee(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{})
-	if _, err := w.svc.Watch(bg, w.as(""), "acme", "tools", ""); !errors.Is(err, plugin.ErrRepoNotFound) {
+	w := liveWorld(t, live.Options{})
+	if _, err := w.svc.Watch(bg, w.as(""), "acme", "tools", ""); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Fatalf("anonymous watch of a private repository: %v", err)
 	}
-	if _, err := w.svc.Watch(bg, w.as("alice"), "acme", "nothing", ""); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if _, err := w.svc.Watch(bg, w.as("alice"), "acme", "nothing", ""); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Fatalf("watch of a repository that does not exist: %v", err)
 	}
 	alice := w.as("alice")
@@ -211,7 +212,7 @@ func TestWatchShowsWhatTheViewerMaySee(t *testing.T) {
 // lost it has their stream ended; while the forge cannot answer, the
 // stream goes on.
 func TestWatchEndsWhenAccessIsLost(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{Recheck: time.Minute})
+	w := liveWorld(t, live.Options{Recheck: time.Minute})
 	wt := w.watch(t, "reader", "acme/tools", "")
 	started(t, wt)
 
@@ -228,7 +229,7 @@ func TestWatchEndsWhenAccessIsLost(t *testing.T) {
 	w.clock.Advance(time.Minute)
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
-	if e, err := wt.Next(ctx); !errors.Is(err, plugin.ErrRepoNotFound) {
+	if e, err := wt.Next(ctx); !errors.Is(err, lease.ErrRepoNotFound) {
 		t.Fatalf("after the viewer lost access: %+v %v, want ErrRepoNotFound", e, err)
 	}
 }
@@ -238,7 +239,7 @@ func TestWatchEndsWhenAccessIsLost(t *testing.T) {
 // (too long ago, after the feed lingered out, an id of another process or
 // none we made) a reset.
 func TestWatchResumesWithinTheReplayWindow(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{Replay: 4, Linger: 10 * time.Minute})
+	w := liveWorld(t, live.Options{Replay: 4, Linger: 10 * time.Minute})
 	alice := w.as("alice")
 	wt := w.watch(t, "reader", "acme/widgets", "")
 	start := started(t, wt)
@@ -301,7 +302,7 @@ func TestWatchResumesWithinTheReplayWindow(t *testing.T) {
 // full, and the others get every event all the same; its client resumes
 // from its last event.
 func TestSlowStreamIsDroppedNotWaitedFor(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{Buffer: 2})
+	w := liveWorld(t, live.Options{Buffer: 2})
 	alice := w.as("alice")
 	slow := w.watch(t, "reader", "acme/widgets", "")
 	fast := w.watch(t, "bob", "acme/widgets", "")
@@ -322,7 +323,7 @@ func TestSlowStreamIsDroppedNotWaitedFor(t *testing.T) {
 	next(t, slow)
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
-	if _, err := slow.Next(ctx); !errors.Is(err, plugin.ErrFellBehind) {
+	if _, err := slow.Next(ctx); !errors.Is(err, live.ErrFellBehind) {
 		t.Fatalf("the slow stream after its buffer: %v, want ErrFellBehind", err)
 	}
 	again := w.watch(t, "reader", "acme/widgets", last)
@@ -333,7 +334,7 @@ func TestSlowStreamIsDroppedNotWaitedFor(t *testing.T) {
 // However concurrent changes reach the hub, the last event about an issue
 // says what the ledger says after the last change.
 func TestConcurrentChangesEndWithTheLedgersState(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{Buffer: 10000})
+	w := liveWorld(t, live.Options{Buffer: 10000})
 	wt := w.watch(t, "reader", "acme/widgets", "")
 	started(t, wt)
 	var wg sync.WaitGroup
@@ -352,7 +353,7 @@ func TestConcurrentChangesEndWithTheLedgersState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last plugin.LiveEvent
+	var last live.Event
 	for {
 		ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
 		e, err := wt.Next(ctx)
@@ -379,7 +380,7 @@ func TestConcurrentChangesEndWithTheLedgersState(t *testing.T) {
 // access, and once the feeds linger out, the goroutine count is back to
 // where it was.
 func TestWatchLeavesNoGoroutine(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{Buffer: 1, Linger: time.Minute, Recheck: time.Hour})
+	w := liveWorld(t, live.Options{Buffer: 1, Linger: time.Minute, Recheck: time.Hour})
 	base := runtime.NumGoroutine()
 	alice := w.as("alice")
 	if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, 30*time.Minute); err != nil {
@@ -402,7 +403,7 @@ func TestWatchLeavesNoGoroutine(t *testing.T) {
 	defer cancel()
 	for {
 		if _, err := lost.Next(ctx); err != nil {
-			if !errors.Is(err, plugin.ErrRepoNotFound) {
+			if !errors.Is(err, lease.ErrRepoNotFound) {
 				t.Fatalf("lost access: %v", err)
 			}
 			break
@@ -424,7 +425,7 @@ func TestWatchOfABrokenLedgerFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := plugin.NewService(w.forge, store, plugin.WithClock(w.clock.Now), plugin.WithTimer(w.clock.After))
+	svc, err := lease.NewService(w.forge, store, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,7 +442,7 @@ func TestWatchOfABrokenLedgerFails(t *testing.T) {
 // private repository the viewer cannot read leave the ids of a public
 // one's stream where they were.
 func TestEventIDsSayNothingOfOtherRepositories(t *testing.T) {
-	w := liveWorld(t, plugin.LiveOptions{})
+	w := liveWorld(t, live.Options{})
 	alice := w.as("alice")
 	public := w.watch(t, "reader", "acme/widgets", "")
 	before := started(t, public)

@@ -1,0 +1,130 @@
+// Package changes is the sidecar's change bus. Every ledger write the
+// lease service makes publishes what it changed, once, after the ledger
+// has committed it (plugin/lease, committed.go); the parts that must hear
+// of it subscribe: the waiters of acquire --wait (plugin/lease), the live
+// feeds (plugin/live), the fenced-merge worker (plugin/fence) and the
+// announcement to the other replicas (Follow). Expiry, which the ledger
+// notices only lazily, comes from the bus's one expiry queue (ExpireAt),
+// published like any other change at its instant.
+//
+// A change says only "look again": whoever hears one rereads the ledger.
+// So hearing a change twice, or hearing of one that changed nothing, is
+// harmless, and a subscriber never needs more than the key.
+//
+// The bus decides nothing, reads nothing and writes nothing. Publish calls
+// every subscriber on the publisher's goroutine, so a subscriber must not
+// block: it takes note and returns, and does any reading elsewhere.
+package changes
+
+import (
+	"sync"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+)
+
+// Change is one key whose lease may have changed.
+type Change struct {
+	// Key is the issue; Issue 0 means any issue of Key.RepoID, and the
+	// zero Key (models.Everything) any issue at all.
+	Key models.Key
+	// Ended: a lease on Key may have ended (released, force-released,
+	// expired, closed, merged, deleted), so waiters for it try again.
+	Ended bool
+	// Pull: what the ledger records of pull request Key.Issue (its head,
+	// its author, what it would close) may have changed.
+	Pull bool
+}
+
+// Origin says where a change set comes from.
+type Origin int
+
+const (
+	// Committed: a ledger write of this process, after its COMMIT.
+	Committed Origin = iota
+	// Expired: an expiry instant came (ExpireAt).
+	Expired
+	// Remote: a replica on the same database announced it (this
+	// process's own announcements come back as Remote too).
+	Remote
+)
+
+// Set is what one publication carries.
+type Set struct {
+	Origin  Origin
+	Changes []Change
+}
+
+// Bus hands every published Set to every subscriber. The zero Bus is not
+// usable: make one with New.
+type Bus struct {
+	mu   sync.RWMutex
+	subs map[*subscription]struct{}
+	exp  *expiries
+}
+
+type subscription struct{ fn func(Set) }
+
+// New returns a bus whose expiry queue runs on this clock: now reads it,
+// and after(d) returns a channel that receives once d has passed on it,
+// with a function that stops it (a fake clock's After in tests).
+func New(now Now, after After) *Bus {
+	b := &Bus{subs: map[*subscription]struct{}{}}
+	b.exp = newExpiries(b, now, after)
+	return b
+}
+
+// Subscribe has fn called with every Set published from now on, until the
+// returned function is called. fn must not block (see the package doc).
+func (b *Bus) Subscribe(fn func(Set)) (cancel func()) {
+	s := &subscription{fn: fn}
+	b.mu.Lock()
+	b.subs[s] = struct{}{}
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		delete(b.subs, s)
+		b.mu.Unlock()
+	}
+}
+
+// Publish hands set to every subscriber, on this goroutine. An empty set
+// is not published.
+func (b *Bus) Publish(set Set) {
+	if len(set.Changes) == 0 {
+		return
+	}
+	b.mu.RLock()
+	subs := make([]*subscription, 0, len(b.subs))
+	for s := range b.subs {
+		subs = append(subs, s)
+	}
+	b.mu.RUnlock()
+	for _, s := range subs {
+		s.fn(set)
+	}
+}
+
+// ExpireAt has the bus publish {Key: k, Ended: true} with Origin Expired
+// at instant at, once, for whoever subscribes: the lease on k is due to
+// expire then. Asking twice for the same key and instant publishes once;
+// an instant that has passed is published at once (on the bus's timer
+// goroutine). An expiry that no longer holds (renewed since) is published
+// all the same: it only makes its subscribers look again.
+func (b *Bus) ExpireAt(k models.Key, at time.Time) { b.exp.add(k, at) }
+
+// Pending reports how many expiry instants wait in the queue (for tests
+// and metrics).
+func (b *Bus) Pending() int { return b.exp.len() }
+
+// KeysOf returns the keys of the changes of set that satisfy keep (all,
+// for a nil keep).
+func KeysOf(set Set, keep func(Change) bool) []models.Key {
+	ks := make([]models.Key, 0, len(set.Changes))
+	for _, c := range set.Changes {
+		if keep == nil || keep(c) {
+			ks = append(ks, c.Key)
+		}
+	}
+	return ks
+}

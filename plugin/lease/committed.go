@@ -1,0 +1,115 @@
+package lease
+
+import (
+	"context"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
+)
+
+// committed is the service's ledger: every write the service makes goes
+// through it, and once the ledger has committed the write (its call has
+// returned without error), what it changed is published on the bus,
+// once. So no verb tells the waiters, the live feeds, the fence worker
+// or the other replicas anything by hand, and no write can be forgotten:
+// a write added to Ledger without a method here publishes nothing, which
+// TestEveryLedgerWritePublishes catches.
+type committed struct {
+	Ledger
+	bus *changes.Bus
+}
+
+func (c committed) publish(cs ...changes.Change) {
+	c.bus.Publish(changes.Set{Origin: changes.Committed, Changes: cs})
+}
+
+// ended is the change of every lease in ls, which ended.
+func ended(ls []models.Lease) []changes.Change {
+	cs := make([]changes.Change, len(ls))
+	for i, l := range ls {
+		cs[i] = changes.Change{Key: l.Key, Ended: true}
+	}
+	return cs
+}
+
+func (c committed) Acquire(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, obs models.Observed) (models.Lease, error) {
+	l, err := c.Ledger.Acquire(ctx, k, h, ttl, obs)
+	if err == nil {
+		c.publish(changes.Change{Key: k})
+	}
+	return l, err
+}
+
+func (c committed) Renew(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration) (models.Lease, error) {
+	l, err := c.Ledger.Renew(ctx, k, h, ttl)
+	if err == nil {
+		c.publish(changes.Change{Key: k})
+	}
+	return l, err
+}
+
+func (c committed) Release(ctx context.Context, k models.Key, h models.Holder) (*models.Lease, error) {
+	l, err := c.Ledger.Release(ctx, k, h)
+	if err == nil && l != nil {
+		c.publish(changes.Change{Key: k, Ended: true})
+	}
+	return l, err
+}
+
+func (c committed) ForceRelease(ctx context.Context, k models.Key, by models.Holder) (*models.Lease, error) {
+	l, err := c.Ledger.ForceRelease(ctx, k, by)
+	if err == nil && l != nil {
+		c.publish(changes.Change{Key: k, Ended: true})
+	}
+	return l, err
+}
+
+func (c committed) AcquireFirst(ctx context.Context, repoID int64, cands []models.Candidate, h models.Holder, ttl time.Duration) (models.Lease, error) {
+	l, err := c.Ledger.AcquireFirst(ctx, repoID, cands, h, ttl)
+	if err == nil {
+		c.publish(changes.Change{Key: l.Key})
+	}
+	return l, err
+}
+
+// EndIssue and ReopenIssue publish the issue itself even when no lease
+// ended: its state changed, which the fence worker's statuses may depend
+// on.
+func (c committed) EndIssue(ctx context.Context, k models.Key, why models.Reason, version int64, delivery string) (models.Ended, error) {
+	a, err := c.Ledger.EndIssue(ctx, k, why, version, delivery)
+	if err == nil {
+		c.publish(append(ended(a.Leases), changes.Change{Key: k})...)
+	}
+	return a, err
+}
+
+func (c committed) ReopenIssue(ctx context.Context, k models.Key, version int64, delivery string) (models.Ended, error) {
+	a, err := c.Ledger.ReopenIssue(ctx, k, version, delivery)
+	if err == nil {
+		c.publish(append(ended(a.Leases), changes.Change{Key: k})...)
+	}
+	return a, err
+}
+
+func (c committed) EndRepo(ctx context.Context, repoID int64, delivery string) (models.Ended, error) {
+	a, err := c.Ledger.EndRepo(ctx, repoID, delivery)
+	if err == nil {
+		c.publish(ended(a.Leases)...)
+	}
+	return a, err
+}
+
+func (c committed) RecordPull(ctx context.Context, p models.Pull, delivery string) (bool, error) {
+	changed, err := c.Ledger.RecordPull(ctx, p, delivery)
+	if err == nil {
+		c.publish(changes.Change{Key: models.Key{RepoID: p.RepoID, Issue: p.Number}, Pull: true})
+	}
+	return changed, err
+}
+
+// EndSessions moves a browser account's session epoch on: no lease
+// changes, so nothing is published.
+func (c committed) EndSessions(ctx context.Context, userID int64) (int64, error) {
+	return c.Ledger.EndSessions(ctx, userID)
+}
