@@ -188,7 +188,7 @@ func checkFencing(ctx context.Context, forge *gitea.Forge) (string, error) {
 		more = " (only the first repositories were looked at)"
 	}
 	if len(fenced) == 0 {
-		return "no protected branch requires " + plugin.StatusContext + more + " (README: Fenced merges)", nil
+		return "no protected branch requires " + plugin.StatusContext + more + " (docs/operating.md: Fenced merges)", nil
 	}
 	return fmt.Sprintf("%d protected branch(es) require %s%s: %s", len(fenced), plugin.StatusContext, more, strings.Join(fenced, ", ")), nil
 }
