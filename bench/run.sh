@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs the benchmarks and writes bench/RESULTS.md: the ledger's own
 # benchmarks (models/), the end-to-end ones against a real Gitea and the
-# real sidecar binary (integration/bench_*_test.go), with the goals of SPEC
-# §8.3 checked against the ratios of this run, and the fleet benchmark
+# real sidecar binary (integration/bench_*_test.go), with the goals of
+# bench/README.md checked against the ratios of this run, and the fleet benchmark
 # (bench/fleet, also `make fleet`), whose section it writes itself. It
 # prints the summary and writes the whole report; see bench/README.md.
 #
@@ -260,7 +260,7 @@ render() {
 		print "- Load average (1, 5, 15 min) before the run: " load_before "; after: " load_after
 		print "- Command: `make bench` (that is, `bench/run.sh`)"
 		print ""
-		print "## Goals (SPEC §8.3, §8.5)"
+		print "## Goals"
 		print ""
 		e = "e2e:SSHFreshConnection:"
 		# Ratios the benchmarks report are quoted as reported; row 2 divides
@@ -289,7 +289,7 @@ render() {
 		print "| 4a | the badge'"'"'s request for a 50-issue page with " n(l "leases") " live leases ≤ 1.0 × Gitea'"'"'s issue list page (p50; issue 19) | leases/page = **" x(l "leases/page") "** | **" g4 "** |"
 		print "| 4c | that request independent of the total: " n(l "leases") " vs " n(l "1k-leases") " live leases within 20% (p50, 0.8–1.2; issue 19) | 10k/1k = **" x(l "10k/1k") "** | **" g4c "** |"
 		print "| 4d | the same request as a viewer signed in through Gitea who may read one unit only, on a private repository with " n(si "leases") " live leases ≤ 1.0 × Gitea'"'"'s issue list page as that viewer (p50; issue 17) | leases/page = **" x(si "leases/page") "** | **" g4d "** |"
-		print "| 7 | " n(le "clients") " live event streams on one repository (SPEC §8.5): sidecar RSS ≤ 150 MB, every event delivered, p99 delivery ≤ 1 s | peak RSS **" v(le "peak-RSS-MB") " MB**, p99 **" v(le "delivery-p99-ms") " ms**, " n(le "missed") " missed | RSS **" g7a "**, delivery **" g7b "** |"
+		print "| 7 | " n(le "clients") " live event streams on one repository: sidecar RSS ≤ 150 MB, every event delivered, p99 delivery ≤ 1 s | peak RSS **" v(le "peak-RSS-MB") " MB**, p99 **" v(le "delivery-p99-ms") " ms**, " n(le "missed") " missed | RSS **" g7a "**, delivery **" g7b "** |"
 		print ""
 		print "## Results"
 		print ""

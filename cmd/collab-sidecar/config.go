@@ -90,7 +90,7 @@ var settings = []setting{
 	{"http-listen", "COLLAB_HTTP_LISTEN", ":8787", "address of the HTTP server (host:0 picks a free port)"},
 	{"admin-listen", "COLLAB_ADMIN_LISTEN", "127.0.0.1:" + defaultAdminPort, "address of the operators' HTTP server: /metrics, /readyz, /healthz (off: none); keep it off the public network"},
 	{"data-dir", "COLLAB_DATA_DIR", "./data", "directory holding " + ledgerFile + ", the SSH host key, " + sessionKeyFile + ", " + oauthAppFile + " and " + webhookSecretFile},
-	{"db", "COLLAB_DB", "", "the ledger: a SQLite file (default <data-dir>/" + ledgerFile + "), or a PostgreSQL database, postgres://user@host/dbname (README: PostgreSQL)"},
+	{"db", "COLLAB_DB", "", "the ledger: a SQLite file (default <data-dir>/" + ledgerFile + "), or a PostgreSQL database, postgres://user@host/dbname (docs/operating.md: PostgreSQL)"},
 	{"host-key", "COLLAB_HOST_KEY", "", "file of the SSH host key (default <data-dir>/" + hostKeyFile + "; created, mode 0600, if missing); replicas share one"},
 	{"session-key", "COLLAB_SESSION_KEY", "", "file of the key that signs sign-in cookies (default <data-dir>/" + sessionKeyFile + "; created, mode 0600, if missing); replicas share one"},
 	{"public-url", "COLLAB_PUBLIC_URL", "http://localhost:8787", "URL at which browsers reach this sidecar"},

@@ -190,7 +190,7 @@ func checkFencing(ctx context.Context, fg *gitea.Forge) (string, error) {
 		more = " (only the first repositories were looked at)"
 	}
 	if len(fenced) == 0 {
-		return "no protected branch requires " + fence.StatusContext + more + " (README: Fenced merges)", nil
+		return "no protected branch requires " + fence.StatusContext + more + " (docs/operating.md: Fenced merges)", nil
 	}
 	return fmt.Sprintf("%d protected branch(es) require %s%s: %s", len(fenced), fence.StatusContext, more, strings.Join(fenced, ", ")), nil
 }

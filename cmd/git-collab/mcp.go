@@ -162,7 +162,7 @@ func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag
 func gitCollabError(err error) error { return errors.New("git-collab: " + err.Error()) }
 
 // The suggested wait after an exit 75: doubling from the first, with a
-// cap, as README's agent loop backs off.
+// cap, as the agent loop of docs/agents.md backs off.
 const (
 	firstRetryAfter = 2 * time.Second
 	maxRetryAfter   = time.Minute

@@ -15,7 +15,7 @@ import (
 // call runs is in mcp.go.
 
 // workflow is the server's instructions and its "workflow" prompt: the
-// loop of README's agent guide, in the tools' words.
+// loop of docs/agents.md, in the tools' words.
 const workflow = `Claim an issue before working on it, so that no other agent or person works on it at the same time:
 1. next (or claim with an issue number), with a ttl such as "30m". The answer's token identifies your claim; expires_at says when it lapses.
 2. Work. Renew with the same ttl well before expires_at (every two thirds of the ttl, say). A claim that lapsed is not yours: if renew answers not_holder, stop, claim again, and do not assume earlier work is still yours to finish.

@@ -86,7 +86,6 @@ type Forge struct {
 // fails the call with it.
 type Hook func(ctx context.Context, method string) error
 
-
 // New returns an empty forge.
 func New() *Forge {
 	return &Forge{users: map[string]forge.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},

@@ -30,7 +30,6 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-
 // Defaults for the zero values of Options.
 const (
 	DefaultTimeout      = 5 * time.Second
