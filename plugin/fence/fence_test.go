@@ -9,13 +9,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
-// fenceWorld runs the fenced-merge worker over the world of service_test.
+var bg = context.Background()
+
+// fenceWorld runs the fenced-merge worker over leasetest's world of the
+// Acme forge.
 type fenceWorld struct {
-	*world
+	*leasetest.World
+	forge    *forgetest.Forge
+	clock    *clocktest.Clock
+	svc      *lease.Service
 	cancel   context.CancelFunc
 	done     chan error
 	outcomes *outcomeLog
@@ -45,7 +55,8 @@ func (l *outcomeLog) count(o string) int {
 }
 
 func newFenceWorld(t *testing.T) *fenceWorld {
-	w := &fenceWorld{world: newWorld(t), outcomes: &outcomeLog{}}
+	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme()})
+	w := &fenceWorld{World: lw, forge: lw.Forge, clock: lw.Clock, svc: lw.Service, outcomes: &outcomeLog{}}
 	w.start(t)
 	return w
 }
@@ -54,7 +65,9 @@ func (w *fenceWorld) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	w.cancel, w.done = cancel, make(chan error, 1)
 	go func() {
-		w.done <- w.svc.RunFences(ctx, fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add})
+		wk := fence.New(w.Ledger, w.forge, w.svc.Bus(), fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add,
+			Now: w.clock.Now, After: w.clock.After})
+		w.done <- wk.Run(ctx)
 	}()
 	t.Cleanup(w.stop)
 }
@@ -114,18 +127,18 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 		t.Fatalf("target URL %q", st[0].TargetURL)
 	}
 
-	first, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, time.Minute)
+	first, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	w.status(t, sha1, "success: claimed by alice (#1 token 1)")
 
 	// Lazy expiry is not enough: a timer at the expiry instant flips it.
-	waitFor(t, "the expiry timer", func() bool { return w.clock.Timers() >= 1 })
+	leasetest.WaitFor(t, "the expiry timer", func() bool { return w.clock.Timers() >= 1 })
 	w.clock.Set(time.Time(*first.ExpiresAt))
 	w.status(t, sha1, "failure: claim #1 before merging")
 
-	if _, err := w.svc.Acquire(bg, w.as("bob"), "acme", "widgets", 1, time.Hour); err != nil {
+	if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	w.status(t, sha1, "failure: issue #1 is claimed by bob until ")
@@ -133,7 +146,7 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 	// A push: the new head gets the status.
 	w.pull(t, forge.EventPullChanged, sha2, "Fixes #1", true)
 	w.status(t, sha2, "failure: issue #1 is claimed by bob until ")
-	if _, err := w.svc.Release(bg, w.as("bob"), "acme", "widgets", 1); err != nil {
+	if _, err := w.svc.Release(bg, w.As("bob"), "acme", "widgets", 1); err != nil {
 		t.Fatal(err)
 	}
 	w.status(t, sha2, "failure: claim #1 before merging")
@@ -142,17 +155,17 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 	w.pull(t, forge.EventPullChanged, sha2, "Refs #1", true)
 	w.status(t, sha2, "success: no claimed work linked")
 	// The pull request itself leased by someone else counts.
-	if _, err := w.svc.Acquire(bg, w.as("bob"), "acme", "widgets", 2, 0); err != nil {
+	if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 2, 0); err != nil {
 		t.Fatal(err)
 	}
 	w.status(t, sha2, "failure: issue #2 is claimed by bob")
 	// Closed: nothing more is posted for it.
 	w.pull(t, forge.EventClosed, sha2, "Refs #1", false)
 	n := len(w.forge.Statuses("acme/widgets", sha2))
-	if _, err := w.svc.Release(bg, w.as("bob"), "acme", "widgets", 2); err != nil {
+	if _, err := w.svc.Release(bg, w.As("bob"), "acme", "widgets", 2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, 0); err != nil {
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	// Another pull request's status after those changes shows that the
@@ -172,7 +185,7 @@ func TestFencedMergeStatusFollowsTheTenure(t *testing.T) {
 // began is not left standing: the worker posts again from the ledger.
 func TestAStalePostIsNeverLeftStanding(t *testing.T) {
 	w := newFenceWorld(t)
-	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, time.Minute); err != nil {
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	w.pull(t, forge.EventPullChanged, sha1, "Fixes #1", true)
@@ -192,7 +205,7 @@ func TestAStalePostIsNeverLeftStanding(t *testing.T) {
 	w.clock.Advance(time.Minute)
 	<-arrived
 	// …while bob takes the issue over.
-	if _, err := w.svc.Acquire(bg, w.as("bob"), "acme", "widgets", 1, time.Hour); err != nil {
+	if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	close(release)
@@ -205,7 +218,7 @@ func TestAStalePostIsNeverLeftStanding(t *testing.T) {
 
 func TestFencedMergeStatusesAreRetriedAndRepostedAfterARestart(t *testing.T) {
 	w := newFenceWorld(t)
-	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, 0); err != nil {
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, 0); err != nil {
 		t.Fatal(err)
 	}
 	w.forge.SetHook(func(ctx context.Context, method string) error {
@@ -215,9 +228,9 @@ func TestFencedMergeStatusesAreRetriedAndRepostedAfterARestart(t *testing.T) {
 		return nil
 	})
 	w.pull(t, forge.EventPullChanged, sha1, "Fixes #1", true)
-	waitFor(t, "a failed post", func() bool { return w.outcomes.count("failed") >= 1 })
+	leasetest.WaitFor(t, "a failed post", func() bool { return w.outcomes.count("failed") >= 1 })
 	w.forge.SetHook(nil)
-	waitFor(t, "the retry timer", func() bool { return w.clock.Timers() >= 1 })
+	leasetest.WaitFor(t, "the retry timer", func() bool { return w.clock.Timers() >= 1 })
 	w.clock.Advance(time.Second) // the first backoff
 	posts := w.status(t, sha1, "success: claimed by alice (#1 token 1)")
 
@@ -225,5 +238,5 @@ func TestFencedMergeStatusesAreRetriedAndRepostedAfterARestart(t *testing.T) {
 	// request again.
 	w.stop()
 	w.start(t)
-	waitFor(t, "the re-post", func() bool { return len(w.forge.Statuses("acme/widgets", sha1)) == posts+1 })
+	leasetest.WaitFor(t, "the re-post", func() bool { return len(w.forge.Statuses("acme/widgets", sha1)) == posts+1 })
 }

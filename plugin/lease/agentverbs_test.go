@@ -12,6 +12,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // The agent verbs of SPEC §8.4 in the lease service: next, acquire
@@ -241,7 +242,7 @@ func TestWaiterWokenAtTheExpiryInstant(t *testing.T) {
 	}()
 	// Bob waits, with a timer for the end of his wait and one for the
 	// expiry of alice's lease.
-	waitFor(t, "bob waiting with two timers", func() bool { return w.svc.Waiting(1, 1) == 1 && w.clock.Timers() == 2 })
+	leasetest.WaitFor(t, "bob waiting with two timers", func() bool { return w.svc.Waiting(1, 1) == 1 && w.clock.Timers() == 2 })
 	w.clock.Advance(59 * time.Second)
 	if w.svc.Waiting(1, 1) != 1 {
 		t.Fatal("bob stopped waiting a second before the expiry")
@@ -274,7 +275,7 @@ func TestWaitersAreServedInOrderOnRelease(t *testing.T) {
 			r, err := w.svc.AcquireWait(bg, w.as(who), "acme", "widgets", 1, 0, time.Hour)
 			results[who] <- outcome{r, err}
 		}()
-		waitFor(t, who+" in the queue", func() bool { return w.svc.Waiting(1, 1) == i+1 })
+		leasetest.WaitFor(t, who+" in the queue", func() bool { return w.svc.Waiting(1, 1) == i+1 })
 	}
 	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "widgets", 1); err != nil {
 		t.Fatal(err)
@@ -306,7 +307,7 @@ func TestWaiterLeavesWhenItsCallerGoesAwayOrItsWaitEnds(t *testing.T) {
 		r, err := w.svc.AcquireWait(ctx, w.as("bob"), "acme", "widgets", 1, 0, time.Hour)
 		done <- outcome{r, err}
 	}()
-	waitFor(t, "bob waiting", func() bool { return w.svc.Waiting(1, 1) == 1 })
+	leasetest.WaitFor(t, "bob waiting", func() bool { return w.svc.Waiting(1, 1) == 1 })
 	cancel() // the client disconnected
 	if o := <-done; !errors.Is(o.err, context.Canceled) {
 		t.Fatalf("cancelled waiter: %+v %v", o.t, o.err)
@@ -319,7 +320,7 @@ func TestWaiterLeavesWhenItsCallerGoesAwayOrItsWaitEnds(t *testing.T) {
 		r, err := w.svc.AcquireWait(bg, w.as("bob"), "acme", "widgets", 1, 0, time.Minute)
 		done <- outcome{r, err}
 	}()
-	waitFor(t, "bob waiting with his timer", func() bool { return w.svc.Waiting(1, 1) == 1 && w.clock.Timers() == 1 })
+	leasetest.WaitFor(t, "bob waiting with his timer", func() bool { return w.svc.Waiting(1, 1) == 1 && w.clock.Timers() == 1 })
 	w.clock.Advance(time.Minute)
 	o := <-done
 	if status(o.t, o.err) != contract.StatusHeld {
@@ -342,7 +343,7 @@ func TestWaitersAreBounded(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	defer cancel()
 	go func() { _, _ = svc.AcquireWait(ctx, w.as("bob"), "acme", "widgets", 1, 0, time.Hour) }()
-	waitFor(t, "bob waiting", func() bool { return svc.Waiting(1, 1) == 1 })
+	leasetest.WaitFor(t, "bob waiting", func() bool { return svc.Waiting(1, 1) == 1 })
 	if _, err := svc.AcquireWait(bg, w.as("bob"), "acme", "widgets", 1, 0, time.Hour); !errors.Is(err, lease.ErrTooManyWaiters) {
 		t.Fatalf("a second waiter past the bound of one: %v", err)
 	}
@@ -430,18 +431,6 @@ func TestTenureReadsNeedTheUnit(t *testing.T) {
 	}
 	if _, err := w.svc.History(bg, w.as("dave"), "acme", "tools", 1, 20); err != nil {
 		t.Errorf("history of an issue for an issues-only member: %v", err)
-	}
-}
-
-// waitFor polls cond until it holds or a deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -11,9 +11,11 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/models/pgtest"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // replicas is newWorld with a second service, b, on a ledger of its own
@@ -32,25 +34,22 @@ func replicas(t *testing.T) (w *world, b *lease.Service) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc, err := lease.NewService(w.forge, store, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After))
-		if err != nil {
-			t.Fatal(err)
-		}
-		go func() { done <- svc.FollowChanges(ctx) }()
+		svc := leasetest.NewService(t, w.forge, store, w.clock)
+		go func() { done <- changes.Follow(ctx, store, svc.Bus()) }()
 		stores, svcs = append(stores, store), append(svcs, svc)
 	}
 	t.Cleanup(func() {
 		cancel()
 		for range 2 {
 			if err := <-done; err != nil {
-				t.Errorf("FollowChanges: %v", err)
+				t.Errorf("Follow: %v", err)
 			}
 		}
 		for _, s := range stores {
 			_ = s.Close()
 		}
 	})
-	waitFor(t, "both replicas listening", func() bool { return stores[0].Listening() == 1 && stores[1].Listening() == 1 })
+	leasetest.WaitFor(t, "both replicas listening", func() bool { return stores[0].Listening() == 1 && stores[1].Listening() == 1 })
 	w.svc, w.ledger = svcs[0], stores[0]
 	return w, svcs[1]
 }
@@ -69,7 +68,7 @@ func TestWaiterWokenByAReleaseOnAnotherReplica(t *testing.T) {
 		r, err := w.svc.AcquireWait(bg, w.as("bob"), "acme", "widgets", 1, 0, 10*time.Minute)
 		done <- outcome{r, err}
 	}()
-	waitFor(t, "bob waiting on replica a", func() bool { return w.svc.Waiting(1, 1) == 1 })
+	leasetest.WaitFor(t, "bob waiting on replica a", func() bool { return w.svc.Waiting(1, 1) == 1 })
 	if _, err := b.Release(bg, w.as("alice"), "acme", "widgets", 1); err != nil {
 		t.Fatal(err)
 	}

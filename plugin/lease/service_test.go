@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,11 +13,13 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 var bg = context.Background()
 
-// world is the forge and ledger every rule below is checked against.
+// world is the forge and ledger every rule below is checked against
+// (leasetest.Acme).
 type world struct {
 	forge  *forgetest.Forge
 	clock  *clocktest.Clock
@@ -26,41 +27,10 @@ type world struct {
 	ledger *models.Store
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T, opts ...lease.Option) *world {
 	t.Helper()
-	f := forgetest.New()
-	for _, u := range []string{"alice", "bob", "reader", "dave", "eve"} {
-		f.AddUser(u)
-		f.AddKey(u, "SHA256:"+u)
-	}
-	f.AddRepo("acme/widgets", 1, false)
-	f.AddRepo("acme/tools", 3, true)
-	f.AddRepo("acme/secret", 2, true)
-	for _, r := range []string{"acme/widgets", "acme/tools"} {
-		f.Grant(r, "alice", forgetest.Write)
-		f.Grant(r, "bob", forgetest.Write)
-		f.Grant(r, "reader", forgetest.Read)
-		f.AddIssue(r, 1, false, false)
-		f.AddIssue(r, 2, true, false) // a pull request
-		f.AddIssue(r, 3, false, true) // closed
-		f.AddIssue(r, 4, false, false)
-	}
-	f.Grant("acme/tools", "dave", forgetest.IssuesOnly)
-	f.Grant("acme/secret", "alice", forgetest.Write)
-	f.AddIssue("acme/secret", 1, false, false)
-
-	clock := clocktest.New()
-	f.SetClock(clock.Now)
-	store, err := models.Open(filepath.Join(t.TempDir(), "collab.db"), models.WithClock(clock), models.WithMaxTTL(168*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	svc, err := lease.NewService(f, store, lease.WithClock(clock.Now), lease.WithTimer(clock.After))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &world{forge: f, clock: clock, svc: svc, ledger: store}
+	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Service: opts})
+	return &world{forge: lw.Forge, clock: lw.Clock, svc: lw.Service, ledger: lw.Ledger}
 }
 
 func (w *world) as(login string) lease.Viewer { return lease.Viewer{User: w.forge.User(login)} }

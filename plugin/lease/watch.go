@@ -123,6 +123,11 @@ func (w *Watch) Close() {
 	w.sub.Close()
 }
 
+// Settle waits until the live feeds have read again every change they
+// heard of so far, which they do after the write that made it has been
+// answered (for tests that then look at what a stream was told).
+func (s *Service) Settle() { s.hub.Settle() }
+
 // Watching returns how many repositories have a feed, and how many
 // streams watch them (for tests and metrics).
 func (s *Service) Watching() (repos, streams int) { return s.hub.Counts() }

@@ -1,4 +1,4 @@
-package live_test
+package lease_test
 
 import (
 	"context"
@@ -16,23 +16,19 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // liveWorld is newWorld with the live events bounded by o.
 func liveWorld(t *testing.T, o live.Options) *world {
 	t.Helper()
-	w := newWorld(t)
-	svc, err := lease.NewService(w.forge, w.ledger, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After), lease.WithLive(o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.svc = svc
-	return w
+	return newWorld(t, lease.WithLive(o))
 }
 
 func (w *world) watch(t *testing.T, login, repo, lastID string) *lease.Watch {
 	t.Helper()
+	w.svc.Settle() // what was written before is in the feed
 	owner, name, _ := cut(repo)
 	wt, err := w.svc.Watch(bg, w.as(login), owner, name, lastID)
 	if err != nil {
@@ -293,7 +289,7 @@ func TestWatchResumesWithinTheReplayWindow(t *testing.T) {
 
 	// Past the linger, the feed is gone: a reset.
 	w.clock.Advance(10 * time.Minute)
-	waitFor(t, "the idle feed to go", func() bool { repos, _ := w.svc.Watching(); return repos == 0 })
+	leasetest.WaitFor(t, "the idle feed to go", func() bool { repos, _ := w.svc.Watching(); return repos == 0 })
 	late := w.watch(t, "reader", "acme/widgets", newest)
 	expectEvent(t, late, contract.EventReset, `{}`)
 }
@@ -411,8 +407,8 @@ func TestWatchLeavesNoGoroutine(t *testing.T) {
 	}
 	lost.Close()
 	w.clock.Advance(time.Minute)
-	waitFor(t, "the feeds to linger out", func() bool { repos, streams := w.svc.Watching(); return repos == 0 && streams == 0 })
-	waitFor(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
+	leasetest.WaitFor(t, "the feeds to linger out", func() bool { repos, streams := w.svc.Watching(); return repos == 0 && streams == 0 })
+	leasetest.WaitFor(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
 	if got := w.clock.Timers(); got != 0 {
 		t.Fatalf("%d timers left", got)
 	}
@@ -425,10 +421,7 @@ func TestWatchOfABrokenLedgerFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := lease.NewService(w.forge, store, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After))
-	if err != nil {
-		t.Fatal(err)
-	}
+	svc := leasetest.NewService(t, w.forge, store, w.clock)
 	_ = store.Close()
 	if _, err := svc.Watch(bg, w.as("reader"), "acme", "widgets", ""); err == nil {
 		t.Fatal("watch over a closed ledger succeeded")

@@ -1,4 +1,4 @@
-package models
+package gates
 
 import (
 	"go/ast"
@@ -32,6 +32,13 @@ import (
 // tests' PostgreSQL databases, may import the PostgreSQL driver (pgx) and
 // nothing else of the list; it is held to rule 2 like everyone, and only
 // test files may import it.
+
+// root is the module's root, from this package's directory; selfFile is
+// this file, whose synthetic offending sources the ledger gate skips.
+const (
+	root     = "../.."
+	selfFile = "plugin/gates/gates_test.go"
+)
 
 var dbImports = map[string]bool{
 	"gorm.io/gorm":                  true,
@@ -364,13 +371,16 @@ func scanTree(t *testing.T, root string) ([]violation, int) {
 	files := 0
 	walkGo(t, root, func(rel string, fset *token.FileSet, f *ast.File) {
 		files++
+		if rel == selfFile {
+			return // its offending sources are the non-vacuity cases' strings
+		}
 		out = append(out, scanFile(fset, f, rel)...)
 	})
 	return out, files
 }
 
 func TestOnlyModelsWritesTheLedger(t *testing.T) {
-	violations, files := scanTree(t, "..")
+	violations, files := scanTree(t, root)
 	for _, v := range violations {
 		t.Errorf("%s: %s", v.pos, v.what)
 	}
@@ -389,7 +399,7 @@ func TestOnlyModelsWritesTheLedger(t *testing.T) {
 func moduleGoFiles(t *testing.T) int {
 	t.Helper()
 	cmd := exec.Command("go", "list", "-f", "{{len .GoFiles}} {{len .CgoFiles}} {{len .TestGoFiles}} {{len .XTestGoFiles}} {{len .IgnoredGoFiles}}", "./...")
-	cmd.Dir = ".."
+	cmd.Dir = root
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -497,7 +507,7 @@ func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 }
 
 // The second gate: all HTTP to Gitea lives in plugin/gitea, where one
-// mapping turns Gitea's answers into the forge's errors (SPEC §8.1). No
+// mapping turns Gitea's answers into the forge's errors. No
 // other non-test Go file may import the Gitea SDK or use net/http's client
 // side: a request (NewRequest), a client (Client, DefaultClient, Get, …) or
 // a transport to send one with. Serving HTTP (handlers, Request and
@@ -569,7 +579,7 @@ func scanHTTPClient(fset *token.FileSet, f *ast.File) []violation {
 
 func TestOnlyPluginGiteaSpeaksHTTPToGitea(t *testing.T) {
 	scanned := map[string]int{}
-	walkGo(t, "..", func(rel string, fset *token.FileSet, f *ast.File) {
+	walkGo(t, root, func(rel string, fset *token.FileSet, f *ast.File) {
 		if mayRequestGitea(rel) {
 			return
 		}
@@ -579,7 +589,7 @@ func TestOnlyPluginGiteaSpeaksHTTPToGitea(t *testing.T) {
 		}
 	})
 	// Floor: the packages that used to send requests to Gitea were read.
-	for _, dir := range []string{"routes", "cmd/collab-sidecar", "plugin", "ssh"} {
+	for _, dir := range []string{"routes", "cmd/collab-sidecar", "plugin/lease", "plugin/live", "plugin/fence", "plugin/footer", "ssh"} {
 		if scanned[dir] == 0 {
 			t.Errorf("scanned no file of %s/; is the gate looking at the module root?", dir)
 		}
@@ -595,8 +605,8 @@ func TestHTTPGateFlagsOffendingSources(t *testing.T) {
 		{"http.Get", "routes/x.go", `package routes; import "net/http"; func f() { http.Get("http://gitea/api/v1/version") }`, 1},
 		{"a request with context", "routes/oauth.go", `package routes; import "net/http"; var _, _ = http.NewRequestWithContext(nil, "POST", "/login/oauth/access_token", nil)`, 1},
 		{"a renamed client", "cmd/collab-sidecar/doctor.go", `package main; import nethttp "net/http"; var c = &nethttp.Client{}`, 1},
-		{"the default client", "plugin/oauthapp.go", `package plugin; import "net/http"; var c = http.DefaultClient`, 1},
-		{"the Gitea SDK", "plugin/oauthapp.go", `package plugin; import sdk "code.gitea.io/sdk/gitea"; var _ sdk.Client`, 1},
+		{"the default client", "plugin/fence/fence.go", `package fence; import "net/http"; var c = http.DefaultClient`, 1},
+		{"the Gitea SDK", "plugin/lease/leases.go", `package lease; import sdk "code.gitea.io/sdk/gitea"; var _ sdk.Client`, 1},
 		{"dot import", "ssh/x.go", `package ssh; import . "net/http"; var _ = Get`, 1},
 		{"serving is fine", "routes/x.go", `package routes; import "net/http"; func h(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusNotFound); http.SetCookie(w, &http.Cookie{}) }`, 0},
 	}
@@ -619,7 +629,7 @@ func TestHTTPGateFlagsOffendingSources(t *testing.T) {
 			t.Errorf("%s should be exempt", rel)
 		}
 	}
-	for _, rel := range []string{"plugin/gitea/sub/x.go", "plugin/oauthapp.go", "cmd/collab-sidecar/doctor.go"} {
+	for _, rel := range []string{"plugin/gitea/sub/x.go", "plugin/fence/fence.go", "plugin/live/hub.go", "cmd/collab-sidecar/doctor.go"} {
 		if mayRequestGitea(rel) {
 			t.Errorf("%s should not be exempt", rel)
 		}
@@ -627,10 +637,10 @@ func TestHTTPGateFlagsOffendingSources(t *testing.T) {
 }
 
 // The third gate: the transports make no ledger call except through the
-// lease service in plugin/, which decides who may do what (SPEC §8.1). No
-// non-test Go file of ssh/ or routes/ may import models/ at all: without
-// it they can name neither the ledger nor its keys, so every lease read
-// or write has to go through plugin.Service.
+// lease service (plugin/lease), which decides who may do what
+// (docs/ARCHITECTURE.md). No non-test Go file of ssh/ or routes/ may
+// import models/ at all: without it they can name neither the ledger nor
+// its keys, so every lease read or write has to go through lease.Service.
 var transports = []string{"ssh", "routes"}
 
 // scanTransport reports the imports of the ledger in one parsed file of a
@@ -640,7 +650,7 @@ func scanTransport(fset *token.FileSet, f *ast.File) []violation {
 	for _, imp := range f.Imports {
 		if path, _ := strconv.Unquote(imp.Path.Value); path == modulePath+"/models" || strings.HasPrefix(path, modulePath+"/models/") {
 			out = append(out, violation{pos: fset.Position(imp.Pos()).String(),
-				what: "imports " + path + ": transports reach the ledger only through plugin.Service"})
+				what: "imports " + path + ": transports reach the ledger only through lease.Service"})
 		}
 	}
 	return out
@@ -663,7 +673,7 @@ func isTransport(rel string) bool {
 
 func TestTransportsReachTheLedgerOnlyThroughTheService(t *testing.T) {
 	scanned := map[string]int{}
-	walkGo(t, "..", func(rel string, fset *token.FileSet, f *ast.File) {
+	walkGo(t, root, func(rel string, fset *token.FileSet, f *ast.File) {
 		if !isTransport(rel) {
 			return
 		}
@@ -688,7 +698,7 @@ func TestTransportGateFlagsOffendingSources(t *testing.T) {
 		{"models", "ssh/dispatch.go", `package ssh; import "github.com/collab-lease/collab-lease/models"; var _ models.Key`, 1},
 		{"renamed models", "routes/leases.go", `package routes; import m "github.com/collab-lease/collab-lease/models"; var _ m.Lease`, 1},
 		{"a models subpackage", "routes/x.go", `package routes; import "github.com/collab-lease/collab-lease/models/leasemodel"`, 1},
-		{"the service is fine", "ssh/dispatch.go", `package ssh; import "github.com/collab-lease/collab-lease/plugin"; var _ *plugin.Service`, 0},
+		{"the service is fine", "ssh/dispatch.go", `package ssh; import "github.com/collab-lease/collab-lease/plugin/lease"; var _ *lease.Service`, 0},
 	}
 	for _, c := range cases {
 		if !isTransport(c.rel) {
@@ -703,7 +713,90 @@ func TestTransportGateFlagsOffendingSources(t *testing.T) {
 			t.Errorf("%s: %d violations %v, want %d", c.name, len(got), got, c.want)
 		}
 	}
-	if isTransport("ssh/server_test.go") || isTransport("plugin/leases.go") {
+	if isTransport("ssh/server_test.go") || isTransport("plugin/lease/leases.go") {
 		t.Error("tests and the service itself are not transports")
+	}
+}
+
+// The fourth gate: a change is published once, after COMMIT, by the one
+// place that sees every ledger write of the lease service
+// (plugin/lease/committed.go); the bus itself publishes expiries, and
+// its Follow what other replicas announce. No other non-test Go file may
+// call Publish on a bus: a verb that told the waiters, the live feeds or
+// the fence worker of its change by hand would be the habit the bus
+// replaced, and the first write to forget it would go untold.
+const changesPath = modulePath + "/plugin/changes"
+
+// mayPublish says whether the file at rel may publish on the bus.
+func mayPublish(rel string) bool {
+	return strings.HasSuffix(rel, "_test.go") || pathpkg.Dir(rel) == "plugin/changes" || rel == "plugin/lease/committed.go"
+}
+
+// scanPublish reports the calls of a method named Publish in a file that
+// imports the bus's package (the bus is the only thing there with one).
+func scanPublish(fset *token.FileSet, f *ast.File) []violation {
+	imports := false
+	for _, imp := range f.Imports {
+		if path, _ := strconv.Unquote(imp.Path.Value); path == changesPath {
+			imports = true
+		}
+	}
+	if !imports {
+		return nil
+	}
+	var out []violation
+	ast.Inspect(f, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Publish" {
+				out = append(out, violation{pos: fset.Position(call.Pos()).String(),
+					what: "publishes on the change bus: only plugin/lease/committed.go publishes committed changes"})
+			}
+		}
+		return true
+	})
+	return out
+}
+
+func TestOnlyTheCommittedLedgerPublishes(t *testing.T) {
+	scanned := 0
+	walkGo(t, root, func(rel string, fset *token.FileSet, f *ast.File) {
+		if mayPublish(rel) {
+			return
+		}
+		scanned++
+		for _, v := range scanPublish(fset, f) {
+			t.Errorf("%s: %s", v.pos, v.what)
+		}
+	})
+	if scanned < 100 {
+		t.Errorf("scanned %d files; is the gate looking at the module root?", scanned)
+	}
+}
+
+// Non-vacuity of the bus gate.
+func TestBusGateFlagsOffendingSources(t *testing.T) {
+	cases := []struct {
+		name, rel, src string
+		want           int
+	}{
+		{"a verb fanning out", "plugin/lease/leases.go", `package lease; import "github.com/collab-lease/collab-lease/plugin/changes"; func f(b *changes.Bus) { b.Publish(changes.Set{}) }`, 1},
+		{"a renamed import", "plugin/fence/fence.go", `package fence; import ch "github.com/collab-lease/collab-lease/plugin/changes"; func f(b *ch.Bus, s ch.Set) { b.Publish(s) }`, 1},
+		{"subscribing is fine", "plugin/live/hub.go", `package live; import "github.com/collab-lease/collab-lease/plugin/changes"; func f(b *changes.Bus) { b.Subscribe(nil); b.ExpireAt(changes.Change{}.Key, t0) }`, 0},
+	}
+	for _, c := range cases {
+		if mayPublish(c.rel) {
+			t.Fatalf("%s: %s may publish; the case proves nothing", c.name, c.rel)
+		}
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, c.rel, c.src, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := scanPublish(fset, f); len(got) != c.want {
+			t.Errorf("%s: %d violations %v, want %d", c.name, len(got), got, c.want)
+		}
+	}
+	if !mayPublish("plugin/lease/committed.go") || !mayPublish("plugin/changes/bus.go") || mayPublish("plugin/lease/events.go") {
+		t.Error("the bus gate's exemptions are not the committed ledger and the bus")
 	}
 }
