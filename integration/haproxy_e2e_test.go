@@ -20,6 +20,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/models/pgtest"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // Two replicas on one fresh PostgreSQL database, behind HAProxy run with
@@ -177,7 +178,7 @@ type balancer struct {
 	sshAddr, httpAddr string
 	knownHosts        string
 	hostKey           ssh.PublicKey
-	logs              *syncBuffer
+	logs              *leasetest.LogBuffer
 }
 
 // startHAProxy runs HAProxy in the foreground with the shipped
@@ -218,7 +219,7 @@ func startHAProxy(t *testing.T, haproxy string, replicas []*Sidecar) *balancer {
 			env = append(env, fmt.Sprintf("REPLICA%d_HOST=%s", i+1, host), fmt.Sprintf("REPLICA%d_%s_PORT=%s", i+1, name, port))
 		}
 	}
-	b := &balancer{sshAddr: addrs[0], httpAddr: addrs[1], logs: &syncBuffer{}}
+	b := &balancer{sshAddr: addrs[0], httpAddr: addrs[1], logs: &leasetest.LogBuffer{}}
 	cmd := exec.Command(haproxy, "-db", "-f", filepath.Join(root, "deploy", "ha", "haproxy.cfg"))
 	cmd.Env, cmd.ExtraFiles, cmd.Stdout, cmd.Stderr = env, files, b.logs, b.logs
 	if err := cmd.Start(); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // git collab mcp end to end: an MCP client of the official SDK starts
@@ -30,7 +31,7 @@ func startMCP(t *testing.T, c *checkout) *mcpAgent {
 	t.Helper()
 	cmd := exec.Command("git", "collab", "mcp")
 	cmd.Dir, cmd.Env = c.dir, c.env
-	var stderr syncBuffer // ssh's complaints, which git collab mcp passes on
+	var stderr leasetest.LogBuffer // ssh's complaints, which git collab mcp passes on
 	cmd.Stderr = &stderr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -13,10 +13,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -108,7 +108,7 @@ type Sidecar struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-	logs *syncBuffer
+	logs *leasetest.LogBuffer
 }
 
 var (
@@ -145,7 +145,7 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 		args = append(args, "--host-key", o.HostKey)
 	}
 	s := &Sidecar{DataDir: o.DataDir, DB: filepath.Join(o.DataDir, "collab.db"), opts: o,
-		done: make(chan struct{}), logs: &syncBuffer{}}
+		done: make(chan struct{}), logs: &leasetest.LogBuffer{}}
 	s.cmd = exec.Command(o.Binary, args...)
 	s.cmd.Env = cleanEnv()
 	s.cmd.SysProcAttr = sidecarProcAttr()
@@ -380,23 +380,6 @@ func RunCommand(cmd *exec.Cmd) (SSHResult, error) {
 		r.Code, err = ee.ExitCode(), nil
 	}
 	return r, err
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // hostPublicKey returns the authorized_keys form of the public half of an

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 var bg = context.Background()
@@ -63,14 +63,10 @@ type fixture struct {
 
 func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	t.Helper()
-	clk := clocktest.New()
-	store, err := models.Open(filepath.Join(t.TempDir(), "collab.db"), models.WithClock(clk), models.WithMaxTTL(168*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	f := &fixture{t: t, store: store, forge: newForge(), clock: clk}
-	f.svc = mustService(t, f.forge, store, lease.WithClock(clk.Now), lease.WithTimer(clk.After))
+	lw := leasetest.New(t, leasetest.Options{Forge: newForge()})
+	clk := lw.Clock
+	f := &fixture{t: t, store: lw.Ledger, forge: lw.Forge, clock: clk, svc: lw.Service}
+	var err error
 	f.opts = Options{
 		Leases: f.svc, GiteaURL: giteaURL, PublicURL: publicURL,
 		SignIn:     newFakeSignIn(t, giteaURL, f.forge.User("alice")),
@@ -159,15 +155,6 @@ func testBundle() assets.Bundle {
 	}
 }
 
-func mustService(t *testing.T, f lease.Forge, l lease.Ledger, opts ...lease.Option) *lease.Service {
-	t.Helper()
-	svc, err := lease.NewService(f, l, opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return svc
-}
-
 // user is the forge's account with this login, so that sessions and the
 // ledger rows a test writes name the account the forge knows.
 func (f *fixture) user(login string) forge.User {
@@ -184,7 +171,7 @@ func (f *fixture) user(login string) forge.User {
 func newFixtureOn(t *testing.T, f *fixture) *fixture {
 	t.Helper()
 	g := *f
-	g.opts.Leases = mustService(t, f.forge, f.store)
+	g.opts.Leases = leasetest.NewService(t, f.forge, f.store, f.clock)
 	var err error
 	if g.h, err = New(g.opts); err != nil {
 		t.Fatal(err)

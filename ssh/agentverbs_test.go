@@ -151,9 +151,7 @@ func TestInternalErrorIsLoggedWithItsDetail(t *testing.T) {
 	if r.code != 1 || r.stderr != "error: internal error\n" {
 		t.Fatalf("list on a closed ledger: %+v", r)
 	}
-	w.logMu.mu.Lock()
 	logs := w.logs.String()
-	w.logMu.mu.Unlock()
 	if !strings.Contains(logs, "level=ERROR") || !strings.Contains(logs, "outcome=internal") || !strings.Contains(logs, "err=") {
 		t.Fatalf("the log has no detail of the internal error:\n%s", logs)
 	}

@@ -1,7 +1,6 @@
 package ssh
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -18,6 +17,7 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 	"github.com/collab-lease/collab-lease/plugin/proxyheader"
 )
 
@@ -29,8 +29,7 @@ type proxyWorld struct {
 	h       *recordingHandler
 	hostKey gossh.Signer
 	signer  gossh.Signer
-	logs    *lockedWriter
-	buf     *bytes.Buffer
+	logs    *leasetest.LogBuffer
 }
 
 var (
@@ -61,8 +60,7 @@ func newProxyWorld(t *testing.T, headerTimeout time.Duration, tweak func(*Server
 		}
 		return forge.User{}, forge.ErrNotFound
 	})
-	buf := &bytes.Buffer{}
-	logs := &lockedWriter{w: buf}
+	logs := &leasetest.LogBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, nil))
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,7 +68,7 @@ func newProxyWorld(t *testing.T, headerTimeout time.Duration, tweak func(*Server
 	}
 	l := &proxyheader.Listener{Listener: raw, From: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")},
 		Timeout: headerTimeout, Logger: logger}
-	w := &proxyWorld{l: l, h: &recordingHandler{}, hostKey: hostKey, signer: signer, logs: logs, buf: buf}
+	w := &proxyWorld{l: l, h: &recordingHandler{}, hostKey: hostKey, signer: signer, logs: logs}
 	w.srv = &Server{HostKey: hostKey, Keys: keys, Handler: w.h, Logger: logger}
 	if tweak != nil {
 		tweak(w.srv)
@@ -81,9 +79,7 @@ func newProxyWorld(t *testing.T, headerTimeout time.Duration, tweak func(*Server
 }
 
 func (w *proxyWorld) log() string {
-	w.logs.mu.Lock()
-	defer w.logs.mu.Unlock()
-	return w.buf.String()
+	return w.logs.String()
 }
 
 // connect opens a TCP connection from the loopback address from and, with

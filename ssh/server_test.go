@@ -23,11 +23,13 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // testKey is a client key pair with its private key in an OpenSSH file.
@@ -69,8 +71,7 @@ type world struct {
 	known    string
 	keys     map[string]testKey
 	hostKey  string
-	logs     *bytes.Buffer
-	logMu    *lockedWriter
+	logs     *leasetest.LogBuffer
 	tweak    func(*Server) // adjusts the server's limits before it starts
 	serveErr chan error
 }
@@ -80,14 +81,9 @@ func newWorld(t *testing.T, tweak ...func(*Server)) *world {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatal("the OpenSSH client is required (apt-get install openssh-client)")
 	}
-	w := &world{t: t, dir: t.TempDir(), forge: forgetest.New(), keys: map[string]testKey{},
-		clock: clocktest.New(), logs: &bytes.Buffer{}}
-	var err error
-	w.ledger, err = models.Open(filepath.Join(w.dir, "collab.db"), models.WithClock(w.clock))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = w.ledger.Close() })
+	lw := leasetest.New(t, leasetest.Options{Service: realTime})
+	w := &world{t: t, dir: lw.Dir, forge: lw.Forge, ledger: lw.Ledger, clock: lw.Clock, keys: map[string]testKey{},
+		logs: &leasetest.LogBuffer{}}
 	for _, name := range []string{"alice", "bob", "carol", "mallory"} {
 		k := newTestKey(t, w.dir, name)
 		w.keys[name] = k
@@ -126,10 +122,7 @@ func (w *world) start(addr string) {
 		w.t.Fatal(err)
 	}
 	w.addr = l.Addr().(*net.TCPAddr)
-	if w.logMu == nil {
-		w.logMu = &lockedWriter{w: w.logs}
-	}
-	logger := slog.New(slog.NewTextHandler(w.logMu, nil))
+	logger := slog.New(slog.NewTextHandler(w.logs, nil))
 	w.srv = &Server{HostKey: signer, Keys: w.forge, Logger: logger,
 		Handler: &LeaseVerb{Leases: w.service(), Logger: logger}}
 	if w.tweak != nil {
@@ -148,25 +141,17 @@ func (w *world) start(addr string) {
 	w.t.Cleanup(func() { _ = srv.Close() })
 }
 
+// realTime runs the server's lease service on the system clock (the
+// ledger keeps the test clock): the tests of acquire --wait wait for
+// real, short deadlines.
+var realTime = []lease.Option{lease.WithClock(time.Now), lease.WithTimer(changes.RealAfter)}
+
+// service is a new lease service over the world's forge and ledger, for
+// a server (re)started.
 func (w *world) service() *lease.Service {
 	w.t.Helper()
-	svc, err := lease.NewService(w.forge, w.ledger)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	w.svc = svc
-	return svc
-}
-
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (l *lockedWriter) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(p)
+	w.svc = leasetest.NewService(w.t, w.forge, w.ledger, w.clock, realTime...)
+	return w.svc
 }
 
 type result struct {
@@ -546,9 +531,7 @@ func TestOneLogLinePerCommandWithoutKeyMaterial(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	var logs string
 	for time.Now().Before(deadline) {
-		w.logMu.mu.Lock()
 		logs = w.logs.String()
-		w.logMu.mu.Unlock()
 		if strings.Count(logs, "msg=collab-lease") >= 2 {
 			break
 		}
@@ -643,8 +626,6 @@ func TestStalledHandshakesDoNotLockOthersOut(t *testing.T) {
 	dial(200)
 	r := w.ssh("alice", "collab-lease acquire acme/widgets 42")
 	if r.code != 0 {
-		w.logMu.mu.Lock()
-		defer w.logMu.mu.Unlock()
 		t.Fatalf("a real client among stalled ones: %+v\n%s", r, w.logs.String())
 	}
 	w.srv.mu.Lock()

@@ -8,10 +8,11 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 var errFakeClosed = errors.New("fake: closed")
@@ -88,27 +89,9 @@ func TestRunServersStopsBothWhenOneFails(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startServe runs serve on free loopback ports until the test ends, and
 // returns its log and the addresses it logged for the messages named.
-func startServe(t *testing.T, args ...string) (*syncBuffer, map[string]string) {
+func startServe(t *testing.T, args ...string) (*leasetest.LogBuffer, map[string]string) {
 	t.Helper()
 	base := []string{"--gitea-url", "http://127.0.0.1:1", "--data-dir", t.TempDir(),
 		"--ssh-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}
@@ -117,7 +100,7 @@ func startServe(t *testing.T, args ...string) (*syncBuffer, map[string]string) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &leasetest.LogBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- serve(ctx, cfg, logs) }()
 	t.Cleanup(func() {

@@ -2,7 +2,7 @@
 // until a test moves it, so tests jump past an expiry instead of sleeping.
 // It satisfies models.Clock, its Now method value serves wherever a
 // func() time.Time is taken, and its After method value wherever a timer
-// is (plugin.WithTimer): a timer fires when the clock is moved to or past
+// is (lease.WithTimer): a timer fires when the clock is moved to or past
 // its deadline.
 package clocktest
 

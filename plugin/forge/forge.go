@@ -1,10 +1,14 @@
-// Package plugin is the forge boundary: the small Forge interface through
-// which the sidecar asks its forge who owns an SSH key, what a user may do in
-// a repository and whether an issue exists, plus (in plugin/gitea) its Gitea
-// implementation and the installer of Gitea's custom templates.
+// Package forge is the vocabulary the sidecar and its forge adapters
+// share: the forge's accounts, repositories (as one viewer sees them),
+// issues and commit statuses, what the forge says happened (Event), its
+// sentinel errors, and the rate budgets that bound what one client
+// address may make the sidecar ask of the forge. The adapters are
+// plugin/gitea (Gitea over HTTP) and plugin/forgetest (in memory, for
+// tests); each consumer declares the interface it needs of them
+// (lease.Forge, fence.Forge).
 //
-// It answers questions; it never decides who holds a lease (that is models/)
-// and it never writes the ledger.
+// It holds types and no behaviour but the budgets': it never talks to a
+// forge, never decides who holds a lease, and never touches the ledger.
 package forge
 
 import (

@@ -1,5 +1,6 @@
-// Package forgetest is an in-memory plugin.Forge for fast tests of the
-// lease service and its transports: accounts with keys and tokens,
+// Package forgetest is an in-memory forge (it serves lease.Forge and
+// fence.Forge) for fast tests of the lease service and its transports:
+// accounts with keys and tokens,
 // repositories with per-user access (including access limited to one
 // unit), issues and pull requests, and switches for an unreachable or hung
 // forge. It counts calls and records whom each was asked as, so tests can
@@ -191,7 +192,7 @@ func (f *Forge) AddIssue(fullName string, n int64, pull, closed bool) {
 	f.issues[fmt.Sprintf("%s#%d", strings.ToLower(fullName), n)] = forge.Issue{Number: n, IsPull: pull, Closed: closed}
 }
 
-// SetDown makes every call fail with plugin.ErrUnavailable (or not).
+// SetDown makes every call fail with forge.ErrUnavailable (or not).
 func (f *Forge) SetDown(down bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -280,7 +281,7 @@ func (f *Forge) active(id int64) (forge.User, bool) {
 	return forge.User{}, false
 }
 
-// UserByKey implements plugin.Forge.
+// UserByKey implements lease.Forge.
 func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (forge.User, error) {
 	if err := f.enter(ctx, "UserByKey"); err != nil {
 		return forge.User{}, err
@@ -293,7 +294,7 @@ func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (forge.User, 
 	return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, forge.ErrNotFound)
 }
 
-// UserByToken implements plugin.Forge.
+// UserByToken implements lease.Forge.
 func (f *Forge) UserByToken(ctx context.Context, t string) (forge.User, error) {
 	if err := f.enter(ctx, "UserByToken"); err != nil {
 		return forge.User{}, err
@@ -308,7 +309,7 @@ func (f *Forge) UserByToken(ctx context.Context, t string) (forge.User, error) {
 	return forge.User{}, fmt.Errorf("token: %w", forge.ErrNotFound)
 }
 
-// UserByLogin implements plugin.Forge.
+// UserByLogin implements lease.Forge.
 func (f *Forge) UserByLogin(ctx context.Context, login string) (forge.User, error) {
 	if err := f.enter(ctx, "UserByLogin"); err != nil {
 		return forge.User{}, err
@@ -321,7 +322,7 @@ func (f *Forge) UserByLogin(ctx context.Context, login string) (forge.User, erro
 	return forge.User{}, fmt.Errorf("user %s: %w", login, forge.ErrNotFound)
 }
 
-// Repo implements plugin.Forge.
+// Repo implements lease.Forge.
 func (f *Forge) Repo(ctx context.Context, login, owner, name string) (forge.Repo, error) {
 	if err := f.enterAs(ctx, "Repo", login); err != nil {
 		return forge.Repo{}, err
@@ -363,7 +364,7 @@ func (f *Forge) view(login, owner, name string) (forge.Repo, error) {
 	return out, nil
 }
 
-// Issue implements plugin.Forge.
+// Issue implements lease.Forge.
 func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (forge.Issue, error) {
 	if err := f.enterAs(ctx, "Issue", login); err != nil {
 		return forge.Issue{}, err
@@ -381,7 +382,7 @@ func (f *Forge) Issue(ctx context.Context, login, owner, name string, n int64) (
 	return is, nil
 }
 
-// TokenRepo implements plugin.Forge.
+// TokenRepo implements lease.Forge.
 func (f *Forge) TokenRepo(ctx context.Context, u forge.User, t, owner, name string) (forge.Repo, error) {
 	if err := f.enterAs(ctx, "TokenRepo", u.Login); err != nil {
 		return forge.Repo{}, err
@@ -452,7 +453,7 @@ func (f *Forge) DeleteRepo(fullName string) {
 	delete(f.repos, strings.ToLower(fullName))
 }
 
-// RepoName implements plugin.Forge.
+// RepoName implements lease.Forge.
 func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
 	if err := f.enter(ctx, "RepoName"); err != nil {
 		return "", err
@@ -467,7 +468,7 @@ func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
 	return "", fmt.Errorf("repository %d: %w", id, forge.ErrNotFound)
 }
 
-// ClosedSince implements plugin.Forge.
+// ClosedSince implements lease.Forge.
 func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, error) {
 	if err := f.enter(ctx, "ClosedSince"); err != nil {
 		return nil, err
@@ -501,7 +502,7 @@ func (f *Forge) Depend(fullName string, n, on int64) {
 	f.deps[key] = append(f.deps[key], on)
 }
 
-// OpenIssues implements plugin.Forge: one request per 50 issues listed,
+// OpenIssues implements lease.Forge: one request per 50 issues listed,
 // as Gitea's pages.
 func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt forge.IssueFilter, limit int) ([]forge.Issue, int, error) {
 	if err := f.enter(ctx, "OpenIssues"); err != nil {
@@ -537,7 +538,7 @@ func hasAll(have, want []string) bool {
 	return true
 }
 
-// Blocked implements plugin.Forge.
+// Blocked implements lease.Forge.
 func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool, error) {
 	if err := f.enter(ctx, "Blocked"); err != nil {
 		return false, err
@@ -553,7 +554,7 @@ func (f *Forge) Blocked(ctx context.Context, owner, name string, n int64) (bool,
 	return false, nil
 }
 
-// PostStatus implements plugin.Forge: the statuses are kept in order, for
+// PostStatus implements fence.Forge: the statuses are kept in order, for
 // Statuses.
 func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st forge.CommitStatus) error {
 	if err := f.enter(ctx, "PostStatus"); err != nil {

@@ -332,11 +332,8 @@ func TestWaiterLeavesWhenItsCallerGoesAwayOrItsWaitEnds(t *testing.T) {
 }
 
 func TestWaitersAreBounded(t *testing.T) {
-	w := newWorld(t)
-	svc, err := lease.NewService(w.forge, w.ledger, lease.WithClock(w.clock.Now), lease.WithTimer(w.clock.After), lease.WithWaiters(1, 10))
-	if err != nil {
-		t.Fatal(err)
-	}
+	w := newWorld(t, lease.WithWaiters(1, 10))
+	svc := w.svc
 	if _, err := svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, 0); err != nil {
 		t.Fatal(err)
 	}

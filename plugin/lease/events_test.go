@@ -1,12 +1,17 @@
 package lease_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // The hot path: while the ledger's record of an issue is fresh, acquire,
@@ -118,4 +123,62 @@ func TestReconcileRepairsMissedDeliveries(t *testing.T) {
 	if _, err := w.svc.Reconcile(bg, w.clock.Now()); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("Reconcile with the forge down: %v, want ErrUnavailable", err)
 	}
+}
+
+// A reconcile that ends a vanished repository's leases tells everyone a
+// release would: the waiter of acquire --wait wakes (and learns the
+// repository is gone), the live stream says released, and the fence
+// worker recomputes the status of the pull request that closes the
+// issue. (Before the change bus, the reconcile's EndRepo told nobody:
+// the waiter slept to its deadline, the stream kept the lease, and the
+// status stayed "claimed".)
+func TestReconcileOfAVanishedRepositoryTellsEveryone(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.as("alice"), w.as("bob")
+	fenceCtx, stopFence := context.WithCancel(bg)
+	fenced := make(chan error, 1)
+	worker := fence.New(w.ledger, w.forge, w.svc.Bus(), fence.Options{Now: w.clock.Now, After: w.clock.After})
+	go func() { fenced <- worker.Run(fenceCtx) }()
+	t.Cleanup(func() { stopFence(); <-fenced })
+
+	const sha = "3333333333333333333333333333333333333333"
+	if _, err := w.svc.Apply(bg, forge.Event{Kind: forge.EventPullChanged, RepoID: 3, Number: 2, Updated: w.clock.Now(),
+		Pull: &forge.PullEvent{Repo: "acme/tools", Head: sha, Author: w.forge.User("alice"), Title: "Work", Body: "Fixes #1", Open: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Acquire(bg, alice, "acme", "tools", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	lastStatus := func() string {
+		sts := w.forge.Statuses("acme/tools", sha)
+		if len(sts) == 0 {
+			return ""
+		}
+		return sts[len(sts)-1].State + ": " + sts[len(sts)-1].Description
+	}
+	leasetest.WaitFor(t, "the status of a claimed pull request", func() bool { return strings.HasPrefix(lastStatus(), "success: claimed by alice") })
+
+	wt := w.watch(t, "reader", "acme/tools", "")
+	started(t, wt)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := w.svc.AcquireWait(bg, bob, "acme", "tools", 1, time.Hour, 10*time.Minute)
+		waited <- err
+	}()
+	leasetest.WaitFor(t, "bob to wait", func() bool { return w.svc.Waiting(3, 1) == 1 })
+
+	w.forge.DeleteRepo("acme/tools")
+	if ended, err := w.svc.Reconcile(bg, w.clock.Now()); err != nil || ended != 1 {
+		t.Fatalf("Reconcile = %d %v, want 1 lease ended", ended, err)
+	}
+	expectEvent(t, wt, contract.EventReleased, released(1))
+	select {
+	case err := <-waited:
+		if !errors.Is(err, lease.ErrRepoNotFound) {
+			t.Fatalf("the waiter woke with %v, want the repository gone", err)
+		}
+	case <-time.After(10 * time.Second): // the test clock stands still: only a wake ends the wait
+		t.Fatal("the waiter was not woken by the reconcile")
+	}
+	leasetest.WaitFor(t, "the status to say the claim is gone", func() bool { return lastStatus() == "failure: claim #1 before merging" })
 }

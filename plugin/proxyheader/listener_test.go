@@ -1,17 +1,16 @@
 package proxyheader
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 	"github.com/pires/go-proxyproto"
 )
 
@@ -19,31 +18,14 @@ import (
 // connections from 127.0.0.1 are the untrusted ones.
 var balancerIP = net.ParseIP("127.0.0.2")
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // listen starts a Listener on 127.0.0.1 that trusts 127.0.0.2 only.
-func listen(t *testing.T, timeout time.Duration) (*Listener, *lockedBuffer) {
+func listen(t *testing.T, timeout time.Duration) (*Listener, *leasetest.LogBuffer) {
 	t.Helper()
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &leasetest.LogBuffer{}
 	l := &Listener{Listener: raw, From: []netip.Prefix{netip.MustParsePrefix("127.0.0.2/32")}, Timeout: timeout,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	t.Cleanup(func() { _ = l.Close() })
