@@ -46,7 +46,7 @@ func TestLoadPreparesEveryAsset(t *testing.T) {
 		}
 	}
 	// Small enough to add to every Gitea page: the script within 4 KiB
-	// gzipped (SPEC §8.5's live badges included), script and style within 8.
+	// gzipped (the live badges included), script and style within 8.
 	if js := len(b["collab-lease.js"].Gzip); js > 4*1024 {
 		t.Errorf("gzipped script is %d bytes; keep it within 4 KiB", js)
 	}

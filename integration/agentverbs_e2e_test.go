@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// SPEC §8.4 against the real Gitea and real OpenSSH: twenty agents call
+// The agent verbs (docs/ssh.md) against the real Gitea and real OpenSSH: twenty agents call
 // next at once on a repository with eight open issues, one of them
 // blocked by an open dependency; --label narrows it; --wait gets the
 // issue as soon as its holder lets go.

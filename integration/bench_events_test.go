@@ -21,7 +21,7 @@ const liveClients = 1000
 const liveRounds = 25
 
 // BenchmarkLiveEvents reports what 1,000 browsers watching one
-// repository's lease events (SPEC §8.5) cost the sidecar and how soon
+// repository's lease events (docs/http.md, Live events) cost the sidecar and how soon
 // each of them hears of a change: 1,000 anonymous streams of
 // GET /api/v1/repos/acme/widgets/leases/events, then 50 changes (an
 // acquire, then a release, of one issue, over one persistent SSH

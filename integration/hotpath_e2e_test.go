@@ -41,7 +41,7 @@ func giteaRequests(t testing.TB, s *Sidecar) float64 {
 	return total
 }
 
-// SPEC §8.3's hot path: with the key, the permission and the state
+// The hot path (docs/ARCHITECTURE.md): with the key, the permission and the state
 // known, acquire, renew and release send no request to Gitea — counted by
 // the sidecar's own metrics of its requests to the real Gitea. A new
 // connection costs none either (the key is cached).

@@ -546,7 +546,7 @@ func TestInstallAgainstGitea(t *testing.T) {
 	}
 }
 
-// SPEC §8.2 through the sidecar's HTTP API against the real Gitea: an API
+// Identity (docs/ssh.md, Your account, not your login) through the sidecar's HTTP API against the real Gitea: an API
 // token is honoured within its scopes. Carol may read acme/secret; tokens
 // of hers that lack read:repository or read:issue, or are public-only,
 // get the unknown repository's reply there (never the admin's Sudo view).

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// The identity holes of issue 11 (SPEC §8.2), each against the real Gitea
+// The identity holes of issue 11, each against the real Gitea
 // with the real OpenSSH client. The sidecar caches a resolved key for 2 s,
 // so a change made in Gitea must reach it within that plus a margin.
 

@@ -32,7 +32,7 @@ import (
 // database with the clients spread over them, with wall-clock ttls of
 // one or two seconds so that leases expire and are taken over while the
 // clients work. The history of calls and answers is checked with
-// porcupine against the sequential model of SPEC §2 in package
+// porcupine against the sequential model of the lease rules in package
 // leasemodel, the one the store's own check in models/ uses.
 //
 // Time. The sidecar decides with its wall clock in whole seconds, and the
@@ -42,7 +42,7 @@ import (
 // alarm) as long as the wall clock is not stepped during the run, which
 // the test checks against the monotonic clock. A release does not say
 // whether it freed a live lease, so the model does not ask. Exit 75 means
-// nothing was done (SPEC §3).
+// nothing was done (docs/ssh.md).
 //
 // The check is only worth its silence if it can fail: two corrupted copies
 // of the real history — one answer's token set one lower (a token going
@@ -274,7 +274,7 @@ func TestLinearizabilityEndToEnd(t *testing.T) {
 	checkLinearizable(t, []*Sidecar{s}, s.DB, 10000)
 }
 
-// The same over three replicas on one PostgreSQL database (SPEC §8.6):
+// The same over three replicas on one PostgreSQL database (docs/operating.md, High availability):
 // client i on replica i%3, so the two clients of each user are on two
 // different replicas. Fewer operations than for one sidecar, to keep the
 // run short: fifteen seconds still see many leases expire and be taken

@@ -16,7 +16,7 @@ import (
 	"github.com/collab-lease/collab-lease/models/pgtest"
 )
 
-// A replica killed under load (SPEC §8.6): twelve clients, each a Gitea
+// A replica killed under load (docs/operating.md, High availability): twelve clients, each a Gitea
 // user of its own, four on each of three replicas on one PostgreSQL
 // database, acquire (ttls of 1–3 s), renew and release three issues when
 // one replica is killed with SIGKILL. The two others keep serving: each

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// SPEC §8.3 against the real Gitea: the system webhook that install
+// The webhook (docs/operating.md) against the real Gitea: the system webhook that install
 // registers ends a lease when its issue is closed, its pull request merged,
 // the issue deleted or the repository deleted; a forged delivery changes
 // nothing; a missed delivery is repaired by the reconcile.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Ending says how a tenure ended, as the history shows it (SPEC §8.4).
+// Ending says how a tenure ended, as the history shows it (docs/ssh.md, The agent verbs).
 type Ending string
 
 // How tenures end. A live tenure has none ("").

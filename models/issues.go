@@ -14,7 +14,7 @@ import (
 // closed" and "acquire" are ordered by the ledger's own transactions: once a
 // close has been recorded, no acquire of that issue commits until a newer
 // reopen is recorded, whatever the interleaving of the webhook delivery with
-// an acquire's own look at the forge (SPEC §8.3, the coherence invariant).
+// an acquire's own look at the forge (docs/operating.md, When issues close; the coherence invariant).
 //
 // Versions order the forge's answers: a state carries the issue's
 // last-update time at the forge (Unix seconds) when it was read, and an

@@ -20,7 +20,7 @@ import (
 	"github.com/collab-lease/collab-lease/models/leasemodel"
 )
 
-// Linearizability of the ledger against SPEC §2: sixteen clients run
+// Linearizability of the ledger against the lease rules: sixteen clients run
 // acquire, renew, release and list concurrently on a few issues with
 // short ttls while the clock moves, every call and answer is recorded, and
 // porcupine searches for one sequential order of the whole history that

@@ -9,7 +9,7 @@ import (
 	"gorm.io/gorm"
 )
 
-// next's claim (SPEC §8.4), in one transaction: of a repository's
+// next's claim (docs/ssh.md, The agent verbs), in one transaction: of a repository's
 // candidate issues, in the order given (oldest first), the first that is
 // not live-held and not recorded closed is acquired. Deciding in one
 // transaction, rather than trying candidates one by one, makes next one

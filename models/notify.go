@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Cross-replica notification (SPEC §8.6). Several sidecars on one
+// Cross-replica notification (docs/operating.md, High availability). Several sidecars on one
 // PostgreSQL database are one sidecar: a change committed through one
 // must wake the --wait waiters, live-event streams and fenced-merge
 // worker of all. The process that made a change Announces it; the store

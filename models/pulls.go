@@ -9,7 +9,7 @@ import (
 )
 
 // Pull requests and the issues they would close, as the forge's webhook
-// tells (SPEC §8 fenced merges): the sidecar keeps, per open pull request,
+// tells (docs/operating.md, Fenced merges): the sidecar keeps, per open pull request,
 // its head commit, its author (by account) and the issues it is linked to
 // (Gitea's closing keywords in its title and body, and its own number),
 // so that it can say on the head commit whether the author holds every

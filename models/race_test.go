@@ -151,7 +151,7 @@ func TestRacerChild(t *testing.T) {
 	}
 }
 
-// model is the in-memory reference of SPEC §2 the ledger is checked against.
+// model is the in-memory reference of the lease rules the ledger is checked against.
 type model struct {
 	rows map[Key]*modelRow
 }

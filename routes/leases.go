@@ -68,7 +68,7 @@ func (h *handler) issueLease(c *gin.Context) {
 
 // checkLease answers GET …/issues/{n}/lease/check?token=N: 200 with the
 // tenure when N is the live tenure's token, 409 with the stale reply
-// otherwise (SPEC §8.4).
+// otherwise (docs/ssh.md, The agent verbs).
 func (h *handler) checkLease(c *gin.Context) {
 	token, err := queryNumber(c, "token", 1<<63-1, 0)
 	if err != nil {

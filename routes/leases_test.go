@@ -60,7 +60,7 @@ func TestIssueLease(t *testing.T) {
 		400, `{"error":"issue number must be a positive integer"}`)
 }
 
-// Visibility (SPEC §4): who may see which repository's leases, and that
+// Visibility (docs/http.md, Who sees what): who may see which repository's leases, and that
 // everyone else gets exactly the reply of a repository that does not exist.
 func TestVisibility(t *testing.T) {
 	f := newFixture(t)

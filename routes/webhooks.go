@@ -12,7 +12,7 @@ import (
 	"github.com/gin-gonic/gin"
 )
 
-// WebhookPath is where Gitea delivers its system webhook (SPEC §8.3),
+// WebhookPath is where Gitea delivers its system webhook (docs/operating.md, When issues close),
 // under the sidecar's public URL or the --webhook-url base.
 const WebhookPath = "/hooks/gitea"
 

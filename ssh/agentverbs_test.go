@@ -11,7 +11,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 )
 
-// The agent verbs of SPEC §8.4 through the real OpenSSH client: exit
+// The agent verbs (docs/ssh.md) through the real OpenSSH client: exit
 // codes and replies.
 func TestAgentVerbsOverSSH(t *testing.T) {
 	w := newWorld(t)

@@ -20,7 +20,7 @@ var errForgeUnavailable = errors.New("forge unavailable")
 // Server.MaxConnsPerAccount: every command on it answers exit 75.
 var errTooManyConnections = errors.New("too many connections for this account")
 
-// LeaseVerb is the collab-lease verb (SPEC §3) as a Handler: it parses a
+// LeaseVerb is the collab-lease verb (docs/ssh.md) as a Handler: it parses a
 // command with the contract's grammar, has the lease service run it for
 // the connection's account, translates the outcome (exitCode), and logs
 // one line per command.

@@ -191,7 +191,7 @@ func verbHelp(v *verb) string {
 	return b.String()
 }
 
-// agentLoop is the manual page's example: the loop SPEC §8.4 serves.
+// agentLoop is the manual page's example: the loop of docs/agents.md.
 const agentLoop = `# take the oldest free issue; exit 4 means there is none
 reply=$(git collab next --ttl 30m --json) || exit
 n=$(echo "$reply" | jq .issue) token=$(echo "$reply" | jq .token)

@@ -8,7 +8,7 @@ import (
 )
 
 // DefaultSidecarPort is where the sidecar serves SSH unless told otherwise
-// (SPEC §5, --ssh-listen).
+// (docs/operating.md, Configuration; --ssh-listen).
 const DefaultSidecarPort = "2222"
 
 // Where the sidecar's address may come from, in the order they are tried.

@@ -104,7 +104,7 @@ func TestRemoteCommand(t *testing.T) {
 }
 
 // The client's commands take every flag of their sidecar verbs, and no
-// other: SPEC §8.4's "git collab … mirror them".
+// other: docs/agents.md's "git collab mirrors them".
 func TestVerbsMirrorTheSidecarsGrammar(t *testing.T) {
 	usage := map[contract.Verb]string{}
 	for _, line := range strings.Split(contract.Usage, "\n") {

@@ -1,4 +1,4 @@
-// Package leasemodel is the sequential model of the lease rules (SPEC §2)
+// Package leasemodel is the sequential model of the lease rules (docs/ssh.md, Rules worth knowing)
 // that the linearizability checks run against: the store's check in
 // models/ and the end-to-end check over SSH in integration/ record
 // concurrent histories and ask porcupine whether one sequential order of

@@ -98,7 +98,7 @@ func (s State) sameRow(o State) bool {
 	return s == o
 }
 
-// Spec is SPEC §2 as a sequential function: the answer to in on state s at
+// Spec is the lease rules (docs/ssh.md) as a sequential function: the answer to in on state s at
 // clock value now, and the state after it.
 func Spec(s State, in Input, now int64) (Output, State) {
 	live := s.Live(now)

@@ -35,18 +35,12 @@ type expiries struct {
 	mu    sync.Mutex
 	heap  expiryHeap
 	known map[expiry]struct{} // what the heap holds, so an instant is queued once
-	timer *timer              // armed for heap[0]; nil: none
+	alarm *Alarm              // set for heap[0]
 }
 
 type expiry struct {
 	at  int64 // Unix nanoseconds
 	key models.Key
-}
-
-type timer struct {
-	at     int64
-	stop   func() bool
-	cancel chan struct{}
 }
 
 func newExpiries(b *Bus, now Now, after After) *expiries {
@@ -56,7 +50,9 @@ func newExpiries(b *Bus, now Now, after After) *expiries {
 	if after == nil {
 		after = RealAfter
 	}
-	return &expiries{bus: b, now: now, after: after, known: map[expiry]struct{}{}}
+	x := &expiries{bus: b, now: now, after: after, known: map[expiry]struct{}{}}
+	x.alarm = NewAlarm(now, after, x.fire)
+	return x
 }
 
 func (x *expiries) add(k models.Key, at time.Time) {
@@ -77,46 +73,18 @@ func (x *expiries) len() int {
 	return len(x.heap)
 }
 
-// arm sets the timer for the soonest instant, unless it is set for it
-// already (under x.mu).
+// arm sets the alarm for the soonest instant (under x.mu).
 func (x *expiries) arm() {
 	if len(x.heap) == 0 {
-		x.disarm()
+		x.alarm.Set(time.Time{})
 		return
 	}
-	next := x.heap[0].at
-	if x.timer != nil && x.timer.at == next {
-		return
-	}
-	x.disarm()
-	c, stop := x.after(time.Duration(next - x.now().UnixNano()))
-	t := &timer{at: next, stop: stop, cancel: make(chan struct{})}
-	x.timer = t
-	go func() {
-		select {
-		case <-c:
-			x.fire(t)
-		case <-t.cancel:
-		}
-	}()
+	x.alarm.Set(time.Unix(0, x.heap[0].at))
 }
 
-func (x *expiries) disarm() {
-	if x.timer != nil {
-		x.timer.stop()
-		close(x.timer.cancel)
-		x.timer = nil
-	}
-}
-
-// fire publishes every instant that has come, once the timer t went off.
-func (x *expiries) fire(t *timer) {
+// fire publishes every instant that has come (the alarm went off).
+func (x *expiries) fire() {
 	x.mu.Lock()
-	if x.timer != t {
-		x.mu.Unlock()
-		return // superseded meanwhile
-	}
-	x.timer = nil
 	now := x.now().UnixNano()
 	var due []Change
 	seen := map[models.Key]bool{}

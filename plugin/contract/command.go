@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// Usage is what `collab-lease help` prints: the grammar of SPEC §3 and
+// Usage is what `collab-lease help` prints: the grammar of docs/ssh.md and
 // §8.4, verbatim.
 const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]
 collab-lease renew   <owner>/<repo> <issue> --ttl <dur>
@@ -34,7 +34,7 @@ const maxRepoPartLen = 100
 // Verb is a collab-lease sub-verb.
 type Verb string
 
-// The sub-verbs of SPEC §3; matched case-sensitively, like any command.
+// The sub-verbs (docs/ssh.md); matched case-sensitively, like any command.
 const (
 	VerbAcquire Verb = "acquire"
 	VerbRenew   Verb = "renew"
@@ -46,7 +46,7 @@ const (
 	VerbHelp    Verb = "help"
 )
 
-// Limits of the agent verbs' flags (SPEC §8.4).
+// Limits of the agent verbs' flags (docs/ssh.md, The agent verbs).
 const (
 	DefaultHistoryLimit = 20  // history without --limit
 	MaxHistoryLimit     = 200 // the largest --limit
@@ -161,7 +161,7 @@ func usageErrorf(format string, args ...any) error {
 // configured maximum lease duration; a maxTTL of zero or less means no
 // maximum beyond what a time.Duration holds. Every failure is a *UsageError.
 //
-// Decisions the grammar of SPEC §3 leaves open:
+// Decisions the grammar of docs/ssh.md leaves open:
 //   - Words are split as SplitWords documents.
 //   - --ttl (or --ttl=<dur>) may stand anywhere after the sub-verb, at most
 //     once, and only for acquire and renew. Any other word starting with "-"

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// cmdTestMaxTTL is the SPEC's default --max-ttl.
+// cmdTestMaxTTL is the default --max-ttl.
 const cmdTestMaxTTL = 168 * time.Hour
 
 type parseCase struct {
@@ -110,7 +110,7 @@ var parseCases = []parseCase{
 	{line: "collab-lease acquire acme/widgets 42 --force", err: "error: usage: acquire takes no --force; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]"},
 	{line: "collab-lease acquire acme/widgets 42 --frobnicate", err: `error: usage: unknown flag "--frobnicate"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]`},
 
-	// The agent verbs (SPEC §8.4).
+	// The agent verbs (docs/ssh.md, The agent verbs).
 	{line: "collab-lease acquire acme/widgets 42 --wait 5m", want: Command{Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 42, Wait: 5 * time.Minute}},
 	{line: "collab-lease acquire acme/widgets 42 --wait=90 --ttl 30m", want: Command{Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 42, TTL: 30 * time.Minute, Wait: 90 * time.Second}},
 	{line: "collab-lease acquire acme/widgets 42 --wait 169h", err: `error: usage: --wait "169h" is more than the maximum of 168h`},

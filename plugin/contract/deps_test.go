@@ -6,7 +6,7 @@ import (
 )
 
 // The contract is a leaf: a client imports it without the server's
-// database driver or web framework (SPEC §8.1). So is buildinfo, which the
+// database driver or web framework (docs/ARCHITECTURE.md). So is buildinfo, which the
 // client imports too. The standard library imports nothing outside itself,
 // so checking the direct imports of each package (its tests aside) covers
 // everything it pulls in.

@@ -1,5 +1,5 @@
 // Package contract is what the collab-lease server and its clients agree
-// on (SPEC §3, §4): the grammar of the `collab-lease` SSH verb, its exit
+// on (docs/ssh.md, docs/http.md): the grammar of the `collab-lease` SSH verb, its exit
 // codes and error lines, and the JSON shapes of its replies and of the
 // HTTP lease API.
 //

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// Status is the "status" of a reply (SPEC §3).
+// Status is the "status" of a reply (docs/ssh.md).
 const (
 	StatusAcquired  = "acquired"
 	StatusHeld      = "held"
@@ -17,7 +17,7 @@ const (
 	StatusStale     = "stale"   // check: it is not (exit 4)
 )
 
-// The reasons a tenure ended, in History (SPEC §8.4).
+// The reasons a tenure ended, in History (docs/ssh.md, The agent verbs).
 const (
 	EndReleased      = "released"       // its holder released it
 	EndExpired       = "expired"        // its expiry passed; nobody has taken the issue since
@@ -148,7 +148,7 @@ type IssueLease struct {
 	Lease *LeaseView `json:"lease"`
 }
 
-// The live events of GET …/leases/events (SPEC §8.5), as Server-Sent
+// The live events of GET …/leases/events (docs/http.md, Live events), as Server-Sent
 // Events: the event's name, and the JSON of its data line.
 const (
 	// EventLease: an issue's live lease began or changed (acquired,

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// The replies of SPEC §3 and §4, byte for byte: field order, null for a
+// The replies of docs/ssh.md and docs/http.md, byte for byte: field order, null for a
 // missing holder or expiry, [] for no leases, times in UTC whole seconds.
 func TestRepliesMarshalAsTheSpecShowsThem(t *testing.T) {
 	at := Time(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC))

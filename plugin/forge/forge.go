@@ -73,7 +73,7 @@ type Issue struct {
 	Updated time.Time
 }
 
-// IssueFilter selects the candidates of `next` (SPEC §8.4).
+// IssueFilter selects the candidates of `next` (docs/ssh.md, The agent verbs).
 type IssueFilter struct {
 	Pulls  bool     // pull requests instead of issues
 	Labels []string // names; a candidate carries every one of them

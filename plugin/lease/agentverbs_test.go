@@ -15,7 +15,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
-// The agent verbs of SPEC §8.4 in the lease service: next, acquire
+// The agent verbs (docs/ssh.md) in the lease service: next, acquire
 // --wait, check, history and release --force.
 
 // status is the reply's status of an outcome: the tenure's, or the

@@ -17,7 +17,7 @@ import (
 // the one ledger call, and render the contract's reply. Every method takes
 // the viewer, the repository as the caller named it, and the issue number.
 
-// Acquire claims issue n of owner/name for v (SPEC §2): ttl 0 is
+// Acquire claims issue n of owner/name for v (docs/ssh.md, Rules worth knowing): ttl 0 is
 // open-ended. The issue must exist, be open and be of a unit v may write.
 func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error) {
 	if v.Anonymous() {

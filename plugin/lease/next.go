@@ -18,7 +18,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-// next (SPEC §8.4): claim the oldest open issue of a repository that
+// next (docs/ssh.md, The agent verbs): claim the oldest open issue of a repository that
 // carries the labels asked for, is not live-held and is not blocked by an
 // open dependency. The candidates come from the forge's list of open
 // issues, oldest first; the ledger takes the first of them that is free in

@@ -79,7 +79,7 @@ type Service struct {
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
-// trusted without asking the forge again (SPEC §8.3: webhooks keep it
+// trusted without asking the forge again (docs/operating.md, When issues close: webhooks keep it
 // current; this bounds how long a missed delivery can mislead).
 const DefaultIssueTTL = 10 * time.Minute
 

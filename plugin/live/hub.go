@@ -132,7 +132,6 @@ type Hub struct {
 	ledger Ledger
 	bus    *changes.Bus
 	now    func() time.Time
-	after  changes.After
 	opts   Options
 	epoch  string
 
@@ -142,7 +141,7 @@ type Hub struct {
 
 	mu       sync.Mutex
 	feeds    map[int64]*feed
-	timer    *lingerTimer // armed for the soonest linger end; nil: none
+	linger   *changes.Alarm // set for the soonest end of an idle feed's linger
 	watchers int
 	// What the reader goroutine is to read again: issues of feeds, and
 	// whole feeds (resync); reading is true while it runs.
@@ -174,19 +173,14 @@ type watcher struct {
 	dropped bool // fell behind: c is closed
 }
 
-type lingerTimer struct {
-	at     time.Time
-	stop   func() bool
-	cancel chan struct{}
-}
-
 // New returns a hub that reads ledger and hears of changes on bus, with
 // now and after its clock (the linger of idle feeds runs on it).
 func New(ledger Ledger, bus *changes.Bus, now func() time.Time, after changes.After, o Options) *Hub {
-	h := &Hub{ledger: ledger, bus: bus, now: now, after: after, opts: o.WithDefaults(),
+	h := &Hub{ledger: ledger, bus: bus, now: now, opts: o.WithDefaults(),
 		epoch: strconv.FormatInt(now().UnixNano(), 36), feeds: map[int64]*feed{},
 		dirty: map[*feed]map[int64]struct{}{}, dirtyAll: map[*feed]struct{}{}}
 	h.readsDone = sync.NewCond(&h.mu)
+	h.linger = changes.NewAlarm(now, after, h.fire)
 	bus.Subscribe(h.heard)
 	return h
 }
@@ -535,8 +529,8 @@ func (h *Hub) publish(f *feed, e *Event) {
 	h.idle(f)
 }
 
-// arm sets the hub's one timer for the soonest linger end, if it is not
-// set for that instant already (under h.mu).
+// arm sets the linger alarm for the soonest end of an idle feed's
+// linger (under h.mu).
 func (h *Hub) arm() {
 	var next time.Time
 	for _, f := range h.feeds {
@@ -547,38 +541,13 @@ func (h *Hub) arm() {
 			next = end
 		}
 	}
-	if h.timer != nil && h.timer.at.Equal(next) {
-		return
-	}
-	if h.timer != nil {
-		h.timer.stop()
-		close(h.timer.cancel)
-		h.timer = nil
-	}
-	if next.IsZero() {
-		return
-	}
-	c, stop := h.after(next.Sub(h.now()))
-	t := &lingerTimer{at: next, stop: stop, cancel: make(chan struct{})}
-	h.timer = t
-	go func() {
-		select {
-		case <-c:
-			h.fire(t)
-		case <-t.cancel:
-		}
-	}()
+	h.linger.Set(next)
 }
 
-// fire runs when timer t goes off: feeds idle past their linger are
-// forgotten.
-func (h *Hub) fire(t *lingerTimer) {
+// fire forgets the feeds idle past their linger (the alarm went off).
+func (h *Hub) fire() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.timer != t {
-		return // superseded meanwhile
-	}
-	h.timer = nil
 	now := h.now()
 	for _, f := range h.feeds {
 		if len(f.subs) == 0 && !f.idleSince.IsZero() && !now.Before(f.idleSince.Add(h.opts.Linger)) {

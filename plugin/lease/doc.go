@@ -1,0 +1,28 @@
+// Package lease is the lease service that both transports call (ssh/ and
+// routes/): for a viewer (a forge account, or anonymous), a repository
+// and an issue it decides who may do what, asks the forge only what it
+// cannot know, makes the one ledger call, filters what the viewer may
+// see, and returns the contract's replies (plugin/contract) or its
+// sentinel errors (errors.go).
+//
+// Where to look:
+//
+//   - who is asking, and whether a browser's session is still valid:
+//     identity.go;
+//   - who may do what, as pure functions: access.go; what a viewer may
+//     see of a list: visible.go;
+//   - what each verb does: leases.go (acquire, renew, release, list,
+//     lease), next.go, wait.go (acquire --wait), tenures.go (check,
+//     history, force-release), watch.go (one viewer's live stream);
+//   - what the forge said happened, and the reconcile of missed
+//     deliveries: events.go (refs.go reads which issues a pull request
+//     closes);
+//   - every ledger write, and its publication on the change bus after
+//     COMMIT: committed.go.
+//
+// It must not write the ledger except through its Ledger (committed.go
+// wraps every write), make a network call while a ledger call is in
+// progress, speak HTTP, or tell anyone of a change by hand: the bus
+// (plugin/changes) does. The live feeds (plugin/live) and the fence
+// worker (plugin/fence) hear of its changes there, and decide nothing.
+package lease
