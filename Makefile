@@ -8,7 +8,7 @@ BIN     := bin
 # -buildvcs=false).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
-.PHONY: all build install check test fmt-check vet staticcheck unit-short unit gitea gitea-frontend bench fleet fuzz demo clean stress
+.PHONY: all build install check test fmt-check vet staticcheck unit-short unit e2e gitea gitea-frontend bench fleet fuzz demo clean stress
 
 all: build
 
@@ -52,11 +52,17 @@ gitea-frontend:
 
 # The ledger's tests run on PostgreSQL too when COLLAB_TEST_POSTGRES names
 # a server (CONTRIBUTING.md); make passes it on from the environment, and
-# .ci/run sets it.
+# .ci/run sets it. unit runs every package but integration/ (a few
+# minutes, against a real Gitea where plugin/gitea's tests need one);
+# e2e runs integration/, the whole path end to end against a real Gitea,
+# OpenSSH and Chromium. They are separate steps, so a failure says which.
 unit:
-	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m $(PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m $(SHORT_PKGS)
 
-test: check gitea gitea-frontend unit
+e2e:
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 40m ./integration/...
+
+test: check gitea gitea-frontend unit e2e
 
 # demo starts a real Gitea with demo users and the sidecar, prints what to
 # try, and runs until Ctrl-C. Without Gitea's frontend it runs unstyled.
