@@ -20,6 +20,19 @@ type committed struct {
 	bus *changes.Bus
 }
 
+// chores is a ledger shared by replicas, which take turns at chores
+// (models.Store.Exclusive; a turn writes no lease, so it publishes
+// nothing).
+type chores interface {
+	Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error)
+}
+
+// chores is the wrapped ledger's, if it has them.
+func (c committed) chores() (chores, bool) {
+	ch, ok := c.Ledger.(chores)
+	return ch, ok
+}
+
 func (c committed) publish(cs ...changes.Change) {
 	c.bus.Publish(changes.Set{Origin: changes.Committed, Changes: cs})
 }

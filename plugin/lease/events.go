@@ -82,7 +82,7 @@ func (s *Service) apply(ctx context.Context, e forge.Event) (Applied, error) {
 // Replicas on one database take turns (models.Store.Exclusive): while
 // another runs it, Reconcile does nothing and returns ErrReconciling.
 func (s *Service) Reconcile(ctx context.Context, since time.Time) (int, error) {
-	c, ok := s.ledger.(chores)
+	c, ok := s.ledger.chores()
 	if !ok {
 		return s.reconcile(ctx, since)
 	}
@@ -101,10 +101,6 @@ func (s *Service) Reconcile(ctx context.Context, since time.Time) (int, error) {
 // ErrReconciling: another replica runs the reconcile now.
 var ErrReconciling = errors.New("another replica is reconciling")
 
-// chores is a ledger shared by replicas, which take turns at chores.
-type chores interface {
-	Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error)
-}
 
 func (s *Service) reconcile(ctx context.Context, since time.Time) (int, error) {
 	repos, err := s.ledger.LiveRepos(ctx)

@@ -65,7 +65,7 @@ func (v Viewer) holder() models.Holder { return models.Holder{ID: v.ID, Login: v
 // network call while a ledger call is in progress.
 type Service struct {
 	forge    Forge
-	ledger   Ledger
+	ledger   committed
 	now      func() time.Time
 	after    func(time.Duration) (<-chan time.Time, func() bool)
 	issueTTL time.Duration
