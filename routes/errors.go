@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
-// Errors of this transport; forge and ledger errors keep their own
-// sentinels and are mapped by status.
+// Errors of this transport; the lease service's and the forge's keep their
+// own sentinels. The table replies answers them all.
 var (
 	// errUnauthorized: the request carried credentials that are not valid
 	// (an unknown, revoked or malformed token).
@@ -59,90 +61,180 @@ type errorBody struct {
 	Error string `json:"error"`
 }
 
-// status is the one place that maps an error onto an HTTP status.
-func status(err error) int {
-	var bad *badRequestError
-	var invalid *invalidError
-	var write *lease.WriteRequiredError
-	switch {
-	case errors.As(err, &bad), errors.Is(err, errSignIn), errors.Is(err, lease.ErrInvalid):
-		return http.StatusBadRequest
-	case errors.As(err, &invalid):
-		return http.StatusUnprocessableEntity
-	case errors.Is(err, errUnauthorized), errors.Is(err, errTokenRequired), errors.Is(err, lease.ErrRevoked):
-		return http.StatusUnauthorized
-	case errors.As(err, &write):
-		return http.StatusForbidden
-	case errors.Is(err, lease.ErrRepoNotFound), errors.Is(err, lease.ErrIssueNotFound), errors.Is(err, forge.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, lease.ErrConflict), errors.Is(err, lease.ErrIssueClosed):
-		return http.StatusConflict
-	case errors.Is(err, forge.ErrRateLimited):
-		return http.StatusTooManyRequests
-	case errors.Is(err, errTooManyStreams):
-		return http.StatusTooManyRequests
-	case errors.Is(err, forge.ErrUnavailable), errors.Is(err, lease.ErrBusy), errors.Is(err, errShuttingDown),
-		errors.Is(err, lease.ErrTryAgain), errors.Is(err, lease.ErrTooManyWaiters),
-		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return http.StatusServiceUnavailable
-	default: // plugin.ErrConfig and anything unexpected
-		return http.StatusInternalServerError
-	}
+// An answer is one error reply: its status, its body and the headers that
+// go with it. A reply that says "try again" (429, 503) carries Retry-After,
+// and only such a reply does.
+type answer struct {
+	status     int
+	msg        string              // the body's error
+	body       func(err error) any // the body, when it depends on the error
+	retryAfter string              // Retry-After, in seconds
+	challenge  bool                // WWW-Authenticate: the token scheme
 }
 
-// fail answers err with the helper of its status, logging server-side
-// failures with their detail (which the client never sees).
-func (h *handler) fail(c *gin.Context, err error) {
-	switch code := status(err); code {
-	case http.StatusBadRequest:
-		var bad *badRequestError
-		switch {
-		case errors.As(err, &bad):
-			badRequest(c, bad.msg)
-		case errors.Is(err, errSignIn):
-			h.log.Info("sign-in refused", "err", err)
-			badRequest(c, signInProblem(err))
-		default:
-			badRequest(c, "invalid request")
-		}
-	case http.StatusUnprocessableEntity:
-		var invalid *invalidError
-		errors.As(err, &invalid)
-		c.AbortWithStatusJSON(http.StatusUnprocessableEntity, errorBody{Error: invalid.msg})
-	case http.StatusUnauthorized:
-		if errors.Is(err, errTokenRequired) {
-			c.Header("WWW-Authenticate", `token realm="collab-lease"`)
-			c.AbortWithStatusJSON(http.StatusUnauthorized, errorBody{Error: errTokenRequired.Error()})
-			return
-		}
-		unauthorized(c)
-	case http.StatusForbidden:
-		// Only a viewer who may read the repository is told what it may
-		// not write, so naming it reveals nothing.
-		c.AbortWithStatusJSON(http.StatusForbidden, errorBody{Error: err.Error()})
-	case http.StatusNotFound:
-		notFound(c)
-	case http.StatusConflict:
-		var conflict *lease.ConflictError
-		if errors.As(err, &conflict) {
-			c.AbortWithStatusJSON(http.StatusConflict, conflict.Reply)
-			return
-		}
-		c.AbortWithStatusJSON(http.StatusConflict, errorBody{Error: "issue is closed"})
-	case http.StatusTooManyRequests:
-		if errors.Is(err, errTooManyStreams) {
-			c.Header("Retry-After", "10")
-			c.AbortWithStatusJSON(http.StatusTooManyRequests, errorBody{Error: "too many event streams: close one and try again"})
-			return
-		}
-		tooManyRequests(c)
-	case http.StatusServiceUnavailable:
-		h.log.Warn("http request failed, retryable", "path", c.Request.URL.Path, "err", err)
-		unavailable(c)
-	default:
-		h.log.Error("http request failed", "path", c.Request.URL.Path, "err", err)
-		serverError(c)
+// The answers of more than one row, and of the helpers below. The bodies
+// of 401, 404, 500 and the plain 503 are fixed, so no reply can tell an
+// unknown repository from one the viewer may not see.
+var (
+	unauthorizedAnswer = answer{status: http.StatusUnauthorized, msg: "invalid token", challenge: true}
+	notFoundAnswer     = answer{status: http.StatusNotFound, msg: "not found"}
+	unavailableAnswer  = answer{status: http.StatusServiceUnavailable, msg: "temporarily unavailable, try again", retryAfter: "5"}
+	internalAnswer     = answer{status: http.StatusInternalServerError, msg: "internal error"}
+)
+
+func (a answer) write(c *gin.Context, err error) {
+	if a.retryAfter != "" {
+		c.Header("Retry-After", a.retryAfter)
 	}
+	if a.challenge {
+		c.Header("WWW-Authenticate", `token realm="collab-lease"`)
+	}
+	var body any = errorBody{Error: a.msg}
+	if a.body != nil {
+		body = a.body(err)
+	}
+	c.AbortWithStatusJSON(a.status, body)
+}
+
+// logAs is what the log says of a failed request.
+type logAs int
+
+const (
+	quiet      logAs = iota // the client's own doing: nothing
+	signInLog               // info: a sign-in refused, with why
+	retryLog                // warning: retryable, with the detail
+	failureLog              // error: the sidecar's fault, with the detail
+)
+
+// An errorRow is one row of the table: the errors it answers (those that are
+// its sentinel, or of its type), how, what the log says of them, and what
+// /readyz says of a check that fails with one ("" is "failing").
+type errorRow struct {
+	is    error            // errors.Is(err, is), or
+	as    func(error) bool // errors.As(err, &T) of the row's type
+	say   answer
+	log   logAs
+	ready string
+}
+
+func (r *errorRow) match(err error) bool {
+	if r.as != nil {
+		return r.as(err)
+	}
+	return errors.Is(err, r.is)
+}
+
+// replies is the one translation of errors into HTTP replies, in order:
+// the first row that matches the error answers it; an error no row
+// matches is internalReply's. The SSH verb's table (exitCodes in ssh/)
+// answers the same errors, and says "try again" (exit 75) exactly where
+// this one does (429 or 503 with Retry-After); a test holds the two to it.
+var replies = []errorRow{
+	// The request itself: its line, its body, its credentials.
+	{as: isA[*badRequestError], say: answer{status: http.StatusBadRequest, body: func(err error) any {
+		bad, _ := asA[*badRequestError](err)
+		return errorBody{Error: bad.msg}
+	}}},
+	{is: errSignIn, log: signInLog, say: answer{status: http.StatusBadRequest, body: func(err error) any {
+		return errorBody{Error: signInProblem(err)}
+	}}},
+	{is: lease.ErrInvalid, say: answer{status: http.StatusBadRequest, msg: "invalid request"}},
+	{as: isA[*invalidError], say: answer{status: http.StatusUnprocessableEntity, body: func(err error) any {
+		invalid, _ := asA[*invalidError](err)
+		return errorBody{Error: invalid.msg}
+	}}},
+	{is: errUnauthorized, say: unauthorizedAnswer},
+	{is: errTokenRequired, say: answer{status: http.StatusUnauthorized, msg: errTokenRequired.Error(), challenge: true}},
+	{is: lease.ErrRevoked, say: unauthorizedAnswer},
+	// Only a viewer who may read the repository is told what it may not
+	// write, so naming it reveals nothing.
+	{as: isA[*lease.WriteRequiredError], say: answer{status: http.StatusForbidden, body: func(err error) any {
+		return errorBody{Error: err.Error()}
+	}}},
+	// The sidecar's own forge credentials are wrong. Deliberately "try
+	// again", as over SSH (exit 75): the request was fine, nothing was
+	// done, and it succeeds unchanged once an operator fixes the token,
+	// whereas a 500 (like exit 1) tells the client to give up on it. The
+	// operator hears of it: it is logged as an error and /readyz fails.
+	// Retry-After is long, as only a person can help; the body says whom
+	// to ask, as the SSH line does, and nothing of any repository. Before
+	// the not-found rows: Gitea's checks wrap in it a 404 from something
+	// that is not Gitea's API.
+	{is: forge.ErrConfig, log: failureLog, ready: "misconfigured (see the sidecar's log)", say: answer{
+		status:     http.StatusServiceUnavailable,
+		msg:        strings.TrimPrefix(contract.LineMisconfigured, contract.ErrorPrefix),
+		retryAfter: "60",
+	}},
+	{is: lease.ErrRepoNotFound, say: notFoundAnswer},
+	{is: lease.ErrIssueNotFound, say: notFoundAnswer},
+	{is: forge.ErrNotFound, say: notFoundAnswer},
+	{as: isA[*lease.ConflictError], say: answer{status: http.StatusConflict, body: func(err error) any {
+		conflict, _ := asA[*lease.ConflictError](err)
+		return conflict.Reply
+	}}},
+	{is: lease.ErrIssueClosed, say: answer{status: http.StatusConflict, msg: "issue is closed"}},
+	// Try again: too many requests from the caller, or the sidecar cannot
+	// answer now. Nothing was done.
+	{is: forge.ErrRateLimited, say: answer{status: http.StatusTooManyRequests, msg: "too many requests, try again", retryAfter: "1"}},
+	{is: errTooManyStreams, say: answer{status: http.StatusTooManyRequests, msg: "too many event streams: close one and try again", retryAfter: "10"}},
+	// ErrLedgerUnreachable is also an ErrBusy: its row comes first for
+	// /readyz's word.
+	{is: lease.ErrLedgerUnreachable, say: unavailableAnswer, log: retryLog, ready: "unreachable"},
+	{is: lease.ErrBusy, say: unavailableAnswer, log: retryLog, ready: "busy"},
+	{is: forge.ErrUnavailable, say: unavailableAnswer, log: retryLog, ready: "unreachable"},
+	{is: errShuttingDown, say: unavailableAnswer, log: retryLog},
+	{is: lease.ErrTryAgain, say: unavailableAnswer, log: retryLog},
+	{is: lease.ErrTooManyWaiters, say: unavailableAnswer, log: retryLog},
+	// A deadline passed (the request's own, or a bound on the ledger or
+	// on Gitea): a bounded wait ends in a loud, retryable error, as over
+	// SSH (exit 75).
+	{is: context.DeadlineExceeded, say: unavailableAnswer, log: retryLog, ready: "unreachable"},
+	// The request was canceled: mostly its client went away and reads no
+	// reply; one still there (the server stopping under it) is told what
+	// a deadline tells, as over SSH (exit 75). It is not the sidecar's
+	// fault, so not an internal error.
+	{is: context.Canceled, say: unavailableAnswer, log: retryLog},
+}
+
+// internalReply answers an error no row matches: the sidecar's fault,
+// whose detail stays in the log.
+var internalReply = errorRow{say: internalAnswer, log: failureLog}
+
+// lookup is the row of rows that answers err (internalReply if none).
+func lookup(rows []errorRow, err error) *errorRow {
+	for i := range rows {
+		if rows[i].match(err) {
+			return &rows[i]
+		}
+	}
+	return &internalReply
+}
+
+// fail answers err with the row of replies that matches it.
+func (h *handler) fail(c *gin.Context, err error) {
+	r := lookup(replies, err)
+	switch r.log {
+	case signInLog:
+		h.log.Info("sign-in refused", "err", err)
+	case retryLog:
+		h.log.Warn("http request failed, retryable", "path", c.Request.URL.Path, "err", err)
+	case failureLog:
+		h.log.Error("http request failed", "path", c.Request.URL.Path, "err", err)
+	}
+	r.say.write(c, err)
+}
+
+// isA says whether err is of type T (errors.As).
+func isA[T error](err error) bool {
+	_, ok := asA[T](err)
+	return ok
+}
+
+// asA is the T in err's chain (errors.As).
+func asA[T error](err error) (T, bool) {
+	var t T
+	ok := errors.As(err, &t)
+	return t, ok
 }
 
 // signInProblem is the one line a browser is shown for a sign-in that
@@ -160,32 +252,12 @@ func signInProblem(err error) string {
 	}
 }
 
-// One helper per status. The bodies of 401, 404, 500 and 503 are fixed, so
-// no reply can tell an unknown repository from one the viewer may not see.
+// Replies of the handlers that answer without an error.
 
 func badRequest(c *gin.Context, msg string) {
-	c.AbortWithStatusJSON(http.StatusBadRequest, errorBody{Error: msg})
+	answer{status: http.StatusBadRequest, msg: msg}.write(c, nil)
 }
 
-func unauthorized(c *gin.Context) {
-	c.Header("WWW-Authenticate", `token realm="collab-lease"`)
-	c.AbortWithStatusJSON(http.StatusUnauthorized, errorBody{Error: "invalid token"})
-}
+func notFound(c *gin.Context) { notFoundAnswer.write(c, nil) }
 
-func notFound(c *gin.Context) {
-	c.AbortWithStatusJSON(http.StatusNotFound, errorBody{Error: "not found"})
-}
-
-func unavailable(c *gin.Context) {
-	c.Header("Retry-After", "5")
-	c.AbortWithStatusJSON(http.StatusServiceUnavailable, errorBody{Error: "temporarily unavailable, try again"})
-}
-
-func serverError(c *gin.Context) {
-	c.AbortWithStatusJSON(http.StatusInternalServerError, errorBody{Error: "internal error"})
-}
-
-func tooManyRequests(c *gin.Context) {
-	c.Header("Retry-After", "1")
-	c.AbortWithStatusJSON(http.StatusTooManyRequests, errorBody{Error: "too many requests, try again"})
-}
+func serverError(c *gin.Context) { internalAnswer.write(c, nil) }

@@ -2,14 +2,10 @@ package routes
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"sync"
 
 	"github.com/gin-gonic/gin"
-
-	"github.com/collab-lease/collab-lease/plugin/forge"
-	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // healthz says the process is up: it touches nothing.
@@ -64,19 +60,12 @@ func (h *handler) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// problem names what is wrong in a few public words; the detail (host
-// names, paths) goes to the log only.
+// problem names what is wrong in a few public words, from the row of
+// replies that answers err; the detail (host names, paths) goes to the
+// log only.
 func problem(err error) string {
-	switch {
-	case errors.Is(err, forge.ErrConfig):
-		return "misconfigured (see the sidecar's log)"
-	case errors.Is(err, lease.ErrLedgerUnreachable):
-		return "unreachable"
-	case errors.Is(err, lease.ErrBusy):
-		return "busy"
-	case errors.Is(err, forge.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return "unreachable"
-	default:
-		return "failing (see the sidecar's log)"
+	if r := lookup(replies, err); r.ready != "" {
+		return r.ready
 	}
+	return "failing (see the sidecar's log)"
 }

@@ -84,65 +84,126 @@ func jsonReply(code int, outcome string, v any) Reply {
 	return Reply{Stdout: append(b, '\n'), Code: code, Outcome: outcome}
 }
 
-// exitCodes is the one translation of the lease service's errors into the
-// verb's exit codes and error lines, in order: the first entry whose
-// sentinel the error is decides.
-var exitCodes = []struct {
-	err     error
-	code    int
-	line    string // "" means the error's own message, after "error: "
+// An exitRow is one row of exitCodes: the errors it answers (those that
+// are its sentinel, or of its type) and how.
+type exitRow struct {
+	is   error            // errors.Is(err, is), or
+	as   func(error) bool // errors.As(err, &T) of the row's type
+	code int
+	// line is the error line; "" is the error's own: see exitCode.
+	line    string
 	outcome string
-}{
-	{contract.ErrUsage, contract.ExitError, "", "usage"},
-	{lease.ErrRevoked, contract.ExitError, contract.LineRevoked, "revoked"},
-	{lease.ErrRepoNotFound, contract.ExitError, contract.LineRepoNotFound, "repo_not_found"},
-	{lease.ErrIssueNotFound, contract.ExitError, contract.LineIssueNotFound, "issue_not_found"},
-	{lease.ErrIssueClosed, contract.ExitError, contract.LineIssueClosed, "issue_closed"},
-	{errForbidden, contract.ExitError, "", "forbidden"},
-	{forge.ErrUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
-	{errForgeUnavailable, contract.ExitTempFail, contract.LineForgeUnavailable, "forge_unavailable"},
-	{errTooManyConnections, contract.ExitTempFail, contract.LineTooManyConnections, "too_many_connections"},
-	{forge.ErrRateLimited, contract.ExitTempFail, contract.LineTooManyRequests, "rate_limited"},
-	{lease.ErrBusy, contract.ExitTempFail, contract.LineBusy, "busy"},
-	{lease.ErrTryAgain, contract.ExitTempFail, contract.LineNextTryAgain, "try_again"},
-	{lease.ErrTooManyWaiters, contract.ExitTempFail, contract.LineTooManyWaiters, "too_many_waiters"},
-	{context.DeadlineExceeded, contract.ExitTempFail, contract.LineBusy, "busy"},
-	{forge.ErrConfig, contract.ExitTempFail, contract.ErrorLine("the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"), "config"},
-	{lease.ErrInvalid, contract.ExitError, "", "invalid"},
+	// logged: the error, with its detail, goes to the log as an error
+	// (Reply.Err); the client is told only line.
+	logged bool
 }
 
-// errForbidden matches a *plugin.WriteRequiredError (see exitCode).
-var errForbidden = errors.New("forbidden")
+// exitCodes is the one translation of errors into the verb's exit codes
+// and replies, in order: the first row that matches the error answers it;
+// an error no row matches is an internal error (internalRow). The HTTP
+// table (replies in routes/) answers the same errors, and says "try
+// again" (429 or 503 with Retry-After) exactly where this one says exit
+// 75; a test holds the two to it.
+var exitCodes = []exitRow{
+	// An answer, not a failure: the contract's JSON on stdout (exitCode).
+	{as: isA[*lease.ConflictError], code: contract.ExitConflict},
+	{is: contract.ErrUsage, code: contract.ExitError, outcome: "usage"},
+	{is: lease.ErrRevoked, code: contract.ExitError, line: contract.LineRevoked, outcome: "revoked"},
+	{is: lease.ErrRepoNotFound, code: contract.ExitError, line: contract.LineRepoNotFound, outcome: "repo_not_found"},
+	{is: lease.ErrIssueNotFound, code: contract.ExitError, line: contract.LineIssueNotFound, outcome: "issue_not_found"},
+	{is: lease.ErrIssueClosed, code: contract.ExitError, line: contract.LineIssueClosed, outcome: "issue_closed"},
+	{as: isA[*lease.WriteRequiredError], code: contract.ExitError, outcome: "forbidden"},
+	// Try again: nothing was done.
+	{is: forge.ErrUnavailable, code: contract.ExitTempFail, line: contract.LineForgeUnavailable, outcome: "forge_unavailable"},
+	{is: errForgeUnavailable, code: contract.ExitTempFail, line: contract.LineForgeUnavailable, outcome: "forge_unavailable"},
+	{is: errTooManyConnections, code: contract.ExitTempFail, line: contract.LineTooManyConnections, outcome: "too_many_connections"},
+	{is: forge.ErrRateLimited, code: contract.ExitTempFail, line: contract.LineTooManyRequests, outcome: "rate_limited"},
+	// ErrBusy covers ErrLedgerUnreachable, which is also an ErrBusy.
+	{is: lease.ErrBusy, code: contract.ExitTempFail, line: contract.LineBusy, outcome: "busy"},
+	{is: lease.ErrTryAgain, code: contract.ExitTempFail, line: contract.LineNextTryAgain, outcome: "try_again"},
+	{is: lease.ErrTooManyWaiters, code: contract.ExitTempFail, line: contract.LineTooManyWaiters, outcome: "too_many_waiters"},
+	// A deadline passed (the command's own, or a bound on the ledger or
+	// on the forge): a bounded wait ends in a loud, retryable error, as
+	// over HTTP (503).
+	{is: context.DeadlineExceeded, code: contract.ExitTempFail, line: contract.LineBusy, outcome: "busy"},
+	// The command was canceled: its connection ended, so the reply is
+	// seldom read; it is told what a deadline tells, as over HTTP (503),
+	// and it is not an internal error (no error in the log for a client
+	// that hung up during acquire --wait).
+	{is: context.Canceled, code: contract.ExitTempFail, line: contract.LineCanceled, outcome: "canceled"},
+	// The sidecar's own forge credentials are wrong. Deliberately "try
+	// again", as over HTTP (503): the command was fine, nothing was done,
+	// and it succeeds unchanged once an operator fixes the token, whereas
+	// exit 1 tells the agent to fix its call. The line says whom to ask;
+	// the log has the detail, as an error.
+	{is: forge.ErrConfig, code: contract.ExitTempFail, line: contract.LineMisconfigured, outcome: "config", logged: true},
+	// The ledger's ErrInvalid: a request no parser should have let through.
+	{is: lease.ErrInvalid, code: contract.ExitError, outcome: "invalid"},
+	// The lease service turns the forge's not-found into ErrRevoked,
+	// ErrRepoNotFound or ErrIssueNotFound on every verb, so one here is a
+	// bug: an internal error, deliberately (its own outcome, to tell it
+	// from an unknown error). Not retried, as over HTTP (404).
+	{is: forge.ErrNotFound, code: contract.ExitError, line: lineInternal, outcome: "forge_not_found", logged: true},
+}
 
-// exitCode answers err: a conflict is the contract's JSON with exit 4,
-// anything else one error line from the exitCodes table; an error the
-// table does not know is an internal error, whose detail stays in the log.
+// internalRow answers an error no row of exitCodes matches.
+var internalRow = exitRow{code: contract.ExitError, line: lineInternal, outcome: "internal", logged: true}
+
+const lineInternal = contract.ErrorPrefix + "internal error"
+
+// exitCode answers err with the first row of exitCodes that matches it: a
+// conflict is the contract's JSON on stdout, anything else one error line
+// on stderr; an error the table does not know is an internal error, whose
+// detail stays in the log.
 func exitCode(err error) Reply {
-	var conflict *lease.ConflictError
-	if errors.As(err, &conflict) {
-		return jsonReply(contract.ExitConflict, conflict.Status(), conflict.Reply)
+	e := lookup(exitCodes, err)
+	if e.code == contract.ExitConflict {
+		conflict, _ := asA[*lease.ConflictError](err)
+		return jsonReply(e.code, conflict.Status(), conflict.Reply)
 	}
-	var usage *contract.UsageError
-	var write *lease.WriteRequiredError
-	for _, e := range exitCodes {
-		match := errors.Is(err, e.err)
-		if e.err == errForbidden {
-			match = errors.As(err, &write)
-		}
-		if !match {
-			continue
-		}
-		line := e.line
-		switch {
-		case line != "":
-		case errors.As(err, &usage):
-			line = contract.ErrorLine(usage.Error())
-		case write != nil:
-			line = contract.ErrorLine(write.Error())
-		default: // the ledger's ErrInvalid: a request no parser should have let through
-			line = contract.ErrorLine("usage: " + err.Error())
-		}
-		return Reply{Stderr: line + "\n", Code: e.code, Outcome: e.outcome}
+	line := e.line
+	if line == "" {
+		line = ownLine(err)
 	}
-	return Reply{Stderr: contract.ErrorLine("internal error") + "\n", Code: contract.ExitError, Outcome: "internal", Err: err}
+	r := Reply{Stderr: line + "\n", Code: e.code, Outcome: e.outcome}
+	if e.logged {
+		r.Err = err
+	}
+	return r
+}
+
+// ownLine is the error line of an error whose row has none: its message.
+func ownLine(err error) string {
+	if usage, ok := asA[*contract.UsageError](err); ok {
+		return contract.ErrorLine(usage.Error())
+	}
+	if write, ok := asA[*lease.WriteRequiredError](err); ok {
+		return contract.ErrorLine(write.Error())
+	}
+	// the ledger's ErrInvalid, or an ErrUsage that is no *UsageError
+	return contract.ErrorLine("usage: " + err.Error())
+}
+
+// lookup is the row of rows that answers err (internalRow if none).
+func lookup(rows []exitRow, err error) *exitRow {
+	for i := range rows {
+		e := &rows[i]
+		if e.as != nil && e.as(err) || e.as == nil && errors.Is(err, e.is) {
+			return e
+		}
+	}
+	return &internalRow
+}
+
+// isA says whether err is of type T (errors.As).
+func isA[T error](err error) bool {
+	_, ok := asA[T](err)
+	return ok
+}
+
+// asA is the T in err's chain (errors.As).
+func asA[T error](err error) (T, bool) {
+	var t T
+	ok := errors.As(err, &t)
+	return t, ok
 }

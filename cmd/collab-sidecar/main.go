@@ -17,6 +17,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/buildinfo"
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 const usage = `collab-sidecar: atomic, expiring work claims on Gitea issues.
@@ -42,7 +43,7 @@ func main() {
 func run(args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return 2
+		return contract.ExitUsage
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -79,22 +80,22 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		}
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
-		return 0
+		return contract.ExitOK
 	case "--version", "version":
 		fmt.Fprintln(stdout, "collab-sidecar "+buildinfo.Read(version).String())
-		return 0
+		return contract.ExitOK
 	default:
 		fmt.Fprintf(stderr, "collab-sidecar: unknown command %q\n\n%s", args[0], usage)
-		return 2
+		return contract.ExitUsage
 	}
 	switch {
 	case err == nil, errors.Is(err, errHelp):
-		return 0
+		return contract.ExitOK
 	case errors.Is(err, models.ErrBusy): // the database, unreachable or busy: try again (EX_TEMPFAIL)
 		fmt.Fprintf(stderr, "collab-sidecar %s: %v\n", args[0], err)
-		return 75
+		return contract.ExitTempFail
 	default:
 		fmt.Fprintf(stderr, "collab-sidecar %s: %v\n", args[0], err)
-		return 1
+		return contract.ExitError
 	}
 }
