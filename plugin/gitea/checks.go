@@ -20,8 +20,8 @@ import (
 // caller's.
 
 // Version is Gitea's version, from its unauthenticated GET /api/v1/version.
-// plugin.ErrUnavailable: nothing answers there, or not properly;
-// plugin.ErrConfig: what answers is not Gitea's API.
+// forge.ErrUnavailable: nothing answers there, or not properly;
+// forge.ErrConfig: what answers is not Gitea's API.
 func (f *Forge) Version(ctx context.Context) (string, error) {
 	ctx, cancel := f.within(ctx)
 	defer cancel()
@@ -58,7 +58,7 @@ const oauthReadFix = "reading the OAuth2 application needs a token with the read
 
 // CheckOAuthApp checks that Gitea still has the application app as it was
 // registered (same client ID, confidential, with app's redirect URI), among
-// the applications of the admin token's user. plugin.ErrNotFound: it is
+// the applications of the admin token's user. forge.ErrNotFound: it is
 // gone, or is not that application any more.
 func (f *Forge) CheckOAuthApp(ctx context.Context, app OAuthApp) error {
 	ctx, cancel := f.within(ctx)

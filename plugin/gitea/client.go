@@ -36,10 +36,10 @@ type identity struct {
 	token string // "" = anonymous
 	sudo  string // a login to impersonate with the admin token
 	// fix marks the sidecar's own token: Gitea refusing it (401, 403) is a
-	// configuration error, plugin.ErrConfig, and fix says how to mend it.
+	// configuration error, forge.ErrConfig, and fix says how to mend it.
 	// Without fix the credential is a caller's (a user's API or OAuth2
 	// token, an authorization code) or there is none, and a refusal means
-	// there is nothing this caller may see: plugin.ErrNotFound.
+	// there is nothing this caller may see: forge.ErrNotFound.
 	fix string
 	// grant marks a request to the OAuth2 token endpoint, which refuses a
 	// code (expired, used, or not this client's) with 400.
@@ -89,13 +89,13 @@ const userAgent = "collab-lease"
 // errors, for every request the package makes. status is 0 when no
 // response arrived; err is the transport's or the decoder's error.
 //
-//	not sent: the request's budget spent  plugin.ErrRateLimited
-//	no answer, 5xx, anything unexpected   plugin.ErrUnavailable (retry)
-//	2xx that does not decode              plugin.ErrUnavailable
-//	404                                   plugin.ErrNotFound
-//	401, 403 for the sidecar's own token  plugin.ErrConfig, with the fix
-//	401, 403 for anyone else's            plugin.ErrNotFound
-//	400 from the OAuth2 token endpoint    plugin.ErrNotFound (code refused)
+//	not sent: the request's budget spent  forge.ErrRateLimited
+//	no answer, 5xx, anything unexpected   forge.ErrUnavailable (retry)
+//	2xx that does not decode              forge.ErrUnavailable
+//	404                                   forge.ErrNotFound
+//	401, 403 for the sidecar's own token  forge.ErrConfig, with the fix
+//	401, 403 for anyone else's            forge.ErrNotFound
+//	400 from the OAuth2 token endpoint    forge.ErrNotFound (code refused)
 func classify(op string, id identity, status int, body []byte, err error) error {
 	refused := status == http.StatusUnauthorized || status == http.StatusForbidden ||
 		(id.grant && status == http.StatusBadRequest)

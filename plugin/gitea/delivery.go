@@ -11,8 +11,9 @@ import (
 )
 
 // The payload of Gitea's webhook deliveries that change what may be
-// claimed (SPEC §8.7: verified on 1.26): events issues, pull_request and
-// repository share these fields. Only the fields read are named.
+// claimed (docs/operating.md, "When issues close: Gitea's webhook";
+// verified on Gitea 1.26): events issues, pull_request and repository
+// share these fields. Only the fields read are named.
 type hookPayload struct {
 	Action string `json:"action"`
 	Number int64  `json:"number"`

@@ -1,20 +1,49 @@
-// Package gitea is everything the sidecar says to Gitea over HTTP. It
-// implements plugin.Forge against the REST API of a Gitea (or
-// Gitea-compatible) server, using a site administrator's token: it resolves
-// SSH key fingerprints and API tokens to users, tells what a user may do
-// in a repository and whether an issue exists, and finds the oldest open
-// issues and their open dependencies for `next`. It also registers and
-// removes the sidecar's OAuth2 application and system webhook (for
-// install), completes a browser's sign-in at Gitea's OAuth2 provider, and
-// runs doctor's checks of Gitea.
+// Package gitea is the sidecar's only way to Gitea: everything it says to
+// Gitea over HTTP. Its Forge answers the lease service's questions
+// (lease.Forge) and the fence worker's (fence.Forge) from the REST API of
+// a Gitea (or Gitea-compatible) server, using a site administrator's
+// token: which user an SSH key fingerprint or an API token belongs to,
+// what a user may do in a repository (perm.go) and what an API token
+// leaves them of that (token.go), whether an issue is open, which issues
+// closed lately, a repository's current name, and the oldest open issues
+// and their open dependencies for `next` (next.go). It also reads the
+// system webhook's deliveries (delivery.go), registers and removes the
+// sidecar's OAuth2 application and system webhook for install
+// (oauthapp.go, webhook.go), completes a browser's sign-in at Gitea's
+// OAuth2 provider (signin.go), posts the fenced-merge commit statuses
+// (status.go) and runs doctor's checks of Gitea (checks.go).
 //
 // It bounds every call with a deadline and maps every failure onto
-// plugin.ErrNotFound, plugin.ErrUnavailable or plugin.ErrConfig, in one
-// place (classify). Its caches hold successful answers only, so a Gitea
-// outage never turns into "not found". The only things it changes in Gitea
-// are the sidecar's own OAuth2 application and webhook. It does not decide
-// who holds a lease (that is models/), and nothing outside it speaks HTTP
-// to Gitea.
+// forge.ErrNotFound, forge.ErrUnavailable, forge.ErrRateLimited or
+// forge.ErrConfig in one place (classify, client.go), so "does not exist"
+// and "may not see" are one answer and an outage is never "not found".
+//
+// It caches three kinds of answers, each for a short time (cache.go,
+// cachedOrAsk): who an SSH key belongs to and who an API token belongs to
+// (KeyCacheTTL, 60 s by default), and what a viewer may do in a
+// repository, through the admin token or through an API token
+// (PermCacheTTL, 30 s). Of failures it keeps only the "not found" answers
+// of repositories and API tokens, for MissTTL (5 s), so that a flood of
+// requests for what does not exist asks Gitea once per few seconds. An
+// outage, a spent request budget, a configuration error, or a key that
+// was not found is never kept: the next question asks Gitea again. A kept
+// answer reveals nothing: it is keyed by all the answer depends on (the
+// key's fingerprint, a hash of the API token but never the token, the
+// viewer's login, the repository), so it answers only the question Gitea
+// answered, for the same viewer, and a kept "not found" is the very
+// answer Gitea gave. Nor does a wrong answer stick: every entry expires,
+// so a change in Gitea shows within the lifetime of what was kept about
+// it: a repository created, leave to read it granted or a token made
+// valid right after a "not found" within MissTTL (a key added, at once),
+// anything else within KeyCacheTTL or PermCacheTTL.
+// Issues, issue lists and dependencies, repository names, logins and the
+// check of the admin token are never cached.
+//
+// It must not decide who may take or hold a lease (plugin/lease and
+// models/ do; it only reports what Gitea says), touch the ledger, or
+// change anything in Gitea but the sidecar's own OAuth2 application and
+// system webhook and the commit statuses it posts; nothing outside it
+// speaks HTTP to Gitea (models/arch_test.go holds that).
 package gitea
 
 import (
@@ -43,6 +72,8 @@ const (
 	// DefaultMissTTL is how long a "not found" of a repository or an API
 	// token is remembered, so a flood of requests for repositories that
 	// do not exist, or with junk tokens, asks Gitea once per few seconds.
+	// A key's "not found" is not remembered: a key added in Gitea works
+	// at once.
 	DefaultMissTTL = 5 * time.Second
 )
 
@@ -59,11 +90,13 @@ type Options struct {
 	// Timeout bounds every Forge method call, including all the Gitea
 	// requests it makes. Zero means DefaultTimeout.
 	Timeout time.Duration
-	// KeyCacheTTL is how long a resolved SSH key stays cached. Zero means
-	// DefaultKeyCacheTTL; negative disables the cache.
+	// KeyCacheTTL is how long a resolved SSH key, and the user of an API
+	// token, stays cached. Zero means DefaultKeyCacheTTL; negative
+	// disables both caches.
 	KeyCacheTTL time.Duration
-	// PermCacheTTL is how long a (user, repository) permission answer stays
-	// cached. Zero means DefaultPermCacheTTL; negative disables the cache.
+	// PermCacheTTL is how long a (user, repository) permission answer, or
+	// a (token, user, repository) one, stays cached. Zero means
+	// DefaultPermCacheTTL; negative disables the cache.
 	PermCacheTTL time.Duration
 	// MaxConns bounds the requests in flight to Gitea at once; more wait
 	// for a connection (within their deadline). Gitea answers no faster
@@ -75,8 +108,9 @@ type Options struct {
 	// KeyConns bounds the key lookups' own connections to Gitea. Zero
 	// means DefaultKeyConns; ignored with HTTPClient.
 	KeyConns int
-	// MissTTL is how long a "not found" answer for a repository or an API
-	// token stays cached (never an outage). Zero means DefaultMissTTL;
+	// MissTTL is how long a "not found" answer for a repository (through
+	// the admin token or an API token) or an API token stays cached
+	// (never an outage, nor any other failure). Zero means DefaultMissTTL;
 	// negative disables it.
 	MissTTL time.Duration
 	// HTTPClient sends the requests. Nil means a client of its own that
@@ -91,7 +125,7 @@ type Options struct {
 
 // Forge answers the sidecar's questions from Gitea. It is safe for
 // concurrent use. New does no network I/O, so the sidecar starts while
-// Gitea is down; every method then fails with plugin.ErrUnavailable until
+// Gitea is down; every method then fails with forge.ErrUnavailable until
 // Gitea is back.
 type Forge struct {
 	base    *url.URL // Gitea's base URL, without trailing slash
@@ -100,13 +134,20 @@ type Forge struct {
 	http    *http.Client
 	// keysHTTP sends the key lookups, on connections of their own.
 	keysHTTP *http.Client
-	keys     *cache[forge.User]
-	perms    *cache[forge.Repo]
-	// tokens caches who an API token belongs to (keyed by tokenKey),
-	// for as long as keys are cached.
+	// keys caches who an SSH key belongs to, keyed by its fingerprint,
+	// for KeyCacheTTL; successes only.
+	keys *cache[forge.User]
+	// perms caches a repository as a viewer sees it, keyed by the
+	// viewer's login and the repository (Repo) or by tokenKey, login and
+	// repository (TokenRepo), for PermCacheTTL; successes only.
+	perms *cache[forge.Repo]
+	// tokens caches who an API token belongs to, keyed by tokenKey, for
+	// KeyCacheTTL; successes only.
 	tokens *cache[forge.User]
-	// misses remembers "not found" answers for repositories and tokens
-	// for a few seconds (MissTTL).
+	// misses keeps the "not found" answers of Repo and TokenRepo (kind
+	// "repo") and of UserByToken (kind "token"), each under its kind and
+	// the key it has in perms or tokens, for MissTTL; no other failure
+	// (isMiss).
 	misses *cache[error]
 }
 
@@ -165,7 +206,7 @@ func New(opts Options) (*Forge, error) {
 }
 
 // budgeted charges every request to the budget its context carries (see
-// plugin.Budget): past it, the request is not sent.
+// forge.Budget): past it, the request is not sent.
 type budgeted struct{ next http.RoundTripper }
 
 func (b budgeted) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -176,20 +217,6 @@ func (b budgeted) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, forge.ErrRateLimited
 	}
 	return b.next.RoundTrip(req)
-}
-
-// missed returns the remembered "not found" for key, if any.
-func (f *Forge) missed(key string) error {
-	err, _ := f.misses.get(key)
-	return err
-}
-
-// miss remembers err for key if it is a "not found"; outages and
-// everything else are never remembered.
-func (f *Forge) miss(key string, err error) {
-	if errors.Is(err, forge.ErrNotFound) && !errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, forge.ErrRateLimited) {
-		f.misses.put(key, err)
-	}
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -232,55 +259,47 @@ func (f *Forge) within(ctx context.Context) (context.Context, context.CancelFunc
 // and, for a site administrator, names each user key's owner with the
 // owner's is_active and prohibit_login flags (Gitea's
 // routers/api/v1/user/key.go renders the owner as seen by the owner
-// themself), so no second request about the owner is needed.
+// themself), so no second request about the owner is needed. A success
+// is kept for KeyCacheTTL; a "not found" is not kept.
 func (f *Forge) UserByKey(ctx context.Context, fingerprint string) (forge.User, error) {
 	if !strings.HasPrefix(fingerprint, "SHA256:") || len(fingerprint) > 100 {
 		return forge.User{}, fmt.Errorf("key %q: %w", fingerprint, forge.ErrNotFound)
 	}
-	if u, ok := f.keys.get(fingerprint); ok {
+	return cachedOrAsk(f.keys, fingerprint, nil, "", func() (forge.User, error) {
+		ctx, cancel := f.within(ctx)
+		defer cancel()
+		keys, err := f.keysByFingerprint(ctx, fingerprint)
+		if err != nil {
+			return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+		}
+		u, err := keyOwner(keys, fingerprint)
+		if err != nil {
+			return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
+		}
 		return u, nil
-	}
-	ctx, cancel := f.within(ctx)
-	defer cancel()
-	keys, err := f.keysByFingerprint(ctx, fingerprint)
-	if err != nil {
-		return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
-	}
-	u, err := keyOwner(keys, fingerprint)
-	if err != nil {
-		return forge.User{}, fmt.Errorf("key %s: %w", fingerprint, err)
-	}
-	f.keys.put(fingerprint, u)
-	return u, nil
+	})
 }
 
-// UserByToken returns the active user an API token belongs to.
+// UserByToken returns the active user an API token belongs to. A success
+// is kept for KeyCacheTTL, a "not found" (an invalid token, or a user who
+// may not log in) for MissTTL, keyed by a hash of the token (tokenKey).
 func (f *Forge) UserByToken(ctx context.Context, token string) (forge.User, error) {
 	token = strings.TrimSpace(token)
 	if !validToken(token) {
 		return forge.User{}, fmt.Errorf("token: %w", forge.ErrNotFound)
 	}
-	key := tokenKey(token)
-	if u, ok := f.tokens.get(key); ok {
-		return u, nil
-	}
-	if err := f.missed("token\x00" + key); err != nil {
-		return forge.User{}, err
-	}
-	ctx, cancel := f.within(ctx)
-	defer cancel()
-	u, err := f.tokenUser(ctx, token)
-	if err == nil {
-		err = mayLogIn(u)
-	}
-	if err != nil {
-		err = fmt.Errorf("token: %w", err)
-		f.miss("token\x00"+key, err)
-		return forge.User{}, err
-	}
-	user := forge.User{ID: u.ID, Login: u.UserName}
-	f.tokens.put(key, user)
-	return user, nil
+	return cachedOrAsk(f.tokens, tokenKey(token), f.misses, "token", func() (forge.User, error) {
+		ctx, cancel := f.within(ctx)
+		defer cancel()
+		u, err := f.tokenUser(ctx, token)
+		if err == nil {
+			err = mayLogIn(u)
+		}
+		if err != nil {
+			return forge.User{}, fmt.Errorf("token: %w", err)
+		}
+		return forge.User{ID: u.ID, Login: u.UserName}, nil
+	})
 }
 
 // UserByLogin returns the account that has this login now or, if none
@@ -288,7 +307,7 @@ func (f *Forge) UserByToken(ctx context.Context, token string) (forge.User, erro
 // a renamed holder keeps their claims. Existence is enough: an account
 // that may not log in is still returned (its keys and sign-ins are refused
 // elsewhere, and it gets its claims back if reactivated). An organization
-// is not an account: plugin.ErrNotFound. It is not cached; it is for
+// is not an account: forge.ErrNotFound. It is not cached; it is for
 // upgrading a ledger whose holders are logins, once.
 func (f *Forge) UserByLogin(ctx context.Context, login string) (forge.User, error) {
 	if !validName(login) {
@@ -304,31 +323,27 @@ func (f *Forge) UserByLogin(ctx context.Context, login string) (forge.User, erro
 }
 
 // Repo returns owner/name as seen by login ("" = anonymous). See perm.go
-// for how the write permissions are worked out.
+// for how the write permissions are worked out. A success is kept for
+// PermCacheTTL, a "not found" for MissTTL, keyed by the login and the
+// repository (names in any case are one).
 func (f *Forge) Repo(ctx context.Context, login, owner, name string) (forge.Repo, error) {
 	what := owner + "/" + name
 	if !validName(owner) || !validName(name) || (login != "" && !validName(login)) {
 		return forge.Repo{}, fmt.Errorf("repository %s: %w", what, forge.ErrNotFound)
 	}
 	key := strings.ToLower(login + "\x00" + owner + "/" + name)
-	if r, ok := f.perms.get(key); ok {
-		return r, nil
-	}
-	if err := f.missed("repo\x00" + key); err != nil {
-		return forge.Repo{}, err
-	}
-	ctx, cancel := f.within(ctx)
-	defer cancel()
-	r, err := f.repoAs(ctx, login, owner, name)
-	if err != nil {
-		f.miss("repo\x00"+key, err)
-		if login == "" {
-			return forge.Repo{}, fmt.Errorf("repository %s as anonymous: %w", what, err)
+	return cachedOrAsk(f.perms, key, f.misses, "repo", func() (forge.Repo, error) {
+		ctx, cancel := f.within(ctx)
+		defer cancel()
+		r, err := f.repoAs(ctx, login, owner, name)
+		if err != nil {
+			if login == "" {
+				return forge.Repo{}, fmt.Errorf("repository %s as anonymous: %w", what, err)
+			}
+			return forge.Repo{}, fmt.Errorf("repository %s as %s: %w", what, login, err)
 		}
-		return forge.Repo{}, fmt.Errorf("repository %s as %s: %w", what, login, err)
-	}
-	f.perms.put(key, r)
-	return r, nil
+		return r, nil
+	})
 }
 
 // Issue returns issue (or pull request) n of owner/name as seen by login.

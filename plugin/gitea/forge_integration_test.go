@@ -410,7 +410,7 @@ func newToken(t *testing.T, g *integration.Gitea, u *integration.User, name stri
 }
 
 // testTokenScopes checks that a token is honoured within its scopes
-// (SPEC §8.2): Carol reads the private Secret and the public Widgets, and
+// (docs/http.md, "Who sees what"): Carol reads the private Secret and the public Widgets, and
 // shows them through tokens of various scopes.
 func testTokenScopes(t *testing.T, g *integration.Gitea, f *Forge, w *integration.World) {
 	ctx := context.Background()

@@ -11,10 +11,11 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-// What `next` asks of Gitea (SPEC §8.4): the oldest open issues (or pull
-// requests) of a repository that carry some labels, and whether an issue
-// is blocked by an open dependency. Facts of Gitea 1.26 this relies on,
-// checked against the real Gitea by next_integration_test.go:
+// What `next` asks of Gitea (docs/ssh.md, "The agent verbs"): the oldest
+// open issues (or pull requests) of a repository that carry some labels,
+// and whether an issue is blocked by an open dependency. Facts of Gitea
+// 1.26 this relies on, checked against the real Gitea by
+// next_integration_test.go:
 //
 //   - GET /repos/{o}/{r}/issues?state=open&type=issues|pulls lists newest
 //     first (by creation time, then ID: number order for everything created
@@ -71,7 +72,7 @@ const maxDependencyPages = 10
 // close between the same two requests leave the count as it was; that
 // can still miss one issue.)
 //
-// A repository that does not exist is plugin.ErrNotFound, and so is one
+// A repository that does not exist is forge.ErrNotFound, and so is one
 // whose issues (or pull requests) Gitea will not list, e.g. with the
 // Issues unit switched off: Gitea answers both with 404.
 func (f *Forge) OpenIssues(ctx context.Context, owner, name string, flt forge.IssueFilter, limit int) ([]forge.Issue, int, error) {

@@ -20,7 +20,7 @@ import (
 //     cookie of the browser that started it;
 //   - matches redirect_uri exactly against the registered ones;
 //   - answers every refusal at the token endpoint with 400 (invalid_grant,
-//     unauthorized_client, …), which classify reads as plugin.ErrNotFound;
+//     unauthorized_client, …), which classify reads as forge.ErrNotFound;
 //   - reduces the access token to the requested scopes
 //     (services/oauth2_provider GrantAdditionalScopes; no scope at all
 //     would mean "all"): "read:user" is all the sidecar needs, for
@@ -70,7 +70,7 @@ func (c *OAuthClient) AuthorizeURL(redirectURI, state, challenge string) string 
 
 // Exchange trades an authorization code and its PKCE verifier for the
 // account that granted it, which must be active and allowed to log in.
-// plugin.ErrNotFound: Gitea refused the code (expired, used, another
+// forge.ErrNotFound: Gitea refused the code (expired, used, another
 // client's or verifier) or the account may not log in.
 func (c *OAuthClient) Exchange(ctx context.Context, code, verifier, redirectURI string) (forge.User, error) {
 	ctx, cancel := c.forge.within(ctx)

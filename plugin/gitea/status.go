@@ -8,7 +8,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-// PostStatus implements plugin.Forge: POST /repos/{o}/{r}/statuses/{sha}.
+// PostStatus implements fence.Forge: POST /repos/{o}/{r}/statuses/{sha}.
 func (f *Forge) PostStatus(ctx context.Context, owner, name, sha string, st forge.CommitStatus) error {
 	if !validName(owner) || !validName(name) || !validSHA(sha) {
 		return fmt.Errorf("status of %s/%s@%s: %w", owner, name, sha, forge.ErrNotFound)

@@ -57,8 +57,9 @@ import (
 
 // TokenRepo returns owner/name as user u sees it through the API token
 // token (see above); a repository the token may not read is
-// plugin.ErrNotFound. Successful answers are cached like Repo's, keyed by
-// a hash of the token.
+// forge.ErrNotFound. Its answers are kept like Repo's (a success for
+// PermCacheTTL, a "not found" for MissTTL), keyed by a hash of the token
+// (tokenKey), the user and the repository.
 func (f *Forge) TokenRepo(ctx context.Context, u forge.User, token, owner, name string) (forge.Repo, error) {
 	what := owner + "/" + name
 	token = strings.TrimSpace(token)
@@ -66,12 +67,14 @@ func (f *Forge) TokenRepo(ctx context.Context, u forge.User, token, owner, name 
 		return forge.Repo{}, fmt.Errorf("repository %s through a token: %w", what, forge.ErrNotFound)
 	}
 	key := tokenKey(token) + "\x00" + strings.ToLower(u.Login+"\x00"+what)
-	if r, ok := f.perms.get(key); ok {
-		return r, nil
-	}
-	if err := f.missed("repo\x00" + key); err != nil {
-		return forge.Repo{}, err
-	}
+	return cachedOrAsk(f.perms, key, f.misses, "repo", func() (forge.Repo, error) {
+		return f.tokenRepo(ctx, u, token, owner, name)
+	})
+}
+
+// tokenRepo asks Gitea what TokenRepo answers.
+func (f *Forge) tokenRepo(ctx context.Context, u forge.User, token, owner, name string) (forge.Repo, error) {
+	what := owner + "/" + name
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	var (
@@ -88,9 +91,7 @@ func (f *Forge) TokenRepo(ctx context.Context, u forge.User, token, owner, name 
 	wg.Go(func() { writes, errs[3] = f.tokenWritesIssues(ctx, token, owner, name) })
 	wg.Wait()
 	if err := worst(errs[:]); err != nil {
-		err = fmt.Errorf("repository %s through a token of %s: %w", what, u.Login, err)
-		f.miss("repo\x00"+key, err)
-		return forge.Repo{}, err
+		return forge.Repo{}, fmt.Errorf("repository %s through a token of %s: %w", what, u.Login, err)
 	}
 	if viaToken.ID != mine.ID {
 		// Renamed, and another repository took the name, between the
@@ -105,7 +106,6 @@ func (f *Forge) TokenRepo(ctx context.Context, u forge.User, token, owner, name 
 	if !issues || !writes {
 		r.CanWriteIssues, r.CanWritePulls, r.Admin = false, false, false
 	}
-	f.perms.put(key, r)
 	return r, nil
 }
 

@@ -17,10 +17,11 @@ import (
 )
 
 // Gitea tells the sidecar of closed, merged and deleted issues and of
-// deleted repositories through one system webhook (SPEC §8.3), which
-// install registers with the admin API. What this file relies on, checked
-// in Gitea 1.26's source (routers/api/v1/admin/hooks.go,
-// routers/api/v1/utils/hook.go) and against a running instance:
+// deleted repositories through one system webhook (docs/operating.md,
+// "When issues close: Gitea's webhook"), which install registers with the
+// admin API. What this file relies on, checked in Gitea 1.26's source
+// (routers/api/v1/admin/hooks.go, routers/api/v1/utils/hook.go) and
+// against a running instance:
 //
 //   - POST /api/v1/admin/hooks makes a system hook only when config holds
 //     "is_system_webhook": "true", a string; without it the hook is a
@@ -279,7 +280,7 @@ func (f *Forge) RemoveWebhook(ctx context.Context, deliveryURL string) (int, err
 // CheckWebhook checks that Gitea has one system webhook of the sidecar, as
 // RegisterWebhook leaves it: type gitea, JSON, active, with
 // WebhookEvents, delivering to deliveryURL, signed with secret. It returns
-// the hook's ID; plugin.ErrNotFound says what is missing or differs
+// the hook's ID; forge.ErrNotFound says what is missing or differs
 // (RegisterWebhook mends it). Gitea's API shows no deliveries, so whether
 // the last one succeeded is not checked here. The token needs read:admin.
 func (f *Forge) CheckWebhook(ctx context.Context, deliveryURL, secret string) (int64, error) {
