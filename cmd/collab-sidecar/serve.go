@@ -92,7 +92,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	// closes.
 	rctx, stopResolving := context.WithCancel(ctx)
 	var resolving sync.WaitGroup
-	resolving.Go(func() { resolveHolders(rctx, log, fg, store) })
+	resolving.Go(func() { resolveHolders(rctx, log, leases, store) })
 	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
 	// Changes other replicas on the same PostgreSQL database make reach
 	// this one's bus, and this one's reach theirs (nothing to follow on
@@ -352,9 +352,9 @@ func newForge(cfg Config, mod ...func(*gitea.Options)) (*gitea.Forge, error) {
 // login) through Gitea, retrying while Gitea cannot answer, until done or
 // ctx ends. Until a login is resolved, its leases stay live but nobody can
 // renew or release them.
-func resolveHolders(ctx context.Context, log *slog.Logger, fg lease.Logins, store lease.HolderResolver) {
+func resolveHolders(ctx context.Context, log *slog.Logger, leases *lease.Service, store lease.HolderResolver) {
 	for wait := time.Second; ; wait = min(2*wait, time.Minute) {
-		n, err := lease.ResolveHolders(ctx, fg, store)
+		n, err := leases.ResolveHolders(ctx, store)
 		if n > 0 {
 			log.Info("resolved the holders of leases written before account IDs", "leases", n)
 		}

@@ -121,6 +121,23 @@ func (c committed) RecordPull(ctx context.Context, p models.Pull, delivery strin
 	return changed, err
 }
 
+// resolving is the ledger's upgrade of holders from logins to accounts
+// (ResolveHolders): a resolution rewrites the holder of leases, so it is
+// published as a change of every lease, which the fence worker's
+// statuses depend on.
+type resolving struct {
+	HolderResolver
+	bus *changes.Bus
+}
+
+func (r resolving) ResolveHolder(ctx context.Context, login string, id int64) (int64, error) {
+	n, err := r.HolderResolver.ResolveHolder(ctx, login, id)
+	if err == nil && n > 0 {
+		r.bus.Publish(changes.Set{Origin: changes.Committed, Changes: []changes.Change{{Key: models.Everything}}})
+	}
+	return n, err
+}
+
 // EndSessions moves a browser account's session epoch on: no lease
 // changes, so nothing is published.
 func (c committed) EndSessions(ctx context.Context, userID int64) (int64, error) {

@@ -26,8 +26,13 @@ type Logins interface {
 // account any more to nobody (its leases then match nobody and lapse as
 // they would have). It returns how many leases it resolved; on a forge
 // error it stops and returns it, and calling it again goes on where it
-// stopped.
-func ResolveHolders(ctx context.Context, f Logins, l HolderResolver) (int64, error) {
+// stopped. Each resolution is published on the service's bus, as every
+// ledger write is (committed.go): it changes who holds leases.
+func (s *Service) ResolveHolders(ctx context.Context, l HolderResolver) (int64, error) {
+	return resolveHolders(ctx, s.forge, resolving{HolderResolver: l, bus: s.bus})
+}
+
+func resolveHolders(ctx context.Context, f Logins, l HolderResolver) (int64, error) {
 	logins, err := l.UnresolvedHolders(ctx)
 	if err != nil {
 		return 0, err

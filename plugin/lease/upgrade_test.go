@@ -3,13 +3,11 @@ package lease_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 
-	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/forge"
-	"github.com/collab-lease/collab-lease/plugin/forgetest"
-	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // memResolver is a ledger fresh from schema 1 (models' own test covers
@@ -27,14 +25,10 @@ func (m *memResolver) ResolveHolder(_ context.Context, login string, id int64) (
 }
 
 func TestResolveHoldersOnce(t *testing.T) {
-	f := forgetest.New()
-	store, err := models.Open(filepath.Join(t.TempDir(), "collab.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	w := leasetest.New(t, leasetest.Options{})
+	f, store := w.Forge, w.Ledger
 	// Nothing to resolve on a ledger that was never schema 1.
-	if n, err := lease.ResolveHolders(bg, f, store); err != nil || n != 0 {
+	if n, err := w.Service.ResolveHolders(bg, store); err != nil || n != 0 {
 		t.Fatalf("ResolveHolders on a new ledger = %d %v", n, err)
 	}
 	if f.Calls("UserByLogin") != 0 {
@@ -44,10 +38,11 @@ func TestResolveHoldersOnce(t *testing.T) {
 
 // A forge outage stops the resolution without resolving anyone to nobody.
 func TestResolveHoldersStopsOnOutage(t *testing.T) {
-	f := forgetest.New()
+	w := leasetest.New(t, leasetest.Options{})
+	f := w.Forge
 	f.SetDown(true)
 	l := &memResolver{logins: []string{"alice"}, resolved: map[string]int64{}}
-	if _, err := lease.ResolveHolders(bg, f, l); !errors.Is(err, forge.ErrUnavailable) {
+	if _, err := w.Service.ResolveHolders(bg, l); !errors.Is(err, forge.ErrUnavailable) {
 		t.Fatalf("ResolveHolders with the forge down: %v", err)
 	}
 	if len(l.resolved) != 0 {
@@ -56,10 +51,15 @@ func TestResolveHoldersStopsOnOutage(t *testing.T) {
 	f.SetDown(false)
 	alice := f.AddUser("alice")
 	l.logins = []string{"alice", "gone"}
-	if n, err := lease.ResolveHolders(bg, f, l); err != nil || n != 2 {
+	heard := 0
+	w.Service.Bus().Subscribe(func(s changes.Set) { heard += len(s.Changes) })
+	if n, err := w.Service.ResolveHolders(bg, l); err != nil || n != 2 {
 		t.Fatalf("ResolveHolders = %d %v", n, err)
 	}
 	if l.resolved["alice"] != alice.ID || l.resolved["gone"] != 0 {
 		t.Fatalf("resolved %v, want alice→%d and gone→0", l.resolved, alice.ID)
+	}
+	if heard != 2 {
+		t.Fatalf("%d changes published for 2 resolutions", heard)
 	}
 }
