@@ -4,10 +4,11 @@
 // cookie), the badge assets and a liveness probe; and, apart, for an address
 // only operators reach, readiness and metrics (admin.go).
 //
-// It reaches the ledger only through the lease service (plugin/), and shows
+// It reaches the ledger only through the lease service (plugin/lease) and
+// the live events through the service's streams, and shows
 // a repository's leases only to viewers who may read that repository: an
 // unknown repository and one the viewer may not see get the same 404, byte
 // for byte. It never decides who holds a lease (models/) or what a user may
-// do (the forge, plugin/); it asks them. It sends no request to Gitea
+// do (the lease service, plugin/lease); it asks it. It sends no request to Gitea
 // itself: the forge and SignIn do (plugin/gitea).
 package routes

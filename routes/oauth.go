@@ -43,7 +43,7 @@ type SignIn interface {
 	// challenge is the PKCE S256 challenge of the verifier Exchange gets.
 	AuthorizeURL(redirectURI, state, challenge string) string
 	// Exchange trades an authorization code and its PKCE verifier for
-	// the account that granted it. plugin.ErrNotFound: Gitea refused the
+	// the account that granted it. forge.ErrNotFound: Gitea refused the
 	// code, or the account may not log in.
 	Exchange(ctx context.Context, code, verifier, redirectURI string) (forge.User, error)
 }

@@ -20,7 +20,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
-// Leases is what the HTTP API asks of the lease service (plugin.Service):
+// Leases is what the HTTP API asks of the lease service (lease.Service):
 // it decides who may see what; the handlers only bind, call and translate.
 type Leases interface {
 	ByToken(ctx context.Context, token string) (lease.Viewer, error)
@@ -84,7 +84,7 @@ type Options struct {
 	// plugin.DefaultMaxTTL.
 	MaxTTL time.Duration
 	// ForgeBudgets, if set, is each client address's share of requests
-	// to Gitea (see plugin.Budget): a request that would ask past it is
+	// to Gitea (see forge.Budget): a request that would ask past it is
 	// answered 429. Nil: no limit.
 	ForgeBudgets *forge.AddrBudgets
 	// Streams bounds the live event streams (events.go).

@@ -11,8 +11,8 @@ import (
 )
 
 // Keys resolves the fingerprint of a verified key to the account that owns
-// it (plugin.Forge does): exactly one active user key whose owner may log
-// in, else an error wrapping plugin.ErrNotFound; any other error means the
+// it (plugin/gitea's Forge does): exactly one active user key whose owner may log
+// in, else an error wrapping forge.ErrNotFound; any other error means the
 // forge could not tell.
 type Keys interface {
 	UserByKey(ctx context.Context, fingerprint string) (forge.User, error)

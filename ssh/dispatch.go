@@ -12,7 +12,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
-// Leases is what the verb needs of the lease service (plugin.Service): it
+// Leases is what the verb needs of the lease service (lease.Service): it
 // decides who may do what; the verb only parses, calls and translates.
 type Leases interface {
 	Recheck(ctx context.Context, fingerprint string, was forge.User) (lease.Viewer, error)

@@ -6,7 +6,8 @@
 // during authentication, resolved through Keys, and hands each exec or
 // shell request with that identity (ConnInfo) to a Handler; it never
 // offers a shell, pty, subsystem or forwarding. LeaseVerb is the Handler
-// of the collab-lease verb: it parses with plugin/contract's grammar, asks
-// the forge who may do what, and makes one ledger call. Neither writes the
-// ledger itself.
+// of the collab-lease verb: it parses with plugin/contract's grammar, makes
+// one call to the lease service (plugin/lease), which decides who may do
+// what, and answers through one exit-code table (dispatch.go). Neither
+// writes the ledger or holds a permission rule.
 package ssh

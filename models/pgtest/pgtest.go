@@ -3,7 +3,7 @@
 //
 // It is for tests only (the ledger's, and the end-to-end ones that run a
 // sidecar on PostgreSQL): it creates and drops databases, and never reads
-// or writes a ledger (models/arch_test.go holds it to that).
+// or writes a ledger (plugin/gates holds it to that).
 package pgtest
 
 import (

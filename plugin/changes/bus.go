@@ -107,24 +107,24 @@ func (b *Bus) Publish(set Set) {
 
 // ExpireAt has the bus publish {Key: k, Ended: true} with Origin Expired
 // at instant at, once, for whoever subscribes: the lease on k is due to
-// expire then. Asking twice for the same key and instant publishes once;
-// an instant that has passed is published at once (on the bus's timer
-// goroutine). An expiry that no longer holds (renewed since) is published
-// all the same: it only makes its subscribers look again.
+// expire then. The queue keeps one instant per key, the earliest asked
+// for: asking for a later one while an earlier one waits does nothing,
+// so whoever rereads a lease when its expiry comes asks again for the
+// instant it now expires at (it may have been renewed). An instant that
+// has passed is published at once (on the bus's alarm goroutine). An
+// expiry that no longer holds is published all the same: it only makes
+// its subscribers look again.
 func (b *Bus) ExpireAt(k models.Key, at time.Time) { b.exp.add(k, at) }
 
-// Pending reports how many expiry instants wait in the queue (for tests
-// and metrics).
+// Pending reports how many keys wait for an expiry instant (for tests and
+// metrics).
 func (b *Bus) Pending() int { return b.exp.len() }
 
-// KeysOf returns the keys of the changes of set that satisfy keep (all,
-// for a nil keep).
-func KeysOf(set Set, keep func(Change) bool) []models.Key {
-	ks := make([]models.Key, 0, len(set.Changes))
-	for _, c := range set.Changes {
-		if keep == nil || keep(c) {
-			ks = append(ks, c.Key)
-		}
+// KeysOf returns the keys of the changes of set.
+func KeysOf(set Set) []models.Key {
+	ks := make([]models.Key, len(set.Changes))
+	for i, c := range set.Changes {
+		ks[i] = c.Key
 	}
 	return ks
 }

@@ -67,9 +67,10 @@ func TestPublishReachesEverySubscriber(t *testing.T) {
 	}
 }
 
-// The expiry queue publishes each instant once, at that instant on the
-// bus's clock, as a lease that may have ended; an instant asked for twice
-// is published once, and one already past at once.
+// The expiry queue publishes each key's soonest instant once, at that
+// instant on the bus's clock, as a lease that may have ended: asking
+// again for the same or a later instant while one waits changes nothing,
+// an earlier one takes its place, and one already past comes at once.
 func TestExpiriesArePublishedAtTheirInstant(t *testing.T) {
 	c := clocktest.New()
 	b := changes.New(c.Now, c.After)
@@ -77,11 +78,12 @@ func TestExpiriesArePublishedAtTheirInstant(t *testing.T) {
 	b.Subscribe(h.add)
 	t0 := c.Now()
 	b.ExpireAt(k1, t0.Add(time.Minute))
-	b.ExpireAt(k1, t0.Add(time.Minute)) // again: one entry
-	b.ExpireAt(k2, t0.Add(2*time.Minute))
-	b.ExpireAt(k1, t0.Add(3*time.Minute)) // renewed since: its own instant
-	if n := b.Pending(); n != 3 {
-		t.Fatalf("%d instants pending, want 3", n)
+	b.ExpireAt(k1, t0.Add(time.Minute))   // again: one entry
+	b.ExpireAt(k1, t0.Add(3*time.Minute)) // renewed since: waits for the first look
+	b.ExpireAt(k2, t0.Add(5*time.Minute))
+	b.ExpireAt(k2, t0.Add(2*time.Minute)) // shortened: the earlier wins
+	if n := b.Pending(); n != 2 {
+		t.Fatalf("%d keys pending, want 2", n)
 	}
 	if c.Timers() != 1 {
 		t.Fatalf("%d timers, want the one of the soonest instant", c.Timers())
@@ -96,10 +98,10 @@ func TestExpiriesArePublishedAtTheirInstant(t *testing.T) {
 	if got[0].Origin != changes.Expired || len(got[0].Changes) != 1 || got[0].Changes[0] != want {
 		t.Fatalf("at the first instant: %+v, want %+v expired", got[0], want)
 	}
-	c.Advance(2 * time.Minute) // both later instants at once
+	c.Advance(4 * time.Minute) // past k2's 2 and 5 minutes, and k1's 3
 	got = waitSets(t, &h, 2)
-	if len(got[1].Changes) != 2 {
-		t.Fatalf("at the later instants: %+v, want both keys in one set", got[1])
+	if len(got[1].Changes) != 1 || got[1].Changes[0].Key != k2 {
+		t.Fatalf("at the later instants: %+v, want k2 once", got[1])
 	}
 	b.ExpireAt(k2, t0) // long past
 	got = waitSets(t, &h, 3)
@@ -107,7 +109,54 @@ func TestExpiriesArePublishedAtTheirInstant(t *testing.T) {
 		t.Fatalf("a past instant: %+v", got[2])
 	}
 	if b.Pending() != 0 || c.Timers() != 0 {
-		t.Fatalf("%d instants and %d timers left", b.Pending(), c.Timers())
+		t.Fatalf("%d keys and %d timers left", b.Pending(), c.Timers())
+	}
+	if got := h.all(); len(got) != 3 {
+		t.Fatalf("%d sets published, want 3: %+v", len(got), got)
+	}
+}
+
+// However often a lease is renewed, the queue holds one instant for it.
+func TestExpiriesStaySmallUnderRenewals(t *testing.T) {
+	c := clocktest.New()
+	b := changes.New(c.Now, c.After)
+	for i := range 2000 {
+		b.ExpireAt(k1, c.Now().Add(time.Duration(i+1)*time.Second))
+		b.ExpireAt(k2, c.Now().Add(time.Duration(2000-i)*time.Second))
+	}
+	if n := b.Pending(); n != 2 {
+		t.Fatalf("%d keys pending after 4000 renewals of 2 leases, want 2", n)
+	}
+}
+
+// An alarm set again for another instant fires once, for the last one;
+// one turned off does not fire.
+func TestAlarmFiresOnceForItsLastInstant(t *testing.T) {
+	c := clocktest.New()
+	fired := make(chan time.Time, 4)
+	a := changes.NewAlarm(c.Now, c.After, func() { fired <- c.Now() })
+	t0 := c.Now()
+	a.Set(t0.Add(time.Minute))
+	a.Set(t0.Add(2 * time.Minute))
+	a.Set(t0.Add(2 * time.Minute)) // the same: nothing new
+	if c.Timers() != 1 {
+		t.Fatalf("%d timers, want 1", c.Timers())
+	}
+	c.Advance(time.Minute)
+	c.Advance(time.Minute)
+	select {
+	case at := <-fired:
+		if !at.Equal(t0.Add(2 * time.Minute)) {
+			t.Fatalf("fired at %s, want at the second instant", at)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the alarm did not fire")
+	}
+	a.Set(t0.Add(3 * time.Minute))
+	a.Set(time.Time{})
+	c.Advance(time.Hour)
+	if c.Timers() != 0 || len(fired) != 0 {
+		t.Fatalf("an alarm turned off: %d timers, %d fires", c.Timers(), len(fired))
 	}
 }
 

@@ -22,20 +22,28 @@ func RealAfter(d time.Duration) (<-chan time.Time, func() bool) {
 }
 
 // expiries is the bus's one expiry queue (etcd's lessor keeps one too):
-// a heap of instants with one timer, on the bus's clock, armed for the
-// soonest. Whoever learns when a lease it cares about expires (a feed
-// that published it, a waiter told it is held, the fence worker that
-// computed a status from it) adds that instant; at the instant the bus
-// publishes it to everyone.
+// the soonest instant asked for each key, in a heap with one alarm, on
+// the bus's clock, set for the soonest of all. Whoever learns when a
+// lease it cares about expires (a feed that published it, a waiter told
+// it is held, the fence worker that computed a status from it) adds that
+// instant; at the instant the bus publishes it to everyone.
+//
+// One instant per key keeps the queue as small as the leases someone
+// cares about, however often they are renewed: a later instant for a key
+// that has an earlier one waits, and when the earlier one comes (the
+// lease was renewed since, say), whoever cares rereads the lease and asks
+// again for the instant it now expires at. An instant early is harmless
+// (a look that finds the lease live); one late would not be, so the
+// earlier always wins.
 type expiries struct {
 	bus   *Bus
 	now   Now
 	after After
 
 	mu    sync.Mutex
-	heap  expiryHeap
-	known map[expiry]struct{} // what the heap holds, so an instant is queued once
-	alarm *Alarm              // set for heap[0]
+	heap  expiryHeap           // may hold instants superseded by earlier ones of their key
+	soon  map[models.Key]int64 // the instant each key waits for
+	alarm *Alarm               // set for the soonest instant
 }
 
 type expiry struct {
@@ -50,7 +58,7 @@ func newExpiries(b *Bus, now Now, after After) *expiries {
 	if after == nil {
 		after = RealAfter
 	}
-	x := &expiries{bus: b, now: now, after: after, known: map[expiry]struct{}{}}
+	x := &expiries{bus: b, now: now, after: after, soon: map[models.Key]int64{}}
 	x.alarm = NewAlarm(now, after, x.fire)
 	return x
 }
@@ -59,18 +67,33 @@ func (x *expiries) add(k models.Key, at time.Time) {
 	e := expiry{at: at.UnixNano(), key: k}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.known[e]; ok {
+	if cur, ok := x.soon[k]; ok && cur <= e.at {
 		return
 	}
-	x.known[e] = struct{}{}
+	x.soon[k] = e.at
 	heap.Push(&x.heap, e)
+	// Entries superseded by earlier ones wait in the heap until their
+	// instant; past twice the keys, they are dropped at once.
+	if len(x.heap) > 2*len(x.soon)+64 {
+		x.compact()
+	}
 	x.arm()
 }
 
+// compact rebuilds the heap from soon (under x.mu).
+func (x *expiries) compact() {
+	x.heap = x.heap[:0]
+	for k, at := range x.soon {
+		x.heap = append(x.heap, expiry{at: at, key: k})
+	}
+	heap.Init(&x.heap)
+}
+
+// len is how many keys wait for an instant.
 func (x *expiries) len() int {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return len(x.heap)
+	return len(x.soon)
 }
 
 // arm sets the alarm for the soonest instant (under x.mu).
@@ -90,11 +113,12 @@ func (x *expiries) fire() {
 	seen := map[models.Key]bool{}
 	for len(x.heap) > 0 && x.heap[0].at <= now {
 		e := heap.Pop(&x.heap).(expiry)
-		delete(x.known, e)
-		if !seen[e.key] {
-			seen[e.key] = true
-			due = append(due, Change{Key: e.key, Ended: true})
+		if x.soon[e.key] != e.at || seen[e.key] {
+			continue // superseded by an earlier instant, which came already
 		}
+		delete(x.soon, e.key)
+		seen[e.key] = true
+		due = append(due, Change{Key: e.key, Ended: true})
 	}
 	x.arm()
 	x.mu.Unlock()

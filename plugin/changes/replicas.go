@@ -30,7 +30,7 @@ var _ Feed = (*models.Store)(nil)
 func Follow(ctx context.Context, f Feed, b *Bus) error {
 	cancel := b.Subscribe(func(s Set) {
 		if s.Origin == Committed {
-			f.Announce(KeysOf(s, nil)...)
+			f.Announce(KeysOf(s)...)
 		}
 	})
 	defer cancel()

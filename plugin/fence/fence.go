@@ -8,9 +8,11 @@
 // One worker (Worker.Run) posts every status, one at a time, outside any
 // ledger transaction. It hears on the change bus (plugin/changes)
 // whatever can flip an answer: a committed write of a lease or of a pull
-// request's record, another replica's change, and the expiry instants it
-// asked the bus for (the soonest expiry among the leases each status
-// depends on). It recomputes a touched pull request from the ledger after
+// request's record here, a lease change another replica announced, and
+// the expiry instants it asked the bus for (the expiry of every lease a
+// status depends on). A pull request recorded through another replica is
+// that replica's worker's to post (an announcement does not say it is a
+// pull request's record). It recomputes a touched pull request from the ledger after
 // the change, and posts only what differs from its last post. Because a
 // change made while a post is on its way marks the pull request dirty
 // again, and the worker computes the next post after it, the status left

@@ -139,7 +139,7 @@ func stripFooter(content []byte) ([]byte, bool, error) {
 
 // Footer is the installer of one Gitea's footer: where Gitea's custom
 // directory is, which sidecar the block loads from, and how careful to be
-// about the files it finds there (see footerfs.go).
+// about the files it finds there (see fs.go).
 type Footer struct {
 	CustomDir string        // Gitea's custom directory ($GITEA_CUSTOM)
 	PublicURL string        // where browsers reach the sidecar

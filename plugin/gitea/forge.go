@@ -43,7 +43,7 @@
 // models/ do; it only reports what Gitea says), touch the ledger, or
 // change anything in Gitea but the sidecar's own OAuth2 application and
 // system webhook and the commit statuses it posts; nothing outside it
-// speaks HTTP to Gitea (models/arch_test.go holds that).
+// speaks HTTP to Gitea (plugin/gates holds that).
 package gitea
 
 import (

@@ -442,3 +442,34 @@ func equal(a, b []int64) bool {
 	}
 	return true
 }
+
+// A waiter learns of a new expiry too: the holder of an open-ended claim
+// re-acquires it for a minute, and the waiter gets the issue a minute
+// later, with nobody watching the repository and no pull request linking
+// the issue (nothing else would look at it then).
+func TestWaiterFollowsARenewedExpiry(t *testing.T) {
+	w := newWorld(t)
+	alice, bob := w.as("alice"), w.as("bob")
+	if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		_, err := w.svc.AcquireWait(bg, bob, "acme", "widgets", 1, time.Hour, 10*time.Minute)
+		got <- err
+	}()
+	leasetest.WaitFor(t, "bob to wait", func() bool { return w.svc.Waiting(1, 1) == 1 })
+	if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "the new expiry queued", func() bool { return w.svc.Bus().Pending() == 1 })
+	w.clock.Advance(time.Minute)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("bob's wait: %v, want the issue", err)
+		}
+	case <-time.After(10 * time.Second): // the wait would end only at its deadline, ten test minutes on
+		t.Fatal("bob was not woken at the new expiry")
+	}
+}

@@ -1,11 +1,17 @@
 package lease
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"reflect"
 	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
 )
 
 // ledgerReads are the Ledger's methods that write nothing, so committed
@@ -65,4 +71,90 @@ func committedMethods(t *testing.T) map[string]bool {
 		}
 	}
 	return out
+}
+
+// succeeding is a ledger whose every write succeeds at once (and ends
+// one lease where a write can end some), for calling committed's writes
+// without a database.
+type succeeding struct{ Ledger }
+
+var oneEnded = models.Ended{Leases: []models.Lease{{Key: models.Key{RepoID: 1, Issue: 2}}}}
+
+func (succeeding) Acquire(context.Context, models.Key, models.Holder, time.Duration, models.Observed) (models.Lease, error) {
+	return models.Lease{}, nil
+}
+func (succeeding) Renew(context.Context, models.Key, models.Holder, time.Duration) (models.Lease, error) {
+	return models.Lease{}, nil
+}
+func (succeeding) Release(context.Context, models.Key, models.Holder) (*models.Lease, error) {
+	return &models.Lease{}, nil
+}
+func (succeeding) ForceRelease(context.Context, models.Key, models.Holder) (*models.Lease, error) {
+	return &models.Lease{}, nil
+}
+func (succeeding) AcquireFirst(context.Context, int64, []models.Candidate, models.Holder, time.Duration) (models.Lease, error) {
+	return models.Lease{}, nil
+}
+func (succeeding) EndIssue(context.Context, models.Key, models.Reason, int64, string) (models.Ended, error) {
+	return oneEnded, nil
+}
+func (succeeding) ReopenIssue(context.Context, models.Key, int64, string) (models.Ended, error) {
+	return models.Ended{}, nil
+}
+func (succeeding) EndRepo(context.Context, int64, string) (models.Ended, error) { return oneEnded, nil }
+func (succeeding) RecordPull(context.Context, models.Pull, string) (bool, error) {
+	return true, nil
+}
+func (succeeding) EndSessions(context.Context, int64) (int64, error) { return 1, nil }
+
+// Every write of the committed ledger publishes once it succeeded (and a
+// write that ends leases publishes each as ended); the one that changes
+// no lease (a browser's sign-out) publishes nothing.
+func TestEveryCommittedWritePublishes(t *testing.T) {
+	c := clocktest.New()
+	bus := changes.New(c.Now, c.After)
+	var sets []changes.Set
+	bus.Subscribe(func(s changes.Set) { sets = append(sets, s) })
+	l := committed{Ledger: succeeding{}, bus: bus}
+	ctx, k, h := context.Background(), models.Key{RepoID: 1, Issue: 2}, models.Holder{ID: 1, Login: "a"}
+	calls := map[string]func(){
+		"Acquire":      func() { _, _ = l.Acquire(ctx, k, h, 0, models.Observed{}) },
+		"Renew":        func() { _, _ = l.Renew(ctx, k, h, time.Minute) },
+		"Release":      func() { _, _ = l.Release(ctx, k, h) },
+		"ForceRelease": func() { _, _ = l.ForceRelease(ctx, k, h) },
+		"AcquireFirst": func() { _, _ = l.AcquireFirst(ctx, 1, nil, h, 0) },
+		"EndIssue":     func() { _, _ = l.EndIssue(ctx, k, models.ReasonClosed, 1, "") },
+		"ReopenIssue":  func() { _, _ = l.ReopenIssue(ctx, k, 1, "") },
+		"EndRepo":      func() { _, _ = l.EndRepo(ctx, 1, "") },
+		"RecordPull":   func() { _, _ = l.RecordPull(ctx, models.Pull{RepoID: 1, Number: 2}, "") },
+		"EndSessions":  func() { _, _ = l.EndSessions(ctx, 1) },
+	}
+	typ := reflect.TypeFor[Ledger]()
+	for i := range typ.NumMethod() {
+		name := typ.Method(i).Name
+		if ledgerReads[name] {
+			continue
+		}
+		call, ok := calls[name]
+		if !ok {
+			t.Errorf("Ledger.%s is a write this test does not call", name)
+			continue
+		}
+		sets = nil
+		call()
+		switch {
+		case name == "EndSessions":
+			if len(sets) != 0 {
+				t.Errorf("%s published %+v; it changes no lease", name, sets)
+			}
+		case len(sets) != 1 || sets[0].Origin != changes.Committed || len(sets[0].Changes) == 0:
+			t.Errorf("%s published %+v, want one committed set", name, sets)
+		case name == "EndIssue" || name == "EndRepo" || name == "Release" || name == "ForceRelease":
+			if !sets[0].Changes[0].Ended || sets[0].Changes[0].Key != k {
+				t.Errorf("%s published %+v, want the ended lease first", name, sets[0])
+			}
+		case name == "RecordPull" && !sets[0].Changes[0].Pull:
+			t.Errorf("%s published %+v, want a pull request's change", name, sets[0])
+		}
+	}
 }

@@ -90,10 +90,12 @@ type Option func(*Service)
 // issue is fresh (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// WithTimer sets the timers of the waiters of acquire --wait: after(d)
-// returns a channel that receives once d has passed on the service's
-// clock, and a function that stops it (default time.NewTimer; a fake
-// clock's After in tests).
+// WithTimer sets the service's timers: the deadlines of acquire --wait,
+// the streams' rechecks, and (unless WithBus gives a bus of its own) the
+// bus's expiry queue and the live feeds' linger. after(d) returns a
+// channel that receives once d has passed on the service's clock, and a
+// function that stops it (default time.NewTimer; a fake clock's After in
+// tests).
 func WithTimer(after func(time.Duration) (<-chan time.Time, func() bool)) Option {
 	return func(s *Service) { s.after = after }
 }
@@ -130,7 +132,7 @@ func WithIssueTTL(d time.Duration) Option { return func(s *Service) { s.issueTTL
 // NewService returns the lease service over forge and ledger.
 func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	if forge == nil || ledger == nil {
-		return nil, errors.New("plugin: the lease service needs a forge and a ledger")
+		return nil, errors.New("lease: the service needs a forge and a ledger")
 	}
 	s := &Service{forge: forge, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
 		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL)}

@@ -96,8 +96,11 @@ func (ws *waits) head(k models.Key, w *waiter) bool {
 }
 
 // heard is the waiters' subscription to the change bus: the head of each
-// queue whose lease may have ended is woken (a key of Issue 0 stands for
-// every issue of its repository, the zero key for every issue).
+// queue whose lease changed is woken (a key of Issue 0 stands for every
+// issue of its repository, the zero key for every issue). Not only an
+// ended lease wakes it: a renewal moves the expiry the head waits for,
+// and only a new look (its acquire, answered held with the new expiry)
+// puts that instant on the bus's queue.
 func (ws *waits) heard(set changes.Set) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -105,9 +108,6 @@ func (ws *waits) heard(set changes.Set) {
 		return
 	}
 	for _, c := range set.Changes {
-		if !c.Ended {
-			continue
-		}
 		if c.Key.Issue != 0 {
 			if q := ws.queues[c.Key]; len(q) > 0 {
 				notify(q[0])
@@ -191,9 +191,16 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 			return t, err
 		}
 		// Still held (by the same tenure, or by one that began meanwhile):
-		// wait for its release, or for its expiry instant.
+		// wait for its release, or for its expiry instant. One the
+		// service's clock has passed is the ledger's clock lagging (on
+		// PostgreSQL, the database server's): look again a second later,
+		// not at once and again.
 		if c, ok := held.Reply.(contract.Conflict); ok && c.ExpiresAt != nil {
-			s.bus.ExpireAt(k, time.Time(*c.ExpiresAt))
+			at := time.Time(*c.ExpiresAt)
+			if now := s.now(); !at.After(now) {
+				at = now.Add(time.Second)
+			}
+			s.bus.ExpireAt(k, at)
 		}
 	}
 }

@@ -52,7 +52,7 @@ func (s *Service) Watch(ctx context.Context, v Viewer, owner, name, lastID strin
 // error when ctx does; with live.ErrFellBehind when the stream was dropped for
 // not keeping up; and with the error of the repository check (e.g.
 // ErrRepoNotFound) once the viewer may no longer read the repository,
-// which is asked again every LiveOptions.Recheck. While the forge cannot
+// which is asked again every live.Options.Recheck. While the forge cannot
 // answer, the stream goes on as the viewer was last seen.
 func (w *Watch) Next(ctx context.Context) (live.Event, error) {
 	for {

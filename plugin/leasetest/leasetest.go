@@ -4,7 +4,9 @@
 // that both read, and the lease service over them, with its change bus.
 // It also has the one synchronised log buffer the tests share.
 //
-// It is for tests only: nothing outside a _test.go file imports it.
+// It is for tests only: the unit tests, and the harness of the end-to-end
+// tests in integration/ (for LogBuffer); the sidecar's binaries never
+// import it.
 package leasetest
 
 import (

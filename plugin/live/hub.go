@@ -8,11 +8,13 @@
 // committed change, an expiry instant, or another replica's
 // announcement, it reads the issue's live lease from the ledger and
 // publishes what differs from what it last published, once, to every
-// watcher of the repository. The reads run on the hub's own goroutine,
+// watcher of the repository. The reads run on the feed's own goroutine,
 // never on the reply path of the write that caused them. Reading after
 // the change, one issue at a time per feed, is what keeps the order
 // right: whatever the order in which concurrent changes reach the hub,
 // the last event about an issue is read after the last change to it.
+// Each feed has its own reader, so a slow read delays only the events of
+// its own repository.
 //
 // Expiry is lazy in the ledger, so nothing else would say so: each lease
 // a feed publishes puts its expiry on the bus's expiry queue, and the bus
@@ -139,16 +141,12 @@ type Hub struct {
 	// load, the case of every write when nobody watches.
 	nfeeds atomic.Int64
 
-	mu       sync.Mutex
-	feeds    map[int64]*feed
-	linger   *changes.Alarm // set for the soonest end of an idle feed's linger
-	watchers int
-	// What the reader goroutine is to read again: issues of feeds, and
-	// whole feeds (resync); reading is true while it runs.
-	dirty     map[*feed]map[int64]struct{}
-	dirtyAll  map[*feed]struct{}
-	reading   bool
-	readsDone *sync.Cond // signalled when the reader goroutine stops
+	mu        sync.Mutex
+	feeds     map[int64]*feed
+	linger    *changes.Alarm // set for the soonest end of an idle feed's linger
+	watchers  int
+	readers   int        // feeds whose reader goroutine runs
+	readsDone *sync.Cond // signalled when a reader goroutine stops
 }
 
 // feed is one repository's: its watchers, its last events, and the live
@@ -166,6 +164,13 @@ type feed struct {
 	leases    map[int64]models.Lease
 	idleSince time.Time // when its last watcher left; zero while watched
 	broken    bool      // seeding failed: the feed is gone
+	// What the feed's reader goroutine is to read again (under Hub.mu):
+	// issues, or all of them (resync); reading is true while it runs.
+	// Each feed reads on its own goroutine, so one slow read (a seed, a
+	// lagging database) delays only its own repository's events.
+	dirty    map[int64]struct{}
+	dirtyAll bool
+	reading  bool
 }
 
 type watcher struct {
@@ -177,8 +182,7 @@ type watcher struct {
 // now and after its clock (the linger of idle feeds runs on it).
 func New(ledger Ledger, bus *changes.Bus, now func() time.Time, after changes.After, o Options) *Hub {
 	h := &Hub{ledger: ledger, bus: bus, now: now, opts: o.WithDefaults(),
-		epoch: strconv.FormatInt(now().UnixNano(), 36), feeds: map[int64]*feed{},
-		dirty: map[*feed]map[int64]struct{}{}, dirtyAll: map[*feed]struct{}{}}
+		epoch: strconv.FormatInt(now().UnixNano(), 36), feeds: map[int64]*feed{}}
 	h.readsDone = sync.NewCond(&h.mu)
 	h.linger = changes.NewAlarm(now, after, h.fire)
 	bus.Subscribe(h.heard)
@@ -329,68 +333,68 @@ func (h *Hub) remove(f *feed) {
 		delete(h.feeds, f.repoID)
 		h.nfeeds.Add(-1)
 	}
-	delete(h.dirty, f)
-	delete(h.dirtyAll, f)
+	f.dirty, f.dirtyAll = nil, false
 }
 
-// heard is the hub's subscription to the bus: it marks what is to be
-// read again, and leaves the reading to the reader goroutine.
+// heard is the hub's subscription to the bus: it marks what each feed is
+// to read again, and leaves the reading to the feed's reader goroutine.
 func (h *Hub) heard(set changes.Set) {
 	if h.nfeeds.Load() == 0 {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	marked := false
 	for _, c := range set.Changes {
 		switch {
 		case c.Key.Issue != 0:
-			f := h.feeds[c.Key.RepoID]
-			if f == nil {
-				continue
+			if f := h.feeds[c.Key.RepoID]; f != nil {
+				if f.dirty == nil {
+					f.dirty = map[int64]struct{}{}
+				}
+				f.dirty[c.Key.Issue] = struct{}{}
+				h.startReading(f)
 			}
-			if h.dirty[f] == nil {
-				h.dirty[f] = map[int64]struct{}{}
-			}
-			h.dirty[f][c.Key.Issue] = struct{}{}
-			marked = true
 		default: // a whole repository (RepoID 0: every one)
 			for id, f := range h.feeds {
 				if c.Key.RepoID == 0 || id == c.Key.RepoID {
-					h.dirtyAll[f] = struct{}{}
-					marked = true
+					f.dirtyAll = true
+					h.startReading(f)
 				}
 			}
 		}
 	}
-	if marked && !h.reading {
-		h.reading = true
-		go h.read()
+}
+
+// startReading starts f's reader goroutine unless it runs (under h.mu).
+func (h *Hub) startReading(f *feed) {
+	if !f.reading {
+		f.reading = true
+		h.readers++
+		go h.read(f)
 	}
 }
 
-// read rereads what heard marked until nothing is left (the reader
-// goroutine; one at a time).
-func (h *Hub) read() {
+// read rereads what heard marked of f until nothing is left (f's reader
+// goroutine; one at a time per feed).
+func (h *Hub) read(f *feed) {
 	for {
 		h.mu.Lock()
-		if len(h.dirty) == 0 && len(h.dirtyAll) == 0 {
-			h.reading = false
+		if len(f.dirty) == 0 && !f.dirtyAll {
+			f.reading = false
+			h.readers--
 			h.readsDone.Broadcast()
 			h.mu.Unlock()
 			return
 		}
-		dirty, all := h.dirty, h.dirtyAll
-		h.dirty, h.dirtyAll = map[*feed]map[int64]struct{}{}, map[*feed]struct{}{}
+		dirty, all := f.dirty, f.dirtyAll
+		f.dirty, f.dirtyAll = nil, false
 		h.mu.Unlock()
-		for f := range all {
-			h.resync(f)
-			delete(dirty, f) // resync read every issue of f
+		if all {
+			h.resync(f) // every issue of f
+			continue
 		}
-		for f, issues := range dirty {
-			for _, n := range slices.Sorted(maps.Keys(issues)) {
-				h.refresh(f, models.Key{RepoID: f.repoID, Issue: n})
-			}
+		for _, n := range slices.Sorted(maps.Keys(dirty)) {
+			h.refresh(f, models.Key{RepoID: f.repoID, Issue: n})
 		}
 	}
 }
@@ -400,7 +404,7 @@ func (h *Hub) read() {
 func (h *Hub) Settle() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for h.reading {
+	for h.readers > 0 {
 		h.readsDone.Wait()
 	}
 }
@@ -433,10 +437,14 @@ func (h *Hub) refresh(f *feed, k models.Key) {
 	case cur == nil:
 		h.released(f, k.Issue, prev)
 	case had && sameLease(prev, *cur):
-		// Unchanged. At or past its expiry, the ledger's clock has not
-		// got there yet: look again a second later.
+		// Unchanged: the bus's queue keeps one instant per lease, so ask
+		// again for the one it expires at (an earlier one may be what
+		// woke this read). At or past its expiry, the ledger's clock has
+		// not got there yet: look again a second later.
 		if cur.ExpiresAt != nil && !cur.ExpiresAt.After(h.now()) {
 			h.bus.ExpireAt(k, h.now().Add(time.Second))
+		} else {
+			h.expireAt(*cur)
 		}
 	default:
 		h.leased(f, *cur)
