@@ -37,16 +37,22 @@ func (unreachableError) Error() string { return "lease database unreachable" }
 func (unreachableError) Is(target error) bool { return target == ErrBusy }
 
 // HeldError says whom an acquire lost to and until when (nil: open-ended).
+// Agent is which of the holder's agents holds it ("" the account itself).
 type HeldError struct {
 	Holder    string
+	Agent     string
 	ExpiresAt *time.Time
 }
 
 func (e *HeldError) Error() string {
-	if e.ExpiresAt == nil {
-		return fmt.Sprintf("held by %s", e.Holder)
+	who := e.Holder
+	if e.Agent != "" {
+		who += " (agent " + e.Agent + ")"
 	}
-	return fmt.Sprintf("held by %s until %s", e.Holder, e.ExpiresAt.UTC().Format(time.RFC3339))
+	if e.ExpiresAt == nil {
+		return fmt.Sprintf("held by %s", who)
+	}
+	return fmt.Sprintf("held by %s until %s", who, e.ExpiresAt.UTC().Format(time.RFC3339))
 }
 
 // Is makes errors.Is(err, ErrHeld) true.
@@ -56,6 +62,7 @@ func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 // to renew or release. Holder is "" when the issue is free.
 type NotHolderError struct {
 	Holder    string
+	Agent     string
 	ExpiresAt *time.Time
 }
 

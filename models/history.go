@@ -33,6 +33,11 @@ type Tenure struct {
 	EndedBy Ending
 	// ForcedBy is the admin who force-released it (EndForceReleased only).
 	ForcedBy string
+	// EndedByHolder is who ended it, login and agent, where a person or
+	// an agent did (EndReleased, EndForceReleased); zero otherwise, and
+	// for tenures released before the history kept agents it names the
+	// account with no agent.
+	EndedByHolder *Holder
 }
 
 // MaxTenures bounds one History call.
@@ -84,7 +89,7 @@ func tenures(row leaseRow, evs []Event, now int64) []Tenure {
 		}
 		switch ev.Action {
 		case ActionAcquire, ActionTakeover, ActionReacquire, ActionRenew:
-			f.Holder = Holder{ID: ev.HolderID, Login: ev.Holder}
+			f.Holder = Holder{ID: ev.HolderID, Login: ev.Holder, Agent: ev.Agent}
 			f.expires = ev.ExpiresAt
 		default: // release, force_release, closed, merged, deleted
 			if f.Holder.Login == "" {
@@ -109,6 +114,9 @@ func tenures(row leaseRow, evs []Event, now int64) []Tenure {
 			f.EndedAt, f.EndedBy = unixPtr(&f.end.At), endingOf(f.end.Action)
 			if f.end.Action == ActionForceRelease {
 				f.ForcedBy = f.end.Holder
+			}
+			if f.end.Action == ActionForceRelease || f.end.Action == ActionRelease {
+				f.EndedByHolder = &Holder{ID: f.end.HolderID, Login: f.end.Holder, Agent: f.end.Agent}
 			}
 		case f.Token < row.Token || !row.live(now):
 			// Freed without a trace in the history kept (a ledger older

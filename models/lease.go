@@ -15,9 +15,16 @@ type Key struct {
 // holds a lease, its login is only shown. Logins can be renamed and then
 // taken by a new account; IDs are never reused, so a new account with an
 // old login inherits nothing.
+//
+// One account may run several agents, each a holder of its own: the
+// holder is the pair (ID, Agent), and Agent "" is the account itself.
+// MaxAgentLen bounds an agent's name (the column's size).
+const MaxAgentLen = 40
+
 type Holder struct {
 	ID    int64 // the forge's user ID, > 0
 	Login string
+	Agent string // which of the account's agents; "" the account itself
 }
 
 // Kind says whether a number is an issue or a pull request (they share one
@@ -66,6 +73,9 @@ type leaseRow struct {
 	// searches the live rows instead of scanning a table that keeps a row
 	// for every issue ever claimed.
 	ExpiresAt *int64 `gorm:"index:idx_leases_held_expiry,where:holder IS NOT NULL"`
+	// Agent is which of the holder's account's agents holds it ("" the
+	// account itself; rows written before agents were kept have "").
+	Agent string `gorm:"size:40;not null;default:''"`
 }
 
 func (leaseRow) TableName() string { return "leases" }
@@ -77,9 +87,15 @@ func (r *leaseRow) live(now int64) bool {
 }
 
 // heldBy is the one definition of "h holds this row" (live or not): the
-// account IDs match. A row whose holder was never resolved to an account
-// is held by nobody.
+// account IDs match and so do the agents. A row whose holder was never
+// resolved to an account is held by nobody.
 func (r *leaseRow) heldBy(h Holder) bool {
+	return r.ofAccount(h) && r.Agent == h.Agent
+}
+
+// ofAccount says whether the row is held by h's account, by any of its
+// agents or by the account itself: such a row is h's to release.
+func (r *leaseRow) ofAccount(h Holder) bool {
 	return r.Holder != nil && r.HolderID != nil && *r.HolderID > 0 && *r.HolderID == h.ID
 }
 
@@ -92,7 +108,7 @@ func (r *leaseRow) lease() Lease {
 		ExpiresAt:  unixPtr(r.ExpiresAt),
 	}
 	if r.Holder != nil {
-		l.Holder.Login = *r.Holder
+		l.Holder.Login, l.Holder.Agent = *r.Holder, r.Agent
 	}
 	if r.HolderID != nil {
 		l.Holder.ID = *r.HolderID
@@ -124,9 +140,11 @@ type Event struct {
 	Issue  int64  `gorm:"not null;index:idx_lease_events_issue,priority:2"`
 	Action Action `gorm:"size:16;not null"`
 	// Holder is who acted (the new holder, or who released), by login at
-	// the time; HolderID is that account (0 in events written by schema 1).
+	// the time; HolderID is that account (0 in events written by schema 1)
+	// and Agent which of its agents ("" the account itself).
 	Holder     string `gorm:"size:255;not null"`
 	HolderID   int64  `gorm:"not null;default:0"`
+	Agent      string `gorm:"size:40;not null;default:''"`
 	Previous   string `gorm:"size:255"` // takeover, release: whose lease was replaced or freed
 	Token      int64  `gorm:"not null"`
 	At         int64  `gorm:"not null"`

@@ -55,10 +55,10 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 		return Lease{}, err
 	}
 	expires := expiry(now, ttl)
-	ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, At: now, ExpiresAt: expires}
+	ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, Agent: h.Agent, At: now, ExpiresAt: expires}
 	switch {
 	case found && row.live(now) && !row.heldBy(h):
-		return Lease{}, &HeldError{Holder: *row.Holder, ExpiresAt: unixPtr(row.ExpiresAt)}
+		return Lease{}, &HeldError{Holder: *row.Holder, Agent: row.Agent, ExpiresAt: unixPtr(row.ExpiresAt)}
 	case found && row.live(now):
 		row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
 		ev.Action = ActionReacquire
@@ -68,11 +68,11 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 		} else {
 			ev.Action = ActionAcquire
 		}
-		row.Holder, row.HolderID, row.Kind = &h.Login, &h.ID, kind
+		row.Holder, row.HolderID, row.Agent, row.Kind = &h.Login, &h.ID, h.Agent, kind
 		row.Token, row.AcquiredAt, row.ExpiresAt = row.Token+1, now, expires
 	default:
 		ev.Action = ActionAcquire
-		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: kind,
+		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Agent: h.Agent, Kind: kind,
 			Token: 1, AcquiredAt: now, ExpiresAt: expires}
 	}
 	if err := store(tx, row, found); err != nil {
@@ -105,7 +105,7 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 		if err := store(tx, row, true); err != nil {
 			return err
 		}
-		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID,
+		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
 			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt}); err != nil {
 			return err
 		}
@@ -148,9 +148,11 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 		}
 		action := ActionRelease
 		switch {
-		case row.live(now) && !row.heldBy(h) && !force:
+		// Any agent of the holder's account, or the account itself, may
+		// release: a person cleaning up after their crashed bot.
+		case row.live(now) && !row.ofAccount(h) && !force:
 			return notHolder(row, found, now)
-		case row.live(now) && !row.heldBy(h):
+		case row.live(now) && !row.ofAccount(h):
 			action = ActionForceRelease
 		}
 		if row.live(now) {
@@ -158,11 +160,11 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 			out = &l
 		}
 		previous := *row.Holder
-		row.Holder, row.HolderID, row.ExpiresAt = nil, nil, nil
+		row.Holder, row.HolderID, row.Agent, row.ExpiresAt = nil, nil, "", nil
 		if err := store(tx, row, true); err != nil {
 			return err
 		}
-		return record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: action, Holder: h.Login, HolderID: h.ID,
+		return record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: action, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
 			Previous: previous, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt})
 	})
 	if err != nil {
@@ -251,7 +253,7 @@ func liveRows(db *gorm.DB, now int64) *gorm.DB {
 
 func notHolder(row leaseRow, found bool, now int64) error {
 	if found && row.live(now) {
-		return &NotHolderError{Holder: *row.Holder, ExpiresAt: unixPtr(row.ExpiresAt)}
+		return &NotHolderError{Holder: *row.Holder, Agent: row.Agent, ExpiresAt: unixPtr(row.ExpiresAt)}
 	}
 	return &NotHolderError{}
 }
@@ -275,6 +277,8 @@ func (s *Store) validate(k Key, h Holder, ttl time.Duration, needTTL bool) error
 		return fmt.Errorf("%w: empty holder", ErrInvalid)
 	case len(h.Login) > 255:
 		return fmt.Errorf("%w: holder name longer than 255 bytes", ErrInvalid)
+	case len(h.Agent) > MaxAgentLen:
+		return fmt.Errorf("%w: agent name longer than %d bytes", ErrInvalid, MaxAgentLen)
 	case ttl < 0 || (needTTL && ttl == 0):
 		return fmt.Errorf("%w: ttl must be at least 1s", ErrInvalid)
 	case ttl != 0 && (ttl < time.Second || ttl%time.Second != 0):

@@ -65,20 +65,20 @@ func queryRow(tx *gorm.DB, q stmt, args ...any) *sql.Row {
 	return c.QueryRowContext(ctx, q.in(tx), args...)
 }
 
-const leaseColumns = "repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at"
+const leaseColumns = "repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at, agent"
 
 var (
 	loadSQL        = sqlStmt("SELECT " + leaseColumns + " FROM leases WHERE repo_id = ? AND issue = ?")
-	insertLeaseSQL = sqlStmt("INSERT INTO leases (" + leaseColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?)")
-	updateLeaseSQL = sqlStmt("UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ? WHERE repo_id = ? AND issue = ?")
-	recordSQL      = sqlStmt("INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, previous, token, at, expires_at, acquired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	insertLeaseSQL = sqlStmt("INSERT INTO leases (" + leaseColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	updateLeaseSQL = sqlStmt("UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ?, agent = ? WHERE repo_id = ? AND issue = ?")
+	recordSQL      = sqlStmt("INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, agent, previous, token, at, expires_at, acquired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 )
 
 // load reads k's lease row, if any.
 func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
 	var r leaseRow
 	err := queryRow(tx, loadSQL, k.RepoID, k.Issue).
-		Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt)
+		Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt, &r.Agent)
 	if errors.Is(err, sql.ErrNoRows) {
 		return leaseRow{}, false, nil
 	}
@@ -89,16 +89,16 @@ func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
 func store(tx *gorm.DB, r leaseRow, found bool) error {
 	if !found {
 		return execSQL(tx, insertLeaseSQL,
-			r.RepoID, r.Issue, r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt)
+			r.RepoID, r.Issue, r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent)
 	}
 	return execSQL(tx, updateLeaseSQL,
-		r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.RepoID, r.Issue)
+		r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.RepoID, r.Issue)
 }
 
 // record appends ev to the tenure history.
 func record(tx *gorm.DB, ev Event) error {
 	return execSQL(tx, recordSQL,
-		ev.RepoID, ev.Issue, ev.Action, ev.Holder, ev.HolderID, ev.Previous, ev.Token, ev.At, ev.ExpiresAt, ev.AcquiredAt)
+		ev.RepoID, ev.Issue, ev.Action, ev.Holder, ev.HolderID, ev.Agent, ev.Previous, ev.Token, ev.At, ev.ExpiresAt, ev.AcquiredAt)
 }
 
 const issueColumns = "repo_id, issue, kind, closed, deleted, version, checked_at"

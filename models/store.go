@@ -40,7 +40,9 @@ import (
 //   - 6: a partial index of held leases by expiry (idx_leases_held_expiry),
 //     so counting the live leases searches them instead of scanning the
 //     whole table.
-const schemaVersion = 6
+//   - 7: agents: leases.agent and lease_events.agent ("" for the rows
+//     before, whose holders are accounts themselves).
+const schemaVersion = 7
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).

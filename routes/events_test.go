@@ -231,7 +231,7 @@ func TestEventStream(t *testing.T) {
 	}
 	start := time.Now()
 	s.acquire("alice", 42, time.Hour)
-	st.expect(t, "lease", `{"issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T13:00:00Z"}`)
+	st.expect(t, "lease", `{"issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T13:00:00Z"}`)
 	// Past the server's timeouts, heartbeats go on, and so do events.
 	beats := 0
 	for time.Since(start) < 2*s.srv.Config.WriteTimeout || beats < 2 {
@@ -248,7 +248,7 @@ func TestEventStream(t *testing.T) {
 	st.expect(t, "released", `{"issue":42}`)
 	s.clock.Advance(time.Minute) // nothing expires
 	s.acquire("bob", 7, time.Minute)
-	st.expect(t, "lease", `{"issue":7,"holder":"bob","token":1,"acquired_at":"2026-09-05T12:01:00Z","expires_at":"2026-09-05T12:02:00Z"}`)
+	st.expect(t, "lease", `{"issue":7,"holder":"bob","agent":null,"token":1,"acquired_at":"2026-09-05T12:01:00Z","expires_at":"2026-09-05T12:02:00Z"}`)
 	s.clock.Advance(time.Minute)
 	st.expect(t, "released", `{"issue":7}`)
 }
@@ -279,7 +279,7 @@ func TestEventStreamVisibility(t *testing.T) {
 	if _, err := s.svc.Acquire(bg, lease.Viewer{User: s.user("alice")}, "acme", "secret", 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	st.expect(t, "lease", `{"issue":1,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`)
+	st.expect(t, "lease", `{"issue":1,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`)
 	if _, err := s.svc.Release(bg, lease.Viewer{User: s.user("alice")}, "acme", "secret", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -300,7 +300,7 @@ func TestEventStreamResumes(t *testing.T) {
 	s.release("alice", 1)
 
 	again, _ := s.open(eventsPath, "Last-Event-ID: "+first.id)
-	again.expect(t, "lease", `{"issue":2,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`)
+	again.expect(t, "lease", `{"issue":2,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`)
 	last := again.expect(t, "released", `{"issue":1}`)
 	byQuery, _ := s.open(eventsPath + "?last_event_id=" + first.id)
 	byQuery.next(t)

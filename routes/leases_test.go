@@ -25,14 +25,14 @@ func TestListLeasesIsTheListReply(t *testing.T) {
 	f.acquire(2, 9, "carol", 0) // another repository
 	r = f.do("GET", "/api/v1/repos/acme/widgets/leases")
 	expectReply(t, "two leases", r, 200, `{"repo":"acme/widgets","leases":[`+
-		`{"issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null},`+
-		`{"issue":7,"holder":"bob","token":1,"acquired_at":"2026-09-05T12:01:00Z","expires_at":"2026-09-05T12:06:00Z"}]}`)
+		`{"issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null},`+
+		`{"issue":7,"holder":"bob","agent":null,"token":1,"acquired_at":"2026-09-05T12:01:00Z","expires_at":"2026-09-05T12:06:00Z"}]}`)
 
 	// At the exact expiry instant bob's lease is gone.
 	f.clock.Advance(5 * time.Minute)
 	r = f.do("GET", "/api/v1/repos/acme/widgets/leases")
 	expectReply(t, "after expiry", r, 200, `{"repo":"acme/widgets","leases":[`+
-		`{"issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}]}`)
+		`{"issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}]}`)
 
 	// Asked by an old name, the reply names the repository as it is now.
 	r = f.do("GET", "/api/v1/repos/acme/gadgets/leases")
@@ -45,7 +45,7 @@ func TestIssueLease(t *testing.T) {
 	f := newFixture(t)
 	f.acquire(1, 42, "alice", 90*time.Second)
 	r := f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease")
-	expectReply(t, "held", r, 200, `{"lease":{"issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:01:30Z"}}`)
+	expectReply(t, "held", r, 200, `{"lease":{"issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:01:30Z"}}`)
 	expectReply(t, "free", f.do("GET", "/api/v1/repos/acme/widgets/issues/43/lease"), 200, `{"lease":null}`)
 	f.clock.Advance(90 * time.Second)
 	expectReply(t, "expired", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease"), 200, `{"lease":null}`)

@@ -360,7 +360,7 @@ func TestOpenAPICheckCanFail(t *testing.T) {
 	}{
 		"an extra field":      {200, `{"lease":null,"extra":1}`},
 		"a missing field":     {200, `{}`},
-		"a time with nanos":   {200, `{"lease":{"issue":1,"holder":"a","token":1,"acquired_at":"2026-09-05T12:00:00.5Z","expires_at":null}}`},
+		"a time with nanos":   {200, `{"lease":{"issue":1,"holder":"a","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00.5Z","expires_at":null}}`},
 		"an undocumented 418": {418, `{"error":"teapot"}`},
 	} {
 		h := http.Header{"Content-Type": {"application/json; charset=utf-8"}, "Etag": {`"x"`}, "Cache-Control": {"private, no-cache"}}

@@ -11,7 +11,7 @@ func TestCheckLease(t *testing.T) {
 	f := newFixture(t)
 	f.acquire(1, 42, "alice", time.Minute)
 	expectReply(t, "current", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/check?token=1"), 200,
-		`{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:01:00Z"}`)
+		`{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:01:00Z"}`)
 	expectReply(t, "stale", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/check?token=2"), 409,
 		`{"status":"stale","repo":"acme/widgets","issue":42,"token":1}`)
 	expectReply(t, "nobody", f.do("GET", "/api/v1/repos/acme/widgets/issues/7/lease/check?token=1"), 409,
@@ -30,10 +30,10 @@ func TestLeaseHistory(t *testing.T) {
 	f.acquire(1, 42, "bob", 0)
 	expectReply(t, "history", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/history"), 200,
 		`{"repo":"acme/widgets","issue":42,"tenures":[`+
-			`{"token":2,"holder":"bob","acquired_at":"2026-09-05T12:02:00Z","ended_at":null,"ended_by":null},`+
-			`{"token":1,"holder":"alice","acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:01:00Z","ended_by":"taken_over"}]}`)
+			`{"token":2,"holder":"bob","agent":null,"acquired_at":"2026-09-05T12:02:00Z","ended_at":null,"ended_by":null},`+
+			`{"token":1,"holder":"alice","agent":null,"acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:01:00Z","ended_by":"taken_over"}]}`)
 	expectReply(t, "limit 1", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/history?limit=1"), 200,
-		`{"repo":"acme/widgets","issue":42,"tenures":[{"token":2,"holder":"bob","acquired_at":"2026-09-05T12:02:00Z","ended_at":null,"ended_by":null}]}`)
+		`{"repo":"acme/widgets","issue":42,"tenures":[{"token":2,"holder":"bob","agent":null,"acquired_at":"2026-09-05T12:02:00Z","ended_at":null,"ended_by":null}]}`)
 	expectReply(t, "never claimed", f.do("GET", "/api/v1/repos/acme/widgets/issues/9/lease/history"), 200,
 		`{"repo":"acme/widgets","issue":9,"tenures":[]}`)
 	expectReply(t, "limit 201", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/history?limit=201"), 400,
@@ -60,7 +60,7 @@ func TestForceReleaseButton(t *testing.T) {
 	expectReply(t, "token holder", f.do("POST", path, "Authorization: token alice-read", origin), 403,
 		`{"error":"admin access to acme/widgets is required"}`)
 	expectReply(t, "still held", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease"), 200,
-		`{"lease":{"issue":42,"holder":"bob","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}}`)
+		`{"lease":{"issue":42,"holder":"bob","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}}`)
 
 	r := f.do("POST", path, f.sessionFor("alice"), origin)
 	expectReply(t, "admin", r, 200, `{"status":"released","repo":"acme/widgets","issue":42}`)
@@ -69,6 +69,6 @@ func TestForceReleaseButton(t *testing.T) {
 	}
 	expectReply(t, "released", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease"), 200, `{"lease":null}`)
 	expectReply(t, "named in the history", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/history"), 200,
-		`{"repo":"acme/widgets","issue":42,"tenures":[{"token":1,"holder":"bob","acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:00:00Z","ended_by":"force_released","forced_by":"alice"}]}`)
+		`{"repo":"acme/widgets","issue":42,"tenures":[{"token":1,"holder":"bob","agent":null,"acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:00:00Z","ended_by":"force_released","forced_by":"alice","ended_by_login":"alice","ended_by_agent":null}]}`)
 	expectReply(t, "private", f.do("POST", "/api/v1/repos/acme/secret/issues/1/lease/force-release", f.sessionFor("erin"), origin), 404, notFoundBody)
 }

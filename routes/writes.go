@@ -28,9 +28,11 @@ import (
 // maxWriteBody bounds the JSON body of a write; {"ttl":"…"} is tiny.
 const maxWriteBody = 4 << 10
 
-// writeBody is the optional JSON body of POST and PATCH.
+// writeBody is the optional JSON body of a write: the ttl (POST, PATCH)
+// and which of the token's account's agents writes (--agent over SSH).
 type writeBody struct {
-	TTL *string `json:"ttl"`
+	TTL   *string `json:"ttl"`
+	Agent *string `json:"agent"`
 }
 
 // acquireLease answers POST …/issues/{n}/lease: 201 with the acquired
@@ -104,31 +106,47 @@ func (h *handler) writeRequest(c *gin.Context, ttlRequired bool) (write, error) 
 	if err != nil {
 		return write{}, err
 	}
-	ttl, err := h.writeTTL(c, ttlRequired)
+	b, err := readWriteBody(c)
 	if err != nil {
 		return write{}, err
+	}
+	ttl, err := h.writeTTL(b, ttlRequired)
+	if err != nil {
+		return write{}, err
+	}
+	if b.Agent != nil {
+		agent, err := contract.ParseAgent(*b.Agent)
+		if err != nil {
+			return write{}, bodyError(err, "--agent", "agent")
+		}
+		v.Agent = agent
 	}
 	return write{viewer: v, issue: n, ttl: ttl}, nil
 }
 
-// writeTTL reads the optional JSON body and parses its ttl with the
-// grammar of --ttl (contract.ParseTTL) and the sidecar's maximum.
-func (h *handler) writeTTL(c *gin.Context, required bool) (time.Duration, error) {
+// readWriteBody reads the optional JSON body of a write.
+func readWriteBody(c *gin.Context) (writeBody, error) {
+	var b writeBody
 	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, maxWriteBody+1))
 	if err != nil {
-		return 0, fmt.Errorf("read the body: %w", err)
+		return b, fmt.Errorf("read the body: %w", err)
 	}
 	if len(raw) > maxWriteBody {
-		return 0, &invalidError{msg: fmt.Sprintf("the body is larger than %d bytes", maxWriteBody)}
+		return b, &invalidError{msg: fmt.Sprintf("the body is larger than %d bytes", maxWriteBody)}
 	}
-	var b writeBody
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&b); err != nil || dec.More() {
-			return 0, &invalidError{msg: `the body must be a JSON object like {"ttl":"30m"}`}
+			return b, &invalidError{msg: `the body must be a JSON object like {"ttl":"30m"}`}
 		}
 	}
+	return b, nil
+}
+
+// writeTTL parses the body's ttl with the grammar of --ttl
+// (contract.ParseTTL) and the sidecar's maximum.
+func (h *handler) writeTTL(b writeBody, required bool) (time.Duration, error) {
 	if b.TTL == nil {
 		if required {
 			return 0, &invalidError{msg: `ttl is required, e.g. {"ttl":"30m"}`}
@@ -136,9 +154,15 @@ func (h *handler) writeTTL(c *gin.Context, required bool) (time.Duration, error)
 		return 0, nil
 	}
 	ttl, err := contract.ParseTTL(*b.TTL, h.maxTTL)
+	return ttl, bodyError(err, "--ttl", "ttl")
+}
+
+// bodyError says a usage error of the grammar's flag in the body's words
+// (the field for the flag); other errors pass unchanged.
+func bodyError(err error, flag, field string) error {
 	var usage *contract.UsageError
 	if errors.As(err, &usage) {
-		return 0, &invalidError{msg: strings.Replace(usage.Detail, "--ttl", "ttl", 1)}
+		return &invalidError{msg: strings.Replace(usage.Detail, flag, field, 1)}
 	}
-	return ttl, err
+	return err
 }

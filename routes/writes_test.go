@@ -43,22 +43,22 @@ func TestWritesWithAToken(t *testing.T) {
 	bob := "Authorization: token bob-write"
 
 	r := f.doBody("POST", lease1, "", bob)
-	expectReply(t, "acquire", r, 201, `{"status":"acquired","repo":"acme/widgets","issue":1,"holder":"bob","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`)
+	expectReply(t, "acquire", r, 201, `{"status":"acquired","repo":"acme/widgets","issue":1,"holder":"bob","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`)
 	if r.Header.Get("Location") != lease1 || r.Header.Get("Cache-Control") != "no-store" {
 		t.Errorf("acquire headers: %v", r.Header)
 	}
 	r = f.doBody("POST", lease1, `{"ttl":"30m"}`, bob, "Content-Type: application/json")
-	expectReply(t, "re-acquire", r, 201, `{"status":"acquired","repo":"acme/widgets","issue":1,"holder":"bob","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:30:00Z"}`)
+	expectReply(t, "re-acquire", r, 201, `{"status":"acquired","repo":"acme/widgets","issue":1,"holder":"bob","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:30:00Z"}`)
 
-	held := `{"status":"held","repo":"acme/widgets","issue":1,"holder":"bob","expires_at":"2026-09-05T12:30:00Z"}`
+	held := `{"status":"held","repo":"acme/widgets","issue":1,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:30:00Z"}`
 	expectReply(t, "acquire held", f.doBody("POST", lease1, "", "Authorization: token carol-write"), 409, held)
 	expectReply(t, "renew by another", f.doBody("PATCH", lease1, `{"ttl":"1h"}`, "Authorization: token carol-write"), 409,
-		`{"status":"not_holder","repo":"acme/widgets","issue":1,"holder":"bob","expires_at":"2026-09-05T12:30:00Z"}`)
+		`{"status":"not_holder","repo":"acme/widgets","issue":1,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:30:00Z"}`)
 	expectReply(t, "release by another", f.doBody("DELETE", lease1, "", "Authorization: token carol-write"), 409,
-		`{"status":"not_holder","repo":"acme/widgets","issue":1,"holder":"bob","expires_at":"2026-09-05T12:30:00Z"}`)
+		`{"status":"not_holder","repo":"acme/widgets","issue":1,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:30:00Z"}`)
 
 	expectReply(t, "renew", f.doBody("PATCH", lease1, `{"ttl":"3600"}`, bob), 200,
-		`{"status":"renewed","repo":"acme/widgets","issue":1,"holder":"bob","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T13:00:00Z"}`)
+		`{"status":"renewed","repo":"acme/widgets","issue":1,"holder":"bob","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T13:00:00Z"}`)
 	released := `{"status":"released","repo":"acme/widgets","issue":1}`
 	expectReply(t, "release", f.doBody("DELETE", lease1, "", bob), 200, released)
 	expectReply(t, "release of nothing", f.doBody("DELETE", lease1, "", bob), 200, released)
@@ -66,7 +66,7 @@ func TestWritesWithAToken(t *testing.T) {
 		t.Fatalf("after release: %+v", l)
 	}
 	r = f.doBody("POST", lease1, "", "Authorization: token carol-write")
-	if r.Code != 201 || !strings.Contains(r.Body, `"holder":"carol","token":2`) {
+	if r.Code != 201 || !strings.Contains(r.Body, `"holder":"carol","agent":null,"token":2`) {
 		t.Fatalf("carol's acquire after bob's release: %d %s", r.Code, r.Body)
 	}
 	// A pull request is claimed the same way.
@@ -136,4 +136,27 @@ func TestWriteStatuses(t *testing.T) {
 	f.forge.SetDown(true)
 	expectReply(t, "forge down", f.doBody("DELETE", "/api/v1/repos/acme/widgets/issues/3/lease", "", "Authorization: token carol-write"),
 		http.StatusServiceUnavailable, `{"error":"temporarily unavailable, try again"}`)
+}
+
+// The writes take the agent in the body, as --agent over SSH: agents of
+// one account are holders of their own; a bad name is 422, before
+// anything is written.
+func TestWritesAsAnAgent(t *testing.T) {
+	f := newWriteFixture(t)
+	bob := "Authorization: token bob-write"
+	expectReply(t, "acquire as agent-7", f.doBody("POST", lease1, `{"ttl":"30m","agent":"agent-7"}`, bob), 201,
+		`{"status":"acquired","repo":"acme/widgets","issue":1,"holder":"bob","agent":"agent-7","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:30:00Z"}`)
+	expectReply(t, "acquire as agent-8", f.doBody("POST", lease1, `{"agent":"agent-8"}`, bob), 409,
+		`{"status":"held","repo":"acme/widgets","issue":1,"holder":"bob","agent":"agent-7","expires_at":"2026-09-05T12:30:00Z"}`)
+	expectReply(t, "renew as the account", f.doBody("PATCH", lease1, `{"ttl":"1h"}`, bob), 409,
+		`{"status":"not_holder","repo":"acme/widgets","issue":1,"holder":"bob","agent":"agent-7","expires_at":"2026-09-05T12:30:00Z"}`)
+	r := f.doBody("POST", lease1, `{"agent":"no spaces"}`, bob)
+	if r.Code != 422 || !strings.Contains(r.Body, "agent must be") {
+		t.Fatalf("a bad agent name: %d %s", r.Code, r.Body)
+	}
+	if l := f.current(1, 1); l == nil || l.Holder.Agent != "agent-7" {
+		t.Fatalf("the lease after the refused writes: %+v", l)
+	}
+	expectReply(t, "release as another agent", f.doBody("DELETE", lease1, `{"agent":"agent-8"}`, bob), 200,
+		`{"status":"released","repo":"acme/widgets","issue":1}`)
 }

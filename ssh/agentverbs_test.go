@@ -156,3 +156,33 @@ func TestInternalErrorIsLoggedWithItsDetail(t *testing.T) {
 		t.Fatalf("the log has no detail of the internal error:\n%s", logs)
 	}
 }
+
+// Agents of one account over the real OpenSSH client: each --agent is a
+// holder of its own, named in the replies; a bad name is a usage error.
+func TestAgentsOverSSH(t *testing.T) {
+	w := newWorld(t)
+	r := w.ssh("alice", "collab-lease acquire acme/widgets 42 --ttl 30m --agent agent-7")
+	if m := decode(t, r.stdout); r.code != 0 || m["holder"] != "alice" || m["agent"] != "agent-7" || m["token"] != 1.0 {
+		t.Fatalf("agent-7's acquire: %+v", r)
+	}
+	r = w.ssh("alice", "collab-lease acquire acme/widgets 42 --agent agent-8")
+	if m := decode(t, r.stdout); r.code != 4 || m["status"] != "held" || m["holder"] != "alice" || m["agent"] != "agent-7" {
+		t.Fatalf("agent-8's acquire of agent-7's claim: %+v", r)
+	}
+	r = w.ssh("alice", "collab-lease acquire acme/widgets 42")
+	if m := decode(t, r.stdout); r.code != 4 || m["agent"] != "agent-7" {
+		t.Fatalf("the account's acquire of its agent's claim: %+v", r)
+	}
+	r = w.ssh("alice", "collab-lease list acme/widgets")
+	if r.code != 0 || !strings.Contains(r.stdout, `"holder":"alice","agent":"agent-7","token":1`) {
+		t.Fatalf("list: %+v", r)
+	}
+	r = w.ssh("alice", "collab-lease release acme/widgets 42 --agent agent-8")
+	if r.code != 0 {
+		t.Fatalf("agent-8 releases agent-7's claim: %+v", r)
+	}
+	r = w.ssh("alice", "collab-lease acquire acme/widgets 42 --agent 'no spaces'")
+	if r.code != 1 || !strings.HasPrefix(r.stderr, "error: usage: --agent must be") {
+		t.Fatalf("a bad agent name: %+v", r)
+	}
+}

@@ -37,6 +37,7 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (
 	if err != nil {
 		return exitCode(err), c.Login
 	}
+	v.Agent = cmd.Agent
 	var (
 		out     any
 		outcome string // what a success is called in logs and metrics

@@ -206,13 +206,13 @@ func TestVerbOverOpenSSH(t *testing.T) {
 	w := newWorld(t)
 
 	r := w.ssh("alice", "collab-lease acquire acme/widgets 42")
-	want := `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}` + "\n"
+	want := `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}` + "\n"
 	if r.code != 0 || r.stdout != want || r.stderr != "" {
 		t.Fatalf("acquire: %+v\nwant stdout %s", r, want)
 	}
 
 	r = w.ssh("bob", "collab-lease", "acquire", "acme/widgets", "42", "--ttl", "5m")
-	want = `{"status":"held","repo":"acme/widgets","issue":42,"holder":"alice","expires_at":null}` + "\n"
+	want = `{"status":"held","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"expires_at":null}` + "\n"
 	if r.code != 4 || r.stdout != want {
 		t.Fatalf("conflict: %+v", r)
 	}
@@ -230,7 +230,7 @@ func TestVerbOverOpenSSH(t *testing.T) {
 		t.Fatalf("renew: %+v", r)
 	}
 	r = w.ssh("bob", "collab-lease renew acme/widgets 42 --ttl 30m")
-	want = `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"alice","expires_at":"2026-09-05T12:31:00Z"}` + "\n"
+	want = `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"expires_at":"2026-09-05T12:31:00Z"}` + "\n"
 	if r.code != 4 || r.stdout != want {
 		t.Fatalf("renew by bob: %+v", r)
 	}
@@ -244,7 +244,7 @@ func TestVerbOverOpenSSH(t *testing.T) {
 		t.Fatalf("PR acquire: %+v", r)
 	}
 	r = w.ssh("carol", "collab-lease list acme/widgets")
-	want = `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:31:00Z"},{"issue":8,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:01:00Z","expires_at":"2026-09-05T14:01:00Z"}]}` + "\n"
+	want = `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:31:00Z"},{"issue":8,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:01:00Z","expires_at":"2026-09-05T14:01:00Z"}]}` + "\n"
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("list by reader: %+v", r)
 	}
@@ -277,8 +277,8 @@ func TestVerbErrors(t *testing.T) {
 		{"carol", "collab-lease release acme/widgets 42", 1, "error: write access to acme/widgets issues is required\n"},
 		{"alice", "collab-lease acquire acme/widgets 42 --ttl 0", 1, "error: usage: --ttl \"0\" must be at least 1s\n"},
 		{"alice", "collab-lease frobnicate acme/widgets 42", 1, "error: usage: unknown verb \"frobnicate\"; try: collab-lease help\n"},
-		{"alice", "collab-lease acquire acme/widgets", 1, "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]\n"},
-		{"alice", "collab-lease acquire acme/widgets 42 extra", 1, "error: usage: unexpected argument \"extra\"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]\n"},
+		{"alice", "collab-lease acquire acme/widgets", 1, "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]\n"},
+		{"alice", "collab-lease acquire acme/widgets 42 extra", 1, "error: usage: unexpected argument \"extra\"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]\n"},
 		{"alice", "collab-lease acquire 'acme/widgets 42", 1, "error: usage: unclosed single quote in \"'acme/widgets 42\"\n"},
 		{"alice", "rm -rf /", 1, "error: usage: unknown command \"rm\"; this server runs only collab-lease (try: collab-lease help)\n"},
 	}

@@ -94,11 +94,14 @@
     return m < 1 ? '<1m left' : m < 60 ? m + 'm left' : h < 48 ? h + 'h ' + (m % 60) + 'm left' : Math.floor(h / 24) + 'd left';
   }
 
+  // who is l's holder as a badge names it: "bot · agent-7" for an agent.
+  function who(l) { return l.agent ? l.holder + ' \u00b7 ' + l.agent : l.holder; }
+
   // text is the badge's words for lease l now, or null once it has expired.
   function text(l) {
-    if (l.expires_at === null) return 'assigned to ' + l.holder;
+    if (l.expires_at === null) return 'assigned to ' + who(l);
     var left = Date.parse(l.expires_at) - Date.now();
-    return left > 0 ? 'claimed by ' + l.holder + ' \u00b7 ' + remaining(left) : null;
+    return left > 0 ? 'claimed by ' + who(l) + ' \u00b7 ' + remaining(left) : null;
   }
 
   function el(tag, cls, words) {
@@ -152,7 +155,7 @@
       get('/repos/' + p.repo + '/issues/' + p.issue + '/lease/history').then(function (r) { return r.ok && r.json(); }).then(function (h) {
         var t = el('table', 'ui very basic compact table'), old = d.querySelector('table');
         [['Token', 'Holder', 'From', 'To', 'Ended']].concat((h.tenures || []).map(function (x) {
-          return ['#' + x.token, x.holder, when(x.acquired_at), x.ended_at ? when(x.ended_at) : '',
+          return ['#' + x.token, who(x), when(x.acquired_at), x.ended_at ? when(x.ended_at) : '',
             x.ended_by ? x.ended_by.replace('_', ' ') + (x.forced_by ? ' by ' + x.forced_by : '') : 'holds it'];
         })).forEach(function (cells, i) {
           var tr = t.insertRow();
@@ -167,7 +170,7 @@
     btn = box.appendChild(el('button', 'ui tiny basic red button collab-lease-force', 'Force release'));
     btn.onclick = function () {
       var l = s.by[p.issue];
-      if (!l || !confirm('Force-release #' + p.issue + ', claimed by ' + l.holder + '?')) return;
+      if (!l || !confirm('Force-release #' + p.issue + ', claimed by ' + who(l) + '?')) return;
       get('/repos/' + p.repo + '/issues/' + p.issue + '/lease/force-release', 1).then(function (r) {
         btn.textContent = r.ok ? 'Force release' : r.status === 401 ? 'Sign in to the sidecar first' : 'Refused (' + r.status + ')';
         s.seen = {};

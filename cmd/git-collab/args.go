@@ -45,6 +45,7 @@ var options = []option{
 	{name: "--token", meta: "<n>", sidecar: true, text: "check: the token your claim was given"},
 	{name: "--limit", meta: "<n>", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
 	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
+	{name: "--agent", meta: "<name>", sidecar: true, text: "act as this agent of your account (default COLLAB_AGENT)"},
 	{name: "--remote", meta: "<name>", text: "the remote whose URL names the repository (default origin)"},
 	{name: "--json", text: "print the sidecar's JSON reply unchanged, nothing else"},
 	{name: "-h, --help", text: "show help"},
@@ -218,6 +219,11 @@ func ParseArgs(args []string) (Invocation, error) {
 	if v.remote == "" { // mcp: it sends nothing itself
 		if inv.JSON {
 			return inv, usagef("%s takes no --json; usage: %s", v.name, v.synopsis)
+		}
+		for _, f := range inv.Flags { // checked now, as the sidecar would
+			if _, err := contract.ParseAgent(f.Value); f.Name == "--agent" && err != nil {
+				return inv, contractUsage(err)
+			}
 		}
 		return inv, nil
 	}

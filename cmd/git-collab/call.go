@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
@@ -62,13 +63,27 @@ type exchange struct {
 	replyErr error
 }
 
+// withAgent is flags with --agent from COLLAB_AGENT when they name none:
+// every command of an agent that sets it acts as that agent.
+func (a *app) withAgent(flags []Flag) []Flag {
+	for _, f := range flags {
+		if f.Name == "--agent" {
+			return flags
+		}
+	}
+	if agent := a.getenv("COLLAB_AGENT"); agent != "" {
+		return append(slices.Clone(flags), Flag{Name: "--agent", Value: agent})
+	}
+	return flags
+}
+
 // send runs the collab-lease command v (on issue, with flags) on t's
 // sidecar. The line is checked with the sidecar's own grammar first
 // (RemoteCommand), so a mistake sends nothing and is a *usageError. ssh's
 // stderr, where the sidecar's error line comes, goes to stderr as it
 // comes; detached is runSSH's. An error means ssh did not run.
 func (a *app) send(ctx context.Context, t target, v contract.Verb, issue int64, flags []Flag, stderr io.Writer, detached bool) (exchange, error) {
-	line, req, err := RemoteCommand(v, t.repo, issue, flags)
+	line, req, err := RemoteCommand(v, t.repo, issue, a.withAgent(flags))
 	if err != nil {
 		return exchange{}, err
 	}

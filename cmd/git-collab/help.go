@@ -26,8 +26,8 @@ func (v *verb) takes(flag string) bool { return slices.Contains(v.flags, flag) }
 // verbs are the commands, in the order an agent meets them.
 var verbs = []verb{
 	{
-		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--ttl"},
-		synopsis: "git collab next [--label <name>]... [--pulls] [--ttl <dur>] [--remote <name>] [--json]",
+		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--ttl", "--agent"},
+		synopsis: "git collab next [--label <name>]... [--pulls] [--ttl <dur>] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "claim the oldest issue nobody holds",
 		detail: `Claim the oldest (lowest-numbered) open issue of this repository that
 nobody holds, that carries every --label given, and that no open issue it
@@ -37,8 +37,8 @@ issue. If nothing qualifies, git collab says so, exit 4: that is an
 answer, not a failure to retry at once.`,
 	},
 	{
-		name: "claim", remote: contract.VerbAcquire, issue: true, flags: []string{"--ttl", "--wait"},
-		synopsis: "git collab claim <issue> [--ttl <dur>] [--wait <dur>] [--remote <name>] [--json]",
+		name: "claim", remote: contract.VerbAcquire, issue: true, flags: []string{"--ttl", "--wait", "--agent"},
+		synopsis: "git collab claim <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "claim an issue or pull request",
 		detail: `Claim <issue> of this repository for yourself. With --ttl the claim
 expires <dur> from now unless renewed; without it the claim is open-ended
@@ -50,16 +50,16 @@ released or to expire (waiters are served first come, first served), and
 says who holds it, exit 4, only if the wait runs out.`,
 	},
 	{
-		name: "renew", remote: contract.VerbRenew, issue: true, flags: []string{"--ttl"}, required: "--ttl",
-		synopsis: "git collab renew <issue> --ttl <dur> [--remote <name>] [--json]",
+		name: "renew", remote: contract.VerbRenew, issue: true, flags: []string{"--ttl", "--agent"}, required: "--ttl",
+		synopsis: "git collab renew <issue> --ttl <dur> [--agent <name>] [--remote <name>] [--json]",
 		summary:  "extend your claim: it now ends <dur> from now",
 		detail: `Renew your live claim on <issue>: it now expires <dur> from now and keeps
 its token. If you do not hold it (never claimed, unclaimed, expired, or
 taken over by someone else), nothing changes, exit 4: claim it again.`,
 	},
 	{
-		name: "check", remote: contract.VerbCheck, issue: true, flags: []string{"--token"}, required: "--token",
-		synopsis: "git collab check <issue> --token <n> [--remote <name>] [--json]",
+		name: "check", remote: contract.VerbCheck, issue: true, flags: []string{"--token", "--agent"}, required: "--token",
+		synopsis: "git collab check <issue> --token <n> [--agent <name>] [--remote <name>] [--json]",
 		summary:  "is token <n> still the live claim on <issue>?",
 		detail: `Check that <n> is the token of the live claim on <issue>: exit 0 if it
 is, and exit 4 if that claim has since been released, has expired or was
@@ -68,8 +68,8 @@ issue). Run it just before an action your claim must fence, such as a
 merge or a push, and drop the action on exit 4. Needs only read access.`,
 	},
 	{
-		name: "unclaim", remote: contract.VerbRelease, issue: true, flags: []string{"--force"},
-		synopsis: "git collab unclaim <issue> [--force] [--remote <name>] [--json]",
+		name: "unclaim", remote: contract.VerbRelease, issue: true, flags: []string{"--force", "--agent"},
+		synopsis: "git collab unclaim <issue> [--force] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "release your claim",
 		detail: `Release your claim on <issue>. Releasing an issue nobody holds succeeds
 (so a retry after a dropped connection is safe); releasing someone else's
@@ -78,14 +78,14 @@ and give --force: the claim then ends as force_released, and its history
 names you.`,
 	},
 	{
-		name: "claims", remote: contract.VerbList,
-		synopsis: "git collab claims [--remote <name>] [--json]",
+		name: "claims", remote: contract.VerbList, flags: []string{"--agent"},
+		synopsis: "git collab claims [--agent <name>] [--remote <name>] [--json]",
 		summary:  "list the live claims on this repository",
 		detail:   `List the live claims on this repository, oldest first.`,
 	},
 	{
-		name: "history", remote: contract.VerbHistory, issue: true, flags: []string{"--limit"},
-		synopsis: "git collab history <issue> [--limit <n>] [--remote <name>] [--json]",
+		name: "history", remote: contract.VerbHistory, issue: true, flags: []string{"--limit", "--agent"},
+		synopsis: "git collab history <issue> [--limit <n>] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "who held <issue>, and how each claim ended",
 		detail: `Show the claims of <issue>, newest first: each one's token and holder,
 when it began, and when and how it ended (released, expired, taken_over,
@@ -94,7 +94,8 @@ if it has not. --limit shows at most <n> of them (default 20, at most 200).`,
 	},
 	{
 		name:     "mcp",
-		synopsis: "git collab mcp [--remote <name>]",
+		flags:    []string{"--agent"},
+		synopsis: "git collab mcp [--agent <name>] [--remote <name>]",
 		summary:  "serve these commands to coding agents over MCP",
 		detail: `Serve claim, renew, unclaim, claims, next, check and history as tools of
 the Model Context Protocol, on stdin and stdout, to a coding agent that

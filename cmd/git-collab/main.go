@@ -83,7 +83,7 @@ func (a *app) run(args []string) int {
 		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Verb)))
 		return contract.ExitOK
 	case inv.Verb == "mcp":
-		return a.serveMCP(inv.Remote)
+		return a.serveMCP(inv.Remote, inv.Flags)
 	}
 	return a.call(findVerb(inv.Verb), inv)
 }

@@ -119,7 +119,7 @@ func (h *harness) sshArgs() []string {
 	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }
 
-const acquiredJSON = `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}` + "\n"
+const acquiredJSON = `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}` + "\n"
 
 func TestClaimRunsOneQuotedCommandThroughTheUsersSSH(t *testing.T) {
 	t.Parallel()
@@ -176,7 +176,7 @@ func TestJSONIsTheSidecarsBytesAndExitStatus(t *testing.T) {
 		exit                 int
 	}{
 		{"0", acquiredJSON, "", 0},
-		{"4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}` + "\n", "", 4},
+		{"4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":null}` + "\n", "", 4},
 		{"0", "  {\"odd\":  1}\n\n", "", 0}, // not even valid for the verb: still unchanged
 		{"1", "", "error: issue not found\n", 1},
 		{"75", "", "error: forge unavailable, try again\n", 75},
@@ -196,7 +196,7 @@ func TestJSONIsTheSidecarsBytesAndExitStatus(t *testing.T) {
 	}{
 		{[]string{"next", "--ttl", "30m"}, "0", acquiredJSON, 0},
 		{[]string{"next"}, "4", `{"status":"none","repo":"acme/widgets"}` + "\n", 4},
-		{[]string{"claim", "42", "--wait", "1m"}, "4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}` + "\n", 4},
+		{[]string{"claim", "42", "--wait", "1m"}, "4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":null}` + "\n", 4},
 		{[]string{"check", "42", "--token", "3"}, "0", strings.Replace(acquiredJSON, "acquired", "current", 1), 0},
 		{[]string{"check", "42", "--token", "3"}, "4", `{"status":"stale","repo":"acme/widgets","issue":42,"token":null}` + "\n", 4},
 		{[]string{"history", "42"}, "0", `{"repo":"acme/widgets","issue":42,"tenures":[]}` + "\n", 0},
@@ -219,7 +219,7 @@ func TestHumanOutputAndExitStatus(t *testing.T) {
 		code, stdout, stderr string
 		want                 result
 	}{
-		{[]string{"claim", "42"}, "4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}` + "\n", "",
+		{[]string{"claim", "42"}, "4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}` + "\n", "",
 			result{"", "acme/widgets#42 is claimed by bob until 12:05 UTC\n", 4}},
 		{[]string{"unclaim", "42"}, "0", `{"status":"released","repo":"acme/widgets","issue":42}` + "\n", "",
 			result{"released acme/widgets#42\n", "", 0}},
@@ -230,11 +230,11 @@ func TestHumanOutputAndExitStatus(t *testing.T) {
 			result{"claimed acme/widgets#7 (token 3, expires 12:05 UTC, in 30m)\n", "", 0}},
 		{[]string{"next", "--label", "bug"}, "4", `{"status":"none","repo":"acme/widgets"}` + "\n", "",
 			result{"", "nothing to claim in acme/widgets\n", 4}},
-		{[]string{"check", "7", "--token", "3"}, "0", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}` + "\n", "",
+		{[]string{"check", "7", "--token", "3"}, "0", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}` + "\n", "",
 			result{"token 3 is current: acme/widgets#7 held by alice (open-ended)\n", "", 0}},
 		{[]string{"check", "7", "--token", "3"}, "4", `{"status":"stale","repo":"acme/widgets","issue":7,"token":5}` + "\n", "",
 			result{"", "token 3 is stale: acme/widgets#7 is now at token 5\n", 4}},
-		{[]string{"history", "7"}, "0", `{"repo":"acme/widgets","issue":7,"tenures":[{"token":1,"holder":"alice","acquired_at":"2026-09-05T11:00:00Z","ended_at":null,"ended_by":null}]}` + "\n", "",
+		{[]string{"history", "7"}, "0", `{"repo":"acme/widgets","issue":7,"tenures":[{"token":1,"holder":"alice","agent":null,"acquired_at":"2026-09-05T11:00:00Z","ended_at":null,"ended_by":null}]}` + "\n", "",
 			result{"TOKEN  HOLDER  ACQUIRED   ENDED  HOW\n1      alice   11:00 UTC  live\n", "", 0}},
 		{[]string{"unclaim", "7", "--force"}, "1", "", "error: admin access to acme/widgets is required\n",
 			result{"", "error: admin access to acme/widgets is required\n", 1}},
@@ -435,5 +435,39 @@ func TestHelpNeedsNoRepository(t *testing.T) {
 	}
 	if r := h.run(); r.code != 1 || !strings.Contains(r.stderr, "missing command; see git collab -h") {
 		t.Errorf("no arguments: %+v", r)
+	}
+}
+
+// Every command acts as COLLAB_AGENT, unless --agent names another; a bad
+// name sends nothing.
+func TestCommandsActAsTheAgent(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"COLLAB_AGENT=agent-7", []string{"claim", "7"}, "collab-lease acquire 'acme/widgets' '7' --agent 'agent-7'"},
+		{"COLLAB_AGENT=agent-7", []string{"claims"}, "collab-lease list 'acme/widgets' --agent 'agent-7'"},
+		{"COLLAB_AGENT=agent-7", []string{"next", "--agent", "other"}, "collab-lease next 'acme/widgets' --agent 'other'"},
+		{"COLLAB_AGENT=", []string{"unclaim", "7", "--agent=a.1"}, "collab-lease release 'acme/widgets' '7' --agent 'a.1'"},
+		{"COLLAB_AGENT=", []string{"claim", "7"}, "collab-lease acquire 'acme/widgets' '7'"},
+	} {
+		t.Run(c.env+" "+strings.Join(c.args, " "), func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, "ssh://alice@forge.example:22/gitea/acme/widgets.git")
+			h.setenv(c.env)
+			h.answer("0", "{}", "")
+			h.run(append(c.args, "--json")...)
+			if got := h.sshArgs(); len(got) != 6 || got[5] != c.want {
+				t.Fatalf("ssh ran with %q, want %q", got, c.want)
+			}
+		})
+	}
+	h := newHarness(t, "ssh://alice@forge.example:22/gitea/acme/widgets.git")
+	h.setenv("COLLAB_AGENT=no spaces")
+	r := h.run("claim", "7")
+	if r.code != 1 || !strings.Contains(r.stderr, "--agent must be") || h.sshArgs() != nil {
+		t.Fatalf("a bad COLLAB_AGENT: %+v, ssh %q", r, h.sshArgs())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -40,6 +41,7 @@ import (
 type mcpServer struct {
 	a      *app
 	remote string // the remote naming the repository, as --remote
+	common []Flag // sent with every tool call: mcp's own --agent
 	// tempFails counts exit-75 answers in a row, so the suggested wait
 	// grows as a backoff would.
 	tempFails atomic.Int32
@@ -47,10 +49,10 @@ type mcpServer struct {
 
 // serveMCP is `git collab mcp`: it serves on stdin and stdout until the
 // client goes away, or a signal ends it.
-func (a *app) serveMCP(remote string) int {
+func (a *app) serveMCP(remote string, flags []Flag) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s, err := newMCPServer(a, remote)
+	s, err := newMCPServer(a, remote, flags...)
 	if err != nil {
 		return a.fail(err)
 	}
@@ -66,9 +68,10 @@ type nopWriteCloser struct{ io.Writer }
 func (nopWriteCloser) Close() error { return nil }
 
 // newMCPServer is the server of `git collab mcp`: its tools, and the
-// workflow as instructions and as a prompt.
-func newMCPServer(a *app, remote string) (*mcp.Server, error) {
-	m := &mcpServer{a: a, remote: remote}
+// workflow as instructions and as a prompt. common are the options every
+// tool call sends (mcp's own --agent).
+func newMCPServer(a *app, remote string, common ...Flag) (*mcp.Server, error) {
+	m := &mcpServer{a: a, remote: remote, common: common}
 	s := mcp.NewServer(&mcp.Implementation{Name: "git-collab", Title: "git collab", Version: buildinfo.Read(version).Version},
 		&mcp.ServerOptions{Instructions: workflow, Capabilities: &mcp.ServerCapabilities{}})
 	for _, t := range mcpTools {
@@ -125,7 +128,7 @@ func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag
 	// ssh's stderr: kept for the answer, and passed on to ours, which MCP
 	// clients keep as the server's log.
 	var stderr bytes.Buffer
-	x, err := m.a.send(ctx, t, v.remote, issue, flags, io.MultiWriter(&stderr, m.a.stderr), true)
+	x, err := m.a.send(ctx, t, v.remote, issue, append(slices.Clone(flags), m.common...), io.MultiWriter(&stderr, m.a.stderr), true)
 	if err != nil {
 		return nil, nil, gitCollabError(err)
 	}

@@ -95,22 +95,22 @@ var mcpCalls = []struct {
 }{
 	{"claim", map[string]any{"issue": 42, "ttl": "30m", "wait": "5m"}, []string{"claim", "42", "--ttl", "30m", "--wait", "5m"}, []mcpReply{
 		{"0", acquiredJSON, "claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\nYours: renew before it expires, check token 3"},
-		{"4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}`,
+		{"4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}`,
 			"acme/widgets#42 is claimed by bob until 12:05 UTC\nNot an error: someone else is working on it."},
 	}},
 	{"renew", map[string]any{"issue": 42, "ttl": "1h"}, []string{"renew", "42", "--ttl", "1h"}, []mcpReply{
-		{"0", `{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:00:00Z","expires_at":"2026-09-05T12:35:00Z"}`,
+		{"0", `{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:00:00Z","expires_at":"2026-09-05T12:35:00Z"}`,
 			"renewed acme/widgets#42 (token 3, expires 12:35 UTC, in 1h)"},
-		{"4", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"expires_at":null}`,
+		{"4", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"agent":null,"expires_at":null}`,
 			"not renewed: you do not hold acme/widgets#42 (nobody does; claim it again)\nNot an error, but the claim is no longer yours"},
 	}},
 	{"unclaim", map[string]any{"issue": 42, "force": true}, []string{"unclaim", "42", "--force"}, []mcpReply{
 		{"0", `{"status":"released","repo":"acme/widgets","issue":42}`, "released acme/widgets#42"},
-		{"4", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}`,
+		{"4", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":null}`,
 			"not released: acme/widgets#42 is claimed by bob (open-ended)\nNot an error: it is not yours to release"},
 	}},
 	{"claims", nil, []string{"claims"}, []mcpReply{
-		{"0", `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}]}`,
+		{"0", `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}]}`,
 			"ISSUE  HOLDER  TOKEN  EXPIRES\n#42    alice   3      open-ended"},
 	}},
 	{"next", map[string]any{"labels": []string{"good first issue", "it's"}, "pulls": true, "ttl": "30m"},
@@ -119,13 +119,13 @@ var mcpCalls = []struct {
 			{"4", `{"status":"none","repo":"acme/widgets"}`, "nothing to claim in acme/widgets\nNot an error: nothing to claim right now."},
 		}},
 	{"check", map[string]any{"issue": 7, "token": 3}, []string{"check", "7", "--token", "3"}, []mcpReply{
-		{"0", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`,
+		{"0", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`,
 			"token 3 is current: acme/widgets#7 held by alice (open-ended)"},
 		{"4", `{"status":"stale","repo":"acme/widgets","issue":7,"token":null}`,
 			"token 3 is stale: nobody holds acme/widgets#7\nNot an error, but your claim is gone: do not merge or push"},
 	}},
 	{"history", map[string]any{"issue": 7, "limit": 5}, []string{"history", "7", "--limit", "5"}, []mcpReply{
-		{"0", `{"repo":"acme/widgets","issue":7,"tenures":[{"token":1,"holder":"alice","acquired_at":"2026-09-05T11:00:00Z","ended_at":"2026-09-05T11:30:00Z","ended_by":"force_released","forced_by":"root"}]}`,
+		{"0", `{"repo":"acme/widgets","issue":7,"tenures":[{"token":1,"holder":"alice","agent":null,"acquired_at":"2026-09-05T11:00:00Z","ended_at":"2026-09-05T11:30:00Z","ended_by":"force_released","forced_by":"root"}]}`,
 			"TOKEN  HOLDER  ACQUIRED   ENDED      HOW\n1      alice   11:00 UTC  11:30 UTC  force_released by root"},
 	}},
 }

@@ -133,8 +133,9 @@ var (
 	outRenewed = outcome{shape: contract.Tenure{}, status: contract.StatusRenewed,
 		means: "still yours, same token, now until expires_at"}
 	outNotHolder = outcome{shape: contract.Conflict{}, status: contract.StatusNotHolder,
-		means:  "an answer, not an error: you do not hold the issue; a lapsed claim is not yours",
-		fields: map[string]string{"holder": "the Gitea login holding the issue now; null: nobody does", "expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}}
+		means: "an answer, not an error: you do not hold the issue; a lapsed claim is not yours",
+		fields: map[string]string{"holder": "the Gitea login holding the issue now; null: nobody does", "agent": "which agent of holder's account holds it; null: the account itself, or nobody holds it",
+			"expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}}
 	outReleased = outcome{shape: contract.Released{}, status: contract.StatusReleased,
 		means: "released, or nobody held it: either way it is free"}
 	outNone = outcome{shape: contract.None{}, status: contract.StatusNone,
@@ -154,6 +155,7 @@ var replyFields = map[string]string{
 	"repo":        "the repository, owner/name",
 	"issue":       "the issue or pull request number",
 	"holder":      "the Gitea login of the claim's holder",
+	"agent":       "which agent of the holder's account holds the claim (git collab mcp --agent, or COLLAB_AGENT); null: the account itself",
 	"token":       "the fencing token of the claim: each new claim of the issue gets a larger one; give it to check before a merge or a push",
 	"acquired_at": "when the claim began (RFC 3339, UTC)",
 	"expires_at":  "when the claim lapses unless renewed (RFC 3339, UTC); null: open-ended, until unclaimed",
@@ -162,7 +164,9 @@ var replyFields = map[string]string{
 	"ended_at":    "when the claim ended; null while it is live",
 	"ended_by": "how it ended: released, expired (it lapsed, nobody took the issue since), taken_over (it lapsed and someone claimed the issue), " +
 		"closed, merged, deleted, force_released (by a repository admin, named in forced_by); null while it is live",
-	"forced_by": "the repository admin who force-released it",
+	"forced_by":      "the repository admin who force-released it",
+	"ended_by_login": "who released it, where a person or an agent did (released, force_released)",
+	"ended_by_agent": "which agent of ended_by_login's account released it; null: the account itself",
 }
 
 // mcpTool is one tool: the git collab command it runs, what it says of

@@ -42,7 +42,7 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 	case *contract.Tenure:
 		if r.Status == contract.StatusCurrent {
 			return rendered{stdout: fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
-				clean(r.Holder), expiresPhrase(stdTime(r.ExpiresAt), now))}
+				who(r.Holder, r.Agent), expiresPhrase(stdTime(r.ExpiresAt), now))}
 		}
 		done := map[string]string{contract.StatusAcquired: "claimed", contract.StatusRenewed: "renewed"}[r.Status]
 		return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, named(r.Repo, r.Issue), r.Token,
@@ -58,13 +58,13 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 	case *contract.Conflict:
 		name := named(r.Repo, r.Issue)
 		if r.Status == contract.StatusHeld {
-			return rendered{stderr: claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}
+			return rendered{stderr: claimedBy(name, who(*r.Holder, r.Agent), stdTime(r.ExpiresAt), now) + "\n"}
 		}
 		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released"}[req.Verb]
 		if r.Holder == nil {
 			return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}
 		}
-		return rendered{stderr: what + ": " + claimedBy(name, *r.Holder, stdTime(r.ExpiresAt), now) + "\n"}
+		return rendered{stderr: what + ": " + claimedBy(name, who(*r.Holder, r.Agent), stdTime(r.ExpiresAt), now) + "\n"}
 	}
 	panic(fmt.Sprintf("renderReply: %T is not a reply decodeReply makes", reply))
 }
@@ -75,11 +75,22 @@ func named(repo string, issue int64) string { return clean(repo) + "#" + strconv
 // stdTime reads an optional contract time (nil: open-ended).
 func stdTime(t *contract.Time) *time.Time { return (*time.Time)(t) }
 
+// who is a holder as git collab shows it: "bot/agent-7" for an agent of
+// the account bot, "bot" for the account itself (the spelling handoff's
+// --to takes).
+func who(login string, agent *string) string {
+	if agent == nil {
+		return clean(login)
+	}
+	return clean(login) + "/" + clean(*agent)
+}
+
+// claimedBy says that name is claimed by holder (shown by who).
 func claimedBy(name, holder string, exp *time.Time, now time.Time) string {
 	if exp == nil {
-		return fmt.Sprintf("%s is claimed by %s (open-ended)", name, clean(holder))
+		return fmt.Sprintf("%s is claimed by %s (open-ended)", name, holder)
 	}
-	return fmt.Sprintf("%s is claimed by %s until %s", name, clean(holder), clock(*exp, now))
+	return fmt.Sprintf("%s is claimed by %s until %s", name, holder, clock(*exp, now))
 }
 
 // expiresPhrase is "expires 12:05 UTC, in 30m" or "open-ended".
@@ -102,7 +113,7 @@ func renderList(l contract.List, now time.Time) string {
 		if t := stdTime(x.ExpiresAt); t != nil {
 			exp = fmt.Sprintf("%s (%s)", clock(*t, now), untilPhrase(*t, now))
 		}
-		fmt.Fprintf(tw, "#%d\t%s\t%d\t%s\n", x.Issue, clean(x.Holder), x.Token, exp)
+		fmt.Fprintf(tw, "#%d\t%s\t%d\t%s\n", x.Issue, who(x.Holder, x.Agent), x.Token, exp)
 	}
 	tw.Flush()
 	// tabwriter pads the last column too when a cell is empty; no cell is.
@@ -124,11 +135,14 @@ func renderHistory(h contract.History, now time.Time) string {
 		}
 		if x.EndedBy != nil {
 			how = clean(*x.EndedBy)
-			if *x.EndedBy == contract.EndForceReleased && x.ForcedBy != "" {
+			switch {
+			case x.EndedByLogin != nil && (*x.EndedByLogin != x.Holder || !equalAgent(x.EndedByAgent, x.Agent)):
+				how += " by " + who(*x.EndedByLogin, x.EndedByAgent)
+			case *x.EndedBy == contract.EndForceReleased && x.ForcedBy != "":
 				how += " by " + clean(x.ForcedBy)
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", x.Token, clean(x.Holder), clock(time.Time(x.AcquiredAt), now), ended, how)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", x.Token, who(x.Holder, x.Agent), clock(time.Time(x.AcquiredAt), now), ended, how)
 	}
 	tw.Flush()
 	// tabwriter pads a cell before an empty last one (a live tenure's
@@ -186,3 +200,5 @@ func clean(s string) string {
 	}
 	return s
 }
+
+func equalAgent(a, b *string) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }

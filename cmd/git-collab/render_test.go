@@ -32,30 +32,36 @@ func TestRender(t *testing.T) {
 		code           int
 		stdout, stderr string
 	}{
-		{"claim 42", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
+		{"claim 42", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
 			"claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\n", ""},
-		{"claim 42", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+		{"claim 42", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
 			"claimed acme/widgets#42 (token 3, open-ended)\n", ""},
-		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}`, 4,
+		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}`, 4,
 			"", "acme/widgets#42 is claimed by bob until 12:05 UTC\n"},
-		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}`, 4,
+		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bot","agent":"agent-7","expires_at":"2026-09-05T12:05:00Z"}`, 4,
+			"", "acme/widgets#42 is claimed by bot/agent-7 until 12:05 UTC\n"},
+		{"claims", `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"bot","agent":"agent-7","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}]}`, 0,
+			"ISSUE  HOLDER       TOKEN  EXPIRES\n#42    bot/agent-7  3      open-ended\n", ""},
+		{"history 42", `{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bot","agent":"agent-7","acquired_at":"2026-09-05T11:35:00Z","ended_at":"2026-09-05T11:40:00Z","ended_by":"released","ended_by_login":"bot","ended_by_agent":null}]}`, 0,
+			"TOKEN  HOLDER       ACQUIRED   ENDED      HOW\n3      bot/agent-7  11:35 UTC  11:40 UTC  released by bot\n", ""},
+		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":null}`, 4,
 			"", "acme/widgets#42 is claimed by bob (open-ended)\n"},
-		{"renew 42 --ttl 1h", `{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:00:00Z","expires_at":"2026-09-05T13:35:00Z"}`, 0,
+		{"renew 42 --ttl 1h", `{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:00:00Z","expires_at":"2026-09-05T13:35:00Z"}`, 0,
 			"renewed acme/widgets#42 (token 3, expires 13:35 UTC, in 2h)\n", ""},
-		{"renew 42 --ttl 1h", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"expires_at":null}`, 4,
+		{"renew 42 --ttl 1h", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"agent":null,"expires_at":null}`, 4,
 			"", "not renewed: you do not hold acme/widgets#42 (nobody does; claim it again)\n"},
-		{"renew 42 --ttl 1h", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-06T09:00:00Z"}`, 4,
+		{"renew 42 --ttl 1h", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-06T09:00:00Z"}`, 4,
 			"", "not renewed: acme/widgets#42 is claimed by bob until 2026-09-06 09:00 UTC\n"},
 		{"unclaim 42", `{"status":"released","repo":"acme/widgets","issue":42}`, 0, "released acme/widgets#42\n", ""},
-		{"unclaim 42", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":null}`, 4,
+		{"unclaim 42", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":null}`, 4,
 			"", "not released: acme/widgets#42 is claimed by bob (open-ended)\n"},
 		// The repository as the sidecar names it now (after a rename).
 		{"unclaim 42", `{"status":"released","repo":"acme/gadgets","issue":42}`, 0, "released acme/gadgets#42\n", ""},
 		{"claims", `{"repo":"acme/widgets","leases":[]}`, 0, "no claims on acme/widgets\n", ""},
 		{"claims", `{"repo":"acme/widgets","leases":[` +
-			`{"issue":42,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"},` +
-			`{"issue":7,"holder":"bartholomew","token":12,"acquired_at":"2026-09-05T11:36:00Z","expires_at":null},` +
-			`{"issue":1234,"holder":"c","token":1,"acquired_at":"2026-09-05T11:37:00Z","expires_at":"2026-09-08T11:35:00Z"}]}` + "\n", 0,
+			`{"issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"},` +
+			`{"issue":7,"holder":"bartholomew","agent":null,"token":12,"acquired_at":"2026-09-05T11:36:00Z","expires_at":null},` +
+			`{"issue":1234,"holder":"c","agent":null,"token":1,"acquired_at":"2026-09-05T11:37:00Z","expires_at":"2026-09-08T11:35:00Z"}]}` + "\n", 0,
 			"ISSUE  HOLDER       TOKEN  EXPIRES\n" +
 				"#42    alice        3      12:05 UTC (in 30m)\n" +
 				"#7     bartholomew  12     open-ended\n" +
@@ -65,18 +71,18 @@ func TestRender(t *testing.T) {
 			"", "acme/widgets#42 is claimed by \"b\\x1b[2Job\" (open-ended)\n"},
 
 		// The agent verbs.
-		{"next --ttl 30m", `{"status":"acquired","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
+		{"next --ttl 30m", `{"status":"acquired","repo":"acme/widgets","issue":7,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
 			"claimed acme/widgets#7 (token 3, expires 12:05 UTC, in 30m)\n", ""},
-		{"next --label bug --pulls", `{"status":"acquired","repo":"acme/widgets","issue":8,"holder":"alice","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+		{"next --label bug --pulls", `{"status":"acquired","repo":"acme/widgets","issue":8,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
 			"claimed acme/widgets#8 (token 1, open-ended)\n", ""},
 		{"next", `{"status":"none","repo":"acme/widgets"}`, 4, "", "nothing to claim in acme/widgets\n"},
-		{"claim 42 --wait 5m", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":4,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+		{"claim 42 --wait 5m", `{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":4,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
 			"claimed acme/widgets#42 (token 4, open-ended)\n", ""},
-		{"claim 42 --wait 5m", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}`, 4,
+		{"claim 42 --wait 5m", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}`, 4,
 			"", "acme/widgets#42 is claimed by bob until 12:05 UTC\n"},
-		{"check 7 --token 3", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
+		{"check 7 --token 3", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":"2026-09-05T12:05:00Z"}`, 0,
 			"token 3 is current: acme/widgets#7 held by alice (expires 12:05 UTC, in 30m)\n", ""},
-		{"check 7 --token 3", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
+		{"check 7 --token 3", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}`, 0,
 			"token 3 is current: acme/widgets#7 held by alice (open-ended)\n", ""},
 		{"check 7 --token 3", `{"status":"stale","repo":"acme/widgets","issue":7,"token":5}`, 4,
 			"", "token 3 is stale: acme/widgets#7 is now at token 5\n"},
@@ -85,10 +91,10 @@ func TestRender(t *testing.T) {
 		{"unclaim 42 --force", `{"status":"released","repo":"acme/widgets","issue":42}`, 0, "released acme/widgets#42\n", ""},
 		{"history 7", `{"repo":"acme/widgets","issue":7,"tenures":[]}`, 0, "acme/widgets#7 has never been claimed\n", ""},
 		{"history 7 --limit 5", `{"repo":"acme/widgets","issue":7,"tenures":[` +
-			`{"token":6,"holder":"bartholomew","acquired_at":"2026-09-05T11:30:00Z","ended_at":null,"ended_by":null},` +
-			`{"token":5,"holder":"alice","acquired_at":"2026-09-05T10:00:00Z","ended_at":"2026-09-05T11:00:00Z","ended_by":"force_released","forced_by":"root"},` +
-			`{"token":4,"holder":"bob","acquired_at":"2026-09-04T09:00:00Z","ended_at":"2026-09-04T09:30:00Z","ended_by":"expired"},` +
-			`{"token":3,"holder":"bob","acquired_at":"2026-09-04T08:00:00Z","ended_at":"2026-09-04T08:10:00Z","ended_by":"released"}]}` + "\n", 0,
+			`{"token":6,"holder":"bartholomew","agent":null,"acquired_at":"2026-09-05T11:30:00Z","ended_at":null,"ended_by":null},` +
+			`{"token":5,"holder":"alice","agent":null,"acquired_at":"2026-09-05T10:00:00Z","ended_at":"2026-09-05T11:00:00Z","ended_by":"force_released","forced_by":"root"},` +
+			`{"token":4,"holder":"bob","agent":null,"acquired_at":"2026-09-04T09:00:00Z","ended_at":"2026-09-04T09:30:00Z","ended_by":"expired"},` +
+			`{"token":3,"holder":"bob","agent":null,"acquired_at":"2026-09-04T08:00:00Z","ended_at":"2026-09-04T08:10:00Z","ended_by":"released"}]}` + "\n", 0,
 			"TOKEN  HOLDER       ACQUIRED              ENDED                 HOW\n" +
 				"6      bartholomew  11:30 UTC             live\n" +
 				"5      alice        10:00 UTC             11:00 UTC             force_released by root\n" +
@@ -122,13 +128,13 @@ func TestRenderRefusesWhatItDoesNotKnow(t *testing.T) {
 		{"claim 42", `{"status":"acquired","repo":"a/b","issue":1}`, 4},
 		{"claims", `{"repo":"a/b","leases":[]}`, 4},
 		{"claims", `[]`, 0},
-		{"next", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","expires_at":null}`, 4}, // not next's refusal
+		{"next", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","agent":null,"expires_at":null}`, 4}, // not next's refusal
 		{"next", `{"status":"acquired","repo":"a/b"}`, 4},
 		{"next", `{"status":"none","repo":"a/b"}`, 0},
-		{"check 1 --token 1", `{"status":"acquired","repo":"a/b","issue":1,"holder":"bob","token":1}`, 0},
-		{"check 1 --token 1", `{"status":"current","repo":"a/b","issue":1,"holder":"bob","token":1}`, 4},
-		{"check 1 --token 1", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","expires_at":null}`, 4},
-		{"renew 1 --ttl 1m", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","expires_at":null}`, 4}, // acquire's refusal
+		{"check 1 --token 1", `{"status":"acquired","repo":"a/b","issue":1,"holder":"bob","agent":null,"token":1}`, 0},
+		{"check 1 --token 1", `{"status":"current","repo":"a/b","issue":1,"holder":"bob","agent":null,"token":1}`, 4},
+		{"check 1 --token 1", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","agent":null,"expires_at":null}`, 4},
+		{"renew 1 --ttl 1m", `{"status":"held","repo":"a/b","issue":1,"holder":"bob","agent":null,"expires_at":null}`, 4}, // acquire's refusal
 		{"history 1", `{"repo":"a/b","issue":1,"tenures":[]}`, 4},
 		{"history 1", `{"repo":"a/b","issue":1,"tenures":{}}`, 0},
 		{"claim 1", `{"status":"acquired","repo":"a/b","issue":1}`, 1}, // errors are on stderr already

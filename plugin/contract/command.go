@@ -9,15 +9,15 @@ import (
 	"unicode/utf8"
 )
 
-// Usage is what `collab-lease help` prints: the grammar of docs/ssh.md and
-// §8.4, verbatim.
-const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]
-collab-lease renew   <owner>/<repo> <issue> --ttl <dur>
-collab-lease release <owner>/<repo> <issue> [--force]
-collab-lease list    <owner>/<repo>
-collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]
-collab-lease check   <owner>/<repo> <issue> --token <n>
-collab-lease history <owner>/<repo> <issue> [--limit <n>]
+// Usage is what `collab-lease help` prints: the grammar of docs/ssh.md,
+// verbatim.
+const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]
+collab-lease renew   <owner>/<repo> <issue> --ttl <dur> [--agent <name>]
+collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]
+collab-lease list    <owner>/<repo> [--agent <name>]
+collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>] [--agent <name>]
+collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
+collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
 collab-lease help
 `
 
@@ -79,6 +79,10 @@ type Command struct {
 	Pulls  bool
 	// Token (check --token): the fencing token to check, > 0.
 	Token int64
+	// Agent (--agent, every verb but help): which agent of the account
+	// asks ("" none: the account itself). Agents of one account are
+	// distinct holders. ParseAgent says what a name may be.
+	Agent string
 	// Limit (history --limit): how many tenures, in [1, MaxHistoryLimit];
 	// DefaultHistoryLimit when not given.
 	Limit int
@@ -119,6 +123,9 @@ func (c Command) String() string {
 	}
 	if c.Verb == VerbHistory && c.Limit != DefaultHistoryLimit {
 		fmt.Fprintf(&b, " --limit %d", c.Limit)
+	}
+	if c.Agent != "" {
+		b.WriteString(" --agent " + c.Agent)
 	}
 	return b.String()
 }
@@ -292,6 +299,11 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 			cmd.Limit = int(n)
 		}
 	}
+	if v, ok := given["--agent"]; ok {
+		if cmd.Agent, err = ParseAgent(v); err != nil {
+			return Command{}, err
+		}
+	}
 	_, cmd.Force = given["--force"]
 	_, cmd.Pulls = given["--pulls"]
 	return cmd, nil
@@ -308,13 +320,13 @@ type grammar struct {
 }
 
 var grammars = map[Verb]grammar{
-	VerbAcquire: {2, "--ttl --wait ", "", "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>]"},
-	VerbRenew:   {2, "--ttl ", "--ttl", "collab-lease renew <owner>/<repo> <issue> --ttl <dur>"},
-	VerbRelease: {2, "--force ", "", "collab-lease release <owner>/<repo> <issue> [--force]"},
-	VerbList:    {1, "", "", "collab-lease list <owner>/<repo>"},
-	VerbNext:    {1, "--label --pulls --ttl ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>]"},
-	VerbCheck:   {2, "--token ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n>"},
-	VerbHistory: {2, "--limit ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>]"},
+	VerbAcquire: {2, "--ttl --wait --agent ", "", "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
+	VerbRenew:   {2, "--ttl --agent ", "--ttl", "collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]"},
+	VerbRelease: {2, "--force --agent ", "", "collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]"},
+	VerbList:    {1, "--agent ", "", "collab-lease list <owner>/<repo> [--agent <name>]"},
+	VerbNext:    {1, "--label --pulls --ttl --agent ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>] [--agent <name>]"},
+	VerbCheck:   {2, "--token --agent ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]"},
+	VerbHistory: {2, "--limit --agent ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
 }
 
 // flags are every flag of the grammar: the placeholder of its value in
@@ -325,6 +337,7 @@ var flags = map[string]struct{ meta, needs, example string }{
 	"--label": {"<name>", "a label name", "--label bug"},
 	"--token": {"<n>", "a number", "--token 3"},
 	"--limit": {"<n>", "a number", "--limit 20"},
+	"--agent": {"<name>", "an agent name", "--agent agent-7"},
 	"--pulls": {},
 	"--force": {},
 }
@@ -336,6 +349,27 @@ func verbGrammar(v Verb) string {
 		return g.line
 	}
 	return "collab-lease help"
+}
+
+// MaxAgentLen is the longest agent name.
+const MaxAgentLen = 40
+
+// ParseAgent accepts an agent name: 1 to MaxAgentLen bytes of
+// [A-Za-z0-9._-], starting with a letter or digit (so it never reads as a
+// flag, and needs no quoting anywhere it is shown).
+func ParseAgent(s string) (string, error) {
+	ok := s != "" && len(s) <= MaxAgentLen && isAlnumByte(s[0])
+	for i := 0; ok && i < len(s); i++ {
+		ok = isAlnumByte(s[i]) || s[i] == '.' || s[i] == '_' || s[i] == '-'
+	}
+	if !ok {
+		return "", usageErrorf("--agent must be 1 to %d of A-Z a-z 0-9 . _ - starting with a letter or digit, got %s", MaxAgentLen, quoteArg(s))
+	}
+	return s, nil
+}
+
+func isAlnumByte(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 // checkLabel accepts the value of one more --label after have of them: a

@@ -104,6 +104,9 @@ func FuzzParseCommand(f *testing.F) {
 		if cmd.Verb == VerbHistory {
 			rendered += " --limit " + strconv.Itoa(cmd.Limit)
 		}
+		if cmd.Agent != "" {
+			rendered += " --agent=" + cmd.Agent
+		}
 		for _, again := range []string{rendered, cmd.String()} {
 			back, err := ParseCommand(again, limit)
 			if err != nil || !reflect.DeepEqual(back, cmd) {

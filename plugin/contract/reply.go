@@ -49,20 +49,36 @@ type Stale struct {
 
 // TenureView is one tenure of an issue in its history. EndedAt and EndedBy
 // are nil while it is live; an expired tenure ended at its expiry instant.
-// ForcedBy names the admin who force-released it (only then).
+// ForcedBy names the admin who force-released it (only then). Where a
+// person or agent ended it (released, force_released), EndedByLogin and
+// EndedByAgent say who; they are left out otherwise.
 type TenureView struct {
-	Token      int64   `json:"token"`
-	Holder     string  `json:"holder"`
-	AcquiredAt Time    `json:"acquired_at"`
-	EndedAt    *Time   `json:"ended_at"`
-	EndedBy    *string `json:"ended_by"`
-	ForcedBy   string  `json:"forced_by,omitempty"`
+	Token        int64   `json:"token"`
+	Holder       string  `json:"holder"`
+	Agent        *string `json:"agent"`
+	AcquiredAt   Time    `json:"acquired_at"`
+	EndedAt      *Time   `json:"ended_at"`
+	EndedBy      *string `json:"ended_by"`
+	ForcedBy     string  `json:"forced_by,omitempty"`
+	EndedByLogin *string `json:"ended_by_login,omitempty"`
+	EndedByAgent *string `json:"ended_by_agent,omitempty"`
+}
+
+// MarshalJSON writes ended_by_agent whenever ended_by_login is there:
+// null for an account that ended it itself.
+func (t TenureView) MarshalJSON() ([]byte, error) {
+	type plain TenureView // without this method
+	b, err := json.Marshal(plain(t))
+	if err != nil || t.EndedByLogin == nil || t.EndedByAgent != nil {
+		return b, err
+	}
+	return append(b[:len(b)-1], `,"ended_by_agent":null}`...), nil
 }
 
 // History answers `collab-lease history` and GET …/lease/history: the
 // issue's tenures, newest first.
 //
-//	{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bob","acquired_at":"…","ended_at":null,"ended_by":null}]}
+//	{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bob","agent":null,"acquired_at":"…","ended_at":null,"ended_by":null}]}
 type History struct {
 	Repo    string       `json:"repo"`
 	Issue   int64        `json:"issue"`
@@ -82,27 +98,30 @@ func (h History) MarshalJSON() ([]byte, error) {
 // caller's live tenure; and a check whose token is current (Status
 // StatusCurrent), with the tenure's holder.
 //
-//	{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}
+//	{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}
 type Tenure struct {
-	Status     string `json:"status"` // StatusAcquired, StatusRenewed or StatusCurrent
-	Repo       string `json:"repo"`
-	Issue      int64  `json:"issue"`
-	Holder     string `json:"holder"`
-	Token      int64  `json:"token"`
-	AcquiredAt Time   `json:"acquired_at"`
-	ExpiresAt  *Time  `json:"expires_at"` // nil: open-ended
+	Status     string  `json:"status"` // StatusAcquired, StatusRenewed or StatusCurrent
+	Repo       string  `json:"repo"`
+	Issue      int64   `json:"issue"`
+	Holder     string  `json:"holder"`
+	Agent      *string `json:"agent"` // nil: the account itself
+	Token      int64   `json:"token"`
+	AcquiredAt Time    `json:"acquired_at"`
+	ExpiresAt  *Time   `json:"expires_at"` // nil: open-ended
 }
 
 // Conflict answers a refused acquire (StatusHeld) or a refused renew or
-// release (StatusNotHolder), exit 4. Holder and ExpiresAt are those of the
-// live tenure; both are nil (null) for not_holder when nobody holds it.
+// release (StatusNotHolder), exit 4. Holder, Agent and ExpiresAt are
+// those of the live tenure; all are nil (null) for not_holder when nobody
+// holds it, and Agent is nil for a holder that is an account itself.
 //
-//	{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}
+//	{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":"agent-7","expires_at":"2026-09-05T12:05:00Z"}
 type Conflict struct {
 	Status    string  `json:"status"`
 	Repo      string  `json:"repo"`
 	Issue     int64   `json:"issue"`
 	Holder    *string `json:"holder"`
+	Agent     *string `json:"agent"`
 	ExpiresAt *Time   `json:"expires_at"`
 }
 
@@ -117,17 +136,18 @@ type Released struct {
 
 // LeaseView is one live lease as List and IssueLease show it.
 type LeaseView struct {
-	Issue      int64  `json:"issue"`
-	Holder     string `json:"holder"`
-	Token      int64  `json:"token"`
-	AcquiredAt Time   `json:"acquired_at"`
-	ExpiresAt  *Time  `json:"expires_at"` // nil: open-ended
+	Issue      int64   `json:"issue"`
+	Holder     string  `json:"holder"`
+	Agent      *string `json:"agent"` // nil: the account itself
+	Token      int64   `json:"token"`
+	AcquiredAt Time    `json:"acquired_at"`
+	ExpiresAt  *Time   `json:"expires_at"` // nil: open-ended
 }
 
 // List answers `collab-lease list` and GET …/leases: the live leases the
 // viewer may see, oldest first.
 //
-//	{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","token":2,"acquired_at":"…","expires_at":null}]}
+//	{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","agent":null,"token":2,"acquired_at":"…","expires_at":null}]}
 type List struct {
 	Repo   string      `json:"repo"`
 	Leases []LeaseView `json:"leases"` // marshalled as [] when empty, never null
@@ -170,6 +190,14 @@ const (
 //	{"issue":42}
 type ReleasedEvent struct {
 	Issue int64 `json:"issue"`
+}
+
+// AgentPtr is an agent name as the replies show it: "" (none) is nil.
+func AgentPtr(agent string) *string {
+	if agent == "" {
+		return nil
+	}
+	return &agent
 }
 
 // Time marshals as RFC 3339 in UTC with whole seconds and a "Z":

@@ -19,21 +19,21 @@ func TestRepliesMarshalAsTheSpecShowsThem(t *testing.T) {
 		want string
 	}{
 		{Tenure{Status: StatusAcquired, Repo: "acme/widgets", Issue: 42, Holder: "alice", Token: 1, AcquiredAt: at},
-			`{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`},
+			`{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}`},
 		{Tenure{Status: StatusRenewed, Repo: "acme/widgets", Issue: 42, Holder: "alice", Token: 1, AcquiredAt: at, ExpiresAt: &exp},
-			`{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:05:00Z"}`},
+			`{"status":"renewed","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:05:00Z"}`},
 		{Conflict{Status: StatusHeld, Repo: "acme/widgets", Issue: 42, Holder: &bob, ExpiresAt: &exp},
-			`{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","expires_at":"2026-09-05T12:05:00Z"}`},
+			`{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}`},
 		{Conflict{Status: StatusNotHolder, Repo: "acme/widgets", Issue: 42},
-			`{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"expires_at":null}`},
+			`{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"agent":null,"expires_at":null}`},
 		{Released{Status: StatusReleased, Repo: "acme/widgets", Issue: 42},
 			`{"status":"released","repo":"acme/widgets","issue":42}`},
 		{List{Repo: "acme/widgets", Leases: []LeaseView{{Issue: 42, Holder: "alice", Token: 2, AcquiredAt: at}, {Issue: 7, Holder: "bob", Token: 1, AcquiredAt: at, ExpiresAt: &exp}}},
-			`{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","token":2,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null},{"issue":7,"holder":"bob","token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:05:00Z"}]}`},
+			`{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","agent":null,"token":2,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null},{"issue":7,"holder":"bob","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:05:00Z"}]}`},
 		{List{Repo: "acme/empty"}, `{"repo":"acme/empty","leases":[]}`},
 		{&List{Repo: "acme/empty"}, `{"repo":"acme/empty","leases":[]}`},
 		{IssueLease{Lease: &LeaseView{Issue: 42, Holder: "alice", Token: 2, AcquiredAt: at}},
-			`{"lease":{"issue":42,"holder":"alice","token":2,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}}`},
+			`{"lease":{"issue":42,"holder":"alice","agent":null,"token":2,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}}`},
 		{IssueLease{}, `{"lease":null}`},
 		{None{Status: StatusNone, Repo: "acme/widgets"}, `{"status":"none","repo":"acme/widgets"}`},
 		{Stale{Status: StatusStale, Repo: "acme/widgets", Issue: 42, Token: &three},
@@ -42,8 +42,8 @@ func TestRepliesMarshalAsTheSpecShowsThem(t *testing.T) {
 		{History{Repo: "acme/widgets", Issue: 42, Tenures: []TenureView{
 			{Token: 3, Holder: "bob", AcquiredAt: at},
 			{Token: 2, Holder: "alice", AcquiredAt: at, EndedAt: &exp, EndedBy: &forced, ForcedBy: "root"}}},
-			`{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bob","acquired_at":"2026-09-05T12:00:00Z","ended_at":null,"ended_by":null},` +
-				`{"token":2,"holder":"alice","acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:05:00Z","ended_by":"force_released","forced_by":"root"}]}`},
+			`{"repo":"acme/widgets","issue":42,"tenures":[{"token":3,"holder":"bob","agent":null,"acquired_at":"2026-09-05T12:00:00Z","ended_at":null,"ended_by":null},` +
+				`{"token":2,"holder":"alice","agent":null,"acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:05:00Z","ended_by":"force_released","forced_by":"root"}]}`},
 		{History{Repo: "acme/widgets", Issue: 1}, `{"repo":"acme/widgets","issue":1,"tenures":[]}`},
 		{ReleasedEvent{Issue: 42}, `{"issue":42}`},
 	} {

@@ -235,12 +235,12 @@ func conflict(r forge.Repo, n int64, err error) error {
 		return fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueClosed)
 	case errors.As(err, &held):
 		return &ConflictError{Reply: contract.Conflict{Status: contract.StatusHeld, Repo: r.FullName, Issue: n,
-			Holder: &held.Holder, ExpiresAt: contract.TimePtr(held.ExpiresAt)}}
+			Holder: &held.Holder, Agent: contract.AgentPtr(held.Agent), ExpiresAt: contract.TimePtr(held.ExpiresAt)}}
 	case errors.As(err, &notHolder):
 		c := contract.Conflict{Status: contract.StatusNotHolder, Repo: r.FullName, Issue: n,
 			ExpiresAt: contract.TimePtr(notHolder.ExpiresAt)}
 		if notHolder.Holder != "" {
-			c.Holder = &notHolder.Holder
+			c.Holder, c.Agent = &notHolder.Holder, contract.AgentPtr(notHolder.Agent)
 		}
 		return &ConflictError{Reply: c}
 	}
@@ -248,6 +248,6 @@ func conflict(r forge.Repo, n int64, err error) error {
 }
 
 func tenure(status string, r forge.Repo, l models.Lease) contract.Tenure {
-	return contract.Tenure{Status: status, Repo: r.FullName, Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token,
+	return contract.Tenure{Status: status, Repo: r.FullName, Issue: l.Issue, Holder: l.Holder.Login, Agent: contract.AgentPtr(l.Holder.Agent), Token: l.Token,
 		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
 }

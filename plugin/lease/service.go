@@ -48,12 +48,18 @@ type Viewer struct {
 	// viewer sees only what the token's scopes allow. "" for SSH and for
 	// signed-in browsers.
 	Token string
+	// Agent is which of the account's agents asks (--agent); "" the
+	// account itself. Agents of one account are distinct holders; any of
+	// them may release the others' claims.
+	Agent string
 }
 
 // Anonymous reports whether v is nobody in particular.
 func (v Viewer) Anonymous() bool { return v.ID == 0 }
 
-func (v Viewer) holder() models.Holder { return models.Holder{ID: v.ID, Login: v.Login} }
+func (v Viewer) holder() models.Holder {
+	return models.Holder{ID: v.ID, Login: v.Login, Agent: v.Agent}
+}
 
 // Service is the lease service every transport calls: for a viewer, a
 // repository and an issue it decides who may do what (access.go), asks the

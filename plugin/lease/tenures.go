@@ -57,8 +57,11 @@ func (s *Service) History(ctx context.Context, v Viewer, owner, name string, n i
 	}
 	out := contract.History{Repo: r.FullName, Issue: n, Tenures: make([]contract.TenureView, len(ts))}
 	for i, t := range ts {
-		tv := contract.TenureView{Token: t.Token, Holder: t.Holder.Login, AcquiredAt: contract.Time(t.AcquiredAt),
-			EndedAt: contract.TimePtr(t.EndedAt), ForcedBy: t.ForcedBy}
+		tv := contract.TenureView{Token: t.Token, Holder: t.Holder.Login, Agent: contract.AgentPtr(t.Holder.Agent),
+			AcquiredAt: contract.Time(t.AcquiredAt), EndedAt: contract.TimePtr(t.EndedAt), ForcedBy: t.ForcedBy}
+		if by := t.EndedByHolder; by != nil {
+			tv.EndedByLogin, tv.EndedByAgent = &by.Login, contract.AgentPtr(by.Agent)
+		}
 		if t.EndedBy != "" {
 			by := string(t.EndedBy)
 			tv.EndedBy = &by

@@ -508,7 +508,7 @@ func (h *Hub) released(f *feed, n int64, prev models.Lease) {
 // View is l as the contract shows a lease: in events, and in the lease
 // service's replies (list, lease).
 func View(l models.Lease) contract.LeaseView {
-	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder.Login, Token: l.Token,
+	return contract.LeaseView{Issue: l.Issue, Holder: l.Holder.Login, Agent: contract.AgentPtr(l.Holder.Agent), Token: l.Token,
 		AcquiredAt: contract.Time(l.AcquiredAt), ExpiresAt: contract.TimePtr(l.ExpiresAt)}
 }
 

@@ -1,0 +1,77 @@
+package lease_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+)
+
+// agent is the viewer login acting as agent name.
+func (w *world) agent(login, name string) lease.Viewer {
+	v := w.as(login)
+	v.Agent = name
+	return v
+}
+
+// Agents of one account are holders of their own, through the service:
+// held and not_holder name the agent, next skips another agent's claim,
+// the account releases any of its agents' claims, a takeover by another
+// agent makes the old token stale, and the history says who held each
+// tenure and who ended it.
+func TestAgentsOfOneAccountThroughTheService(t *testing.T) {
+	w := newWorld(t)
+	a7, a8, bob := w.agent("bob", "agent-7"), w.agent("bob", "agent-8"), w.as("bob")
+	first, err := w.svc.Acquire(bg, a7, "acme", "widgets", 1, time.Minute)
+	if err != nil || first.Agent == nil || *first.Agent != "agent-7" || first.Holder != "bob" {
+		t.Fatalf("agent-7's acquire: %+v %v", first, err)
+	}
+	_, err = w.svc.Acquire(bg, a8, "acme", "widgets", 1, time.Minute)
+	var conflict *lease.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("agent-8's acquire of agent-7's claim: %v, want held", err)
+	}
+	if b, _ := json.Marshal(conflict.Reply); string(b) != `{"status":"held","repo":"acme/widgets","issue":1,"holder":"bob","agent":"agent-7","expires_at":"2026-09-05T12:01:00Z"}` {
+		t.Fatalf("held reply %s", b)
+	}
+	if _, err := w.svc.Renew(bg, a8, "acme", "widgets", 1, time.Minute); !errors.As(err, &conflict) || conflict.Status() != contract.StatusNotHolder {
+		t.Fatalf("agent-8's renew: %v, want not_holder", err)
+	}
+	// next passes over agent-7's claim: #1 is held, #2 is a pull request,
+	// #3 closed, so agent-8 gets #4.
+	got, err := w.svc.Next(bg, a8, "acme", "widgets", forge.IssueFilter{}, time.Minute)
+	if err != nil || got.Issue != 4 || *got.Agent != "agent-8" {
+		t.Fatalf("agent-8's next: %+v %v, want #4", got, err)
+	}
+	// The claim lapses and agent-8 takes it over: agent-7's token is stale.
+	w.clock.Advance(2 * time.Minute)
+	taken, err := w.svc.Acquire(bg, a8, "acme", "widgets", 1, 0)
+	if err != nil || taken.Token != first.Token+1 {
+		t.Fatalf("agent-8's takeover: %+v %v, want token %d", taken, err, first.Token+1)
+	}
+	if _, err := w.svc.Check(bg, a7, "acme", "widgets", 1, first.Token); !errors.As(err, &conflict) || conflict.Status() != contract.StatusStale {
+		t.Fatalf("agent-7's check of its old token: %v, want stale", err)
+	}
+	// The account cleans up after its agent; another account may not.
+	if _, err := w.svc.Release(bg, w.agent("alice", "agent-8"), "acme", "widgets", 1); !errors.As(err, &conflict) {
+		t.Fatalf("alice's agent-8 released bob's agent-8's claim: %v", err)
+	}
+	if _, err := w.svc.Release(bg, bob, "acme", "widgets", 1); err != nil {
+		t.Fatalf("bob releases his agent's claim: %v", err)
+	}
+	h, err := w.svc.History(bg, bob, "acme", "widgets", 1, 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(h)
+	want := `{"repo":"acme/widgets","issue":1,"tenures":[` +
+		`{"token":2,"holder":"bob","agent":"agent-8","acquired_at":"2026-09-05T12:02:00Z","ended_at":"2026-09-05T12:02:00Z","ended_by":"released","ended_by_login":"bob","ended_by_agent":null},` +
+		`{"token":1,"holder":"bob","agent":"agent-7","acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:01:00Z","ended_by":"taken_over"}]}`
+	if string(b) != want {
+		t.Fatalf("history\n got %s\nwant %s", b, want)
+	}
+}
