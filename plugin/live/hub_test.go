@@ -72,11 +72,11 @@ func TestASlowFeedDelaysNoOther(t *testing.T) {
 	}()
 	<-l.held // repository 2's feed is seeding, and stuck there
 	k1, k2 := models.Key{RepoID: 1, Issue: 7}, models.Key{RepoID: 2, Issue: 7}
-	l.leases[k1] = models.Lease{Key: k1, Holder: models.Holder{ID: 1, Login: "alice"}, Token: 1, AcquiredAt: c.Now()}
+	l.leases[k1] = models.Lease{Key: k1, Holder: models.Holder{ID: 1, Login: "alice", Agent: "a"}, Token: 1, AcquiredAt: c.Now()}
 	bus.Publish(changes.Set{Origin: changes.Committed, Changes: []changes.Change{{Key: k2}, {Key: k1}}})
 	e := next(t, one)
 	var got contract.LeaseView
-	if err := json.Unmarshal(e.Data, &got); err != nil || e.Type != contract.EventLease || got.Issue != 7 || got.Holder != "alice" {
+	if err := json.Unmarshal(e.Data, &got); err != nil || e.Type != contract.EventLease || got.Issue != 7 || got.Agent == nil || *got.Agent != "a" {
 		t.Fatalf("repository 1's event: %s %s %v", e.Type, e.Data, err)
 	}
 	close(l.free)
