@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -214,4 +215,73 @@ func metric(t *testing.T, s *Sidecar, name string) (float64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Ten agents of one bot account race for one issue against the real
+// Gitea and OpenSSH: one wins, the nine others are told held, naming the
+// winner's agent; another agent's takeover after the claim lapsed gets
+// the next token and the old token's check answers stale; the account
+// itself releases its agent's claim.
+func TestAgentsOfOneAccountAgainstGitea(t *testing.T) {
+	a := newAgentWorld(t, 1)
+	bot := a.agents[0]
+	n := a.issues(1)[0]
+	type answer struct {
+		agent string
+		res   SSHResult
+	}
+	answers := make(chan answer, 10)
+	var wg sync.WaitGroup
+	for i := range 10 {
+		agent := fmt.Sprintf("agent-%d", i)
+		wg.Go(func() {
+			answers <- answer{agent, run(t, a.s, bot, lease("acquire", a.repo, n, "--ttl", "10m", "--agent", agent))}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	var winner string
+	var held []string
+	for x := range answers {
+		m := map[string]any{}
+		if err := json.Unmarshal([]byte(x.res.Stdout), &m); err != nil {
+			t.Fatalf("%s: %v in %s", x.agent, err, show(x.res))
+		}
+		switch x.res.Code {
+		case 0:
+			if winner != "" || m["agent"] != x.agent || m["holder"] != bot.Login || m["token"] != 1.0 {
+				t.Fatalf("%s won too (winner %q): %s", x.agent, winner, show(x.res))
+			}
+			winner = x.agent
+		case 4:
+			held = append(held, fmt.Sprint(m["agent"]))
+		default:
+			t.Fatalf("%s: %s", x.agent, show(x.res))
+		}
+	}
+	if winner == "" || len(held) != 9 {
+		t.Fatalf("winner %q, %d held", winner, len(held))
+	}
+	for _, h := range held {
+		if h != winner {
+			t.Fatalf("a held answer named %s, not the winner %s", h, winner)
+		}
+	}
+	// The winner's claim is about to lapse; another agent of the account
+	// takes it over.
+	expect(t, run(t, a.s, bot, lease("renew", a.repo, n, "--ttl", "1s", "--agent", winner)), 0, "the winner renews for a second")
+	other := "agent-x"
+	res, ok := pollUntil(10*time.Second, func() (SSHResult, bool) {
+		r := run(t, a.s, bot, lease("acquire", a.repo, n, "--ttl", "30m", "--agent", other))
+		return r, r.Code == 0
+	})
+	if !ok || !strings.Contains(res.Stdout, `"agent":"agent-x","token":2`) {
+		t.Fatalf("the takeover by %s: %s", other, show(res))
+	}
+	expect(t, run(t, a.s, bot, lease("check", a.repo, n, "--token", "1", "--agent", winner)), 4, "the old token's check")
+	expect(t, run(t, a.s, bot, lease("release", a.repo, n)), 0, "the account releases its agent's claim")
+	r := run(t, a.s, bot, lease("history", a.repo, n))
+	if !strings.Contains(r.Stdout, `"holder":"`+bot.Login+`","agent":"agent-x"`) || !strings.Contains(r.Stdout, `"ended_by":"released","ended_by_login":"`+bot.Login+`","ended_by_agent":null`) {
+		t.Fatalf("history: %s", show(r))
+	}
 }

@@ -292,7 +292,7 @@ func TestBadgesInChromiumAgainstGitea(t *testing.T) {
 	inThemes(t, func(t *testing.T, theme string) {
 		s, g, w := badgeSidecar(t, theme)
 		expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue, "--ttl", "30m")), 0, "alice claims the issue")
-		expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.PullRequest)), 0, "bob is assigned the pull request")
+		expect(t, run(t, s, w.Bob, lease("acquire", w.Widgets, w.PullRequest, "--agent", "agent-7")), 0, "bob's agent-7 is assigned the pull request")
 		b := newBrowser(t, g)
 		open := fmt.Sprint(w.OpenIssue)
 
@@ -311,9 +311,10 @@ func TestBadgesInChromiumAgainstGitea(t *testing.T) {
 		}
 		b.screenshot(t, theme, "badge-issue-list.png")
 
-		// The pull request list: the open-ended claim reads "assigned to".
+		// The pull request list: the open-ended claim reads "assigned to",
+		// naming the agent of the account that holds it.
 		b.run(t, "open the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
-		if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
+		if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob · agent-7" {
 			t.Fatalf("pull request badges: %v", got)
 		}
 
@@ -351,7 +352,7 @@ func TestBadgesInChromiumAgainstGitea(t *testing.T) {
 			t.Fatalf("expired claim still drawn: %v", got)
 		}
 		b.run(t, "reload the pull requests", chromedp.Navigate(g.URL+"/acme/widgets/pulls"))
-		if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob" {
+		if got := b.badges(t, 1); got[fmt.Sprint(w.PullRequest)] != "assigned to bob · agent-7" {
 			t.Fatalf("open-ended claim after the clock moved: %v", got)
 		}
 		if errs := b.takeErrors(); len(errs) != 0 {
