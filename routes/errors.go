@@ -132,7 +132,7 @@ func (r *errorRow) match(err error) bool {
 var replies = []errorRow{
 	// The request itself: its line, its body, its credentials.
 	{as: isA[*badRequestError], say: answer{status: http.StatusBadRequest, body: func(err error) any {
-		bad, _ := asA[*badRequestError](err)
+		bad, _ := errors.AsType[*badRequestError](err)
 		return errorBody{Error: bad.msg}
 	}}},
 	{is: errSignIn, log: signInLog, say: answer{status: http.StatusBadRequest, body: func(err error) any {
@@ -140,7 +140,7 @@ var replies = []errorRow{
 	}}},
 	{is: lease.ErrInvalid, say: answer{status: http.StatusBadRequest, msg: "invalid request"}},
 	{as: isA[*invalidError], say: answer{status: http.StatusUnprocessableEntity, body: func(err error) any {
-		invalid, _ := asA[*invalidError](err)
+		invalid, _ := errors.AsType[*invalidError](err)
 		return errorBody{Error: invalid.msg}
 	}}},
 	{is: errUnauthorized, say: unauthorizedAnswer},
@@ -169,7 +169,7 @@ var replies = []errorRow{
 	{is: lease.ErrIssueNotFound, say: notFoundAnswer},
 	{is: forge.ErrNotFound, say: notFoundAnswer},
 	{as: isA[*lease.ConflictError], say: answer{status: http.StatusConflict, body: func(err error) any {
-		conflict, _ := asA[*lease.ConflictError](err)
+		conflict, _ := errors.AsType[*lease.ConflictError](err)
 		return conflict.Reply
 	}}},
 	{is: lease.ErrIssueClosed, say: answer{status: http.StatusConflict, msg: "issue is closed"}},
@@ -224,17 +224,10 @@ func (h *handler) fail(c *gin.Context, err error) {
 	r.say.write(c, err)
 }
 
-// isA says whether err is of type T (errors.As).
+// isA says whether err's tree holds a T (errors.AsType).
 func isA[T error](err error) bool {
-	_, ok := asA[T](err)
+	_, ok := errors.AsType[T](err)
 	return ok
-}
-
-// asA is the T in err's chain (errors.As).
-func asA[T error](err error) (T, bool) {
-	var t T
-	ok := errors.As(err, &t)
-	return t, ok
 }
 
 // signInProblem is the one line a browser is shown for a sign-in that

@@ -159,7 +159,7 @@ const lineInternal = contract.ErrorPrefix + "internal error"
 func exitCode(err error) Reply {
 	e := lookup(exitCodes, err)
 	if e.code == contract.ExitConflict {
-		conflict, _ := asA[*lease.ConflictError](err)
+		conflict, _ := errors.AsType[*lease.ConflictError](err)
 		return jsonReply(e.code, conflict.Status(), conflict.Reply)
 	}
 	line := e.line
@@ -175,10 +175,10 @@ func exitCode(err error) Reply {
 
 // ownLine is the error line of an error whose row has none: its message.
 func ownLine(err error) string {
-	if usage, ok := asA[*contract.UsageError](err); ok {
+	if usage, ok := errors.AsType[*contract.UsageError](err); ok {
 		return contract.ErrorLine(usage.Error())
 	}
-	if write, ok := asA[*lease.WriteRequiredError](err); ok {
+	if write, ok := errors.AsType[*lease.WriteRequiredError](err); ok {
 		return contract.ErrorLine(write.Error())
 	}
 	// the ledger's ErrInvalid, or an ErrUsage that is no *UsageError
@@ -196,15 +196,8 @@ func lookup(rows []exitRow, err error) *exitRow {
 	return &internalRow
 }
 
-// isA says whether err is of type T (errors.As).
+// isA says whether err's tree holds a T (errors.AsType).
 func isA[T error](err error) bool {
-	_, ok := asA[T](err)
+	_, ok := errors.AsType[T](err)
 	return ok
-}
-
-// asA is the T in err's chain (errors.As).
-func asA[T error](err error) (T, bool) {
-	var t T
-	ok := errors.As(err, &t)
-	return t, ok
 }
