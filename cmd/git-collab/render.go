@@ -76,8 +76,7 @@ func named(repo string, issue int64) string { return clean(repo) + "#" + strconv
 func stdTime(t *contract.Time) *time.Time { return (*time.Time)(t) }
 
 // who is a holder as git collab shows it: "bot/agent-7" for an agent of
-// the account bot, "bot" for the account itself (the spelling handoff's
-// --to takes).
+// the account bot, "bot" for the account itself.
 func who(login string, agent *string) string {
 	if agent == nil {
 		return clean(login)

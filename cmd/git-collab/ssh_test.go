@@ -104,7 +104,7 @@ func TestRemoteCommand(t *testing.T) {
 }
 
 // The client's commands take every flag of their sidecar verbs, and no
-// other: docs/agents.md's "git collab mirrors them".
+// other (docs/agents.md, Commands).
 func TestVerbsMirrorTheSidecarsGrammar(t *testing.T) {
 	usage := map[contract.Verb]string{}
 	for _, line := range strings.Split(contract.Usage, "\n") {
