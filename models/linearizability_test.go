@@ -45,7 +45,10 @@ var linModel = leasemodel.New(leasemodel.Options{})
 // that a list sees more than one of them.
 var linKeys = []Key{{RepoID: 1, Issue: 1}, {RepoID: 1, Issue: 2}, {RepoID: 1, Issue: 3}, {RepoID: 2, Issue: 1}, {RepoID: 2, Issue: 2}}
 
-var linHolders = []string{"alice", "bob", "carol", "dave"}
+// linHolders are who the clients are: accounts, and agents of one
+// account (bot), which are holders of their own that may release each
+// other's claims.
+var linHolders = []struct{ login, agent string }{{"alice", ""}, {"bob", ""}, {"bot", "a1"}, {"bot", "a2"}}
 
 // linLedger is what the clients call: the Store, or a broken variant of it.
 type linLedger interface {
@@ -93,7 +96,7 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 			<-started
 			for range opsPerClient {
 				k := linKeys[rng.Intn(len(linKeys))]
-				in := leasemodel.Input{Key: leasemodel.Key(k), Holder: holder}
+				in := leasemodel.Input{Key: leasemodel.Key(k), Holder: holder.login, Agent: holder.agent}
 				switch r := rng.Intn(24); {
 				case r < 8:
 					in.Kind = leasemodel.Acquire
@@ -109,7 +112,7 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 				case r < 22:
 					// The forge's events, with versions in the order they
 					// were issued; applied concurrently, some arrive late.
-					in.Kind, in.Holder = leasemodel.Close+leasemodel.Kind(r-20), ""
+					in.Kind, in.Holder, in.Agent = leasemodel.Close+leasemodel.Kind(r-20), "", ""
 					in.Version = version.Add(1)
 				default:
 					// next over the repository's issues.
@@ -180,16 +183,16 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 		var nh *NotHolderError
 		switch {
 		case err == nil:
-			if l.Holder != who(in.Holder) || l.Key != k {
+			if l.Holder != whoIn(in) || l.Key != k {
 				return nil, fmt.Errorf("granted %+v to the wrong caller or issue", l)
 			}
-			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
+			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
 		case errors.Is(err, ErrClosed) && in.Kind == leasemodel.Acquire:
 			return one(leasemodel.Output{Result: leasemodel.Closed})
 		case errors.As(err, &held) && in.Kind == leasemodel.Acquire:
-			return one(leasemodel.Output{Result: leasemodel.Held, Holder: held.Holder, ExpiresAt: unixOr0(held.ExpiresAt)})
+			return one(leasemodel.Output{Result: leasemodel.Held, Holder: held.Holder, Agent: held.Agent, ExpiresAt: unixOr0(held.ExpiresAt)})
 		case errors.As(err, &nh) && in.Kind == leasemodel.Renew:
-			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, ExpiresAt: unixOr0(nh.ExpiresAt)})
+			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, Agent: nh.Agent, ExpiresAt: unixOr0(nh.ExpiresAt)})
 		case errors.Is(err, ErrBusy):
 			return one(leasemodel.Output{Result: leasemodel.Unavailable})
 		}
@@ -197,7 +200,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 	}
 	switch in.Kind {
 	case leasemodel.Acquire:
-		return granted(led.Acquire(ctx, k, who(in.Holder), ttl, Observed{Kind: KindIssue}))
+		return granted(led.Acquire(ctx, k, whoIn(in), ttl, Observed{Kind: KindIssue}))
 	case leasemodel.NextTake:
 		var cands []Candidate
 		for _, lk := range linKeys {
@@ -205,20 +208,20 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 				cands = append(cands, Candidate{Issue: lk.Issue, Observed: Observed{Kind: KindIssue}, Verified: true})
 			}
 		}
-		l, err := led.AcquireFirst(ctx, k.RepoID, cands, who(in.Holder), ttl)
+		l, err := led.AcquireFirst(ctx, k.RepoID, cands, whoIn(in), ttl)
 		switch {
 		case errors.Is(err, ErrBusy):
 			return nil, nil // nothing was done, and nothing is said
 		case err != nil && !errors.Is(err, ErrNoneFree):
 			return nil, err
-		case err == nil && l.Holder != who(in.Holder):
+		case err == nil && l.Holder != whoIn(in):
 			return nil, fmt.Errorf("next granted %+v to the wrong caller", l)
 		}
 		var outs []linKeyedOutput
 		for _, c := range cands {
 			ck := Key{RepoID: k.RepoID, Issue: c.Issue}
 			if err == nil && c.Issue == l.Issue {
-				return append(outs, linKeyedOutput{key: ck, out: leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login,
+				return append(outs, linKeyedOutput{key: ck, out: leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Agent: l.Holder.Agent,
 					Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}}), nil
 			}
 			outs = append(outs, linKeyedOutput{key: ck, out: leasemodel.Output{Result: leasemodel.Held}, kind: leasemodel.NextSkip})
@@ -228,7 +231,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 		}
 		return outs, nil
 	case leasemodel.Renew:
-		return granted(led.Renew(ctx, k, who(in.Holder), ttl))
+		return granted(led.Renew(ctx, k, whoIn(in), ttl))
 	case leasemodel.Close, leasemodel.Reopen:
 		var (
 			e   Ended
@@ -247,16 +250,16 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 		}
 		return nil, err
 	case leasemodel.Release:
-		l, err := led.Release(ctx, k, who(in.Holder))
+		l, err := led.Release(ctx, k, whoIn(in))
 		var nh *NotHolderError
 		switch {
 		case err == nil:
-			if l != nil && (l.Holder != who(in.Holder) || l.Key != k) {
-				return nil, fmt.Errorf("release freed %+v, not the caller's", *l)
+			if l != nil && (l.Holder.ID != whoIn(in).ID || l.Key != k) {
+				return nil, fmt.Errorf("release freed %+v, not the caller's account's", *l)
 			}
 			return one(leasemodel.Output{Result: leasemodel.OK, Freed: l != nil})
 		case errors.As(err, &nh):
-			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, ExpiresAt: unixOr0(nh.ExpiresAt)})
+			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, Agent: nh.Agent, ExpiresAt: unixOr0(nh.ExpiresAt)})
 		case errors.Is(err, ErrBusy):
 			return one(leasemodel.Output{Result: leasemodel.Unavailable})
 		}
@@ -291,7 +294,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 			}
 			o := leasemodel.Output{Result: leasemodel.OK}
 			if l, ok := byIssue[lk.Issue]; ok {
-				o = leasemodel.Output{Result: leasemodel.OK, Present: true, Holder: l.Holder.Login, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}
+				o = leasemodel.Output{Result: leasemodel.OK, Present: true, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}
 			}
 			outs = append(outs, linKeyedOutput{key: lk, out: o})
 		}
@@ -395,6 +398,10 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 		// next looks at the live leases first, then tries its candidates
 		// one transaction each: "none" can come while one was free.
 		{"next tries candidates one by one", func(s *Store) linLedger { return nextOneByOne{s} }},
+		// Another agent of the holder's account may not release its claim.
+		{"release by the pair only", func(s *Store) linLedger { return pairRelease{s} }},
+		// Agents of one account share their claims, as accounts did.
+		{"agents share the account's claim", func(s *Store) linLedger { return sharedAgents{s} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A broken store shows itself only when the run happens to
@@ -424,6 +431,36 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 	}
 }
 
+// pairRelease refuses a release by another agent of the holder's
+// account, as if only the holder (the account and the agent) might.
+type pairRelease struct{ *Store }
+
+func (p pairRelease) Release(ctx context.Context, k Key, h Holder) (*Lease, error) {
+	cur, err := p.Current(ctx, k)
+	if err == nil && cur != nil && cur.Holder.ID == h.ID && cur.Holder.Agent != h.Agent {
+		return nil, &NotHolderError{Holder: cur.Holder.Login, Agent: cur.Holder.Agent, ExpiresAt: cur.ExpiresAt}
+	}
+	return p.Store.Release(ctx, k, h)
+}
+
+// sharedAgents drops the agent from every call: the account is the
+// holder, as before agents.
+type sharedAgents struct{ *Store }
+
+func noAgent(h Holder) Holder { h.Agent = ""; return h }
+
+func (a sharedAgents) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error) {
+	l, err := a.Store.Acquire(ctx, k, noAgent(h), ttl, obs)
+	l.Holder.Agent = h.Agent // as its caller expects to be told
+	return l, err
+}
+
+func (a sharedAgents) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error) {
+	l, err := a.Store.Renew(ctx, k, noAgent(h), ttl)
+	l.Holder.Agent = h.Agent
+	return l, err
+}
+
 // deletingRelease releases by deleting the row (in one transaction, with
 // the same refusal as the real Release).
 type deletingRelease struct{ *Store }
@@ -435,7 +472,7 @@ func (d deletingRelease) Release(ctx context.Context, k Key, h Holder) (*Lease, 
 		if err != nil || !found || row.Holder == nil {
 			return err
 		}
-		if row.live(now) && !row.heldBy(h) {
+		if row.live(now) && !row.ofAccount(h) {
 			return notHolder(row, found, now)
 		}
 		if row.live(now) {
@@ -482,7 +519,7 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Dur
 	case err != nil:
 		return Lease{}, err
 	case cur != nil && cur.Holder != h:
-		return Lease{}, &HeldError{Holder: cur.Holder.Login, ExpiresAt: cur.ExpiresAt}
+		return Lease{}, &HeldError{Holder: cur.Holder.Login, Agent: cur.Holder.Agent, ExpiresAt: cur.ExpiresAt}
 	case cur != nil:
 		return s.Store.Acquire(ctx, k, h, ttl, obs)
 	}
@@ -493,7 +530,7 @@ func (s staleAcquire) Acquire(ctx context.Context, k Key, h Holder, ttl time.Dur
 		if err != nil {
 			return err
 		}
-		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Kind: obs.Kind,
+		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Agent: h.Agent, Kind: obs.Kind,
 			Token: row.Token + 1, AcquiredAt: now, ExpiresAt: expiry(now, ttl)}
 		if found {
 			err = tx.Save(&row).Error
@@ -546,9 +583,9 @@ func earlierErr(err error) error {
 	var nh *NotHolderError
 	switch {
 	case errors.As(err, &held):
-		return &HeldError{Holder: held.Holder, ExpiresAt: secondEarlier(held.ExpiresAt)}
+		return &HeldError{Holder: held.Holder, Agent: held.Agent, ExpiresAt: secondEarlier(held.ExpiresAt)}
 	case errors.As(err, &nh):
-		return &NotHolderError{Holder: nh.Holder, ExpiresAt: secondEarlier(nh.ExpiresAt)}
+		return &NotHolderError{Holder: nh.Holder, Agent: nh.Agent, ExpiresAt: secondEarlier(nh.ExpiresAt)}
 	}
 	return err
 }
@@ -579,4 +616,11 @@ func (c closeKeepsLease) EndIssue(ctx context.Context, k Key, why Reason, versio
 		st.Closed, st.Version, st.CheckedAt = true, max(st.Version, version), now
 		return tx.Save(&st).Error
 	})
+}
+
+// whoIn is the holder of a call of the model.
+func whoIn(in leasemodel.Input) Holder {
+	h := who(in.Holder)
+	h.Agent = in.Agent
+	return h
 }

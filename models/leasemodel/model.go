@@ -42,7 +42,8 @@ func (k Kind) String() string {
 type Input struct {
 	Kind   Kind
 	Key    Key
-	Holder string
+	Holder string // the account
+	Agent  string // which of its agents ("" the account itself): with Holder, who holds
 	TTL    int64
 	// Version orders the forge's events on an issue (Close, Reopen): an
 	// event older than the state recorded changes nothing.
@@ -67,6 +68,7 @@ type Output struct {
 	Result     Result
 	Present    bool   // list: the issue has a live lease
 	Holder     string // ok: the holder; held/not_holder: the live holder ("" none)
+	Agent      string // the holder's agent, where Holder is said
 	Token      int64
 	AcquiredAt int64
 	ExpiresAt  int64 // 0: open-ended, or none
@@ -76,6 +78,7 @@ type Output struct {
 // State is one issue's lease row as the model sees it.
 type State struct {
 	Holder     string // "": free
+	Agent      string // the holder's agent ("" the account itself)
 	Token      int64
 	AcquiredAt int64
 	ExpiresAt  int64 // 0: open-ended (or free)
@@ -110,51 +113,55 @@ func Spec(s State, in Input, now int64) (Output, State) {
 		if !live {
 			return Output{Result: r}, s
 		}
-		return Output{Result: r, Holder: s.Holder, ExpiresAt: s.ExpiresAt}, s
+		return Output{Result: r, Holder: s.Holder, Agent: s.Agent, ExpiresAt: s.ExpiresAt}, s
 	}
 	granted := func(s State) (Output, State) {
-		return Output{Result: OK, Holder: s.Holder, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
+		return Output{Result: OK, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
 	}
+	// The holder is the account and the agent; any agent of the account
+	// (or the account itself) may release.
+	mine := s.Holder == in.Holder && s.Agent == in.Agent
+	ours := s.Holder == in.Holder
 	switch in.Kind {
 	case Acquire:
 		switch {
 		case s.Closed:
 			return Output{Result: Closed}, s
-		case live && s.Holder != in.Holder:
+		case live && !mine:
 			return refused(Held)
 		case live: // idempotent: same tenure, expiry from this call
 			s.ExpiresAt = exp
 			return granted(s)
 		default: // a new tenure, token old+1
-			return granted(State{Holder: in.Holder, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
+			return granted(State{Holder: in.Holder, Agent: in.Agent, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
 				Known: true, Version: s.Version})
 		}
 	case Renew:
-		if !live || s.Holder != in.Holder {
+		if !live || !mine {
 			return refused(NotHolder)
 		}
 		s.ExpiresAt = exp
 		return granted(s)
 	case Release:
-		if live && s.Holder != in.Holder {
+		if live && !ours {
 			return refused(NotHolder)
 		}
 		if s.Holder != "" { // the row is freed and keeps its token
-			s.Holder, s.AcquiredAt, s.ExpiresAt = "", 0, 0
+			s.Holder, s.Agent, s.AcquiredAt, s.ExpiresAt = "", "", 0, 0
 		}
 		return Output{Result: OK, Freed: live}, s
 	case List:
 		if !live {
 			return Output{Result: OK}, s
 		}
-		return Output{Result: OK, Present: true, Holder: s.Holder, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
+		return Output{Result: OK, Present: true, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
 	case Close:
 		if s.Known && in.Version < s.Version {
 			return Output{Result: OK}, s // older than what is recorded
 		}
 		s.Known, s.Closed, s.Version = true, true, max(s.Version, in.Version)
 		if s.Holder != "" && live { // the live tenure ends; the row keeps its token
-			s.Holder, s.AcquiredAt, s.ExpiresAt = "", 0, 0
+			s.Holder, s.Agent, s.AcquiredAt, s.ExpiresAt = "", "", 0, 0
 		}
 		return Output{Result: OK, Freed: live}, s
 	case Reopen:
@@ -166,7 +173,7 @@ func Spec(s State, in Input, now int64) (Output, State) {
 		if live || s.Closed {
 			return Output{Result: Held}, s // not free: next would not take it
 		}
-		return granted(State{Holder: in.Holder, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
+		return granted(State{Holder: in.Holder, Agent: in.Agent, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
 			Known: true, Version: s.Version})
 	case NextSkip:
 		if live || s.Closed {
@@ -196,13 +203,13 @@ func New(o Options) porcupine.Model {
 		Hash: func(state any) uint64 {
 			s := state.(State)
 			h := fnv.New64a()
-			fmt.Fprintf(h, "%s|%d|%d|%d|%d|%v|%v|%d", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Known, s.Closed, s.Version)
+			fmt.Fprintf(h, "%s|%s|%d|%d|%d|%d|%v|%v|%d", s.Holder, s.Agent, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Known, s.Closed, s.Version)
 			return h.Sum64()
 		},
 		DescribeOperation: describeOperation,
 		DescribeState: func(state any) string {
 			s := state.(State)
-			return fmt.Sprintf("%q token %d at %d until %d (last write %d; closed %v at version %d)", s.Holder, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Closed, s.Version)
+			return fmt.Sprintf("%q/%q token %d at %d until %d (last write %d; closed %v at version %d)", s.Holder, s.Agent, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Closed, s.Version)
 		},
 	}).ToModel()
 }
