@@ -67,8 +67,9 @@ func (v Viewer) holder() models.Holder {
 // the reply of the contract, or a sentinel error (errors.go). What each
 // verb does is in leases.go; who is asking, in identity.go.
 //
-// It never writes the ledger except through Ledger, and it makes no
-// network call while a ledger call is in progress.
+// It never writes the ledger except through its committed Ledger
+// (committed.go), which publishes every write on the change bus, and it
+// makes no network call while a ledger call is in progress.
 type Service struct {
 	forge    Forge
 	ledger   committed
