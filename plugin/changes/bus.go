@@ -17,7 +17,9 @@
 package changes
 
 import (
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
@@ -58,8 +60,8 @@ type Set struct {
 // Bus hands every published Set to every subscriber. The zero Bus is not
 // usable: make one with New.
 type Bus struct {
-	mu   sync.RWMutex
-	subs map[*subscription]struct{}
+	mu   sync.Mutex // serialises Subscribe and its cancels
+	subs atomic.Pointer[[]*subscription]
 	exp  *expiries
 }
 
@@ -69,7 +71,8 @@ type subscription struct{ fn func(Set) }
 // and after(d) returns a channel that receives once d has passed on it,
 // with a function that stops it (a fake clock's After in tests).
 func New(now Now, after After) *Bus {
-	b := &Bus{subs: map[*subscription]struct{}{}}
+	b := &Bus{}
+	b.subs.Store(&[]*subscription{})
 	b.exp = newExpiries(b, now, after)
 	return b
 }
@@ -79,28 +82,25 @@ func New(now Now, after After) *Bus {
 func (b *Bus) Subscribe(fn func(Set)) (cancel func()) {
 	s := &subscription{fn: fn}
 	b.mu.Lock()
-	b.subs[s] = struct{}{}
+	subs := append(slices.Clone(*b.subs.Load()), s)
+	b.subs.Store(&subs)
 	b.mu.Unlock()
 	return func() {
 		b.mu.Lock()
-		delete(b.subs, s)
-		b.mu.Unlock()
+		defer b.mu.Unlock()
+		subs := slices.DeleteFunc(slices.Clone(*b.subs.Load()), func(x *subscription) bool { return x == s })
+		b.subs.Store(&subs)
 	}
 }
 
-// Publish hands set to every subscriber, on this goroutine. An empty set
-// is not published.
+// Publish hands set to every subscriber, on this goroutine, in the order
+// they subscribed. An empty set is not published. It takes no lock: the
+// subscribers are a list that Subscribe replaces, never changes.
 func (b *Bus) Publish(set Set) {
 	if len(set.Changes) == 0 {
 		return
 	}
-	b.mu.RLock()
-	subs := make([]*subscription, 0, len(b.subs))
-	for s := range b.subs {
-		subs = append(subs, s)
-	}
-	b.mu.RUnlock()
-	for _, s := range subs {
+	for _, s := range *b.subs.Load() {
 		s.fn(set)
 	}
 }
