@@ -285,3 +285,33 @@ func TestAgentsOfOneAccountAgainstGitea(t *testing.T) {
 		t.Fatalf("history: %s", show(r))
 	}
 }
+
+// The lock-delay against the real Gitea and OpenSSH: a claim lapses, and
+// for --lock-delay nobody else may claim the issue (cooling, exit 4) or
+// get it from next, while its holder may at once.
+func TestLockDelayAgainstGitea(t *testing.T) {
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: []string{"--lock-delay", "5m"}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	repo := identityRepo(t, ctx, g, w)
+	alice, bob := identityUser(t, ctx, g, w, "cool-a", repo), identityUser(t, ctx, g, w, "cool-b", repo)
+	n := identityIssue(t, ctx, g, repo)
+	expect(t, run(t, s, alice, lease("acquire", repo, n, "--ttl", "1s")), 0, "alice claims for a second")
+	res, ok := pollUntil(10*time.Second, func() (SSHResult, bool) {
+		r := run(t, s, bob, lease("acquire", repo, n))
+		return r, strings.Contains(r.Stdout, `"status":"cooling"`)
+	})
+	if !ok || res.Code != 4 {
+		t.Fatalf("bob's acquire after alice's claim lapsed: %s, want cooling", show(res))
+	}
+	expect(t, run(t, s, bob, "collab-lease next "+repo.FullName()), 4, "bob's next passes the cooling issue over")
+	r := run(t, s, alice, lease("acquire", repo, n))
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"token":2`) {
+		t.Fatalf("alice's acquire in the lock-delay: %s, want a new tenure", show(r))
+	}
+}

@@ -58,6 +58,24 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// ErrCooling: the issue's last lease lapsed less than the lock-delay ago,
+// and the caller is not its holder (acquire). The error is a
+// *CoolingError saying until when.
+var ErrCooling = errors.New("lease cooling down after a lapse")
+
+// CoolingError says until when an issue whose lease lapsed cools down:
+// no holder but the lapsed one may claim it before Until.
+type CoolingError struct {
+	Until time.Time
+}
+
+func (e *CoolingError) Error() string {
+	return "cooling down until " + e.Until.UTC().Format(time.RFC3339)
+}
+
+// Is makes errors.Is(err, ErrCooling) true.
+func (e *CoolingError) Is(target error) bool { return target == ErrCooling }
+
 // NotHolderError says who, if anyone, holds the live lease the caller tried
 // to renew or release. Holder is "" when the issue is free.
 type NotHolderError struct {

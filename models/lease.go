@@ -86,6 +86,17 @@ func (r *leaseRow) live(now int64) bool {
 	return r.Holder != nil && (r.ExpiresAt == nil || *r.ExpiresAt > now)
 }
 
+// cooling is the one definition of the lock-delay: the row's lease lapsed
+// (it was not released: the holder is kept) less than delay seconds ago,
+// so no holder but h's own may claim it until the instant it returns.
+func (r *leaseRow) cooling(h Holder, now, delay int64) (until int64, ok bool) {
+	if delay <= 0 || r.Holder == nil || r.ExpiresAt == nil || r.live(now) || r.heldBy(h) {
+		return 0, false
+	}
+	until = *r.ExpiresAt + delay
+	return until, now < until
+}
+
 // heldBy is the one definition of "h holds this row" (live or not): the
 // account IDs match and so do the agents. A row whose holder was never
 // resolved to an account is held by nobody.

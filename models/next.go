@@ -65,7 +65,7 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 	var out Lease
 	// The whole repository: "none" must hold for every candidate at once.
 	err := s.write(ctx, repoScope(repoID), func(tx *gorm.DB, now int64) error {
-		held, err := liveIssues(tx, repoID, now)
+		held, err := takenIssues(tx, repoID, h, now, s.lockDelay)
 		if err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 			if err := admit(tx, k, c.Observed, now); err != nil {
 				return err
 			}
-			out, err = acquireIn(tx, k, h, ttl, c.Kind, now)
+			out, err = acquireIn(tx, k, h, ttl, c.Kind, now, s.lockDelay)
 			return err
 		}
 		if len(unverified) > 0 {
@@ -107,6 +107,28 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 }
 
 var liveIssuesSQL = sqlStmt("SELECT issue FROM leases WHERE repo_id = ? AND " + liveSQL)
+
+// takenIssues returns the numbers of the repository that h may not take
+// now: live-held (by anyone, h included), or cooling down after a lapse
+// (for anyone but the lapsed holder).
+func takenIssues(tx *gorm.DB, repoID int64, h Holder, now, delay int64) (map[int64]bool, error) {
+	if delay <= 0 {
+		return liveIssues(tx, repoID, now)
+	}
+	// A lease that lapsed within the delay is in liveSQL's rows at now -
+	// delay; which of them cool for h is leaseRow.cooling's to say.
+	var rows []leaseRow
+	if err := tx.Where("repo_id = ? AND "+liveSQL, repoID, now-delay).Find(&rows).Error; err != nil {
+		return nil, err
+	}
+	taken := make(map[int64]bool, len(rows))
+	for _, r := range rows {
+		if _, cooling := r.cooling(h, now, delay); r.live(now) || cooling {
+			taken[r.Issue] = true
+		}
+	}
+	return taken, nil
+}
 
 // liveIssues returns the numbers of the repository's live leases.
 func liveIssues(tx *gorm.DB, repoID, now int64) (map[int64]bool, error) {

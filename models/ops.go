@@ -38,7 +38,7 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 			return err
 		}
 		var err error
-		out, err = acquireIn(tx, k, h, ttl, kind, now)
+		out, err = acquireIn(tx, k, h, ttl, kind, now, s.lockDelay)
 		return err
 	})
 	if err != nil {
@@ -48,8 +48,8 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 }
 
 // acquireIn is acquire's decision, inside its transaction, once the
-// issue's state has been admitted.
-func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now int64) (Lease, error) {
+// issue's state has been admitted; delay is the lock-delay in seconds.
+func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now, delay int64) (Lease, error) {
 	row, found, err := load(tx, k)
 	if err != nil {
 		return Lease{}, err
@@ -59,6 +59,8 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 	switch {
 	case found && row.live(now) && !row.heldBy(h):
 		return Lease{}, &HeldError{Holder: *row.Holder, Agent: row.Agent, ExpiresAt: unixPtr(row.ExpiresAt)}
+	case found && coolingUntil(row, h, now, delay) != nil:
+		return Lease{}, &CoolingError{Until: *coolingUntil(row, h, now, delay)}
 	case found && row.live(now):
 		row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
 		ev.Action = ActionReacquire
@@ -256,6 +258,15 @@ func notHolder(row leaseRow, found bool, now int64) error {
 		return &NotHolderError{Holder: *row.Holder, Agent: row.Agent, ExpiresAt: unixPtr(row.ExpiresAt)}
 	}
 	return &NotHolderError{}
+}
+
+// coolingUntil is when the row's lock-delay ends for h, or nil if h may
+// claim it now.
+func coolingUntil(row leaseRow, h Holder, now, delay int64) *time.Time {
+	if until, ok := row.cooling(h, now, delay); ok {
+		return unixPtr(&until)
+	}
+	return nil
 }
 
 func expiry(now int64, ttl time.Duration) *int64 {

@@ -380,7 +380,7 @@ func openPostgres(db string, o options) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", name, err)
 	}
-	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout,
+	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second), busyTimeout: o.busyTimeout,
 		writeSlot: make(chan struct{}, 1), maxBatch: 1, onStep: o.onStep, pgCfg: cfg, dbClock: !o.clockSet}
 	ctx, cancel := context.WithTimeout(context.Background(), max(o.busyTimeout, 10*time.Second))
 	defer cancel()

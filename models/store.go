@@ -66,6 +66,9 @@ type Store struct {
 	serializable bool
 	clock        Clock
 	maxTTL       time.Duration
+	// lockDelay: after a lease lapses, how many seconds no other holder
+	// may claim the issue (WithLockDelay; 0: none).
+	lockDelay int64
 	// busyTimeout bounds one write's wait for the lock, in total.
 	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach
@@ -102,6 +105,7 @@ type options struct {
 	clockSet    bool // by WithClock: decide by it on PostgreSQL too
 	busyTimeout time.Duration
 	maxTTL      time.Duration
+	lockDelay   time.Duration
 	onStep      func(back time.Duration)
 }
 
@@ -126,6 +130,16 @@ func WithBusyTimeout(d time.Duration) Option { return func(o *options) { o.busyT
 // limit beyond about a century).
 func WithMaxTTL(d time.Duration) Option { return func(o *options) { o.maxTTL = d } }
 
+// MaxLockDelay is the longest lock-delay WithLockDelay accepts.
+const MaxLockDelay = 5 * time.Minute
+
+// WithLockDelay sets the lock-delay: after a lease ends involuntarily
+// (it lapsed), for d no other holder may acquire the issue or get it from
+// AcquireFirst, so that a frozen holder that has not noticed gets time to
+// stop; the holder whose lease lapsed may claim it again at once. Whole
+// seconds, at most MaxLockDelay; 0 (the default) is none.
+func WithLockDelay(d time.Duration) Option { return func(o *options) { o.lockDelay = d } }
+
 // Open opens the ledger db and migrates its schema: a PostgreSQL database
 // if db is a postgres:// or postgresql:// URL (IsPostgres; the database
 // must exist, see openPostgres), else a SQLite file at that path, created
@@ -137,6 +151,9 @@ func Open(db string, opts ...Option) (*Store, error) {
 	}
 	if o.maxTTL <= 0 || o.maxTTL > maxTTLBound {
 		o.maxTTL = maxTTLBound
+	}
+	if o.lockDelay < 0 || o.lockDelay > MaxLockDelay || o.lockDelay%time.Second != 0 {
+		return nil, fmt.Errorf("open ledger: %w: lock-delay %s is not whole seconds from 0 to %s", ErrInvalid, o.lockDelay, MaxLockDelay)
 	}
 	if IsPostgres(db) {
 		return openPostgres(db, o)
@@ -194,7 +211,7 @@ func openSQLite(path string, o options) (*Store, error) {
 	}
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, busyTimeout: o.busyTimeout,
+	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second), busyTimeout: o.busyTimeout,
 		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
 	if err := s.migrate(); err != nil {
 		_ = sqlDB.Close()

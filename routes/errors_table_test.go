@@ -76,6 +76,8 @@ var notSeen = map[string]string{
 	"models.ErrNotHolder":     "the lease service answers it as a *lease.ConflictError (not_holder)",
 	"*models.NotHolderError":  "the lease service answers it as a *lease.ConflictError (not_holder)",
 	"models.ErrClosed":        "the lease service answers it as lease.ErrIssueClosed",
+	"models.ErrCooling":       "the lease service answers it as a *lease.ConflictError (cooling)",
+	"*models.CoolingError":    "the lease service answers it as a *lease.ConflictError (cooling)",
 	"models.ErrNoneFree":      "next answers it as a *lease.ConflictError (none)",
 	"*models.UnverifiedError": "next asks the forge about the candidates it names and tries again",
 }

@@ -48,6 +48,7 @@ type Config struct {
 	WebhookURL   string // the base URL Gitea delivers webhooks to; PublicURL unless set
 	GiteaCustom  string // Gitea's custom directory, for install (and doctor)
 	MaxTTL       time.Duration
+	LockDelay    time.Duration
 	ForgeTimeout time.Duration
 	KeyCacheTTL  time.Duration
 	PermCacheTTL time.Duration
@@ -97,6 +98,7 @@ var settings = []setting{
 	{"webhook-url", "COLLAB_WEBHOOK_URL", "", "URL at which Gitea reaches this sidecar, if not the public URL (install registers <webhook-url>" + routes.WebhookPath + ")"},
 	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
 	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(lease.DefaultMaxTTL), "largest --ttl a claim may ask for"},
+	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
@@ -309,6 +311,7 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		min, max time.Duration
 	}{
 		{"max-ttl", &c.MaxTTL, time.Second, 100 * 365 * 24 * time.Hour},
+		{"lock-delay", &c.LockDelay, 0, models.MaxLockDelay},
 		{"forge-timeout", &c.ForgeTimeout, 100 * time.Millisecond, time.Minute},
 		{"key-cache-ttl", &c.KeyCacheTTL, 0, time.Hour},
 		{"perm-cache-ttl", &c.PermCacheTTL, 0, time.Hour},
@@ -321,6 +324,9 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 			return c, fmt.Errorf("%s %q must be a duration between %s and %s (e.g. 30s, 5m, 168h)", d.name, v[d.name], d.min, d.max)
 		}
 		*d.dst = parsed
+	}
+	if c.LockDelay%time.Second != 0 {
+		return c, fmt.Errorf("lock-delay %q must be whole seconds", v["lock-delay"])
 	}
 	counts := []struct {
 		name     string

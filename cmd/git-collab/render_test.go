@@ -38,6 +38,8 @@ func TestRender(t *testing.T) {
 			"claimed acme/widgets#42 (token 3, open-ended)\n", ""},
 		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}`, 4,
 			"", "acme/widgets#42 is claimed by bob until 12:05 UTC\n"},
+		{"claim 42", `{"status":"cooling","repo":"acme/widgets","issue":42,"until":"2026-09-05T12:05:00Z"}`, 4,
+			"", "acme/widgets#42 cools down until 12:05 UTC: its last claim lapsed, and only its holder may claim it before then\n"},
 		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bot","agent":"agent-7","expires_at":"2026-09-05T12:05:00Z"}`, 4,
 			"", "acme/widgets#42 is claimed by bot/agent-7 until 12:05 UTC\n"},
 		{"claims", `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"bot","agent":"agent-7","token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}]}`, 0,

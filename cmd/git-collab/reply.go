@@ -10,8 +10,8 @@ import (
 
 // decodeReply reads the sidecar's reply to req, sent with exit status code
 // (0 or 4), into the contract shape that verb answers with under that
-// status: *contract.Tenure, *contract.Conflict, *contract.None,
-// *contract.Stale, *contract.Released, *contract.List or
+// status: *contract.Tenure, *contract.Conflict, *contract.Cooling,
+// *contract.None, *contract.Stale, *contract.Released, *contract.List or
 // *contract.History. What it cannot read, and a shape or status the verb
 // never answers with, is an error: the callers then show the reply as it
 // is rather than guess.
@@ -56,6 +56,12 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return nil, err
 		}
 		return r, wantStatus(r.Status, code, contract.StatusStale)
+	case req.Verb == contract.VerbAcquire && bytes.Contains(body, []byte(`"status":"cooling"`)):
+		r, err := decodeAs[contract.Cooling](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusCooling)
 	}
 	r, err := decodeAs[contract.Conflict](body)
 	if err != nil {

@@ -15,6 +15,7 @@ const (
 	StatusNone      = "none"    // next: nothing qualifies (exit 4)
 	StatusCurrent   = "current" // check: the token is the live tenure's
 	StatusStale     = "stale"   // check: it is not (exit 4)
+	StatusCooling   = "cooling" // acquire, next: the issue's claim lapsed less than the lock-delay ago (exit 4)
 )
 
 // The reasons a tenure ended, in History (docs/ssh.md, The agent verbs).
@@ -45,6 +46,18 @@ type Stale struct {
 	Repo   string `json:"repo"`
 	Issue  int64  `json:"issue"`
 	Token  *int64 `json:"token"`
+}
+
+// Cooling answers an acquire of an issue whose last claim lapsed less
+// than the sidecar's lock-delay ago (exit 4): nobody but the holder whose
+// claim lapsed may claim it before Until.
+//
+//	{"status":"cooling","repo":"acme/widgets","issue":42,"until":"2026-09-05T12:05:00Z"}
+type Cooling struct {
+	Status string `json:"status"` // StatusCooling
+	Repo   string `json:"repo"`
+	Issue  int64  `json:"issue"`
+	Until  Time   `json:"until"`
 }
 
 // TenureView is one tenure of an issue in its history. EndedAt and EndedBy

@@ -6,9 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // agent is the viewer login acting as agent name.
@@ -73,5 +75,56 @@ func TestAgentsOfOneAccountThroughTheService(t *testing.T) {
 		`{"token":1,"holder":"bob","agent":"agent-7","acquired_at":"2026-09-05T12:00:00Z","ended_at":"2026-09-05T12:01:00Z","ended_by":"taken_over"}]}`
 	if string(b) != want {
 		t.Fatalf("history\n got %s\nwant %s", b, want)
+	}
+}
+
+// The lock-delay through the service: another's acquire of an issue whose
+// claim lapsed moments ago answers cooling, until when; its holder's
+// acquire succeeds; next passes it over.
+func TestCoolingThroughTheService(t *testing.T) {
+	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Ledger: []models.Option{models.WithLockDelay(time.Minute)}})
+	w := &world{forge: lw.Forge, clock: lw.Clock, svc: lw.Service, ledger: lw.Ledger}
+	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	_, err := w.svc.Acquire(bg, w.as("bob"), "acme", "widgets", 1, 0)
+	var conflict *lease.ConflictError
+	if !errors.As(err, &conflict) || conflict.Status() != contract.StatusCooling {
+		t.Fatalf("bob's acquire in the lock-delay: %v, want cooling", err)
+	}
+	if b, _ := json.Marshal(conflict.Reply); string(b) != `{"status":"cooling","repo":"acme/widgets","issue":1,"until":"2026-09-05T12:02:00Z"}` {
+		t.Fatalf("cooling reply %s", b)
+	}
+	if got, err := w.svc.Next(bg, w.as("bob"), "acme", "widgets", forge.IssueFilter{}, 0); err != nil || got.Issue != 4 {
+		t.Fatalf("bob's next in the lock-delay: %+v %v, want #4 (#1 cools down)", got, err)
+	}
+	// bob waits for it: he gets it the instant the delay ends.
+	got := make(chan error, 1)
+	go func() {
+		_, err := w.svc.AcquireWait(bg, w.as("bob"), "acme", "widgets", 1, 0, 10*time.Minute)
+		got <- err
+	}()
+	leasetest.WaitFor(t, "bob to wait", func() bool { return w.svc.Waiting(1, 1) == 1 && w.svc.Bus().Pending() == 1 })
+	w.clock.Advance(time.Minute)
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("bob's wait: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("bob was not woken when the lock-delay ended")
+	}
+}
+
+// The lapsed holder may claim its issue again at once, in the lock-delay.
+func TestTheLapsedHolderIsNotCooled(t *testing.T) {
+	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Ledger: []models.Option{models.WithLockDelay(time.Minute)}})
+	if _, err := lw.Service.Acquire(bg, lw.As("alice"), "acme", "widgets", 1, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	lw.Clock.Advance(time.Minute)
+	if got, err := lw.Service.Acquire(bg, lw.As("alice"), "acme", "widgets", 1, 0); err != nil || got.Token != 2 {
+		t.Fatalf("the lapsed holder's acquire: %+v %v, want a new tenure", got, err)
 	}
 }

@@ -3,6 +3,7 @@ package lease
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
@@ -60,8 +61,9 @@ func (e *WriteRequiredError) Error() string {
 // ConflictError is an answer that is not a success but not an error
 // either (exit 4, HTTP 409): Reply is the JSON the caller gets, one of
 // contract.Conflict (held, not_holder: the live holder is named only on a
-// number the caller may read), contract.None (next found nothing) and
-// contract.Stale (check: not the live tenure's token).
+// number the caller may read), contract.None (next found nothing),
+// contract.Stale (check: not the live tenure's token) and contract.Cooling
+// (acquire of an issue in its lock-delay).
 type ConflictError struct {
 	Reply any
 }
@@ -74,6 +76,8 @@ func (e *ConflictError) Status() string {
 	case contract.None:
 		return r.Status
 	case contract.Stale:
+		return r.Status
+	case contract.Cooling:
 		return r.Status
 	}
 	return "conflict"
@@ -90,6 +94,8 @@ func (e *ConflictError) Error() string {
 		return fmt.Sprintf("%s: %s", r.Status, r.Repo)
 	case contract.Stale:
 		return fmt.Sprintf("%s: %s#%d", r.Status, r.Repo, r.Issue)
+	case contract.Cooling:
+		return fmt.Sprintf("%s: %s#%d until %s", r.Status, r.Repo, r.Issue, time.Time(r.Until).UTC().Format(time.RFC3339))
 	}
 	return "conflict"
 }

@@ -230,9 +230,12 @@ func (s *Service) Lease(ctx context.Context, v Viewer, owner, name string, n int
 func conflict(r forge.Repo, n int64, err error) error {
 	var held *models.HeldError
 	var notHolder *models.NotHolderError
+	var cooling *models.CoolingError
 	switch {
 	case errors.Is(err, models.ErrClosed):
 		return fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueClosed)
+	case errors.As(err, &cooling):
+		return &ConflictError{Reply: contract.Cooling{Status: contract.StatusCooling, Repo: r.FullName, Issue: n, Until: contract.Time(cooling.Until)}}
 	case errors.As(err, &held):
 		return &ConflictError{Reply: contract.Conflict{Status: contract.StatusHeld, Repo: r.FullName, Issue: n,
 			Holder: &held.Holder, Agent: contract.AgentPtr(held.Agent), ExpiresAt: contract.TimePtr(held.ExpiresAt)}}

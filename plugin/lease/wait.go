@@ -195,8 +195,16 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 		// service's clock has passed is the ledger's clock lagging (on
 		// PostgreSQL, the database server's): look again a second later,
 		// not at once and again.
-		if c, ok := held.Reply.(contract.Conflict); ok && c.ExpiresAt != nil {
-			at := time.Time(*c.ExpiresAt)
+		var at time.Time
+		switch c := held.Reply.(type) {
+		case contract.Conflict:
+			if c.ExpiresAt != nil {
+				at = time.Time(*c.ExpiresAt)
+			}
+		case contract.Cooling: // its lock-delay ends then
+			at = time.Time(c.Until)
+		}
+		if !at.IsZero() {
 			if now := s.now(); !at.After(now) {
 				at = now.Add(time.Second)
 			}
