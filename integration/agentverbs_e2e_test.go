@@ -315,3 +315,30 @@ func TestLockDelayAgainstGitea(t *testing.T) {
 		t.Fatalf("alice's acquire in the lock-delay: %s, want a new tenure", show(r))
 	}
 }
+
+// The work-in-progress caps against the real Gitea and OpenSSH: one
+// account's agents together hold at most --max-claims-per-account claims.
+func TestClaimCapsAgainstGitea(t *testing.T) {
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: []string{"--max-claims-per-account", "2"}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	repo := identityRepo(t, ctx, g, w)
+	bot := identityUser(t, ctx, g, w, "capped", repo)
+	var ns []int64
+	for range 3 {
+		ns = append(ns, identityIssue(t, ctx, g, repo))
+	}
+	expect(t, run(t, s, bot, lease("acquire", repo, ns[0], "--agent", "a1")), 0, "a1's first claim")
+	expect(t, run(t, s, bot, lease("acquire", repo, ns[1], "--agent", "a2")), 0, "a2's first claim")
+	r := run(t, s, bot, lease("acquire", repo, ns[2], "--agent", "a3"))
+	if r.Code != 4 || !strings.Contains(r.Stdout, `"status":"limit"`) || !strings.Contains(r.Stdout, `"scope":"account","limit":2,"live":2`) {
+		t.Fatalf("a3's claim past the account's cap: %s", show(r))
+	}
+	expect(t, run(t, s, bot, lease("release", repo, ns[0])), 0, "the account releases a claim")
+	expect(t, run(t, s, bot, lease("acquire", repo, ns[2], "--agent", "a3")), 0, "a3's claim once a place is free")
+}

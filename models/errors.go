@@ -58,6 +58,26 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// ErrLimit: a new tenure would take its holder, or its holder's account,
+// past the ledger's claim cap (acquire, next). The error is a *LimitError.
+var ErrLimit = errors.New("claim cap reached")
+
+// LimitError says which cap a new tenure would have passed: Scope
+// "holder" (the account and the agent) or "account" (all its agents),
+// the cap, and how many live leases the scope holds.
+type LimitError struct {
+	Scope string
+	Limit int64
+	Live  int64
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("%s holds %d live claims, its cap of %d", e.Scope, e.Live, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrLimit) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
 // ErrCooling: the last lease lapsed less than the lock-delay ago,
 // and the caller is not its holder (acquire). The error is a
 // *CoolingError saying until when.

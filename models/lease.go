@@ -64,10 +64,10 @@ type leaseRow struct {
 	// HolderID is who holds it. NULL HolderID on a held row: written by
 	// schema 1 and not resolved yet; 0: resolved to no account.
 	Holder     *string `gorm:"size:255"`
-	HolderID   *int64
-	Kind       Kind  `gorm:"not null;default:0"`
-	Token      int64 `gorm:"not null"`
-	AcquiredAt int64 `gorm:"not null;index:idx_leases_repo_acquired,priority:2"`
+	HolderID   *int64  `gorm:"index:idx_leases_holder"`
+	Kind       Kind    `gorm:"not null;default:0"`
+	Token      int64   `gorm:"not null"`
+	AcquiredAt int64   `gorm:"not null;index:idx_leases_repo_acquired,priority:2"`
 	// ExpiresAt is indexed over held rows only (partial index), so that
 	// counting live leases (CountLive, read at every metrics scrape)
 	// searches the live rows instead of scanning a table that keeps a row

@@ -64,7 +64,7 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 	}
 	var out Lease
 	// The whole repository: "none" must hold for every candidate at once.
-	err := s.write(ctx, repoScope(repoID), func(tx *gorm.DB, now int64) error {
+	err := s.write(ctx, s.claimScope(repoScope(repoID), h), func(tx *gorm.DB, now int64) error {
 		held, err := takenIssues(tx, repoID, h, now, s.lockDelay)
 		if err != nil {
 			return err
@@ -92,7 +92,7 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 			if err := admit(tx, k, c.Observed, now); err != nil {
 				return err
 			}
-			out, err = acquireIn(tx, k, h, ttl, c.Kind, now, s.lockDelay)
+			out, err = acquireIn(tx, k, h, ttl, c.Kind, now, s.policy())
 			return err
 		}
 		if len(unverified) > 0 {

@@ -33,12 +33,12 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 		return Lease{}, fmt.Errorf("acquire %d#%d: %w: unknown kind %d", k.RepoID, k.Issue, ErrInvalid, kind)
 	}
 	var out Lease
-	err := s.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
+	err := s.write(ctx, s.claimScope(issueScope(k), h), func(tx *gorm.DB, now int64) error {
 		if err := admit(tx, k, obs, now); err != nil {
 			return err
 		}
 		var err error
-		out, err = acquireIn(tx, k, h, ttl, kind, now, s.lockDelay)
+		out, err = acquireIn(tx, k, h, ttl, kind, now, s.policy())
 		return err
 	})
 	if err != nil {
@@ -47,21 +47,83 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 	return out, nil
 }
 
+// policy is what a new tenure must respect besides the row itself: the
+// lock-delay (seconds) and the claim caps (0: none).
+type policy struct {
+	delay, perHolder, perAccount int64
+}
+
+func (s *Store) policy() policy {
+	return policy{delay: s.lockDelay, perHolder: s.perHolder, perAccount: s.perAccount}
+}
+
+// claimScope is sc, and on PostgreSQL with a claim cap also h's account:
+// the count of its live leases and the new tenure are one decision, so
+// two claims of the account on different issues wait for each other.
+func (s *Store) claimScope(sc scope, h Holder) scope {
+	if s.perHolder > 0 || s.perAccount > 0 {
+		sc.account = h.ID
+	}
+	return sc
+}
+
+var (
+	countHolderSQL  = sqlStmt("SELECT count(*) FROM leases WHERE holder_id = ? AND agent = ? AND " + liveSQL)
+	countAccountSQL = sqlStmt("SELECT count(*) FROM leases WHERE holder_id = ? AND " + liveSQL)
+)
+
+// capped is the *LimitError of a new tenure for h beyond p's caps, if any
+// (the holder's cap first); h holds no live lease on the issue at stake.
+func capped(tx *gorm.DB, h Holder, now int64, p policy) error {
+	if p.perHolder <= 0 && p.perAccount <= 0 {
+		return nil
+	}
+	for _, c := range []struct {
+		scope string
+		limit int64
+		q     stmt
+		args  []any
+	}{
+		{"holder", p.perHolder, countHolderSQL, []any{h.ID, h.Agent, now}},
+		{"account", p.perAccount, countAccountSQL, []any{h.ID, now}},
+	} {
+		if c.limit <= 0 {
+			continue
+		}
+		var live int64
+		if err := queryRow(tx, c.q, c.args...).Scan(&live); err != nil {
+			return err
+		}
+		if live >= c.limit {
+			return &LimitError{Scope: c.scope, Limit: c.limit, Live: live}
+		}
+	}
+	return nil
+}
+
 // acquireIn is acquire's decision, inside its transaction, once the
-// issue's state has been admitted; delay is the lock-delay in seconds.
-func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now, delay int64) (Lease, error) {
+// issue's state has been admitted, under policy p.
+func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now int64, p policy) (Lease, error) {
 	row, found, err := load(tx, k)
 	if err != nil {
 		return Lease{}, err
 	}
 	expires := expiry(now, ttl)
 	ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, Agent: h.Agent, At: now, ExpiresAt: expires}
+	live := found && row.live(now)
 	switch {
-	case found && row.live(now) && !row.heldBy(h):
+	case live && !row.heldBy(h):
 		return Lease{}, &HeldError{Holder: *row.Holder, Agent: row.Agent, ExpiresAt: unixPtr(row.ExpiresAt)}
-	case found && coolingUntil(row, h, now, delay) != nil:
-		return Lease{}, &CoolingError{Until: *coolingUntil(row, h, now, delay)}
-	case found && row.live(now):
+	case found && coolingUntil(row, h, now, p.delay) != nil:
+		return Lease{}, &CoolingError{Until: *coolingUntil(row, h, now, p.delay)}
+	case !live:
+		// A new tenure: within the claim caps? (A re-acquire never counts.)
+		if err := capped(tx, h, now, p); err != nil {
+			return Lease{}, err
+		}
+	}
+	switch {
+	case live:
 		row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
 		ev.Action = ActionReacquire
 	case found:

@@ -114,7 +114,7 @@ const (
 type scope struct {
 	repo    int64 // the repository: shared, or exclusive if issue is 0
 	issue   int64
-	account int64 // a forge account (session epochs)
+	account int64 // a forge account (session epochs; with repo, a claim under a cap)
 }
 
 // issueScope is the scope of a decision about one issue (or pull request).
@@ -154,6 +154,13 @@ func lock(tx *gorm.DB, sc scope) (int64, error) {
 		locks, args = "pg_advisory_xact_lock($1, $2)", []any{lockAccount, lockKey(sc.account, 0)}
 	default:
 		locks = "1"
+	}
+	if sc.account != 0 && sc.repo != 0 {
+		// A claim under a cap: the account's lock too, after the issue's
+		// (or repository's), as every such claim takes them, so two of
+		// them never wait for each other crosswise.
+		locks += fmt.Sprintf(", pg_advisory_xact_lock($%d, $%d)", len(args)+1, len(args)+2)
+		args = append(args, lockAccount, lockKey(sc.account, 0))
 	}
 	var micros int64
 	err := c.QueryRowContext(ctx, "SELECT "+pgClockSQL+" FROM (SELECT "+locks+" OFFSET 0) AS locked", args...).Scan(&micros)
@@ -380,7 +387,8 @@ func openPostgres(db string, o options) (*Store, error) {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", name, err)
 	}
-	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second), busyTimeout: o.busyTimeout,
+	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second),
+		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), busyTimeout: o.busyTimeout,
 		writeSlot: make(chan struct{}, 1), maxBatch: 1, onStep: o.onStep, pgCfg: cfg, dbClock: !o.clockSet}
 	ctx, cancel := context.WithTimeout(context.Background(), max(o.busyTimeout, 10*time.Second))
 	defer cancel()

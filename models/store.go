@@ -42,7 +42,9 @@ import (
 //     whole table.
 //   - 7: agents: leases.agent and lease_events.agent ("" for the rows
 //     before, whose holders are accounts themselves).
-const schemaVersion = 7
+//   - 8: an index of leases by holder account (idx_leases_holder), so
+//     that the claim caps count an account's leases without a scan.
+const schemaVersion = 8
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -69,6 +71,9 @@ type Store struct {
 	// lockDelay: after a lease lapses, how many seconds no other holder
 	// may claim the issue (WithLockDelay; 0: none).
 	lockDelay int64
+	// perHolder and perAccount cap the live leases of one holder and of
+	// one account (WithClaimCaps; 0: no cap).
+	perHolder, perAccount int64
 	// busyTimeout bounds one write's wait for the lock, in total.
 	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach
@@ -106,6 +111,8 @@ type options struct {
 	busyTimeout time.Duration
 	maxTTL      time.Duration
 	lockDelay   time.Duration
+	perHolder   int
+	perAccount  int
 	onStep      func(back time.Duration)
 }
 
@@ -133,6 +140,15 @@ func WithMaxTTL(d time.Duration) Option { return func(o *options) { o.maxTTL = d
 // MaxLockDelay is the longest lock-delay WithLockDelay accepts.
 const MaxLockDelay = 5 * time.Minute
 
+// WithClaimCaps caps how many live leases one holder (an account and an
+// agent) and one account (all its agents) may hold at once, over every
+// repository: a new tenure beyond a cap is a *LimitError, decided in the
+// acquire's own transaction, so the cap holds exactly under any race. A
+// re-acquire or renew of a lease already held never counts. 0: no cap.
+func WithClaimCaps(perHolder, perAccount int) Option {
+	return func(o *options) { o.perHolder, o.perAccount = perHolder, perAccount }
+}
+
 // WithLockDelay sets the lock-delay: after a lease ends involuntarily
 // (it lapsed), for d no other holder may acquire the issue or get it from
 // AcquireFirst, so that a frozen holder that has not noticed gets time to
@@ -151,6 +167,9 @@ func Open(db string, opts ...Option) (*Store, error) {
 	}
 	if o.maxTTL <= 0 || o.maxTTL > maxTTLBound {
 		o.maxTTL = maxTTLBound
+	}
+	if o.perHolder < 0 || o.perAccount < 0 {
+		return nil, fmt.Errorf("open ledger: %w: claim caps %d and %d must not be negative", ErrInvalid, o.perHolder, o.perAccount)
 	}
 	if o.lockDelay < 0 || o.lockDelay > MaxLockDelay || o.lockDelay%time.Second != 0 {
 		return nil, fmt.Errorf("open ledger: %w: lock-delay %s is not whole seconds from 0 to %s", ErrInvalid, o.lockDelay, MaxLockDelay)
@@ -211,7 +230,8 @@ func openSQLite(path string, o options) (*Store, error) {
 	}
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
-	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second), busyTimeout: o.busyTimeout,
+	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second),
+		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), busyTimeout: o.busyTimeout,
 		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
 	if err := s.migrate(); err != nil {
 		_ = sqlDB.Close()

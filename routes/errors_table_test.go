@@ -77,6 +77,8 @@ var notSeen = map[string]string{
 	"*models.NotHolderError":  "the lease service answers it as a *lease.ConflictError (not_holder)",
 	"models.ErrClosed":        "the lease service answers it as lease.ErrIssueClosed",
 	"models.ErrCooling":       "the lease service answers it as a *lease.ConflictError (cooling)",
+	"models.ErrLimit":         "the lease service answers it as a *lease.ConflictError (limit)",
+	"*models.LimitError":      "the lease service answers it as a *lease.ConflictError (limit)",
 	"*models.CoolingError":    "the lease service answers it as a *lease.ConflictError (cooling)",
 	"models.ErrNoneFree":      "next answers it as a *lease.ConflictError (none)",
 	"*models.UnverifiedError": "next asks the forge about the candidates it names and tries again",

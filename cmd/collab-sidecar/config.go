@@ -42,16 +42,19 @@ type Config struct {
 	DB string
 	// HostKey and SessionKey are the files of the SSH host key and the
 	// session-signing key; replicas behind one load balancer share them.
-	HostKey      string
-	SessionKey   string
-	PublicURL    string
-	WebhookURL   string // the base URL Gitea delivers webhooks to; PublicURL unless set
-	GiteaCustom  string // Gitea's custom directory, for install (and doctor)
-	MaxTTL       time.Duration
-	LockDelay    time.Duration
-	ForgeTimeout time.Duration
-	KeyCacheTTL  time.Duration
-	PermCacheTTL time.Duration
+	HostKey     string
+	SessionKey  string
+	PublicURL   string
+	WebhookURL  string // the base URL Gitea delivers webhooks to; PublicURL unless set
+	GiteaCustom string // Gitea's custom directory, for install (and doctor)
+	MaxTTL      time.Duration
+	LockDelay   time.Duration
+	// Work-in-progress caps: live claims per holder and per account (0: none).
+	MaxClaimsPerHolder  int
+	MaxClaimsPerAccount int
+	ForgeTimeout        time.Duration
+	KeyCacheTTL         time.Duration
+	PermCacheTTL        time.Duration
 	// IssueStateTTL bounds how long the ledger's record of an issue's
 	// state is trusted without asking Gitea; Reconcile is how often
 	// missed webhook deliveries are looked for.
@@ -98,6 +101,8 @@ var settings = []setting{
 	{"webhook-url", "COLLAB_WEBHOOK_URL", "", "URL at which Gitea reaches this sidecar, if not the public URL (install registers <webhook-url>" + routes.WebhookPath + ")"},
 	{"gitea-custom", "COLLAB_GITEA_CUSTOM", "", "Gitea's custom directory ($GITEA_CUSTOM), where install writes templates/custom/footer.tmpl"},
 	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(lease.DefaultMaxTTL), "largest --ttl a claim may ask for"},
+	{"max-claims-per-holder", "COLLAB_MAX_CLAIMS_PER_HOLDER", "0", "live claims one holder (an account's agent, or the account itself) may hold at once, over every repository (0: no cap)"},
+	{"max-claims-per-account", "COLLAB_MAX_CLAIMS_PER_ACCOUNT", "0", "live claims one account may hold at once, all its agents together (0: no cap)"},
 	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
@@ -334,6 +339,8 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		min, max int
 	}{
 		{"max-conns-per-addr", &c.MaxConnsPerAddr, 1, 1 << 20},
+		{"max-claims-per-holder", &c.MaxClaimsPerHolder, 0, 1 << 20},
+		{"max-claims-per-account", &c.MaxClaimsPerAccount, 0, 1 << 20},
 		{"max-conns-per-account", &c.MaxConnsPerAccount, 1, 1 << 20},
 		{"forge-rate-per-addr", &c.ForgeRatePerAddr, 0, 1 << 20},
 		{"event-streams-per-viewer", &c.StreamsPerViewer, 1, maxEventStreams},

@@ -98,6 +98,7 @@ func TestConfigValidation(t *testing.T) {
 		{"admin listen on the ssh address", append(base, "--admin-listen", ":2222"), "admin-listen \":2222\" is also ssh-listen"},
 		{"bad ttl", append(base, "--max-ttl", "soon"), "max-ttl \"soon\" must be a duration"},
 		{"zero ttl", append(base, "--max-ttl", "0s"), "max-ttl"},
+		{"negative claim cap", append(base, "--max-claims-per-holder", "-1"), "max-claims-per-holder \"-1\" must be a whole number from 0 to 1048576"},
 		{"lock-delay over 5m", append(base, "--lock-delay", "6m"), "lock-delay \"6m\" must be a duration between 0s and 5m0s"},
 		{"no streams", append(base, "--event-streams-per-viewer", "0"), "event-streams-per-viewer \"0\" must be a whole number from 1 to 100000"},
 		{"bad stream cap", append(base, "--event-streams-per-address", "lots"), "event-streams-per-address \"lots\" must be a whole number"},

@@ -21,7 +21,7 @@ const workflow = `Claim an issue before working on it, so that no other agent or
 2. Work. Renew with the same ttl well before expires_at (every two thirds of the ttl, say). A claim that lapsed is not yours: if renew answers not_holder, stop, claim again, and do not assume earlier work is still yours to finish.
 3. Right before a merge or a push, check the issue with your token; unless it answers current, do not merge or push.
 4. unclaim when done, or when you give up.
-The statuses held, cooling, not_holder, none and stale are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
+The statuses held, cooling, limit, not_holder, none and stale are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
 
 // errorsNote ends every tool's description: the outcomes an agent must
 // tell apart, in one place.
@@ -140,6 +140,9 @@ var (
 		means: "released, or nobody held it: either way it is free"}
 	outCooling = outcome{shape: contract.Cooling{}, status: contract.StatusCooling,
 		means: "an answer, not an error: the issue's last claim lapsed moments ago, and only its holder may claim it before until; pick other work, or claim it after until"}
+	outLimit = outcome{shape: contract.Limit{}, status: contract.StatusLimit,
+		means:  "an answer, not an error: you (scope holder) or your account (scope account) hold limit live claims, the sidecar's cap; unclaim one before claiming another",
+		fields: map[string]string{"issue": "the issue asked for; null for next", "holder": "your Gitea login", "agent": "your agent; null: the account itself"}}
 	outNone = outcome{shape: contract.None{}, status: contract.StatusNone,
 		means: "an answer, not an error: no issue qualifies now; look again later"}
 	outCurrent = outcome{shape: contract.Tenure{}, status: contract.StatusCurrent,
@@ -168,6 +171,9 @@ var replyFields = map[string]string{
 		"closed, merged, deleted, force_released (by a repository admin, named in forced_by); null while it is live",
 	"forced_by":      "the repository admin who force-released it",
 	"until":          "when the issue's lock-delay ends (RFC 3339, UTC): from then on anyone may claim it",
+	"scope":          "which cap: holder (you, as this agent) or account (all your account's agents)",
+	"limit":          "the cap: how many live claims the scope may hold",
+	"live":           "how many live claims the scope holds now",
 	"ended_by_login": "who released it, where a person or an agent did (released, force_released)",
 	"ended_by_agent": "which agent of ended_by_login's account released it; null: the account itself",
 }
@@ -186,8 +192,8 @@ type mcpTool struct {
 }
 
 var mcpTools = []mcpTool{
-	{name: "next", add: addTool[nextArgs], outcomes: []outcome{outAcquired, outNone}, description: `Claim the oldest open issue (with pulls: pull request) of this repository that nobody holds, that carries every one of labels, and that no open issue blocks. Agents calling next at the same time never get the same issue. Answers status acquired with the issue, its token and expires_at, exactly like claim; or status none when nothing qualifies, which is an answer, not an error: look again later. Give a ttl, and renew before expires_at.`},
-	{name: "claim", add: addTool[claimArgs], idempotent: true, outcomes: []outcome{outAcquired, outHeld, outCooling}, description: `Claim an issue or pull request of this repository before working on it. With ttl the claim lapses that long from now unless renewed (renew before expires_at: a lapsed claim is not yours); without it the claim is open-ended until you unclaim it. Answers status acquired with the token that fences your work; claiming what you already hold succeeds again with the same token. If someone else holds it, answers status held with holder and expires_at: an answer, not an error, so pick other work or claim again later. With wait, the sidecar first waits up to that long for the claim to be released or to lapse.`},
+	{name: "next", add: addTool[nextArgs], outcomes: []outcome{outAcquired, outNone, outLimit}, description: `Claim the oldest open issue (with pulls: pull request) of this repository that nobody holds, that carries every one of labels, and that no open issue blocks. Agents calling next at the same time never get the same issue. Answers status acquired with the issue, its token and expires_at, exactly like claim; or status none when nothing qualifies, which is an answer, not an error: look again later. Give a ttl, and renew before expires_at.`},
+	{name: "claim", add: addTool[claimArgs], idempotent: true, outcomes: []outcome{outAcquired, outHeld, outCooling, outLimit}, description: `Claim an issue or pull request of this repository before working on it. With ttl the claim lapses that long from now unless renewed (renew before expires_at: a lapsed claim is not yours); without it the claim is open-ended until you unclaim it. Answers status acquired with the token that fences your work; claiming what you already hold succeeds again with the same token. If someone else holds it, answers status held with holder and expires_at: an answer, not an error, so pick other work or claim again later. With wait, the sidecar first waits up to that long for the claim to be released or to lapse.`},
 	{name: "renew", add: addTool[renewArgs], idempotent: true, outcomes: []outcome{outRenewed, outNotHolder}, description: `Extend your live claim: it now lapses ttl from now, with the same token. Renew well before expires_at. Answers status renewed, or status not_holder when the claim is no longer yours (it lapsed, was released, or was taken over: holder says by whom, null if by nobody): then stop working under its token, claim again before going on, and do not assume earlier work is still yours to finish.`},
 	{name: "check", add: addTool[checkArgs], readOnly: true, outcomes: []outcome{outCurrent, outStale}, description: `Check that token is still the live claim on the issue. Call it right before every action your claim must fence, such as a merge or a push: a claim can lapse between two calls. Answers status current (go ahead) or status stale (the claim was released, lapsed or taken over since; token is the live claim's, null if nobody holds the issue): an answer, not an error, and the action must not happen. Needs only read access.`},
 	{name: "unclaim", add: addTool[unclaimArgs], idempotent: true, destructive: true, outcomes: []outcome{outReleased, outNotHolder}, description: `Release your claim on an issue when you are done with it or give up. Answers status released, also when nobody held it, so a retry is safe. Someone else's live claim is not released: status not_holder with holder and expires_at, an answer, not an error; with force a repository admin releases it anyway.`},

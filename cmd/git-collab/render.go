@@ -49,6 +49,9 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 			expiresPhrase(stdTime(r.ExpiresAt), now))}
 	case *contract.None:
 		return rendered{stderr: "nothing to claim in " + clean(r.Repo) + "\n"}
+	case *contract.Limit:
+		scope := map[string]string{"holder": "you hold", "account": "your account holds"}[r.Scope]
+		return rendered{stderr: fmt.Sprintf("not claimed: %s %d live claims, the sidecar's cap of %d; unclaim one first\n", scope, r.Live, r.Limit)}
 	case *contract.Cooling:
 		return rendered{stderr: fmt.Sprintf("%s cools down until %s: its last claim lapsed, and only its holder may claim it before then\n",
 			named(r.Repo, r.Issue), clock(time.Time(r.Until), now))}

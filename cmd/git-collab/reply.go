@@ -11,6 +11,7 @@ import (
 // decodeReply reads the sidecar's reply to req, sent with exit status code
 // (0 or 4), into the contract shape that verb answers with under that
 // status: *contract.Tenure, *contract.Conflict, *contract.Cooling,
+// *contract.Limit,
 // *contract.None, *contract.Stale, *contract.Released, *contract.List or
 // *contract.History. What it cannot read, and a shape or status the verb
 // never answers with, is an error: the callers then show the reply as it
@@ -44,6 +45,12 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return nil, err
 		}
 		return r, wantStatus(r.Status, code, want)
+	case (req.Verb == contract.VerbAcquire || req.Verb == contract.VerbNext) && bytes.Contains(body, []byte(`"status":"limit"`)):
+		r, err := decodeAs[contract.Limit](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusLimit)
 	case req.Verb == contract.VerbNext:
 		r, err := decodeAs[contract.None](body)
 		if err != nil {

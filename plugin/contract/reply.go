@@ -15,7 +15,8 @@ const (
 	StatusNone      = "none"    // next: nothing qualifies (exit 4)
 	StatusCurrent   = "current" // check: the token is the live tenure's
 	StatusStale     = "stale"   // check: it is not (exit 4)
-	StatusCooling   = "cooling" // acquire, next: the issue's claim lapsed less than the lock-delay ago (exit 4)
+	StatusCooling   = "cooling" // acquire: the issue's claim lapsed less than the lock-delay ago (exit 4)
+	StatusLimit     = "limit"   // acquire, next: the caller holds as many claims as its cap allows (exit 4)
 )
 
 // The reasons a tenure ended, in History (docs/ssh.md, The agent verbs).
@@ -58,6 +59,24 @@ type Cooling struct {
 	Repo   string `json:"repo"`
 	Issue  int64  `json:"issue"`
 	Until  Time   `json:"until"`
+}
+
+// Limit answers an acquire or next that would take the caller past the
+// sidecar's work-in-progress cap (exit 4): Scope "holder" (the account
+// and the agent: --max-claims-per-holder) or "account" (all the account's
+// agents: --max-claims-per-account), the cap, and the live claims the
+// scope holds now. Issue is null for next.
+//
+//	{"status":"limit","repo":"acme/widgets","issue":42,"holder":"bot","agent":"agent-7","scope":"holder","limit":3,"live":3}
+type Limit struct {
+	Status string  `json:"status"` // StatusLimit
+	Repo   string  `json:"repo"`
+	Issue  *int64  `json:"issue"`
+	Holder string  `json:"holder"`
+	Agent  *string `json:"agent"`
+	Scope  string  `json:"scope"`
+	Limit  int64   `json:"limit"`
+	Live   int64   `json:"live"`
 }
 
 // TenureView is one tenure of an issue in its history. EndedAt and EndedBy

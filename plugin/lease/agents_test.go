@@ -128,3 +128,33 @@ func TestTheLapsedHolderIsNotCooled(t *testing.T) {
 		t.Fatalf("the lapsed holder's acquire: %+v %v, want a new tenure", got, err)
 	}
 }
+
+// The caps through the service: a claim past the holder's cap answers
+// limit, naming the scope, the cap and the live claims; next's has no
+// issue; acquire --wait does not wait for it.
+func TestCapsThroughTheService(t *testing.T) {
+	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Ledger: []models.Option{models.WithClaimCaps(1, 0)}})
+	bot := lw.As("bob")
+	bot.Agent = "a1"
+	if _, err := lw.Service.Acquire(bg, bot, "acme", "widgets", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := lw.Service.AcquireWait(bg, bot, "acme", "widgets", 4, 0, 10*time.Minute)
+	var conflict *lease.ConflictError
+	if !errors.As(err, &conflict) {
+		t.Fatalf("a claim past the cap: %v, want limit", err)
+	}
+	if b, _ := json.Marshal(conflict.Reply); string(b) != `{"status":"limit","repo":"acme/widgets","issue":4,"holder":"bob","agent":"a1","scope":"holder","limit":1,"live":1}` {
+		t.Fatalf("limit reply %s", b)
+	}
+	_, err = lw.Service.Next(bg, bot, "acme", "widgets", forge.IssueFilter{}, 0)
+	if !errors.As(err, &conflict) {
+		t.Fatalf("a next past the cap: %v, want limit", err)
+	}
+	if b, _ := json.Marshal(conflict.Reply); string(b) != `{"status":"limit","repo":"acme/widgets","issue":null,"holder":"bob","agent":"a1","scope":"holder","limit":1,"live":1}` {
+		t.Fatalf("next's limit reply %s", b)
+	}
+	if _, err := lw.Service.Acquire(bg, bot, "acme", "widgets", 1, time.Minute); err != nil {
+		t.Fatalf("a re-acquire at the cap: %v", err)
+	}
+}

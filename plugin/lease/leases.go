@@ -37,7 +37,7 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 	}
 	l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, obs)
 	if err != nil {
-		return contract.Tenure{}, conflict(r, n, err)
+		return contract.Tenure{}, conflict(r, n, v, err)
 	}
 	return tenure(contract.StatusAcquired, r, l), nil
 }
@@ -78,7 +78,7 @@ func (s *Service) Renew(ctx context.Context, v Viewer, owner, name string, n int
 	}
 	l, err := s.ledger.Renew(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder(), ttl)
 	if err != nil {
-		return contract.Tenure{}, conflict(r, n, err)
+		return contract.Tenure{}, conflict(r, n, v, err)
 	}
 	return tenure(contract.StatusRenewed, r, l), nil
 }
@@ -92,7 +92,7 @@ func (s *Service) Release(ctx context.Context, v Viewer, owner, name string, n i
 	}
 	_, err = s.ledger.Release(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder())
 	if err != nil {
-		return contract.Released{}, conflict(r, n, err)
+		return contract.Released{}, conflict(r, n, v, err)
 	}
 	return contract.Released{Status: contract.StatusReleased, Repo: r.FullName, Issue: n}, nil
 }
@@ -227,13 +227,16 @@ func (s *Service) Lease(ctx context.Context, v Viewer, owner, name string, n int
 
 // conflict renders a refusal of the ledger as the contract's reply; other
 // errors pass unchanged.
-func conflict(r forge.Repo, n int64, err error) error {
+func conflict(r forge.Repo, n int64, v Viewer, err error) error {
 	var held *models.HeldError
 	var notHolder *models.NotHolderError
 	var cooling *models.CoolingError
+	var limit *models.LimitError
 	switch {
 	case errors.Is(err, models.ErrClosed):
 		return fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueClosed)
+	case errors.As(err, &limit):
+		return limitConflict(r, &n, v, limit)
 	case errors.As(err, &cooling):
 		return &ConflictError{Reply: contract.Cooling{Status: contract.StatusCooling, Repo: r.FullName, Issue: n, Until: contract.Time(cooling.Until)}}
 	case errors.As(err, &held):
@@ -248,6 +251,12 @@ func conflict(r forge.Repo, n int64, err error) error {
 		return &ConflictError{Reply: c}
 	}
 	return err
+}
+
+// limitConflict is the reply to a claim of v past a cap (issue nil: next).
+func limitConflict(r forge.Repo, issue *int64, v Viewer, limit *models.LimitError) error {
+	return &ConflictError{Reply: contract.Limit{Status: contract.StatusLimit, Repo: r.FullName, Issue: issue,
+		Holder: v.Login, Agent: contract.AgentPtr(v.Agent), Scope: limit.Scope, Limit: limit.Limit, Live: limit.Live}}
 }
 
 func tenure(status string, r forge.Repo, l models.Lease) contract.Tenure {

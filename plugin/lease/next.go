@@ -113,9 +113,12 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 			st.Attempts++
 			l, err := s.ledger.AcquireFirst(ctx, r.ID, cands, v.holder(), ttl)
 			var unverified *models.UnverifiedError
+			var limit *models.LimitError
 			switch {
 			case err == nil:
 				return tenure(contract.StatusAcquired, r, l), nil
+			case errors.As(err, &limit):
+				return contract.Tenure{}, limitConflict(r, nil, v, limit)
 			case errors.As(err, &unverified):
 			case errors.Is(err, models.ErrNoneFree):
 			default:

@@ -136,6 +136,17 @@ func notify(w *waiter) {
 	}
 }
 
+// waitable says whether a refusal is one to wait out: the issue is held,
+// or cools down. A claim past a cap is the caller's own doing: no wait
+// for the issue would change it.
+func waitable(c *ConflictError) bool {
+	switch c.Reply.(type) {
+	case contract.Conflict, contract.Cooling:
+		return true
+	}
+	return false
+}
+
 // Waiting returns how many callers wait for issue n of the repository
 // with this ID (for tests and metrics).
 func (s *Service) Waiting(repoID, n int64) int {
@@ -157,7 +168,7 @@ func (s *Service) Waiters() int {
 func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error) {
 	t, err := s.Acquire(ctx, v, owner, name, n, ttl)
 	var held *ConflictError
-	if wait <= 0 || !errors.As(err, &held) {
+	if wait <= 0 || !errors.As(err, &held) || !waitable(held) {
 		return t, err
 	}
 	r, err := s.repo(ctx, v, owner, name)
@@ -187,7 +198,7 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return contract.Tenure{}, ctx.Err() // the caller went away meanwhile
-		case !errors.As(err, &held):
+		case !errors.As(err, &held) || !waitable(held):
 			return t, err
 		}
 		// Still held (by the same tenure, or by one that began meanwhile):
