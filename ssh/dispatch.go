@@ -60,7 +60,7 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (
 		out, err = leases.List(ctx, v, cmd.Owner, cmd.Name)
 		outcome = "listed"
 	case contract.VerbNext:
-		out, err = leases.Next(ctx, v, cmd.Owner, cmd.Name, forge.IssueFilter{Labels: cmd.Labels, Pulls: cmd.Pulls}, cmd.TTL)
+		out, err = leases.Next(ctx, v, cmd.Owner, cmd.Name, forge.IssueFilter{Labels: cmd.Labels, Pulls: cmd.Pulls, Oldest: cmd.Oldest}, cmd.TTL)
 		outcome = contract.StatusAcquired
 	case contract.VerbCheck:
 		out, err = leases.Check(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.Token)

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -49,6 +50,8 @@ type Config struct {
 	GiteaCustom string // Gitea's custom directory, for install (and doctor)
 	MaxTTL      time.Duration
 	LockDelay   time.Duration
+	// PriorityLabels are the labels next prefers, highest first.
+	PriorityLabels []string
 	// Work-in-progress caps: live claims per holder and per account (0: none).
 	MaxClaimsPerHolder  int
 	MaxClaimsPerAccount int
@@ -103,6 +106,7 @@ var settings = []setting{
 	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(lease.DefaultMaxTTL), "largest --ttl a claim may ask for"},
 	{"max-claims-per-holder", "COLLAB_MAX_CLAIMS_PER_HOLDER", "0", "live claims one holder (an account's agent, or the account itself) may hold at once, over every repository (0: no cap)"},
 	{"max-claims-per-account", "COLLAB_MAX_CLAIMS_PER_ACCOUNT", "0", "live claims one account may hold at once, all its agents together (0: no cap)"},
+	{"priority-labels", "COLLAB_PRIORITY_LABELS", "", "labels next prefers, highest first, comma-separated (e.g. priority/critical,priority/high): the oldest issue of the highest priority there is goes first, issues with none of them last"},
 	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
@@ -329,6 +333,14 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 			return c, fmt.Errorf("%s %q must be a duration between %s and %s (e.g. 30s, 5m, 168h)", d.name, v[d.name], d.min, d.max)
 		}
 		*d.dst = parsed
+	}
+	for _, l := range strings.Split(v["priority-labels"], ",") {
+		if l = strings.TrimSpace(l); l != "" {
+			if slices.Contains(c.PriorityLabels, l) {
+				return c, fmt.Errorf("priority-labels names %q twice", l)
+			}
+			c.PriorityLabels = append(c.PriorityLabels, l)
+		}
 	}
 	if c.LockDelay%time.Second != 0 {
 		return c, fmt.Errorf("lock-delay %q must be whole seconds", v["lock-delay"])

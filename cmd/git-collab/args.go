@@ -42,6 +42,7 @@ var options = []option{
 	{name: "--wait", meta: "<dur>", sidecar: true, text: "claim: if it is held, wait up to <dur> for it to free up"},
 	{name: "--label", meta: "<name>", sidecar: true, text: "next: only issues with this label (repeat: with all of them)"},
 	{name: "--pulls", sidecar: true, text: "next: pull requests instead of issues"},
+	{name: "--oldest", sidecar: true, text: "next: the oldest issue, whatever the priority labels"},
 	{name: "--token", meta: "<n>", sidecar: true, text: "check: the token your claim was given"},
 	{name: "--limit", meta: "<n>", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
 	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},

@@ -26,15 +26,17 @@ func (v *verb) takes(flag string) bool { return slices.Contains(v.flags, flag) }
 // verbs are the commands, in the order an agent meets them.
 var verbs = []verb{
 	{
-		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--ttl", "--agent"},
-		synopsis: "git collab next [--label <name>]... [--pulls] [--ttl <dur>] [--agent <name>] [--remote <name>] [--json]",
+		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--oldest", "--ttl", "--agent"},
+		synopsis: "git collab next [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "claim the oldest issue nobody holds",
 		detail: `Claim the oldest (lowest-numbered) open issue of this repository that
 nobody holds, that carries every --label given, and that no open issue it
 depends on blocks; with --pulls, the oldest such pull request. --ttl works
 as for claim. Agents running next at the same time never get the same
-issue. If nothing qualifies, git collab says so, exit 4: that is an
-answer, not a failure to retry at once.`,
+issue. If the sidecar has priority labels, next takes the oldest issue
+of the highest priority there is first; --oldest takes the oldest
+whatever its labels. If nothing qualifies, git collab says so, exit 4:
+that is an answer, not a failure to retry at once.`,
 	},
 	{
 		name: "claim", remote: contract.VerbAcquire, issue: true, flags: []string{"--ttl", "--wait", "--agent"},

@@ -67,6 +67,7 @@ func (claimsArgs) words() (int64, []Flag) { return 0, nil }
 type nextArgs struct {
 	Labels []string `json:"labels,omitempty" jsonschema:"only issues that carry every one of these labels"`
 	Pulls  bool     `json:"pulls,omitempty" jsonschema:"pull requests instead of issues"`
+	Oldest bool     `json:"oldest,omitempty" jsonschema:"the oldest free issue, whatever the sidecar's priority labels (without it, the highest priority first)"`
 	TTL    string   `json:"ttl,omitempty" jsonschema:"how long the claim lasts unless renewed: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit for an open-ended claim"`
 }
 
@@ -77,6 +78,9 @@ func (a nextArgs) words() (int64, []Flag) {
 	}
 	if a.Pulls {
 		flags = append(flags, Flag{Name: "--pulls"})
+	}
+	if a.Oldest {
+		flags = append(flags, Flag{Name: "--oldest"})
 	}
 	return 0, append(flags, flagsOf("--ttl", a.TTL)...)
 }

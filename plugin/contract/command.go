@@ -15,7 +15,7 @@ const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait
 collab-lease renew   <owner>/<repo> <issue> --ttl <dur> [--agent <name>]
 collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]
 collab-lease list    <owner>/<repo> [--agent <name>]
-collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>] [--agent <name>]
+collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>]
 collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
 collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
 collab-lease help
@@ -77,6 +77,9 @@ type Command struct {
 	// order given; Pulls (next --pulls): pull requests instead of issues.
 	Labels []string
 	Pulls  bool
+	// Oldest (next --oldest): the oldest free issue, whatever the
+	// sidecar's priority labels.
+	Oldest bool
 	// Token (check --token): the fencing token to check, > 0.
 	Token int64
 	// Agent (--agent, every verb but help): which agent of the account
@@ -108,6 +111,9 @@ func (c Command) String() string {
 	}
 	if c.Pulls {
 		b.WriteString(" --pulls")
+	}
+	if c.Oldest {
+		b.WriteString(" --oldest")
 	}
 	if c.TTL != 0 {
 		b.WriteString(" --ttl " + formatTTL(c.TTL))
@@ -306,6 +312,7 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 	}
 	_, cmd.Force = given["--force"]
 	_, cmd.Pulls = given["--pulls"]
+	_, cmd.Oldest = given["--oldest"]
 	return cmd, nil
 }
 
@@ -324,7 +331,7 @@ var grammars = map[Verb]grammar{
 	VerbRenew:   {2, "--ttl --agent ", "--ttl", "collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]"},
 	VerbRelease: {2, "--force --agent ", "", "collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]"},
 	VerbList:    {1, "--agent ", "", "collab-lease list <owner>/<repo> [--agent <name>]"},
-	VerbNext:    {1, "--label --pulls --ttl --agent ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--ttl <dur>] [--agent <name>]"},
+	VerbNext:    {1, "--label --pulls --oldest --ttl --agent ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>]"},
 	VerbCheck:   {2, "--token --agent ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]"},
 	VerbHistory: {2, "--limit --agent ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
 }
@@ -338,7 +345,8 @@ var flags = map[string]struct{ meta, needs, example string }{
 	"--token": {"<n>", "a number", "--token 3"},
 	"--limit": {"<n>", "a number", "--limit 20"},
 	"--agent": {"<name>", "an agent name", "--agent agent-7"},
-	"--pulls": {},
+	"--pulls":  {},
+	"--oldest": {},
 	"--force": {},
 }
 

@@ -95,6 +95,9 @@ func FuzzParseCommand(f *testing.F) {
 		if cmd.Pulls {
 			rendered += " --pulls"
 		}
+		if cmd.Oldest {
+			rendered += " --oldest"
+		}
 		if cmd.Force {
 			rendered += " --force"
 		}

@@ -77,6 +77,9 @@ type Issue struct {
 type IssueFilter struct {
 	Pulls  bool     // pull requests instead of issues
 	Labels []string // names; a candidate carries every one of them
+	// Oldest: next takes the oldest candidate, ignoring the sidecar's
+	// priority labels (next --oldest). The forge's lists ignore it.
+	Oldest bool
 }
 
 // CommitStatus is a status the sidecar sets on a commit (Gitea's commit

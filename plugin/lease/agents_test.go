@@ -158,3 +158,33 @@ func TestCapsThroughTheService(t *testing.T) {
 		t.Fatalf("a re-acquire at the cap: %v", err)
 	}
 }
+
+// Priority labels: next takes the oldest issue of the highest priority
+// there is, then of the next, then the oldest with none of them; --oldest
+// takes the oldest whatever its labels.
+func TestNextByPriority(t *testing.T) {
+	f := leasetest.Acme()
+	for n := int64(10); n <= 14; n++ {
+		f.AddIssue("acme/widgets", n, false, false)
+	}
+	f.Label("acme/widgets", 13, "p/high")
+	f.Label("acme/widgets", 12, "p/high")
+	f.Label("acme/widgets", 11, "p/critical")
+	f.Label("acme/widgets", 14, "p/critical", "p/high")
+	lw := leasetest.New(t, leasetest.Options{Forge: f, Service: []lease.Option{lease.WithPriorityLabels("p/critical", "p/high")}})
+	var got []int64
+	for range 5 {
+		tn, err := lw.Service.Next(bg, lw.As("alice"), "acme", "widgets", forge.IssueFilter{}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tn.Issue)
+	}
+	if want := []int64{11, 14, 12, 13, 1}; !equal(got, want) {
+		t.Fatalf("next by priority took %v, want %v", got, want)
+	}
+	tn, err := lw.Service.Next(bg, lw.As("bob"), "acme", "widgets", forge.IssueFilter{Oldest: true}, 0)
+	if err != nil || tn.Issue != 4 {
+		t.Fatalf("next --oldest: %+v %v, want #4", tn, err)
+	}
+}

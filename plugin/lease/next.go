@@ -62,7 +62,9 @@ type NextStats struct {
 
 // Next claims, for v, the oldest open issue (f.Pulls: pull request) of
 // owner/name that carries every label of f, is not live-held and is not
-// blocked by an open dependency. Nothing to claim is a *ConflictError
+// blocked by an open dependency; with priority labels
+// (WithPriorityLabels, unless f.Oldest), the oldest such of the highest
+// priority there is. Nothing to claim is a *ConflictError
 // with contract.None; ErrTryAgain when the bounds of one call were reached
 // before a free candidate was found.
 func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (t contract.Tenure, err error) {
@@ -95,7 +97,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 	}
 	asks := 0
 	for _, limit := range []int{nextShortList, nextLongList} {
-		list, n, err := s.next.list(ctx, s, r, f, limit)
+		list, all, n, err := s.candidates(ctx, r, f, limit)
 		st.Requests += n
 		if err != nil {
 			return contract.Tenure{}, err
@@ -146,7 +148,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 				}
 			}
 		}
-		if len(list) < limit {
+		if all < limit {
 			break // that was every open issue
 		}
 		if limit == nextLongList {
@@ -154,6 +156,42 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 		}
 	}
 	return contract.Tenure{}, &ConflictError{Reply: contract.None{Status: contract.StatusNone, Repo: r.FullName}}
+}
+
+// candidates are the oldest limit open issues of r that match f, in the
+// order next takes them: with priority labels (and not f.Oldest), the
+// oldest of those carrying the first label, then of the second, and so
+// on, then the rest, each issue once; all is how many match f in all (up
+// to limit), and requests what the lists cost.
+func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFilter, limit int) (list []forge.Issue, all, requests int, err error) {
+	plain, requests, err := s.next.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit)
+	if err != nil || len(s.priorities) == 0 || f.Oldest {
+		return plain, len(plain), requests, err
+	}
+	seen := map[int64]bool{}
+	for _, p := range s.priorities {
+		if slices.Contains(f.Labels, p) {
+			continue // every candidate carries it: the plain order serves
+		}
+		pf := forge.IssueFilter{Pulls: f.Pulls, Labels: append(slices.Clone(f.Labels), p)}
+		ps, n, err := s.next.list(ctx, s, r, pf, limit)
+		requests += n
+		if err != nil {
+			return nil, 0, requests, err
+		}
+		for _, is := range ps {
+			if !seen[is.Number] {
+				seen[is.Number] = true
+				list = append(list, is)
+			}
+		}
+	}
+	for _, is := range plain {
+		if !seen[is.Number] {
+			list = append(list, is)
+		}
+	}
+	return list, len(plain), requests, nil
 }
 
 // nextCache keeps what the forge said for next, per repository: lists of

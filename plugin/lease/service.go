@@ -3,6 +3,7 @@ package lease
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
@@ -81,6 +82,9 @@ type Service struct {
 	bus      *changes.Bus
 	hub      *live.Hub
 	liveOpts live.Options
+	// priorities are the labels next prefers, highest first
+	// (WithPriorityLabels).
+	priorities []string
 	// observeNext, if set, is told what each next cost (metrics).
 	observeNext func(NextStats)
 }
@@ -119,6 +123,14 @@ func WithLive(o live.Options) Option { return func(s *Service) { s.liveOpts = o 
 // (defaults DefaultWaitersPerIssue and DefaultWaiters).
 func WithWaiters(perIssue, total int) Option {
 	return func(s *Service) { s.waits = newWaits(perIssue, total) }
+}
+
+// WithPriorityLabels has next take the oldest candidate carrying the
+// first of these labels, then the oldest carrying the second, and so on,
+// and only then the oldest carrying none of them (next --oldest ignores
+// them). Default none: oldest first.
+func WithPriorityLabels(labels ...string) Option {
+	return func(s *Service) { s.priorities = slices.Clone(labels) }
 }
 
 // WithNextObserver has every next report what it cost (for metrics).
