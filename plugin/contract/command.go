@@ -339,15 +339,15 @@ var grammars = map[Verb]grammar{
 // flags are every flag of the grammar: the placeholder of its value in
 // Usage ("" for a flag without one), and what error messages say of it.
 var flags = map[string]struct{ meta, needs, example string }{
-	"--ttl":   {"<dur>", "a duration", "--ttl 30m"},
-	"--wait":  {"<dur>", "a duration", "--wait 5m"},
-	"--label": {"<name>", "a label name", "--label bug"},
-	"--token": {"<n>", "a number", "--token 3"},
-	"--limit": {"<n>", "a number", "--limit 20"},
-	"--agent": {"<name>", "an agent name", "--agent agent-7"},
+	"--ttl":    {"<dur>", "a duration", "--ttl 30m"},
+	"--wait":   {"<dur>", "a duration", "--wait 5m"},
+	"--label":  {"<name>", "a label name", "--label bug"},
+	"--token":  {"<n>", "a number", "--token 3"},
+	"--limit":  {"<n>", "a number", "--limit 20"},
+	"--agent":  {"<name>", "an agent name", "--agent agent-7"},
 	"--pulls":  {},
 	"--oldest": {},
-	"--force": {},
+	"--force":  {},
 }
 
 // verbGrammar is the Usage line for v with its alignment padding removed, for
