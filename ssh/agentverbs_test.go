@@ -1,7 +1,6 @@
 package ssh
 
 import (
-	"bytes"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // The agent verbs (docs/ssh.md) through the real OpenSSH client: exit
@@ -108,7 +108,7 @@ func TestAcquireWaitOverSSH(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("the waiting client: %v, stderr %q", err, waiter.Stderr)
 	}
-	out := waiter.Stdout.(*bytes.Buffer).String()
+	out := waiter.Stdout.(*leasetest.LogBuffer).String()
 	if m := decode(t, out); m["status"] != "acquired" || m["holder"] != "bob" || m["token"] != 2.0 {
 		t.Fatalf("the waiter's reply: %s", out)
 	}
@@ -122,7 +122,7 @@ func (w *world) sshProcess(user, command string) *exec.Cmd {
 		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
 		"-o", "UserKnownHostsFile="+w.known, "-o", "StrictHostKeyChecking=yes",
 		"-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR", "git@127.0.0.1", command)
-	cmd.Stdout, cmd.Stderr = &bytes.Buffer{}, &bytes.Buffer{}
+	cmd.Stdout, cmd.Stderr = &leasetest.LogBuffer{}, &leasetest.LogBuffer{}
 	if err := cmd.Start(); err != nil {
 		w.t.Fatal(err)
 	}
@@ -184,5 +184,35 @@ func TestAgentsOverSSH(t *testing.T) {
 	r = w.ssh("alice", "collab-lease acquire acme/widgets 42 --agent 'no spaces'")
 	if r.code != 1 || !strings.HasPrefix(r.stderr, "error: usage: --agent must be") {
 		t.Fatalf("a bad agent name: %+v", r)
+	}
+}
+
+// acquire --wait says where the waiter stands, on stderr, when that
+// changes: bob waits first, alice's agent x behind him; bob gives up, and
+// x is next; alice releases, and x has it.
+func TestAcquireWaitSaysWhereTheWaiterStands(t *testing.T) {
+	w := newWorld(t)
+	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
+		t.Fatalf("acquire: %+v", r)
+	}
+	bob := w.sshProcess("bob", "collab-lease acquire acme/widgets 42 --wait 1h")
+	waitUntil(t, "bob waiting", func() bool { return w.svc.Waiting(10, 42) == 1 })
+	x := w.sshProcess("alice", "collab-lease acquire acme/widgets 42 --wait 1h --agent x")
+	stderr := x.Stderr.(*leasetest.LogBuffer)
+	waitUntil(t, "x told it is behind bob", func() bool { return stderr.String() == "waiting: 1 ahead of you\n" })
+	if got := bob.Stderr.(*leasetest.LogBuffer).String(); got != "waiting: 0 ahead of you\n" {
+		t.Fatalf("bob was told %q", got)
+	}
+	_ = bob.Process.Kill()
+	_ = bob.Wait()
+	waitUntil(t, "x told it is next", func() bool { return stderr.String() == "waiting: 1 ahead of you\nwaiting: 0 ahead of you\n" })
+	if r := w.ssh("alice", "collab-lease release acme/widgets 42"); r.code != 0 {
+		t.Fatalf("release: %+v", r)
+	}
+	if err := x.Wait(); err != nil {
+		t.Fatalf("x's wait: %v, stderr %q", err, stderr.String())
+	}
+	if m := decode(t, x.Stdout.(*leasetest.LogBuffer).String()); m["agent"] != "x" || m["status"] != "acquired" {
+		t.Fatalf("x's reply: %v", m)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
@@ -16,7 +17,7 @@ import (
 // decides who may do what; the verb only parses, calls and translates.
 type Leases interface {
 	Recheck(ctx context.Context, fingerprint string, was forge.User) (lease.Viewer, error)
-	AcquireWait(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error)
+	AcquireWaitTold(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error)
 	Renew(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error)
 	Release(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
 	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
@@ -32,7 +33,7 @@ var _ Leases = (*lease.Service)(nil)
 // (the key is re-resolved on every command, so a key revoked since the
 // handshake stops working on open connections too), then the one call to
 // the lease service. It returns the reply and the login it ran as.
-func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (Reply, string) {
+func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, stderr io.Writer) (Reply, string) {
 	v, err := leases.Recheck(ctx, c.Fingerprint, forge.User{ID: c.UserID, Login: c.Login})
 	if err != nil {
 		return exitCode(err), c.Login
@@ -44,7 +45,9 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command) (
 	)
 	switch cmd.Verb {
 	case contract.VerbAcquire:
-		out, err = leases.AcquireWait(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait)
+		out, err = leases.AcquireWaitTold(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait, func(ahead int) {
+			fmt.Fprintf(stderr, "waiting: %d ahead of you\n", ahead)
+		})
 		outcome = contract.StatusAcquired
 	case contract.VerbRenew:
 		out, err = leases.Renew(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)

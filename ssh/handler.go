@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"io"
 	"net"
 	"time"
 )
@@ -17,6 +18,15 @@ type Handler interface {
 	Exec(ctx context.Context, c ConnInfo, line string) Reply
 	// Greet answers an interactive login (a shell request).
 	Greet(c ConnInfo) Reply
+}
+
+// Streaming is a Handler some of whose commands say how they are getting
+// on while they run (acquire --wait: its place in the queue): Exec with
+// stderr, to which it may write whole lines before its Reply. The server
+// sends what it writes at once, under the same write deadline as a
+// reply.
+type Streaming interface {
+	ExecStreaming(ctx context.Context, c ConnInfo, line string, stderr io.Writer) Reply
 }
 
 // Patient is a Handler some of whose commands may take longer than the

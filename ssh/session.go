@@ -39,7 +39,13 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
 			go s.watchSession(c, reqs, cancel, timeout > s.IdleTimeout/2)
-			s.send(c, ch, s.Handler.Exec(ctx, c.info, line))
+			var r Reply
+			if h, ok := s.Handler.(Streaming); ok {
+				r = h.ExecStreaming(ctx, c.info, line, s.writer(c, ch.Stderr()))
+			} else {
+				r = s.Handler.Exec(ctx, c.info, line)
+			}
+			s.send(c, ch, r)
 			cancel()
 			_ = ch.Close() // the whole answer, then the channel's close
 			s.endCommand(c)
@@ -95,24 +101,42 @@ const sendChunk = 32 << 10
 // session, and delay shutdown, for as long as it keeps the connection
 // alive. A client that stops reading the socket is idleConn's to cut.
 func (s *Server) send(c *serverConn, ch gossh.Channel, r Reply) {
-	watchdog := time.AfterFunc(s.WriteTimeout, c.idle.stall)
-	defer watchdog.Stop()
-	write := func(w io.Writer, p []byte) {
-		for len(p) > 0 {
-			n := min(len(p), sendChunk)
-			watchdog.Reset(s.WriteTimeout)
-			if _, err := w.Write(p[:n]); err != nil {
-				return
-			}
-			p = p[n:]
-		}
-	}
-	write(ch, r.Stdout)
-	write(ch.Stderr(), []byte(r.Stderr))
+	_, _ = s.writer(c, ch).Write(r.Stdout)
+	_, _ = s.writer(c, ch.Stderr()).Write([]byte(r.Stderr))
 	var status [4]byte
 	binary.BigEndian.PutUint32(status[:], uint32(r.Code))
 	_, _ = ch.SendRequest("exit-status", false, status[:])
 	_ = ch.CloseWrite()
+}
+
+// writer is w under the server's write deadline: a client that takes
+// none of a chunk within WriteTimeout stalls its connection (idleConn
+// cuts it).
+func (s *Server) writer(c *serverConn, w io.Writer) io.Writer {
+	return deadlineWriter{w: w, timeout: s.WriteTimeout, stall: c.idle.stall}
+}
+
+type deadlineWriter struct {
+	w       io.Writer
+	timeout time.Duration
+	stall   func()
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	watchdog := time.AfterFunc(d.timeout, d.stall)
+	defer watchdog.Stop()
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), sendChunk)
+		watchdog.Reset(d.timeout)
+		m, err := d.w.Write(p[:n])
+		written += m
+		if err != nil {
+			return written, err
+		}
+		p = p[n:]
+	}
+	return written, nil
 }
 
 // execPayload decodes the string of an exec request (RFC 4254 §6.5).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -63,6 +64,13 @@ func (v *LeaseVerb) logger() *slog.Logger {
 // Exec answers one command line. help needs no identity; every other
 // command of a connection the forge could not identify answers exit 75.
 func (v *LeaseVerb) Exec(ctx context.Context, c ConnInfo, line string) Reply {
+	return v.ExecStreaming(ctx, c, line, io.Discard)
+}
+
+// ExecStreaming is Exec that tells stderr, while acquire --wait waits,
+// where it stands: a line "waiting: 2 ahead of you" each time that
+// changes.
+func (v *LeaseVerb) ExecStreaming(ctx context.Context, c ConnInfo, line string, stderr io.Writer) Reply {
 	start := time.Now()
 	cmd, err := contract.ParseCommand(line, v.maxTTL())
 	var r Reply
@@ -78,7 +86,7 @@ func (v *LeaseVerb) Exec(ctx context.Context, c ConnInfo, line string) Reply {
 		r = exitCode(errTooManyConnections)
 	default:
 		v.logger().Debug("command started", "user", c.Login, "verb", string(cmd.Verb), "repo", cmd.Repo(), "issue", cmd.Issue)
-		r, login = run(ctx, v.Leases, c, cmd)
+		r, login = run(ctx, v.Leases, c, cmd, stderr)
 	}
 	dur := time.Since(start)
 	attrs := []any{"user", login, "verb", string(cmd.Verb), "outcome", r.Outcome, "exit", r.Code,

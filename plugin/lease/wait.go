@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,7 +33,8 @@ const (
 var ErrTooManyWaiters = errors.New("too many waiters, try again")
 
 type waiter struct {
-	wake chan struct{} // buffered 1: "try now"
+	wake  chan struct{} // buffered 1: "try now"
+	moved chan struct{} // buffered 1: "your place in the queue changed"
 }
 
 type waits struct {
@@ -55,7 +57,7 @@ func (ws *waits) join(k models.Key) (*waiter, error) {
 	if len(q) >= ws.perIssue || ws.total >= ws.max {
 		return nil, ErrTooManyWaiters
 	}
-	w := &waiter{wake: make(chan struct{}, 1)}
+	w := &waiter{wake: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
 	ws.queues[k] = append(q, w)
 	ws.total++
 	if len(q) == 0 {
@@ -83,8 +85,21 @@ func (ws *waits) leave(k models.Key, w *waiter) {
 		if i == 0 {
 			notify(q[0])
 		}
+		for _, behind := range q[i:] {
+			select {
+			case behind.moved <- struct{}{}:
+			default: // already told
+			}
+		}
 		return
 	}
+}
+
+// ahead returns how many wait before w in k's queue.
+func (ws *waits) ahead(k models.Key, w *waiter) int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return slices.Index(ws.queues[k], w)
 }
 
 // head reports whether w is first in k's queue.
@@ -166,6 +181,15 @@ func (s *Service) Waiters() int {
 // The caller's context ending (a client that went away) ends the wait at
 // once with the context's error.
 func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error) {
+	return s.AcquireWaitTold(ctx, v, owner, name, n, ttl, wait, nil)
+}
+
+// AcquireWaitTold is AcquireWait that tells told where the caller stands
+// while it waits: how many callers of this sidecar wait for the issue
+// before it (0: it is next, behind the holder), once when it starts
+// waiting and again whenever that changes. told runs on the caller's
+// goroutine; nil tells nothing.
+func (s *Service) AcquireWaitTold(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error) {
 	t, err := s.Acquire(ctx, v, owner, name, n, ttl)
 	var held *ConflictError
 	if wait <= 0 || !errors.As(err, &held) || !waitable(held) {
@@ -183,8 +207,19 @@ func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string,
 	defer s.waits.leave(k, w)
 	deadline, stopDeadline := s.after(wait)
 	defer stopDeadline()
+	place := -1
+	tell := func() {
+		if ahead := s.waits.ahead(k, w); told != nil && ahead != place {
+			place = ahead
+			told(ahead)
+		}
+	}
+	tell()
 	for {
 		select {
+		case <-w.moved:
+			tell()
+			continue
 		case <-w.wake:
 		case <-deadline:
 			return contract.Tenure{}, held
