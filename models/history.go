@@ -18,6 +18,7 @@ const (
 	EndMerged        Ending = "merged"         // the forge merged the pull request
 	EndDeleted       Ending = "deleted"        // the forge deleted the issue or its repository
 	EndForceReleased Ending = "force_released" // a repository admin released it
+	EndHandedOff     Ending = "handed_off"     // its holder (or an admin) handed the issue to another holder
 )
 
 // Tenure is one tenure of an issue: from the acquire that gave it its
@@ -115,7 +116,7 @@ func tenures(row leaseRow, evs []Event, now int64) []Tenure {
 			if f.end.Action == ActionForceRelease {
 				f.ForcedBy = f.end.Holder
 			}
-			if f.end.Action == ActionForceRelease || f.end.Action == ActionRelease {
+			if f.end.Action == ActionForceRelease || f.end.Action == ActionRelease || f.end.Action == ActionHandoff {
 				f.EndedByHolder = &Holder{ID: f.end.HolderID, Login: f.end.Holder, Agent: f.end.Agent}
 			}
 		case f.Token < row.Token || !row.live(now):
@@ -136,6 +137,8 @@ func endingOf(a Action) Ending {
 	switch a {
 	case ActionForceRelease:
 		return EndForceReleased
+	case ActionHandoff:
+		return EndHandedOff
 	case Action(ReasonClosed):
 		return EndClosed
 	case Action(ReasonMerged):

@@ -140,6 +140,11 @@ const (
 	// ActionForceRelease: a repository admin freed someone else's live
 	// lease; Holder is the admin, Previous whose lease it was.
 	ActionForceRelease Action = "force_release"
+	// ActionHandoff: the holder (or a repository admin, with force) ended
+	// the tenure by handing the issue to another holder, whose tenure
+	// begins in the same transaction; Holder is who handed it off,
+	// Previous whose tenure it was.
+	ActionHandoff Action = "handoff"
 )
 
 // Event is one row of the append-only tenure history: who did what to

@@ -237,6 +237,71 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 	return out, nil
 }
 
+// MinHandoffLife is the least a handed-off tenure has left: the target's
+// tenure keeps the old one's expiry, but never less than this ahead.
+const MinHandoffLife = 10 * time.Minute
+
+// Handoff ends the live tenure on k and begins to's, in one transaction:
+// the old tenure ends handed_off, named as by's doing, and to's tenure
+// gets the next token and the old one's expiry (open-ended stays so), at
+// least MinHandoffLife ahead. by must be of the holder's account unless
+// force (a repository admin; the caller decides who may). It returns
+// to's lease and the one that ended. Not live, or not by's to hand: a
+// *NotHolderError. to already the holder: ErrInvalid. to past its claim
+// caps: a *LimitError.
+func (s *Store) Handoff(ctx context.Context, k Key, by, to Holder, force bool) (Lease, Lease, error) {
+	if err := s.validate(k, by, 0, false); err != nil {
+		return Lease{}, Lease{}, fmt.Errorf("handoff %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	if err := s.validate(k, to, 0, false); err != nil {
+		return Lease{}, Lease{}, fmt.Errorf("handoff %d#%d to %s: %w", k.RepoID, k.Issue, to.Login, err)
+	}
+	var out, from Lease
+	err := s.write(ctx, s.claimScope(issueScope(k), to), func(tx *gorm.DB, now int64) error {
+		row, found, err := load(tx, k)
+		if err != nil {
+			return err
+		}
+		switch {
+		case !found || !row.live(now) || (!row.ofAccount(by) && !force):
+			return notHolder(row, found, now)
+		case row.heldBy(to):
+			return fmt.Errorf("%w: %s already holds it", ErrInvalid, to.Login)
+		}
+		if err := capped(tx, to, now, s.policy()); err != nil {
+			return err
+		}
+		from = row.lease()
+		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionHandoff, Holder: by.Login, HolderID: by.ID, Agent: by.Agent,
+			Previous: *row.Holder, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt}); err != nil {
+			return err
+		}
+		if row.ExpiresAt != nil {
+			least := now + int64(MinHandoffLife/time.Second)
+			row.ExpiresAt = &least
+			if from.ExpiresAt.Unix() > least {
+				exp := from.ExpiresAt.Unix()
+				row.ExpiresAt = &exp
+			}
+		}
+		row.Holder, row.HolderID, row.Agent = &to.Login, &to.ID, to.Agent
+		row.Token, row.AcquiredAt = row.Token+1, now
+		if err := store(tx, row, true); err != nil {
+			return err
+		}
+		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionAcquire, Holder: to.Login, HolderID: to.ID, Agent: to.Agent,
+			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: now}); err != nil {
+			return err
+		}
+		out = row.lease()
+		return nil
+	})
+	if err != nil {
+		return Lease{}, Lease{}, fmt.Errorf("handoff %d#%d: %w", k.RepoID, k.Issue, err)
+	}
+	return out, from, nil
+}
+
 // Current returns the live lease on k, or nil.
 func (s *Store) Current(ctx context.Context, k Key) (*Lease, error) {
 	if k.RepoID <= 0 || k.Issue <= 0 {

@@ -151,6 +151,12 @@ var replies = []errorRow{
 	{as: isA[*lease.WriteRequiredError], say: answer{status: http.StatusForbidden, body: func(err error) any {
 		return errorBody{Error: err.Error()}
 	}}},
+	// The request is fine but its target may not claim: the caller can
+	// read the repository, and learns no more than that the login may not
+	// claim there (no account, or no write access, answer alike).
+	{as: isA[*lease.TargetMayNotClaimError], say: answer{status: http.StatusUnprocessableEntity, body: func(err error) any {
+		return errorBody{Error: err.Error()}
+	}}},
 	// The sidecar's own forge credentials are wrong. Deliberately "try
 	// again", as over SSH (exit 75): the request was fine, nothing was
 	// done, and it succeeds unchanged once an operator fixes the token,

@@ -51,16 +51,17 @@ var sentinelValues = map[string]error{
 	"lease.ErrTooManyWaiters":    lease.ErrTooManyWaiters,
 	"*lease.ConflictError": &lease.ConflictError{Reply: contract.Conflict{
 		Status: contract.StatusHeld, Repo: "acme/widgets", Issue: 42}},
-	"*lease.WriteRequiredError": &lease.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"},
-	"forge.ErrNotFound":         forge.ErrNotFound,
-	"forge.ErrUnavailable":      forge.ErrUnavailable,
-	"forge.ErrConfig":           forge.ErrConfig,
-	"forge.ErrRateLimited":      forge.ErrRateLimited,
-	"models.ErrInvalid":         models.ErrInvalid,
-	"models.ErrBusy":            models.ErrBusy,
-	"models.ErrUnreachable":     models.ErrUnreachable,
-	"context.Canceled":          context.Canceled,
-	"context.DeadlineExceeded":  context.DeadlineExceeded,
+	"*lease.WriteRequiredError":     &lease.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"},
+	"*lease.TargetMayNotClaimError": &lease.TargetMayNotClaimError{Login: "bob", Repo: "acme/widgets"},
+	"forge.ErrNotFound":             forge.ErrNotFound,
+	"forge.ErrUnavailable":          forge.ErrUnavailable,
+	"forge.ErrConfig":               forge.ErrConfig,
+	"forge.ErrRateLimited":          forge.ErrRateLimited,
+	"models.ErrInvalid":             models.ErrInvalid,
+	"models.ErrBusy":                models.ErrBusy,
+	"models.ErrUnreachable":         models.ErrUnreachable,
+	"context.Canceled":              context.Canceled,
+	"context.DeadlineExceeded":      context.DeadlineExceeded,
 }
 
 // stdlibErrors are the entries of sentinelValues the walk does not find.

@@ -387,6 +387,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		check   = lease1 + "/check?token=1"
 		history = lease1 + "/history"
 		force   = lease1 + "/force-release"
+		handoff = lease1 + "/handoff"
 		bob     = "Authorization: token bob-write"
 		carol   = "Authorization: token carol-write"
 		reader  = "Authorization: token bob-read"
@@ -487,6 +488,17 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("the button in an invisible repository", "POST", secret+"/issues/5/lease/force-release", 404, origin, f.sessionFor("erin")),
 		bad("the button on a malformed number", "POST", widgets+"/issues/x/lease/force-release", 400, origin, f.sessionFor("alice")),
 		ok("the button, an admin", "POST", force, 200, origin, f.sessionFor("alice")),
+
+		ok("acquire to hand off", "POST", lease1, 201, bob),
+		withBody(ok("hand off by another", "POST", handoff, 409, carol, json), `{"to":"carol"}`),
+		withBody(ok("hand off to nobody who may claim", "POST", handoff, 422, bob, json), `{"to":"nobody-here"}`),
+		bad("hand off without a target", "POST", handoff, 422, bob),
+		withBody(bad("hand off without a token", "POST", handoff, 401, json), `{"to":"carol"}`),
+		withBody(ok("hand off with a read-only token", "POST", handoff, 403, reader, json), `{"to":"carol"}`),
+		withBody(ok("hand off in an invisible repository", "POST", secret+"/issues/5/lease/handoff", 404, bob, json), `{"to":"carol"}`),
+		withBody(bad("hand off a malformed number", "POST", widgets+"/issues/x/lease/handoff", 400, bob, json), `{"to":"carol"}`),
+		withBody(ok("hand off", "POST", handoff, 200, bob, json), `{"to":"carol/agent-8","agent":"agent-7"}`),
+		ok("release the handed-off lease", "DELETE", lease1, 200, carol),
 	} {
 		spec.do(t, f, e)
 	}
@@ -495,7 +507,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	revalidate("the list", list)
 	revalidate("a lease", lease1)
 	spec.do(t, f, ok("acquire to check", "POST", lease1, 201, bob))
-	revalidate("check", lease1+"/check?token=3")
+	revalidate("check", lease1+"/check?token=5")
 	revalidate("history", history)
 
 	// The live events: refusals answer at once; the stream itself is read
@@ -520,6 +532,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("check", "GET", check, 0),
 		ok("history", "GET", history, 0),
 		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
+		withBody(ok("hand off", "POST", handoff, 0, bob, json), `{"to":"carol"}`),
 	}
 	// (The events too: refused before any stream begins.)
 	f.forge.SetHook(func(context.Context, string) error { return forge.ErrRateLimited })

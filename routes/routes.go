@@ -32,6 +32,7 @@ type Leases interface {
 	Check(ctx context.Context, v lease.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
+	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
 	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
@@ -149,6 +150,7 @@ func New(o Options) (http.Handler, error) {
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease", h.acquireLease)
 	r.PATCH("/api/v1/repos/:owner/:repo/issues/:n/lease", h.renewLease)
 	r.DELETE("/api/v1/repos/:owner/:repo/issues/:n/lease", h.releaseLease)
+	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/handoff", h.handoffLease)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/check", h.checkLease)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)

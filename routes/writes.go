@@ -33,6 +33,7 @@ const maxWriteBody = 4 << 10
 type writeBody struct {
 	TTL   *string `json:"ttl"`
 	Agent *string `json:"agent"`
+	To    *string `json:"to"` // handoff: "login" or "login/agent"
 }
 
 // acquireLease answers POST …/issues/{n}/lease: 201 with the acquired
@@ -68,6 +69,31 @@ func (h *handler) renewLease(c *gin.Context) {
 	h.reply(c, out)
 }
 
+// handoffLease answers POST …/issues/{n}/lease/handoff, body
+// {"to":"login[/agent]"}: 200 with the handed_off reply.
+func (h *handler) handoffLease(c *gin.Context) {
+	w, err := h.writeRequest(c, false)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	if w.body.To == nil {
+		h.fail(c, &invalidError{msg: `to is required, e.g. {"to":"bob/agent-8"}`})
+		return
+	}
+	login, agent, err := contract.ParseTo(*w.body.To)
+	if err != nil {
+		h.fail(c, bodyError(err, "--to", "to"))
+		return
+	}
+	out, err := h.leases.Handoff(c.Request.Context(), w.viewer, c.Param("owner"), c.Param("repo"), w.issue, login, agent)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.reply(c, out)
+}
+
 // releaseLease answers DELETE …/issues/{n}/lease; releasing nothing
 // succeeds, as over SSH.
 func (h *handler) releaseLease(c *gin.Context) {
@@ -89,6 +115,7 @@ type write struct {
 	viewer lease.Viewer
 	issue  int64
 	ttl    time.Duration // 0: none given (acquire: open-ended)
+	body   writeBody
 }
 
 // writeRequest binds a write: the issue number (400), a token (401: never
@@ -121,7 +148,7 @@ func (h *handler) writeRequest(c *gin.Context, ttlRequired bool) (write, error) 
 		}
 		v.Agent = agent
 	}
-	return write{viewer: v, issue: n, ttl: ttl}, nil
+	return write{viewer: v, issue: n, ttl: ttl, body: b}, nil
 }
 
 // readWriteBody reads the optional JSON body of a write.

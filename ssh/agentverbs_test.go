@@ -216,3 +216,24 @@ func TestAcquireWaitSaysWhereTheWaiterStands(t *testing.T) {
 		t.Fatalf("x's reply: %v", m)
 	}
 }
+
+// handoff over the real OpenSSH client: the reply, the target's exit 1
+// line, and not_holder.
+func TestHandoffOverSSH(t *testing.T) {
+	w := newWorld(t)
+	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42 --ttl 1h"); r.code != 0 {
+		t.Fatalf("acquire: %+v", r)
+	}
+	r := w.ssh("alice", "collab-lease handoff acme/widgets 42 --to carol")
+	if r.code != 1 || r.stderr != "error: carol may not claim in acme/widgets\n" {
+		t.Fatalf("a handoff to a reader: %+v", r)
+	}
+	r = w.ssh("bob", "collab-lease handoff acme/widgets 42 --to bob")
+	if m := decode(t, r.stdout); r.code != 4 || m["status"] != "not_holder" {
+		t.Fatalf("bob hands off alice's claim: %+v", r)
+	}
+	r = w.ssh("alice", "collab-lease handoff acme/widgets 42 --to bob/b1")
+	if m := decode(t, r.stdout); r.code != 0 || m["status"] != "handed_off" || m["holder"] != "bob" || m["agent"] != "b1" || m["token"] != 2.0 {
+		t.Fatalf("alice hands off to bob's b1: %+v", r)
+	}
+}

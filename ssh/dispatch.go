@@ -25,6 +25,7 @@ type Leases interface {
 	Next(ctx context.Context, v lease.Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (contract.Tenure, error)
 	Check(ctx context.Context, v lease.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
+	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 }
 
 var _ Leases = (*lease.Service)(nil)
@@ -71,6 +72,9 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	case contract.VerbHistory:
 		out, err = leases.History(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.Limit)
 		outcome = "history"
+	case contract.VerbHandoff:
+		out, err = leases.Handoff(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.ToLogin, cmd.ToAgent)
+		outcome = contract.StatusHandedOff
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}
@@ -117,6 +121,7 @@ var exitCodes = []exitRow{
 	{is: lease.ErrIssueNotFound, code: contract.ExitError, line: contract.LineIssueNotFound, outcome: "issue_not_found"},
 	{is: lease.ErrIssueClosed, code: contract.ExitError, line: contract.LineIssueClosed, outcome: "issue_closed"},
 	{as: isA[*lease.WriteRequiredError], code: contract.ExitError, outcome: "forbidden"},
+	{as: isA[*lease.TargetMayNotClaimError], code: contract.ExitError, outcome: "target_may_not_claim"},
 	// Try again: nothing was done.
 	{is: forge.ErrUnavailable, code: contract.ExitTempFail, line: contract.LineForgeUnavailable, outcome: "forge_unavailable"},
 	{is: errForgeUnavailable, code: contract.ExitTempFail, line: contract.LineForgeUnavailable, outcome: "forge_unavailable"},
@@ -183,6 +188,9 @@ func ownLine(err error) string {
 	}
 	if write, ok := errors.AsType[*lease.WriteRequiredError](err); ok {
 		return contract.ErrorLine(write.Error())
+	}
+	if target, ok := errors.AsType[*lease.TargetMayNotClaimError](err); ok {
+		return contract.ErrorLine(target.Error())
 	}
 	// the ledger's ErrInvalid, or an ErrUsage that is no *UsageError
 	return contract.ErrorLine("usage: " + err.Error())

@@ -46,6 +46,7 @@ var options = []option{
 	{name: "--token", meta: "<n>", sidecar: true, text: "check: the token your claim was given"},
 	{name: "--limit", meta: "<n>", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
 	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
+	{name: "--to", meta: "<login>[/<agent>]", sidecar: true, text: "handoff: whom the claim goes to"},
 	{name: "--agent", meta: "<name>", sidecar: true, text: "act as this agent of your account (default COLLAB_AGENT)"},
 	{name: "--remote", meta: "<name>", text: "the remote whose URL names the repository (default origin)"},
 	{name: "--json", text: "print the sidecar's JSON reply unchanged, nothing else"},

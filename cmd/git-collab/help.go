@@ -80,6 +80,18 @@ and give --force: the claim then ends as force_released, and its history
 names you.`,
 	},
 	{
+		name: "handoff", remote: contract.VerbHandoff, issue: true, flags: []string{"--to", "--agent"}, required: "--to",
+		synopsis: "git collab handoff <issue> --to <login>[/<agent>] [--agent <name>] [--remote <name>] [--json]",
+		summary:  "hand your claim to someone else",
+		detail: `Hand your live claim on <issue> to another account, or to one of an
+account's agents (login/agent), in one step: your claim ends as
+handed_off and theirs begins with the next token, keeping your expiry (at
+least ten minutes ahead). They must be allowed to claim the issue
+themselves, within the sidecar's caps. Any agent of your account may hand
+off your account's claims; a repository admin may hand off anyone's. Not
+yours: exit 4.`,
+	},
+	{
 		name: "claims", remote: contract.VerbList, flags: []string{"--agent"},
 		synopsis: "git collab claims [--agent <name>] [--remote <name>] [--json]",
 		summary:  "list the live claims on this repository",

@@ -215,6 +215,8 @@ func adviceFor(req contract.Command, reply any) string {
 		return "Not an error: it is not yours to release; force is for repository admins."
 	case *contract.None:
 		return "Not an error: nothing to claim right now. Look again later."
+	case *contract.HandedOff:
+		return "The claim is theirs now: stop working under your token."
 	case *contract.Limit:
 		return "Not an error: you hold as many claims as the sidecar allows. Finish and unclaim one of them first."
 	case *contract.Cooling:

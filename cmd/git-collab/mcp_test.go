@@ -109,6 +109,12 @@ var mcpCalls = []struct {
 		{"4", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":null}`,
 			"not released: acme/widgets#42 is claimed by bob (open-ended)\nNot an error: it is not yours to release"},
 	}},
+	{"handoff", map[string]any{"issue": 42, "to": "bob/agent-8"}, []string{"handoff", "42", "--to", "bob/agent-8"}, []mcpReply{
+		{"0", `{"status":"handed_off","repo":"acme/widgets","issue":42,"holder":"bob","agent":"agent-8","token":4,"expires_at":"2026-09-05T12:05:00Z","from":{"holder":"alice","agent":null,"token":3}}`,
+			"handed acme/widgets#42 to bob/agent-8 (token 4, expires 12:05 UTC, in 30m)\nThe claim is theirs now"},
+		{"4", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"carol","agent":null,"expires_at":null}`,
+			"not handed off: acme/widgets#42 is claimed by carol (open-ended)"},
+	}},
 	{"claims", nil, []string{"claims"}, []mcpReply{
 		{"0", `{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}]}`,
 			"ISSUE  HOLDER  TOKEN  EXPIRES\n#42    alice   3      open-ended"},

@@ -60,6 +60,13 @@ func (a unclaimArgs) words() (int64, []Flag) {
 	return a.Issue, nil
 }
 
+type handoffArgs struct {
+	Issue int64  `json:"issue" jsonschema:"the issue or pull request number"`
+	To    string `json:"to" jsonschema:"whom the claim goes to: a Gitea login, or login/agent for one of that account's agents"`
+}
+
+func (a handoffArgs) words() (int64, []Flag) { return a.Issue, flagsOf("--to", a.To) }
+
 type claimsArgs struct{}
 
 func (claimsArgs) words() (int64, []Flag) { return 0, nil }
@@ -140,6 +147,9 @@ var (
 		means: "an answer, not an error: you do not hold the issue; a lapsed claim is not yours",
 		fields: map[string]string{"holder": "the Gitea login holding the issue now; null: nobody does", "agent": "which agent of holder's account holds it; null: the account itself, or nobody holds it",
 			"expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}}
+	outHandedOff = outcome{shape: contract.HandedOff{}, status: contract.StatusHandedOff,
+		means:  "handed off: the claim is the target's now, with a new token; stop working under yours",
+		fields: map[string]string{"holder": "the target's Gitea login", "agent": "the target's agent; null: the account itself", "token": "the target's new token", "from": "your tenure, which ended handed_off"}}
 	outReleased = outcome{shape: contract.Released{}, status: contract.StatusReleased,
 		means: "released, or nobody held it: either way it is free"}
 	outCooling = outcome{shape: contract.Cooling{}, status: contract.StatusCooling,
@@ -174,6 +184,7 @@ var replyFields = map[string]string{
 	"ended_by": "how it ended: released, expired (it lapsed, nobody took the issue since), taken_over (it lapsed and someone claimed the issue), " +
 		"closed, merged, deleted, force_released (by a repository admin, named in forced_by); null while it is live",
 	"forced_by":      "the repository admin who force-released it",
+	"from":           "the tenure the handoff ended",
 	"until":          "when the issue's lock-delay ends (RFC 3339, UTC): from then on anyone may claim it",
 	"scope":          "which cap: holder (you, as this agent) or account (all your account's agents)",
 	"limit":          "the cap: how many live claims the scope may hold",
@@ -200,6 +211,7 @@ var mcpTools = []mcpTool{
 	{name: "claim", add: addTool[claimArgs], idempotent: true, outcomes: []outcome{outAcquired, outHeld, outCooling, outLimit}, description: `Claim an issue or pull request of this repository before working on it. With ttl the claim lapses that long from now unless renewed (renew before expires_at: a lapsed claim is not yours); without it the claim is open-ended until you unclaim it. Answers status acquired with the token that fences your work; claiming what you already hold succeeds again with the same token. If someone else holds it, answers status held with holder and expires_at: an answer, not an error, so pick other work or claim again later. With wait, the sidecar first waits up to that long for the claim to be released or to lapse.`},
 	{name: "renew", add: addTool[renewArgs], idempotent: true, outcomes: []outcome{outRenewed, outNotHolder}, description: `Extend your live claim: it now lapses ttl from now, with the same token. Renew well before expires_at. Answers status renewed, or status not_holder when the claim is no longer yours (it lapsed, was released, or was taken over: holder says by whom, null if by nobody): then stop working under its token, claim again before going on, and do not assume earlier work is still yours to finish.`},
 	{name: "check", add: addTool[checkArgs], readOnly: true, outcomes: []outcome{outCurrent, outStale}, description: `Check that token is still the live claim on the issue. Call it right before every action your claim must fence, such as a merge or a push: a claim can lapse between two calls. Answers status current (go ahead) or status stale (the claim was released, lapsed or taken over since; token is the live claim's, null if nobody holds the issue): an answer, not an error, and the action must not happen. Needs only read access.`},
+	{name: "handoff", add: addTool[handoffArgs], destructive: true, outcomes: []outcome{outHandedOff, outNotHolder, outLimit}, description: `Hand your live claim on an issue to another holder: a Gitea login, or login/agent for one of that account's agents. In one step your claim ends (handed_off) and theirs begins with the next token, keeping your expiry (at least ten minutes ahead); from then on your token is stale, so stop working under it. The target must be allowed to claim the issue itself. Answers status handed_off; not_holder if the claim is not yours to hand (an answer, not an error); limit if the target holds as many claims as the sidecar allows.`},
 	{name: "unclaim", add: addTool[unclaimArgs], idempotent: true, destructive: true, outcomes: []outcome{outReleased, outNotHolder}, description: `Release your claim on an issue when you are done with it or give up. Answers status released, also when nobody held it, so a retry is safe. Someone else's live claim is not released: status not_holder with holder and expires_at, an answer, not an error; with force a repository admin releases it anyway.`},
 	{name: "claims", add: addTool[claimsArgs], readOnly: true, outcomes: []outcome{outList}, description: `List the live claims on this repository, oldest first: issue, holder, token and expires_at (null: open-ended) of each.`},
 	{name: "history", add: addTool[historyArgs], readOnly: true, outcomes: []outcome{outHistory}, description: `Show who claimed an issue, newest first: token, holder, acquired_at, and ended_at and ended_by (released, expired, taken_over, closed, merged, deleted, force_released with forced_by; both null while the claim is live).`},

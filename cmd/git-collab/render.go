@@ -37,6 +37,9 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 		return rendered{stdout: renderList(*r, now)}
 	case *contract.History:
 		return rendered{stdout: renderHistory(*r, now)}
+	case *contract.HandedOff:
+		return rendered{stdout: fmt.Sprintf("handed %s to %s (token %d, %s)\n", named(r.Repo, r.Issue), who(r.Holder, r.Agent), r.Token,
+			expiresPhrase(stdTime(r.ExpiresAt), now))}
 	case *contract.Released:
 		return rendered{stdout: "released " + named(r.Repo, r.Issue) + "\n"}
 	case *contract.Tenure:
@@ -66,7 +69,7 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 		if r.Status == contract.StatusHeld {
 			return rendered{stderr: claimedBy(name, who(*r.Holder, r.Agent), stdTime(r.ExpiresAt), now) + "\n"}
 		}
-		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released"}[req.Verb]
+		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released", contract.VerbHandoff: "not handed off"}[req.Verb]
 		if r.Holder == nil {
 			return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}
 		}

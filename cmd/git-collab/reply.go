@@ -31,6 +31,12 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return decodeAs[contract.List](body)
 		}
 		return decodeAs[contract.History](body)
+	case code == contract.ExitOK && req.Verb == contract.VerbHandoff:
+		r, err := decodeAs[contract.HandedOff](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusHandedOff)
 	case code == contract.ExitOK && req.Verb == contract.VerbRelease:
 		r, err := decodeAs[contract.Released](body)
 		if err != nil {
@@ -45,7 +51,7 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return nil, err
 		}
 		return r, wantStatus(r.Status, code, want)
-	case (req.Verb == contract.VerbAcquire || req.Verb == contract.VerbNext) && bytes.Contains(body, []byte(`"status":"limit"`)):
+	case (req.Verb == contract.VerbAcquire || req.Verb == contract.VerbNext || req.Verb == contract.VerbHandoff) && bytes.Contains(body, []byte(`"status":"limit"`)):
 		r, err := decodeAs[contract.Limit](body)
 		if err != nil {
 			return nil, err
@@ -77,7 +83,7 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 	switch {
 	case r.Status == contract.StatusHeld && req.Verb == contract.VerbAcquire && r.Holder != nil:
 		return r, nil
-	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease):
+	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease || req.Verb == contract.VerbHandoff):
 		return r, nil
 	}
 	return nil, unexpected(r.Status, code)

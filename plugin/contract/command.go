@@ -18,6 +18,7 @@ collab-lease list    <owner>/<repo> [--agent <name>]
 collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>]
 collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
 collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
+collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]
 collab-lease help
 `
 
@@ -43,6 +44,7 @@ const (
 	VerbNext    Verb = "next"
 	VerbCheck   Verb = "check"
 	VerbHistory Verb = "history"
+	VerbHandoff Verb = "handoff"
 	VerbHelp    Verb = "help"
 )
 
@@ -82,6 +84,9 @@ type Command struct {
 	Oldest bool
 	// Token (check --token): the fencing token to check, > 0.
 	Token int64
+	// ToLogin and ToAgent (handoff --to <login>[/<agent>]): whom the
+	// claim goes to, an account and, after a "/", one of its agents.
+	ToLogin, ToAgent string
 	// Agent (--agent, every verb but help): which agent of the account
 	// asks ("" none: the account itself). Agents of one account are
 	// distinct holders. ParseAgent says what a name may be.
@@ -89,6 +94,14 @@ type Command struct {
 	// Limit (history --limit): how many tenures, in [1, MaxHistoryLimit];
 	// DefaultHistoryLimit when not given.
 	Limit int
+}
+
+// To is handoff's target as --to names it: "login" or "login/agent".
+func (c Command) To() string {
+	if c.ToAgent == "" {
+		return c.ToLogin
+	}
+	return c.ToLogin + "/" + c.ToAgent
 }
 
 // Repo is the repository as the caller named it, "owner/name".
@@ -129,6 +142,9 @@ func (c Command) String() string {
 	}
 	if c.Verb == VerbHistory && c.Limit != DefaultHistoryLimit {
 		fmt.Fprintf(&b, " --limit %d", c.Limit)
+	}
+	if c.ToLogin != "" {
+		b.WriteString(" --to " + c.To())
 	}
 	if c.Agent != "" {
 		b.WriteString(" --agent " + c.Agent)
@@ -305,6 +321,11 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 			cmd.Limit = int(n)
 		}
 	}
+	if v, ok := given["--to"]; ok {
+		if cmd.ToLogin, cmd.ToAgent, err = ParseTo(v); err != nil {
+			return Command{}, err
+		}
+	}
 	if v, ok := given["--agent"]; ok {
 		if cmd.Agent, err = ParseAgent(v); err != nil {
 			return Command{}, err
@@ -334,6 +355,7 @@ var grammars = map[Verb]grammar{
 	VerbNext:    {1, "--label --pulls --oldest --ttl --agent ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>]"},
 	VerbCheck:   {2, "--token --agent ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]"},
 	VerbHistory: {2, "--limit --agent ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
+	VerbHandoff: {2, "--to --agent ", "--to", "collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]"},
 }
 
 // flags are every flag of the grammar: the placeholder of its value in
@@ -345,6 +367,7 @@ var flags = map[string]struct{ meta, needs, example string }{
 	"--token":  {"<n>", "a number", "--token 3"},
 	"--limit":  {"<n>", "a number", "--limit 20"},
 	"--agent":  {"<name>", "an agent name", "--agent agent-7"},
+	"--to":     {"<login>[/<agent>]", "whom to hand the claim to", "--to bob/agent-8"},
 	"--pulls":  {},
 	"--oldest": {},
 	"--force":  {},
@@ -357,6 +380,30 @@ func verbGrammar(v Verb) string {
 		return g.line
 	}
 	return "collab-lease help"
+}
+
+// maxLoginLen bounds a login of --to.
+const maxLoginLen = 255
+
+// ParseTo reads handoff's --to: a login, and optionally "/" and one of
+// its agents (ParseAgent's rules). A login is 1 to 255 of
+// [A-Za-z0-9_.-], as Gitea's are; whether it names an account is the
+// server's to say.
+func ParseTo(s string) (login, agent string, err error) {
+	login, agent, hasAgent := strings.Cut(s, "/")
+	ok := login != "" && len(login) <= maxLoginLen
+	for i := 0; ok && i < len(login); i++ {
+		ok = isAlnumByte(login[i]) || login[i] == '.' || login[i] == '_' || login[i] == '-'
+	}
+	if !ok {
+		return "", "", usageErrorf("--to must be a login, or login/agent, got %s", quoteArg(s))
+	}
+	if hasAgent {
+		if _, err := ParseAgent(agent); err != nil {
+			return "", "", usageErrorf("--to %s: the agent must be 1 to %d of A-Z a-z 0-9 . _ - starting with a letter or digit", quoteArg(s), MaxAgentLen)
+		}
+	}
+	return login, agent, nil
 }
 
 // MaxAgentLen is the longest agent name.

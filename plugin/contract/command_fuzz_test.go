@@ -42,7 +42,7 @@ func FuzzParseCommand(f *testing.F) {
 			if cmd.Issue != 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: %s carries an issue", line, cmd, cmd.Verb)
 			}
-		case VerbAcquire, VerbRenew, VerbRelease, VerbCheck, VerbHistory:
+		case VerbAcquire, VerbRenew, VerbRelease, VerbCheck, VerbHistory, VerbHandoff:
 			if cmd.Issue <= 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: issue not positive", line, cmd)
 			}
@@ -106,6 +106,9 @@ func FuzzParseCommand(f *testing.F) {
 		}
 		if cmd.Verb == VerbHistory {
 			rendered += " --limit " + strconv.Itoa(cmd.Limit)
+		}
+		if cmd.ToLogin != "" {
+			rendered += " --to " + cmd.To()
 		}
 		if cmd.Agent != "" {
 			rendered += " --agent=" + cmd.Agent

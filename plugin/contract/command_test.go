@@ -150,6 +150,11 @@ var parseCases = []parseCase{
 	{line: "collab-lease list acme/widgets --agent x", want: Command{Verb: VerbList, Owner: "acme", Name: "widgets", Agent: "x"}},
 	{line: "collab-lease next acme/widgets --agent x --pulls", want: Command{Verb: VerbNext, Owner: "acme", Name: "widgets", Pulls: true, Agent: "x"}},
 	{line: "collab-lease next acme/widgets --oldest", want: Command{Verb: VerbNext, Owner: "acme", Name: "widgets", Oldest: true}},
+	{line: "collab-lease handoff acme/widgets 42 --to bob", want: Command{Verb: VerbHandoff, Owner: "acme", Name: "widgets", Issue: 42, ToLogin: "bob"}},
+	{line: "collab-lease handoff acme/widgets 42 --to bot/agent-8 --agent agent-7", want: Command{Verb: VerbHandoff, Owner: "acme", Name: "widgets", Issue: 42, ToLogin: "bot", ToAgent: "agent-8", Agent: "agent-7"}},
+	{line: "collab-lease handoff acme/widgets 42", err: "error: usage: handoff needs --to <login>[/<agent>]; expected: collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]"},
+	{line: "collab-lease handoff acme/widgets 42 --to 'a b'", err: `error: usage: --to must be a login, or login/agent, got "a b"`},
+	{line: "collab-lease handoff acme/widgets 42 --to bob/", err: `error: usage: --to "bob/": the agent must be 1 to 40 of A-Z a-z 0-9 . _ - starting with a letter or digit`},
 	{line: "collab-lease acquire acme/widgets 42 --oldest", err: "error: usage: acquire takes no --oldest; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
 	{line: "collab-lease check acme/widgets 42 --token 3 --agent x", want: Command{Verb: VerbCheck, Owner: "acme", Name: "widgets", Issue: 42, Token: 3, Agent: "x"}},
 	{line: "collab-lease history acme/widgets 42 --agent x", want: Command{Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 42, Limit: DefaultHistoryLimit, Agent: "x"}},
@@ -557,7 +562,7 @@ func TestFormatTTL(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	lines := strings.Split(Usage, "\n")
-	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHelp}
+	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbHelp}
 	if len(lines) != len(verbs)+1 || lines[len(verbs)] != "" {
 		t.Fatalf("Usage is not one line per verb and a trailing newline: %q", Usage)
 	}

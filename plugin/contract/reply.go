@@ -17,6 +17,7 @@ const (
 	StatusStale     = "stale"   // check: it is not (exit 4)
 	StatusCooling   = "cooling" // acquire: the issue's claim lapsed less than the lock-delay ago (exit 4)
 	StatusLimit     = "limit"   // acquire, next: the caller holds as many claims as its cap allows (exit 4)
+	StatusHandedOff = "handed_off"
 )
 
 // The reasons a tenure ended, in History (docs/ssh.md, The agent verbs).
@@ -28,6 +29,7 @@ const (
 	EndMerged        = "merged"         // the pull request was merged
 	EndDeleted       = "deleted"        // the issue or its repository was deleted
 	EndForceReleased = "force_released" // a repository admin released it
+	EndHandedOff     = "handed_off"     // its holder (or an admin) handed the issue to another holder
 )
 
 // None answers a next that found nothing to claim (exit 4).
@@ -59,6 +61,28 @@ type Cooling struct {
 	Repo   string `json:"repo"`
 	Issue  int64  `json:"issue"`
 	Until  Time   `json:"until"`
+}
+
+// HandedOff answers a handoff (exit 0): the target's new tenure, and
+// the one it replaced.
+//
+//	{"status":"handed_off","repo":"acme/widgets","issue":42,"holder":"bob","agent":"agent-8","token":4,"expires_at":"…","from":{"holder":"bot","agent":"agent-7","token":3}}
+type HandedOff struct {
+	Status    string  `json:"status"` // StatusHandedOff
+	Repo      string  `json:"repo"`
+	Issue     int64   `json:"issue"`
+	Holder    string  `json:"holder"`
+	Agent     *string `json:"agent"`
+	Token     int64   `json:"token"`
+	ExpiresAt *Time   `json:"expires_at"`
+	From      From    `json:"from"`
+}
+
+// From is the tenure a handoff ended.
+type From struct {
+	Holder string  `json:"holder"`
+	Agent  *string `json:"agent"`
+	Token  int64   `json:"token"`
 }
 
 // Limit answers an acquire or next that would take the caller past the

@@ -9,6 +9,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
@@ -186,5 +187,53 @@ func TestNextByPriority(t *testing.T) {
 	tn, err := lw.Service.Next(bg, lw.As("bob"), "acme", "widgets", forge.IssueFilter{Oldest: true}, 0)
 	if err != nil || tn.Issue != 4 {
 		t.Fatalf("next --oldest: %+v %v, want #4", tn, err)
+	}
+}
+
+// Handoff through the service: the holder hands its claim to another
+// account's agent in one step (the next token, at least ten minutes
+// left); its old token is stale; a target that may not claim, or no
+// account at all, is refused alike; a stranger's handoff is not_holder,
+// an admin's goes through.
+func TestHandoffThroughTheService(t *testing.T) {
+	w := newWorld(t)
+	w.forge.Grant("acme/widgets", "eve", forgetest.Admin)
+	alice := w.as("alice")
+	first, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := w.svc.Handoff(bg, alice, "acme", "widgets", 1, "bob", "agent-8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(got); string(b) != `{"status":"handed_off","repo":"acme/widgets","issue":1,"holder":"bob","agent":"agent-8","token":2,"expires_at":"2026-09-05T12:10:00Z","from":{"holder":"alice","agent":null,"token":1}}` {
+		t.Fatalf("handoff reply %s", b)
+	}
+	var conflict *lease.ConflictError
+	if _, err := w.svc.Check(bg, alice, "acme", "widgets", 1, first.Token); !errors.As(err, &conflict) || conflict.Status() != contract.StatusStale {
+		t.Fatalf("the old token after the handoff: %v, want stale", err)
+	}
+	if _, err := w.svc.Renew(bg, w.agent("bob", "agent-8"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatalf("the target renews: %v", err)
+	}
+	var target *lease.TargetMayNotClaimError
+	for _, to := range []string{"reader", "nobody-at-all"} {
+		if _, err := w.svc.Handoff(bg, w.as("bob"), "acme", "widgets", 1, to, ""); !errors.As(err, &target) || err.Error() != to+" may not claim in acme/widgets" {
+			t.Fatalf("a handoff to %s: %v, want refused", to, err)
+		}
+	}
+	if _, err := w.svc.Handoff(bg, w.as("dave"), "acme", "widgets", 1, "alice", ""); err == nil {
+		t.Fatal("dave, who may not write acme/widgets, handed off bob's claim")
+	}
+	if _, err := w.svc.Handoff(bg, w.as("alice"), "acme", "widgets", 1, "alice", ""); !errors.As(err, &conflict) || conflict.Status() != contract.StatusNotHolder {
+		t.Fatalf("alice hands off bob's claim: %v, want not_holder", err)
+	}
+	if got, err := w.svc.Handoff(bg, w.as("eve"), "acme", "widgets", 1, "alice", ""); err != nil || got.Holder != "alice" || got.Token != 3 {
+		t.Fatalf("an admin hands off bob's claim: %+v %v", got, err)
+	}
+	h, err := w.svc.History(bg, alice, "acme", "widgets", 1, 20)
+	if err != nil || len(h.Tenures) != 3 || *h.Tenures[1].EndedBy != contract.EndHandedOff || *h.Tenures[1].EndedByLogin != "eve" {
+		t.Fatalf("history %+v %v", h, err)
 	}
 }

@@ -78,6 +78,14 @@ func (c committed) ForceRelease(ctx context.Context, k models.Key, by models.Hol
 	return l, err
 }
 
+func (c committed) Handoff(ctx context.Context, k models.Key, by, to models.Holder, force bool) (models.Lease, models.Lease, error) {
+	l, from, err := c.Ledger.Handoff(ctx, k, by, to, force)
+	if err == nil {
+		c.publish(changes.Change{Key: k})
+	}
+	return l, from, err
+}
+
 func (c committed) AcquireFirst(ctx context.Context, repoID int64, cands []models.Candidate, h models.Holder, ttl time.Duration) (models.Lease, error) {
 	l, err := c.Ledger.AcquireFirst(ctx, repoID, cands, h, ttl)
 	if err == nil {

@@ -106,6 +106,9 @@ func (succeeding) RecordPull(context.Context, models.Pull, string) (bool, error)
 	return true, nil
 }
 func (succeeding) EndSessions(context.Context, int64) (int64, error) { return 1, nil }
+func (succeeding) Handoff(context.Context, models.Key, models.Holder, models.Holder, bool) (models.Lease, models.Lease, error) {
+	return models.Lease{}, models.Lease{}, nil
+}
 
 // Every write of the committed ledger publishes once it succeeded (and a
 // write that ends leases publishes each as ended); the one that changes
@@ -128,6 +131,7 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 		"EndRepo":      func() { _, _ = l.EndRepo(ctx, 1, "") },
 		"RecordPull":   func() { _, _ = l.RecordPull(ctx, models.Pull{RepoID: 1, Number: 2}, "") },
 		"EndSessions":  func() { _, _ = l.EndSessions(ctx, 1) },
+		"Handoff":      func() { _, _, _ = l.Handoff(ctx, k, h, h, false) },
 	}
 	typ := reflect.TypeFor[Ledger]()
 	for i := range typ.NumMethod() {

@@ -19,6 +19,7 @@ type Ledger interface {
 	Release(ctx context.Context, k models.Key, h models.Holder) (*models.Lease, error)
 	AcquireFirst(ctx context.Context, repoID int64, cands []models.Candidate, h models.Holder, ttl time.Duration) (models.Lease, error)
 	ForceRelease(ctx context.Context, k models.Key, by models.Holder) (*models.Lease, error)
+	Handoff(ctx context.Context, k models.Key, by, to models.Holder, force bool) (models.Lease, models.Lease, error)
 	Tenures(ctx context.Context, k models.Key, limit int) ([]models.Tenure, error)
 	Current(ctx context.Context, k models.Key) (*models.Lease, error)
 	List(ctx context.Context, repoID int64) ([]models.Lease, error)
