@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -286,43 +287,14 @@ func TestAgentsOfOneAccountAgainstGitea(t *testing.T) {
 	}
 }
 
-// The lock-delay against the real Gitea and OpenSSH: a claim lapses, and
-// for --lock-delay nobody else may claim the issue (cooling, exit 4) or
-// get it from next, while its holder may at once.
-func TestLockDelayAgainstGitea(t *testing.T) {
-	g, w, bin := shared(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: []string{"--lock-delay", "5m"}}, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stopAtEnd(t, s)
-	repo := identityRepo(t, ctx, g, w)
-	alice, bob := identityUser(t, ctx, g, w, "cool-a", repo), identityUser(t, ctx, g, w, "cool-b", repo)
-	n := identityIssue(t, ctx, g, repo)
-	expect(t, run(t, s, alice, lease("acquire", repo, n, "--ttl", "1s")), 0, "alice claims for a second")
-	res, ok := pollUntil(10*time.Second, func() (SSHResult, bool) {
-		r := run(t, s, bob, lease("acquire", repo, n))
-		return r, strings.Contains(r.Stdout, `"status":"cooling"`)
-	})
-	if !ok || res.Code != 4 {
-		t.Fatalf("bob's acquire after alice's claim lapsed: %s, want cooling", show(res))
-	}
-	expect(t, run(t, s, bob, "collab-lease next "+repo.FullName()), 4, "bob's next passes the cooling issue over")
-	r := run(t, s, alice, lease("acquire", repo, n))
-	if r.Code != 0 || !strings.Contains(r.Stdout, `"token":2`) {
-		t.Fatalf("alice's acquire in the lock-delay: %s, want a new tenure", show(r))
-	}
-}
-
-// The work-in-progress caps against the real Gitea and OpenSSH: one
-// account's agents together hold at most --max-claims-per-account claims.
+// The work-in-progress caps against the real Gitea and OpenSSH: twenty
+// acquires at once by one holder, of twenty issues, with a cap of three,
+// give exactly three claims; the others answer limit and claim nothing.
 func TestClaimCapsAgainstGitea(t *testing.T) {
 	g, w, bin := shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: []string{"--max-claims-per-account", "2"}}, t.TempDir())
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: []string{"--max-claims-per-holder", "3"}}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,15 +302,153 @@ func TestClaimCapsAgainstGitea(t *testing.T) {
 	repo := identityRepo(t, ctx, g, w)
 	bot := identityUser(t, ctx, g, w, "capped", repo)
 	var ns []int64
-	for range 3 {
+	for range 20 {
 		ns = append(ns, identityIssue(t, ctx, g, repo))
 	}
-	expect(t, run(t, s, bot, lease("acquire", repo, ns[0], "--agent", "a1")), 0, "a1's first claim")
-	expect(t, run(t, s, bot, lease("acquire", repo, ns[1], "--agent", "a2")), 0, "a2's first claim")
-	r := run(t, s, bot, lease("acquire", repo, ns[2], "--agent", "a3"))
-	if r.Code != 4 || !strings.Contains(r.Stdout, `"status":"limit"`) || !strings.Contains(r.Stdout, `"scope":"account","limit":2,"live":2`) {
-		t.Fatalf("a3's claim past the account's cap: %s", show(r))
+	codes := make(chan SSHResult, len(ns))
+	var wg sync.WaitGroup
+	for _, n := range ns {
+		wg.Go(func() { codes <- run(t, s, bot, lease("acquire", repo, n, "--agent", "a1")) })
 	}
-	expect(t, run(t, s, bot, lease("release", repo, ns[0])), 0, "the account releases a claim")
-	expect(t, run(t, s, bot, lease("acquire", repo, ns[2], "--agent", "a3")), 0, "a3's claim once a place is free")
+	wg.Wait()
+	close(codes)
+	won, capped := 0, 0
+	for r := range codes {
+		switch {
+		case r.Code == 0:
+			won++
+		case r.Code == 4 && strings.Contains(r.Stdout, `"status":"limit"`) && strings.Contains(r.Stdout, `"scope":"holder","limit":3,"live":3`):
+			capped++
+		default:
+			t.Fatalf("an acquire: %s", show(r))
+		}
+	}
+	if won != 3 || capped != 17 {
+		t.Fatalf("%d acquired and %d capped, want 3 and 17", won, capped)
+	}
+	l := run(t, s, bot, "collab-lease list "+repo.FullName())
+	if got := strings.Count(l.Stdout, `"holder":"`+bot.Login+`"`); got != 3 {
+		t.Fatalf("%d claims listed, want 3: %s", got, show(l))
+	}
+}
+
+// Priorities against the real Gitea: with --priority-labels priority/high,
+// four agents' next at once take the four high-priority issues, though
+// ten unlabelled ones are older; sixteen more take the ten others, and
+// six are told none: no issue twice.
+func TestNextByPriorityAgainstGitea(t *testing.T) {
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: []string{"--priority-labels", "priority/high"}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	a := &agentWorld{t: t, ctx: ctx, g: g, s: s, repo: identityRepo(t, ctx, g, w)}
+	for i := range 20 {
+		a.agents = append(a.agents, identityUser(t, ctx, g, w, fmt.Sprintf("prio%02d", i), a.repo))
+	}
+	plain := a.issues(10)
+	high := a.issues(4)
+	a.label("priority/high", high...)
+	all := a.agents
+	a.agents = all[:4]
+	first := winners(a.nextAll(""))
+	if !slices.Equal(first, high) {
+		t.Fatalf("the first four nexts took %v, want the high-priority %v", first, high)
+	}
+	a.agents = all[4:]
+	got := a.nextAll("")
+	rest := winners(got)
+	if !slices.Equal(rest, plain) {
+		t.Fatalf("the other sixteen took %v, want the ten unlabelled %v", rest, plain)
+	}
+	if nones := len(got) - len(rest); nones != 6 {
+		t.Fatalf("%d agents told none, want 6", nones)
+	}
+}
+
+// The lock-delay against the real Gitea and OpenSSH: a lapsed claim
+// with a 5 s lock-delay refuses another holder (cooling) until the delay
+// is over, and lets the lapsed holder back at once.
+func TestLockDelayAgainstGitea(t *testing.T) {
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: []string{"--lock-delay", "5s"}}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	repo := identityRepo(t, ctx, g, w)
+	alice, bob := identityUser(t, ctx, g, w, "cool-a", repo), identityUser(t, ctx, g, w, "cool-b", repo)
+	n, m := identityIssue(t, ctx, g, repo), identityIssue(t, ctx, g, repo)
+	expect(t, run(t, s, alice, lease("acquire", repo, n, "--ttl", "1s")), 0, "alice claims for a second")
+	var cooling struct {
+		Status string
+		Until  time.Time
+	}
+	res, ok := pollUntil(10*time.Second, func() (SSHResult, bool) {
+		r := run(t, s, bob, lease("acquire", repo, n))
+		return r, r.Code == 4 && json.Unmarshal([]byte(r.Stdout), &cooling) == nil && cooling.Status == "cooling"
+	})
+	if !ok {
+		t.Fatalf("bob's acquire after alice's claim lapsed: %s, want cooling", show(res))
+	}
+	expect(t, run(t, s, bob, "collab-lease next "+repo.FullName()), 0, "bob's next passes the cooling issue over for the other")
+	res, ok = pollUntil(15*time.Second, func() (SSHResult, bool) {
+		r := run(t, s, bob, lease("acquire", repo, n))
+		return r, r.Code == 0
+	})
+	if !ok || time.Now().Before(cooling.Until) {
+		t.Fatalf("bob's acquire once the delay was over (until %s): %s", cooling.Until, show(res))
+	}
+	// The lapsed holder may come back at once.
+	expect(t, run(t, s, bob, lease("release", repo, m)), 0, "bob lets the other go")
+	expect(t, run(t, s, alice, lease("acquire", repo, m, "--ttl", "1s")), 0, "alice claims the other for a second")
+	res, ok = pollUntil(10*time.Second, func() (SSHResult, bool) {
+		r := run(t, s, bob, lease("acquire", repo, m))
+		return r, strings.Contains(r.Stdout, `"status":"cooling"`)
+	})
+	if !ok {
+		t.Fatalf("bob's acquire of the other: %s, want cooling", show(res))
+	}
+	// (bob's next took it first, token 1; alice's claim was token 2.)
+	r := run(t, s, alice, lease("acquire", repo, m))
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"token":3`) {
+		t.Fatalf("alice back at once: %s, want a new tenure", show(r))
+	}
+}
+
+// handoff against the real Gitea and OpenSSH: a claim goes to another
+// writer's agent in one step, with the next token; a target Gitea knows
+// but who may not write the repository is refused, as one who does not
+// exist; the history names the handoff.
+func TestHandoffAgainstGitea(t *testing.T) {
+	a := newAgentWorld(t, 2)
+	alice, bob := a.agents[0], a.agents[1]
+	outsider := &User{Login: "outsider-" + randomHex(3), Password: randomHex(8) + "Aa1!"}
+	if err := a.g.Admin().Do(a.ctx, "POST", "/admin/users", map[string]any{"username": outsider.Login, "email": outsider.Login + "@example.com",
+		"password": outsider.Password, "must_change_password": false}, nil); err != nil {
+		t.Fatal(err)
+	}
+	n := a.issues(1)[0]
+	expect(t, run(t, a.s, alice, lease("acquire", a.repo, n, "--ttl", "30m")), 0, "alice claims")
+	for _, to := range []string{outsider.Login, "no-such-" + randomHex(3)} {
+		r := run(t, a.s, alice, lease("handoff", a.repo, n, "--to", to))
+		if r.Code != 1 || r.Stderr != "error: "+to+" may not claim in "+a.repo.FullName()+"\n" {
+			t.Fatalf("a handoff to %s: %s", to, show(r))
+		}
+	}
+	r := run(t, a.s, alice, lease("handoff", a.repo, n, "--to", bob.Login+"/b1"))
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"holder":"`+bob.Login+`","agent":"b1","token":2`) || !strings.Contains(r.Stdout, `"from":{"holder":"`+alice.Login+`","agent":null,"token":1}`) {
+		t.Fatalf("alice hands off to bob's b1: %s", show(r))
+	}
+	expect(t, run(t, a.s, alice, lease("check", a.repo, n, "--token", "1")), 4, "alice's old token is stale")
+	expect(t, run(t, a.s, bob, lease("renew", a.repo, n, "--ttl", "1h", "--agent", "b1")), 0, "bob's b1 renews")
+	h := run(t, a.s, bob, lease("history", a.repo, n))
+	if !strings.Contains(h.Stdout, `"ended_by":"handed_off","ended_by_login":"`+alice.Login+`"`) {
+		t.Fatalf("history: %s", show(h))
+	}
 }

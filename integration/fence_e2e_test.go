@@ -176,3 +176,33 @@ func TestFencedMergeAgainstGitea(t *testing.T) {
 		t.Fatalf("alice's merge with the claim back: %v", err)
 	}
 }
+
+// A handoff moves the merge fence at once: alice's pull request that
+// fixes the issue is mergeable while she holds it, and its status says
+// failure within a second of her handing the issue to bob. A handoff to
+// a reader of the repository is refused.
+func TestHandoffMovesTheMergeFenceAgainstGitea(t *testing.T) {
+	a := newAgentWorld(t, 2)
+	alice, bob := a.agents[0], a.agents[1]
+	a.api("POST", "/repos/"+a.repo.FullName()+"/branch_protections", map[string]any{
+		"rule_name": "main", "enable_status_check": true, "status_check_contexts": []string{"collab-lease/claim"},
+	}, nil)
+	_, w, _ := shared(t)
+	reader := identityUser(t, a.ctx, a.g, w, "reader", a.repo) // a writer, made a reader below
+	a.api("PUT", fmt.Sprintf("/repos/%s/collaborators/%s", a.repo.FullName(), reader.Login), map[string]any{"permission": "read"}, nil)
+	n := a.issues(1)[0]
+	expect(t, run(t, a.s, alice, lease("acquire", a.repo, n, "--ttl", "30m")), 0, "alice claims")
+	_, sha := a.fencePull(alice, "handoff", n)
+	a.waitStatus(sha, "success", "claimed by "+alice.Login)
+	r := run(t, a.s, alice, lease("handoff", a.repo, n, "--to", reader.Login))
+	if r.Code != 1 || !strings.Contains(r.Stderr, reader.Login+" may not claim in") {
+		t.Fatalf("a handoff to a reader: %s", show(r))
+	}
+	expect(t, run(t, a.s, alice, lease("handoff", a.repo, n, "--to", bob.Login)), 0, "alice hands off to bob")
+	took := a.waitStatus(sha, "failure", fmt.Sprintf("issue #%d is claimed by %s", n, bob.Login))
+	t.Logf("the status said failure %s after the handoff was answered", took.Round(time.Millisecond))
+	if took > time.Second {
+		t.Errorf("the status flipped %s after the handoff, want within 1 s", took)
+	}
+	expect(t, run(t, a.s, alice, lease("check", a.repo, n, "--token", "1")), 4, "alice's token is stale")
+}
