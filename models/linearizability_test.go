@@ -59,6 +59,7 @@ type linLedger interface {
 	EndIssue(ctx context.Context, k Key, why Reason, version int64, delivery string) (Ended, error)
 	ReopenIssue(ctx context.Context, k Key, version int64, delivery string) (Ended, error)
 	List(ctx context.Context, repoID int64) ([]Lease, error)
+	Handoff(ctx context.Context, k Key, by, to Holder, force bool) (Lease, Lease, error)
 }
 
 // linClock is the shared logical clock, in whole seconds.
@@ -97,7 +98,7 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 			for range opsPerClient {
 				k := linKeys[rng.Intn(len(linKeys))]
 				in := leasemodel.Input{Key: leasemodel.Key(k), Holder: holder.login, Agent: holder.agent}
-				switch r := rng.Intn(24); {
+				switch r := rng.Intn(26); {
 				case r < 8:
 					in.Kind = leasemodel.Acquire
 					if rng.Intn(8) > 0 { // one in eight open-ended
@@ -114,12 +115,17 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 					// were issued; applied concurrently, some arrive late.
 					in.Kind, in.Holder, in.Agent = leasemodel.Close+leasemodel.Kind(r-20), "", ""
 					in.Version = version.Add(1)
-				default:
+				case r < 24:
 					// next over the repository's issues.
 					in.Kind = leasemodel.NextTake
 					if rng.Intn(8) > 0 {
 						in.TTL = int64(1 + rng.Intn(4))
 					}
+				default:
+					// A handoff to another holder (or, now and then, to
+					// whoever holds it: refused as invalid).
+					to := linHolders[rng.Intn(len(linHolders))]
+					in.Kind, in.To, in.ToAgent = leasemodel.Handoff, to.login, to.agent
 				}
 				in.Lo = clock.sec.Load()
 				call := seq.Add(1)
@@ -232,6 +238,26 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 		return outs, nil
 	case leasemodel.Renew:
 		return granted(led.Renew(ctx, k, whoIn(in), ttl))
+	case leasemodel.Handoff:
+		to := who(in.To)
+		to.Agent = in.ToAgent
+		l, _, err := led.Handoff(ctx, k, whoIn(in), to, false)
+		var nh *NotHolderError
+		switch {
+		case err == nil:
+			if l.Holder != to || l.Key != k {
+				return nil, fmt.Errorf("handoff gave %+v, not to %+v", l, to)
+			}
+			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token,
+				AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
+		case errors.As(err, &nh):
+			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, Agent: nh.Agent, ExpiresAt: unixOr0(nh.ExpiresAt)})
+		case errors.Is(err, ErrInvalid):
+			return one(leasemodel.Output{Result: leasemodel.Invalid})
+		case errors.Is(err, ErrBusy):
+			return one(leasemodel.Output{Result: leasemodel.Unavailable})
+		}
+		return nil, err
 	case leasemodel.Close, leasemodel.Reopen:
 		var (
 			e   Ended
@@ -402,6 +428,9 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 		{"release by the pair only", func(s *Store) linLedger { return pairRelease{s} }},
 		// Agents of one account share their claims, as accounts did.
 		{"agents share the account's claim", func(s *Store) linLedger { return sharedAgents{s} }},
+		// A handoff that passes the tenure on, token and all, instead of
+		// beginning the target's own.
+		{"handoff keeps the token", func(s *Store) linLedger { return handoffKeepsToken{s} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// A broken store shows itself only when the run happens to
@@ -429,6 +458,33 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handoffKeepsToken hands the lease over as it is: same token, same
+// start, same expiry.
+type handoffKeepsToken struct{ *Store }
+
+func (s handoffKeepsToken) Handoff(ctx context.Context, k Key, by, to Holder, _ bool) (Lease, Lease, error) {
+	var out, from Lease
+	err := s.write(ctx, issueScope(k), func(tx *gorm.DB, now int64) error {
+		row, found, err := load(tx, k)
+		switch {
+		case err != nil:
+			return err
+		case !found || !row.live(now) || !row.ofAccount(by):
+			return notHolder(row, found, now)
+		case row.heldBy(to):
+			return fmt.Errorf("%w: already the holder", ErrInvalid)
+		}
+		from = row.lease()
+		row.Holder, row.HolderID, row.Agent = &to.Login, &to.ID, to.Agent
+		if err := store(tx, row, true); err != nil {
+			return err
+		}
+		out = row.lease()
+		return nil
+	})
+	return out, from, err
 }
 
 // pairRelease refuses a release by another agent of the holder's

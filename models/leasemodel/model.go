@@ -32,10 +32,17 @@ const (
 	// closed, at an instant of the call).
 	NextTake
 	NextSkip
+	// Handoff: Holder (the account of the caller, any of its agents)
+	// hands the live lease to To/ToAgent: a new tenure, token old+1,
+	// keeping the expiry but at least HandoffLife ahead.
+	Handoff
 )
 
+// HandoffLife is the least a handed-off tenure has left, in seconds.
+const HandoffLife = 600
+
 func (k Kind) String() string {
-	return [...]string{"acquire", "renew", "release", "list", "close", "reopen", "next-take", "next-skip"}[k]
+	return [...]string{"acquire", "renew", "release", "list", "close", "reopen", "next-take", "next-skip", "handoff"}[k]
 }
 
 // Input is one call. TTL is in seconds (0: open-ended acquire).
@@ -44,7 +51,9 @@ type Input struct {
 	Key    Key
 	Holder string // the account
 	Agent  string // which of its agents ("" the account itself): with Holder, who holds
-	TTL    int64
+	// To and ToAgent: whom a Handoff hands the lease to.
+	To, ToAgent string
+	TTL         int64
 	// Version orders the forge's events on an issue (Close, Reopen): an
 	// event older than the state recorded changes nothing.
 	Version int64
@@ -60,6 +69,7 @@ const (
 	NotHolder          // renew, release: the caller does not hold the issue
 	Unavailable        // nothing was done (the store's ErrBusy, the SSH verb's exit 75)
 	Closed             // acquire: the forge's close of the issue is recorded
+	Invalid            // handoff: the target holds the lease already
 )
 
 // Output is one answer, with only the fields the answer carries set, so
@@ -180,6 +190,19 @@ func Spec(s State, in Input, now int64) (Output, State) {
 			return Output{Result: Held}, s
 		}
 		return Output{Result: OK}, s // free: next should have taken it
+	case Handoff:
+		switch {
+		case !live || !ours:
+			return refused(NotHolder)
+		case s.Holder == in.To && s.Agent == in.ToAgent:
+			return Output{Result: Invalid}, s
+		}
+		ns := State{Holder: in.To, Agent: in.ToAgent, Token: s.Token + 1, AcquiredAt: now, LastWrite: s.LastWrite,
+			Known: s.Known, Closed: s.Closed, Version: s.Version}
+		if s.ExpiresAt != 0 {
+			ns.ExpiresAt = max(s.ExpiresAt, now+HandoffLife)
+		}
+		return granted(ns)
 	}
 	panic("unknown operation kind")
 }
