@@ -20,11 +20,11 @@ import (
 func capsOps(t *testing.T, stores []*Store, issues, clients, ops int, seed int64) []porcupine.Operation {
 	t.Helper()
 	var (
-		seq   atomic.Int64
-		mu    sync.Mutex
-		recorded  []porcupine.Operation
-		wg    sync.WaitGroup
-		start = make(chan struct{})
+		seq      atomic.Int64
+		mu       sync.Mutex
+		recorded []porcupine.Operation
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
 	)
 	for c := range clients {
 		wg.Go(func() {
