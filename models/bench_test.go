@@ -233,3 +233,19 @@ func cycle(b *testing.B, pb *testing.PB, s *Store, k Key) {
 		}
 	}
 }
+
+// BenchmarkCapped: acquire+release as BenchmarkAcquireRelease, on a
+// ledger with claim caps (the holder's and the account's: each new
+// tenure counts the account's live leases first) and on one without,
+// one right after the other.
+func BenchmarkCapped(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"uncapped", nil}, {"capped", []Option{WithClaimCaps(100, 100)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, _, _ := openTestStore(b, c.opts...)
+			acquireRelease(b, s)
+		})
+	}
+}

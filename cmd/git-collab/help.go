@@ -150,8 +150,9 @@ const issueHelp = `<issue> is an issue or pull request number: 42 or #42.`
 const exitHelp = `  0    done (also: claiming what you hold, unclaiming what nobody holds)
   1    error: bad arguments, unknown repository or issue, closed issue,
        or your key no longer belongs to an active Gitea account
-  4    an answer, not an error: claimed by someone else, you are not the
-       holder, nothing to claim (next), or a stale token (check)
+  4    an answer, not an error: claimed by someone else, cooling down
+       after a claim lapsed, past your claim cap, you are not the holder,
+       nothing to claim (next), or a stale token (check)
   75   temporary failure (forge unavailable, database busy): retry
   255  ssh could not reach or log in to the sidecar`
 
