@@ -124,7 +124,7 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	if want := []string{"check", "claim", "claims", "history", "next", "renew", "unclaim"}; !slices.Equal(names, want) {
+	if want := []string{"check", "claim", "claims", "handoff", "history", "next", "renew", "unclaim"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 
@@ -189,6 +189,18 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 		t.Fatalf("renew of a lapsed claim: %+v", lapsed)
 	}
 
+	// A handoff: the other holds it at once, with the next token, and
+	// the agent's token is stale.
+	mine := answer[contract.Tenure](a, "claim", map[string]any{"issue": free, "ttl": "10m"})
+	handed := answer[contract.HandedOff](a, "handoff", map[string]any{"issue": free, "to": other.Login})
+	if handed.Status != contract.StatusHandedOff || handed.Holder != other.Login || handed.Token != mine.Token+1 ||
+		handed.From.Holder != agent.Login || handed.From.Token != mine.Token {
+		t.Fatalf("handoff after %+v: %+v", mine, handed)
+	}
+	if stale := answer[contract.Stale](a, "check", map[string]any{"issue": free, "token": mine.Token}); stale.Status != contract.StatusStale {
+		t.Fatalf("check after the handoff: %+v", stale)
+	}
+
 	// Exit 1: the sidecar's line; the call is wrong, not the moment.
 	if msg := toolError(a, "claim", map[string]any{"issue": 99999}); msg != contract.LineIssueNotFound {
 		t.Fatalf("claim of an unknown issue: %q", msg)
@@ -203,7 +215,7 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 	}
 	startGitea(t, g)
 	list = answer[contract.List](a, "claims", nil)
-	if len(list.Leases) != 1 || list.Leases[0].Holder != other.Login {
+	if len(list.Leases) != 2 || list.Leases[0].Holder != other.Login || list.Leases[1].Holder != other.Login {
 		t.Fatalf("claims after the outage: %+v", list)
 	}
 }
