@@ -27,6 +27,14 @@ func TestLockDelayAfterALapse(t *testing.T) {
 		if _, err := s.AcquireFirst(bg, 1, []Candidate{{Issue: 1, Observed: Observed{Kind: KindIssue}, Verified: true}}, bob, 0); !errors.Is(err, ErrNoneFree) {
 			t.Fatalf("bob's next in the lock-delay: %v, want none free", err)
 		}
+		// Nor does another's release end the delay: there is nothing of
+		// his to free, and the row stays cooling.
+		if l, err := s.Release(bg, k, bob); err != nil || l != nil {
+			t.Fatalf("bob's release in the lock-delay: %+v %v, want nothing freed", l, err)
+		}
+		if _, err := s.Acquire(bg, k, bob, time.Minute, Observed{Kind: KindIssue}); !errors.Is(err, ErrCooling) {
+			t.Fatalf("bob's acquire after his release in the lock-delay: %v, want cooling", err)
+		}
 		// Its holder may claim it again at once: a new tenure.
 		again := mustAcquireAs(t, s, k, alice, time.Minute)
 		if again.Token != first.Token+1 {

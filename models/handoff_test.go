@@ -34,19 +34,27 @@ func TestHandoff(t *testing.T) {
 		if _, _, err := s.Handoff(bg, Key{RepoID: 1, Issue: 7}, carol, bob, false); !errors.Is(err, ErrLimit) {
 			t.Fatalf("a handoff past bob's cap: %v, want limit", err)
 		}
+		// Between bob's agents the account's count does not change: the
+		// cap does not refuse it.
+		if got, _, err := s.Handoff(bg, k, bob7, bob, false); err != nil || got.Holder != bob {
+			t.Fatalf("b7 hands off to bob under bob's cap of one: %+v %v", got, err)
+		}
 		// An admin (force) hands it on.
 		if _, _, err := s.Handoff(bg, k, carol, alice, true); err != nil {
 			t.Fatalf("a forced handoff: %v", err)
 		}
 		ts, err := s.Tenures(bg, k, 10)
-		if err != nil || len(ts) != 3 {
+		if err != nil || len(ts) != 4 {
 			t.Fatalf("tenures %+v %v", ts, err)
 		}
-		if ts[1].Holder != bob7 || ts[1].EndedBy != EndHandedOff || ts[1].EndedByHolder == nil || *ts[1].EndedByHolder != carol {
+		if ts[1].Holder != bob || ts[1].EndedBy != EndHandedOff || ts[1].EndedByHolder == nil || *ts[1].EndedByHolder != carol {
 			t.Fatalf("bob's tenure %+v (ended by %+v), want handed off by carol", ts[1], ts[1].EndedByHolder)
 		}
-		if ts[2].Holder != alice || ts[2].EndedBy != EndHandedOff || *ts[2].EndedByHolder != alice {
-			t.Fatalf("alice's tenure %+v, want handed off by alice", ts[2])
+		if ts[2].Holder != bob7 || ts[2].EndedBy != EndHandedOff || *ts[2].EndedByHolder != bob7 {
+			t.Fatalf("b7's tenure %+v, want handed off by b7", ts[2])
+		}
+		if ts[3].Holder != alice || ts[3].EndedBy != EndHandedOff || *ts[3].EndedByHolder != alice {
+			t.Fatalf("alice's tenure %+v, want handed off by alice", ts[3])
 		}
 		// A lapsed claim is nobody's to hand off.
 		clock.Advance(time.Hour)
@@ -59,4 +67,16 @@ func TestHandoff(t *testing.T) {
 			t.Fatalf("the handoff of an open-ended claim: %+v %v", got, err)
 		}
 	})
+}
+
+// Under a maximum TTL shorter than MinHandoffLife, a handed-off tenure
+// lasts no longer than any acquire could make it.
+func TestHandoffWithinTheMaxTTL(t *testing.T) {
+	s, clock, _ := sqliteEngine.open(t, WithMaxTTL(5*time.Minute))
+	k := Key{RepoID: 1, Issue: 1}
+	mustAcquireAs(t, s, k, Holder{ID: 1, Login: "alice"}, time.Minute)
+	got, _, err := s.Handoff(bg, k, Holder{ID: 1, Login: "alice"}, Holder{ID: 2, Login: "bob"}, false)
+	if want := clock.Now().Add(5 * time.Minute); err != nil || got.ExpiresAt == nil || !got.ExpiresAt.Equal(want) {
+		t.Fatalf("handoff under a 5m maximum: %+v %v, want expiry %s", got, err, want)
+	}
 }

@@ -74,7 +74,10 @@ var (
 
 // capped is the *LimitError of a new tenure for h beyond p's caps, if any
 // (the holder's cap first); h holds no live lease on the issue at stake.
-func capped(tx *gorm.DB, h Holder, now int64, p policy) error {
+// moving: the issue's live lease is of h's account already (a handoff
+// between its agents), so the account's count keeps it and must not
+// count it twice.
+func capped(tx *gorm.DB, h Holder, now int64, p policy, moving bool) error {
 	if p.perHolder <= 0 && p.perAccount <= 0 {
 		return nil
 	}
@@ -93,6 +96,9 @@ func capped(tx *gorm.DB, h Holder, now int64, p policy) error {
 		var live int64
 		if err := queryRow(tx, c.q, c.args...).Scan(&live); err != nil {
 			return err
+		}
+		if moving && c.scope == "account" {
+			live--
 		}
 		if live >= c.limit {
 			return &LimitError{Scope: c.scope, Limit: c.limit, Live: live}
@@ -118,7 +124,7 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 		return Lease{}, &CoolingError{Until: *coolingUntil(row, h, now, p.delay)}
 	case !live:
 		// A new tenure: within the claim caps? (A re-acquire never counts.)
-		if err := capped(tx, h, now, p); err != nil {
+		if err := capped(tx, h, now, p, false); err != nil {
 			return Lease{}, err
 		}
 	}
@@ -210,6 +216,12 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 		if !found || row.Holder == nil {
 			return nil // nothing to free, nothing to record
 		}
+		if !row.live(now) && !row.ofAccount(h) && !force {
+			// A lapsed lease of someone else: nothing to free, and its
+			// row stays as it is, so the lock-delay it may be cooling in
+			// is not ended by another's release.
+			return nil
+		}
 		action := ActionRelease
 		switch {
 		// Any agent of the holder's account, or the account itself, may
@@ -238,7 +250,8 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 }
 
 // MinHandoffLife is the least a handed-off tenure has left: the target's
-// tenure keeps the old one's expiry, but never less than this ahead.
+// tenure keeps the old one's expiry, but never less than this ahead (nor
+// more than the ledger's maximum TTL, if that is shorter).
 const MinHandoffLife = 10 * time.Minute
 
 // Handoff ends the live tenure on k and begins to's, in one transaction:
@@ -268,7 +281,7 @@ func (s *Store) Handoff(ctx context.Context, k Key, by, to Holder, force bool) (
 		case row.heldBy(to):
 			return fmt.Errorf("%w: %s already holds it", ErrInvalid, to.Login)
 		}
-		if err := capped(tx, to, now, s.policy()); err != nil {
+		if err := capped(tx, to, now, s.policy(), row.ofAccount(to)); err != nil {
 			return err
 		}
 		from = row.lease()
@@ -277,7 +290,7 @@ func (s *Store) Handoff(ctx context.Context, k Key, by, to Holder, force bool) (
 			return err
 		}
 		if row.ExpiresAt != nil {
-			least := now + int64(MinHandoffLife/time.Second)
+			least := now + int64(min(MinHandoffLife, s.maxTTL)/time.Second)
 			row.ExpiresAt = &least
 			if from.ExpiresAt.Unix() > least {
 				exp := from.ExpiresAt.Unix()

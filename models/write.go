@@ -69,7 +69,7 @@ func (r *writeReq) finished() bool {
 // IMMEDIATE, then fn, then COMMIT, possibly together with other writers'
 // fns (see above). now is read after the lock is held, so the decision and
 // its timestamp belong to the same instant of the ledger's history. fn
-// must return a refusal (*HeldError, *NotHolderError, *CoolingError) only if it wrote
+// must return a refusal (*HeldError, *NotHolderError, *CoolingError, *LimitError) only if it wrote
 // nothing it wants kept; other errors fail the whole transaction. fn may
 // run more than once (alone after a failed batch; again after a
 // serialization failure on PostgreSQL), so it sets its results afresh.

@@ -34,7 +34,7 @@ type cookieJar struct {
 
 // sessionClaims is what the session cookie says: which account (its ID
 // decides, the login is shown), until when, and the account's session
-// epoch when it was issued (plugin/identity.go: valid only while the
+// epoch when it was issued (plugin/lease/identity.go: valid only while the
 // account still has it; cookies from before epochs were kept carry none,
 // which is epoch 0).
 type sessionClaims struct {

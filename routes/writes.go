@@ -40,7 +40,7 @@ type writeBody struct {
 // tenure (a re-acquire by the holder too: the reply is the same
 // "acquired" tenure as over SSH).
 func (h *handler) acquireLease(c *gin.Context) {
-	w, err := h.writeRequest(c, false)
+	w, err := h.writeRequest(c, fieldTTL)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -56,7 +56,7 @@ func (h *handler) acquireLease(c *gin.Context) {
 
 // renewLease answers PATCH …/issues/{n}/lease; the body's ttl is required.
 func (h *handler) renewLease(c *gin.Context) {
-	w, err := h.writeRequest(c, true)
+	w, err := h.writeRequest(c, fieldTTL|fieldTTLRequired)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -72,7 +72,7 @@ func (h *handler) renewLease(c *gin.Context) {
 // handoffLease answers POST …/issues/{n}/lease/handoff, body
 // {"to":"login[/agent]"}: 200 with the handed_off reply.
 func (h *handler) handoffLease(c *gin.Context) {
-	w, err := h.writeRequest(c, false)
+	w, err := h.writeRequest(c, fieldTo)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -97,7 +97,7 @@ func (h *handler) handoffLease(c *gin.Context) {
 // releaseLease answers DELETE …/issues/{n}/lease; releasing nothing
 // succeeds, as over SSH.
 func (h *handler) releaseLease(c *gin.Context) {
-	w, err := h.writeRequest(c, false)
+	w, err := h.writeRequest(c, 0)
 	if err != nil {
 		h.fail(c, err)
 		return
@@ -110,6 +110,15 @@ func (h *handler) releaseLease(c *gin.Context) {
 	h.reply(c, out)
 }
 
+// fields are the body fields a write takes besides agent, which all do.
+type fields uint8
+
+const (
+	fieldTTL         fields = 1 << iota // ttl, optional
+	fieldTTLRequired                    // ttl, required
+	fieldTo                             // to (handoff)
+)
+
 // write is a bound write request.
 type write struct {
 	viewer lease.Viewer
@@ -121,7 +130,7 @@ type write struct {
 // writeRequest binds a write: the issue number (400), a token (401: never
 // a cookie alone), and the body (422), in that order, so that nothing
 // about the repository is looked up for a request that cannot succeed.
-func (h *handler) writeRequest(c *gin.Context, ttlRequired bool) (write, error) {
+func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 	n, err := issueNumber(c.Param("n"))
 	if err != nil {
 		return write{}, err
@@ -137,7 +146,13 @@ func (h *handler) writeRequest(c *gin.Context, ttlRequired bool) (write, error) 
 	if err != nil {
 		return write{}, err
 	}
-	ttl, err := h.writeTTL(b, ttlRequired)
+	switch {
+	case b.TTL != nil && f&fieldTTL == 0:
+		return write{}, &invalidError{msg: "this write takes no ttl"}
+	case b.To != nil && f&fieldTo == 0:
+		return write{}, &invalidError{msg: "only a handoff takes to"}
+	}
+	ttl, err := h.writeTTL(b, f&fieldTTLRequired != 0)
 	if err != nil {
 		return write{}, err
 	}

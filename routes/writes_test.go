@@ -114,6 +114,9 @@ func TestWriteStatuses(t *testing.T) {
 		{"an unknown field", "POST", lease1, `{"ttl":"1h","wait":"5m","x":1}`, []string{bob}, 422, `{"error":"the body must be a JSON object like {\"ttl\":\"30m\"}"}`},
 		{"not JSON", "POST", lease1, `ttl=1h`, []string{bob}, 422, `{"error":"the body must be a JSON object like {\"ttl\":\"30m\"}"}`},
 		{"two objects", "POST", lease1, `{"ttl":"1h"}{}`, []string{bob}, 422, `{"error":"the body must be a JSON object like {\"ttl\":\"30m\"}"}`},
+		{"acquire with a handoff's to", "POST", lease1, `{"ttl":"1h","to":"alice"}`, []string{bob}, 422, `{"error":"only a handoff takes to"}`},
+		{"release with a ttl", "DELETE", lease1, `{"ttl":"1h"}`, []string{bob}, 422, `{"error":"this write takes no ttl"}`},
+		{"handoff with a ttl", "POST", lease1 + "/handoff", `{"to":"alice","ttl":"1h"}`, []string{bob}, 422, `{"error":"this write takes no ttl"}`},
 		{"a body too large", "POST", lease1, `{"ttl":"` + strings.Repeat("1", 5000) + `"}`, []string{bob}, 422, `{"error":"the body is larger than 4096 bytes"}`},
 	} {
 		r := f.doBody(c.method, c.path, c.body, c.headers...)

@@ -334,9 +334,14 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		}
 		*d.dst = parsed
 	}
-	for _, l := range strings.Split(v["priority-labels"], ",") {
-		if l = strings.TrimSpace(l); l != "" {
-			if slices.Contains(c.PriorityLabels, l) {
+	if v["priority-labels"] != "" {
+		for _, l := range strings.Split(v["priority-labels"], ",") {
+			switch l = strings.TrimSpace(l); {
+			case l == "":
+				return c, fmt.Errorf("priority-labels %q has an empty label; name labels separated by commas, highest first", v["priority-labels"])
+			case len(l) > 255:
+				return c, fmt.Errorf("priority-labels names a label of %d bytes; Gitea's labels have at most 255", len(l))
+			case slices.Contains(c.PriorityLabels, l):
 				return c, fmt.Errorf("priority-labels names %q twice", l)
 			}
 			c.PriorityLabels = append(c.PriorityLabels, l)

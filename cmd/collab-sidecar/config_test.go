@@ -100,6 +100,7 @@ func TestConfigValidation(t *testing.T) {
 		{"zero ttl", append(base, "--max-ttl", "0s"), "max-ttl"},
 		{"negative claim cap", append(base, "--max-claims-per-holder", "-1"), "max-claims-per-holder \"-1\" must be a whole number from 0 to 1048576"},
 		{"a priority label twice", append(base, "--priority-labels", "p/high, p/low,p/high"), "priority-labels names \"p/high\" twice"},
+		{"an empty priority label", append(base, "--priority-labels", "p/high,,p/low"), "priority-labels \"p/high,,p/low\" has an empty label; name labels separated by commas, highest first"},
 		{"lock-delay over 5m", append(base, "--lock-delay", "6m"), "lock-delay \"6m\" must be a duration between 0s and 5m0s"},
 		{"no streams", append(base, "--event-streams-per-viewer", "0"), "event-streams-per-viewer \"0\" must be a whole number from 1 to 100000"},
 		{"bad stream cap", append(base, "--event-streams-per-address", "lots"), "event-streams-per-address \"lots\" must be a whole number"},

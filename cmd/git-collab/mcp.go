@@ -218,6 +218,9 @@ func adviceFor(req contract.Command, reply any) string {
 	case *contract.HandedOff:
 		return "The claim is theirs now: stop working under your token."
 	case *contract.Limit:
+		if req.Verb == contract.VerbHandoff {
+			return "Not an error: the target holds as many claims as the sidecar allows; hand it to someone else, or keep it."
+		}
 		return "Not an error: you hold as many claims as the sidecar allows. Finish and unclaim one of them first."
 	case *contract.Cooling:
 		return "Not an error: its last claim lapsed moments ago, and it stays its holder's until then. Pick other work, or claim it after until."

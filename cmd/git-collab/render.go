@@ -53,6 +53,11 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 	case *contract.None:
 		return rendered{stderr: "nothing to claim in " + clean(r.Repo) + "\n"}
 	case *contract.Limit:
+		if req.Verb == contract.VerbHandoff {
+			// The cap is the target's, whom the reply names.
+			return rendered{stderr: fmt.Sprintf("not handed off: %s holds %d live claims, the sidecar's cap of %d per %s\n",
+				who(r.Holder, r.Agent), r.Live, r.Limit, r.Scope)}
+		}
 		scope := map[string]string{"holder": "you hold", "account": "your account holds"}[r.Scope]
 		return rendered{stderr: fmt.Sprintf("not claimed: %s %d live claims, the sidecar's cap of %d; unclaim one first\n", scope, r.Live, r.Limit)}
 	case *contract.Cooling:

@@ -42,6 +42,8 @@ func TestRender(t *testing.T) {
 			"", "not claimed: you hold 3 live claims, the sidecar's cap of 3; unclaim one first\n"},
 		{"next", `{"status":"limit","repo":"acme/widgets","issue":null,"holder":"bot","agent":null,"scope":"account","limit":5,"live":5}`, 4,
 			"", "not claimed: your account holds 5 live claims, the sidecar's cap of 5; unclaim one first\n"},
+		{"handoff 42 --to bob/b7", `{"status":"limit","repo":"acme/widgets","issue":42,"holder":"bob","agent":"b7","scope":"holder","limit":2,"live":2}`, 4,
+			"", "not handed off: bob/b7 holds 2 live claims, the sidecar's cap of 2 per holder\n"},
 		{"claim 42", `{"status":"cooling","repo":"acme/widgets","issue":42,"until":"2026-09-05T12:05:00Z"}`, 4,
 			"", "acme/widgets#42 cools down until 12:05 UTC: its last claim lapsed, and only its holder may claim it before then\n"},
 		{"claim 42", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bot","agent":"agent-7","expires_at":"2026-09-05T12:05:00Z"}`, 4,

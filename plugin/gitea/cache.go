@@ -99,8 +99,10 @@ func cachedOrAsk[V any](hits *cache[V], key string, misses *cache[error], kind s
 }
 
 // isMiss reports whether err may be kept as a "not found": it says
-// forge.ErrNotFound and neither forge.ErrUnavailable nor
-// forge.ErrRateLimited, so an outage or a spent budget is never one.
+// forge.ErrNotFound and none of forge.ErrUnavailable, forge.ErrRateLimited
+// and forge.ErrConfig, so an outage, a spent budget or a misconfiguration
+// is never one.
 func isMiss(err error) bool {
-	return errors.Is(err, forge.ErrNotFound) && !errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, forge.ErrRateLimited)
+	return errors.Is(err, forge.ErrNotFound) && !errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, forge.ErrRateLimited) &&
+		!errors.Is(err, forge.ErrConfig)
 }

@@ -38,14 +38,10 @@ func (s *Service) Handoff(ctx context.Context, v Viewer, owner, name string, n i
 	if err != nil {
 		return contract.HandedOff{}, err
 	}
-	force := false
-	if cur != nil && cur.Holder.ID != v.ID {
-		// Not the holder's account: only an admin hands another's claim
-		// on; anyone else gets not_holder, as for a release.
-		if mayForce(r) == nil {
-			force = true
-		}
-	}
+	// An admin may hand on anyone's claim; whose it is the ledger
+	// decides, in the handoff's own transaction (anyone else gets
+	// not_holder, as for a release).
+	force := mayForce(r) == nil
 	to, err := s.handoffTarget(ctx, r, owner, name, n, toLogin, cur)
 	if err != nil {
 		return contract.HandedOff{}, err
