@@ -19,6 +19,7 @@ const (
 	EndDeleted       Ending = "deleted"        // the forge deleted the issue or its repository
 	EndForceReleased Ending = "force_released" // a repository admin released it
 	EndHandedOff     Ending = "handed_off"     // its holder (or an admin) handed the issue to another holder
+	EndSessionLost   Ending = "session_lost"   // the session keeping it alive was lost, and its grace ran out
 )
 
 // Tenure is one tenure of an issue: from the acquire that gave it its
@@ -76,7 +77,10 @@ func tenures(row leaseRow, evs []Event, now int64) []Tenure {
 	type fold struct {
 		Tenure
 		expires *int64 // the latest expiry its holder set; nil: open-ended
-		end     *Event // the event that freed it, if any
+		// session: an agent session keeps it alive, so its expiry is
+		// the session's, which no event tells until it lapsed (lapse).
+		session bool
+		end     *Event // the event that ended it, if any
 	}
 	byToken := map[int64]*fold{}
 	var order []int64
@@ -91,21 +95,40 @@ func tenures(row leaseRow, evs []Event, now int64) []Tenure {
 		switch ev.Action {
 		case ActionAcquire, ActionTakeover, ActionReacquire, ActionRenew:
 			f.Holder = Holder{ID: ev.HolderID, Login: ev.Holder, Agent: ev.Agent}
-			f.expires = ev.ExpiresAt
-		default: // release, force_release, closed, merged, deleted
+			f.expires, f.session = ev.ExpiresAt, ev.Session != ""
+		case ActionSessionLost, ActionExpire: // a session's tenure lapsed; what the row does next follows
+			if f.Holder.Login == "" {
+				f.Holder = Holder{ID: ev.HolderID, Login: ev.Holder, Agent: ev.Agent}
+			}
+			f.session = true
+			if f.end == nil {
+				f.end = ev
+			}
+		default: // release, force_release, handoff, closed, merged, deleted
 			if f.Holder.Login == "" {
 				f.Holder.Login = ev.Previous // its start is older than the history kept
 			}
-			f.end = ev
+			if f.end == nil {
+				f.end = ev
+			}
 		}
 	}
 	out := make([]Tenure, 0, len(order))
 	for i := len(order) - 1; i >= 0; i-- {
 		f := byToken[order[i]]
-		// Lapsed: its expiry passed before anything else ended it.
-		lapsed := f.expires != nil && (f.end != nil && f.end.At >= *f.expires ||
+		// Lapsed: its expiry passed before anything else ended it. (A
+		// session's tenure that lapsed says so in the history, or, if
+		// nothing changed its row since, in the row.)
+		lapsed := !f.session && f.expires != nil && (f.end != nil && f.end.At >= *f.expires ||
 			f.end == nil && (f.Token < row.Token || *f.expires <= now))
+		rowLapsed := f.session && f.end == nil && f.Token == row.Token && row.Holder != nil && row.Session != "" &&
+			row.ExpiresAt != nil && !row.live(now)
 		switch {
+		case rowLapsed:
+			f.EndedAt, f.EndedBy = unixPtr(row.ExpiresAt), EndSessionLost
+			if row.CapAt != nil && *row.ExpiresAt >= *row.CapAt {
+				f.EndedBy = EndExpired
+			}
 		case lapsed:
 			f.EndedAt, f.EndedBy = unixPtr(f.expires), EndExpired
 			if f.end == nil && f.Token < row.Token {
@@ -139,6 +162,10 @@ func endingOf(a Action) Ending {
 		return EndForceReleased
 	case ActionHandoff:
 		return EndHandedOff
+	case ActionSessionLost:
+		return EndSessionLost
+	case ActionExpire:
+		return EndExpired
 	case Action(ReasonClosed):
 		return EndClosed
 	case Action(ReasonMerged):

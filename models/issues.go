@@ -244,7 +244,7 @@ func endLease(tx *gorm.DB, k Key, why Reason, now int64) (*Lease, error) {
 		return nil, err
 	}
 	l := row.lease()
-	row.Holder, row.HolderID, row.Agent, row.ExpiresAt = nil, nil, "", nil
+	row.free()
 	if err := store(tx, row, true); err != nil {
 		return nil, err
 	}

@@ -25,6 +25,10 @@ type Holder struct {
 	ID    int64 // the forge's user ID, > 0
 	Login string
 	Agent string // which of the account's agents; "" the account itself
+	// Session, when set, is the agent session the holder acts in: what
+	// it claims or renews, the session keeps alive (agentsessions.go).
+	// It is not part of who the holder is.
+	Session *SessionRef
 }
 
 // Kind says whether a number is an issue or a pull request (they share one
@@ -51,6 +55,8 @@ type Lease struct {
 	Token      int64 // fencing token of this tenure; never reused for the issue
 	AcquiredAt time.Time
 	ExpiresAt  *time.Time // nil: open-ended (a human assignment)
+	// Session is the agent session keeping the lease alive ("" none).
+	Session string
 }
 
 // leaseRow is one issue's tenure ledger. Rows are never deleted and Token
@@ -76,6 +82,12 @@ type leaseRow struct {
 	// Agent is which of the holder's account's agents holds it ("" the
 	// account itself; rows written before agents were kept have "").
 	Agent string `gorm:"size:40;not null;default:''"`
+	// Session is the agent session that keeps the lease alive ("" none:
+	// its expiry is its holder's to renew), and CapAt the end of its whole
+	// life that a --ttl given in the session set (nil: none). See
+	// agentsessions.go.
+	Session string `gorm:"size:32;not null;default:'';index:idx_leases_session"`
+	CapAt   *int64
 }
 
 func (leaseRow) TableName() string { return "leases" }
@@ -117,6 +129,7 @@ func (r *leaseRow) lease() Lease {
 		Token:      r.Token,
 		AcquiredAt: time.Unix(r.AcquiredAt, 0).UTC(),
 		ExpiresAt:  unixPtr(r.ExpiresAt),
+		Session:    r.Session,
 	}
 	if r.Holder != nil {
 		l.Holder.Login, l.Holder.Agent = *r.Holder, r.Agent
@@ -145,6 +158,12 @@ const (
 	// begins in the same transaction; Holder is who handed it off,
 	// Previous whose tenure it was.
 	ActionHandoff Action = "handoff"
+	// ActionSessionLost: the session keeping the tenure alive was lost,
+	// and the tenure lapsed At (grace after its last sign of life);
+	// recorded when the ledger next changes the row. ActionExpire: a
+	// session's tenure reached the cap its --ttl set.
+	ActionSessionLost Action = "session_lost"
+	ActionExpire      Action = "expire"
 )
 
 // Event is one row of the append-only tenure history: who did what to
@@ -166,6 +185,12 @@ type Event struct {
 	At         int64  `gorm:"not null"`
 	ExpiresAt  *int64 // the expiry this action set, if any
 	AcquiredAt int64  `gorm:"not null"` // start of the tenure this event belongs to
+	// Session is the agent session that kept the tenure alive from this
+	// event on ("" none), on acquire, takeover, reacquire and renew; and
+	// on the session_lost and expire events that record when a session's
+	// tenure lapsed (its expiry is the session's to move, so the events
+	// before do not tell).
+	Session string `gorm:"size:32;not null;default:''"`
 }
 
 // TableName keeps the history's table name stable across refactors.

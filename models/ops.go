@@ -114,9 +114,8 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 	if err != nil {
 		return Lease{}, err
 	}
-	expires := expiry(now, ttl)
-	ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, Agent: h.Agent, At: now, ExpiresAt: expires}
 	live := found && row.live(now)
+	ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, Agent: h.Agent, At: now}
 	switch {
 	case live && !row.heldBy(h):
 		return Lease{}, &HeldError{Holder: *row.Holder, Agent: row.Agent, ExpiresAt: unixPtr(row.ExpiresAt)}
@@ -128,6 +127,16 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 			return Lease{}, err
 		}
 	}
+	session, expires, capAt, err := inSession(tx, h, ttl, now)
+	if err != nil {
+		return Lease{}, err
+	}
+	if found && !live {
+		if err := lapse(tx, row, now); err != nil {
+			return Lease{}, err
+		}
+	}
+	ev.ExpiresAt, ev.Session = expires, session
 	switch {
 	case live:
 		row.Holder, row.ExpiresAt, row.Kind = &h.Login, expires, kind
@@ -145,6 +154,7 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 		row = leaseRow{RepoID: k.RepoID, Issue: k.Issue, Holder: &h.Login, HolderID: &h.ID, Agent: h.Agent, Kind: kind,
 			Token: 1, AcquiredAt: now, ExpiresAt: expires}
 	}
+	row.Session, row.CapAt = session, capAt
 	if err := store(tx, row, found); err != nil {
 		return Lease{}, err
 	}
@@ -171,12 +181,16 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 		if !found || !row.live(now) || !row.heldBy(h) {
 			return notHolder(row, found, now)
 		}
-		row.Holder, row.ExpiresAt = &h.Login, expiry(now, ttl)
+		session, expires, capAt, err := inSession(tx, h, ttl, now)
+		if err != nil {
+			return err
+		}
+		row.Holder, row.ExpiresAt, row.Session, row.CapAt = &h.Login, expires, session, capAt
 		if err := store(tx, row, true); err != nil {
 			return err
 		}
 		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
-			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt}); err != nil {
+			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt, Session: session}); err != nil {
 			return err
 		}
 		out = row.lease()
@@ -234,9 +248,11 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 		if row.live(now) {
 			l := row.lease()
 			out = &l
+		} else if err := lapse(tx, row, now); err != nil {
+			return err
 		}
 		previous := *row.Holder
-		row.Holder, row.HolderID, row.Agent, row.ExpiresAt = nil, nil, "", nil
+		row.free()
 		if err := store(tx, row, true); err != nil {
 			return err
 		}
@@ -297,7 +313,9 @@ func (s *Store) Handoff(ctx context.Context, k Key, by, to Holder, force bool) (
 				row.ExpiresAt = &exp
 			}
 		}
-		row.Holder, row.HolderID, row.Agent = &to.Login, &to.ID, to.Agent
+		// The target's tenure is its own to renew: no session of the
+		// old holder keeps it.
+		row.Holder, row.HolderID, row.Agent, row.Session, row.CapAt = &to.Login, &to.ID, to.Agent, "", nil
 		row.Token, row.AcquiredAt = row.Token+1, now
 		if err := store(tx, row, true); err != nil {
 			return err

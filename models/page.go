@@ -101,7 +101,7 @@ func scanLeases(rows *sql.Rows, out []Lease) ([]Lease, error) {
 	defer rows.Close()
 	for rows.Next() {
 		var r leaseRow
-		if err := rows.Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt, &r.Agent); err != nil {
+		if err := rows.Scan(r.fields()...); err != nil {
 			return nil, err
 		}
 		out = append(out, r.lease())

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -115,6 +116,10 @@ type scope struct {
 	repo    int64 // the repository: shared, or exclusive if issue is 0
 	issue   int64
 	account int64 // a forge account (session epochs; with repo, a claim under a cap)
+	// keys: several issues, each locked as issueScope locks it, in the
+	// order of (repository, issue), so that two such writes never wait
+	// for each other crosswise (an agent session's, agentsessions.go).
+	keys []Key
 }
 
 // issueScope is the scope of a decision about one issue (or pull request).
@@ -150,6 +155,30 @@ func lock(tx *gorm.DB, sc scope) (int64, error) {
 		args = []any{lockRepo, lockKey(sc.repo, 0), lockIssue, lockKey(sc.repo, sc.issue)}
 	case sc.repo != 0:
 		locks, args = "pg_advisory_xact_lock($1, $2)", []any{lockRepo, lockKey(sc.repo, 0)}
+	case len(sc.keys) > 0:
+		// Every repository's shared lock first, then every issue's, each
+		// class in the order of its lock keys: a write of one issue
+		// takes its repository's and then its own, so no two writes can
+		// wait for each other crosswise, whatever folds alike.
+		var repos, issues []int32
+		for _, k := range sc.keys {
+			repos = append(repos, lockKey(k.RepoID, 0))
+			issues = append(issues, lockKey(k.RepoID, k.Issue))
+		}
+		slices.Sort(repos)
+		slices.Sort(issues)
+		var parts []string
+		for _, c := range []struct {
+			fn    string
+			class int32
+			keys  []int32
+		}{{"pg_advisory_xact_lock_shared", lockRepo, slices.Compact(repos)}, {"pg_advisory_xact_lock", lockIssue, slices.Compact(issues)}} {
+			for _, key := range c.keys {
+				parts = append(parts, fmt.Sprintf("%s($%d, $%d)", c.fn, len(args)+1, len(args)+2))
+				args = append(args, c.class, key)
+			}
+		}
+		locks = strings.Join(parts, ", ")
 	case sc.account != 0:
 		locks, args = "pg_advisory_xact_lock($1, $2)", []any{lockAccount, lockKey(sc.account, 0)}
 	default:

@@ -65,20 +65,20 @@ func queryRow(tx *gorm.DB, q stmt, args ...any) *sql.Row {
 	return c.QueryRowContext(ctx, q.in(tx), args...)
 }
 
-const leaseColumns = "repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at, agent"
+const leaseColumns = "repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at, agent, session, cap_at"
 
 var (
 	loadSQL        = sqlStmt("SELECT " + leaseColumns + " FROM leases WHERE repo_id = ? AND issue = ?")
-	insertLeaseSQL = sqlStmt("INSERT INTO leases (" + leaseColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
-	updateLeaseSQL = sqlStmt("UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ?, agent = ? WHERE repo_id = ? AND issue = ?")
-	recordSQL      = sqlStmt("INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, agent, previous, token, at, expires_at, acquired_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	insertLeaseSQL = sqlStmt("INSERT INTO leases (" + leaseColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	updateLeaseSQL = sqlStmt("UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ?, agent = ?, session = ?, cap_at = ? WHERE repo_id = ? AND issue = ?")
+	recordSQL      = sqlStmt("INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, agent, previous, token, at, expires_at, acquired_at, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 )
 
 // load reads k's lease row, if any.
 func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
 	var r leaseRow
 	err := queryRow(tx, loadSQL, k.RepoID, k.Issue).
-		Scan(&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt, &r.Agent)
+		Scan(r.fields()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return leaseRow{}, false, nil
 	}
@@ -89,16 +89,21 @@ func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
 func store(tx *gorm.DB, r leaseRow, found bool) error {
 	if !found {
 		return execSQL(tx, insertLeaseSQL,
-			r.RepoID, r.Issue, r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent)
+			r.RepoID, r.Issue, r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.Session, r.CapAt)
 	}
 	return execSQL(tx, updateLeaseSQL,
-		r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.RepoID, r.Issue)
+		r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.Session, r.CapAt, r.RepoID, r.Issue)
 }
 
 // record appends ev to the tenure history.
 func record(tx *gorm.DB, ev Event) error {
 	return execSQL(tx, recordSQL,
-		ev.RepoID, ev.Issue, ev.Action, ev.Holder, ev.HolderID, ev.Agent, ev.Previous, ev.Token, ev.At, ev.ExpiresAt, ev.AcquiredAt)
+		ev.RepoID, ev.Issue, ev.Action, ev.Holder, ev.HolderID, ev.Agent, ev.Previous, ev.Token, ev.At, ev.ExpiresAt, ev.AcquiredAt, ev.Session)
+}
+
+// fields are where a row selected as leaseColumns is scanned to.
+func (r *leaseRow) fields() []any {
+	return []any{&r.RepoID, &r.Issue, &r.Holder, &r.HolderID, &r.Kind, &r.Token, &r.AcquiredAt, &r.ExpiresAt, &r.Agent, &r.Session, &r.CapAt}
 }
 
 const issueColumns = "repo_id, issue, kind, closed, deleted, version, checked_at"

@@ -44,7 +44,9 @@ import (
 //     before, whose holders are accounts themselves).
 //   - 8: an index of leases by holder account (idx_leases_holder), so
 //     that the claim caps count an account's leases without a scan.
-const schemaVersion = 8
+//   - 9: agent sessions (agent_sessions; leases.session and cap_at,
+//     lease_events.session), claims kept alive by their connection.
+const schemaVersion = 9
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -247,7 +249,7 @@ func openSQLite(path string, o options) (*Store, error) {
 // ledgerModels are the ledger's tables, as migrations create them on both
 // engines.
 func ledgerModels() []any {
-	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}}
+	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}}
 }
 
 // migrate brings a SQLite ledger to schemaVersion (migratePostgres is

@@ -19,6 +19,7 @@ collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--
 collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
 collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
 collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]
+collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]
 collab-lease help
 `
 
@@ -45,6 +46,7 @@ const (
 	VerbCheck   Verb = "check"
 	VerbHistory Verb = "history"
 	VerbHandoff Verb = "handoff"
+	VerbSession Verb = "session"
 	VerbHelp    Verb = "help"
 )
 
@@ -94,7 +96,16 @@ type Command struct {
 	// Limit (history --limit): how many tenures, in [1, MaxHistoryLimit];
 	// DefaultHistoryLimit when not given.
 	Limit int
+	// Grace (session --grace): how long the session's claims outlive its
+	// last sign of life; 0 when not given (the default). Whole seconds
+	// in [MinGrace, maxTTL].
+	Grace time.Duration
+	// Resume (session --resume): the id of the session to take over.
+	Resume string
 }
+
+// MinGrace is the least session --grace.
+const MinGrace = 5 * time.Second
 
 // To is handoff's target as --to names it: "login" or "login/agent".
 func (c Command) To() string {
@@ -115,7 +126,9 @@ func (c Command) String() string {
 	if c.Verb == VerbHelp {
 		return b.String()
 	}
-	b.WriteString(" " + c.Repo())
+	if c.Owner != "" {
+		b.WriteString(" " + c.Repo())
+	}
 	if c.Issue != 0 {
 		fmt.Fprintf(&b, " %d", c.Issue)
 	}
@@ -145,6 +158,12 @@ func (c Command) String() string {
 	}
 	if c.ToLogin != "" {
 		b.WriteString(" --to " + c.To())
+	}
+	if c.Grace != 0 {
+		b.WriteString(" --grace " + formatTTL(c.Grace))
+	}
+	if c.Resume != "" {
+		b.WriteString(" --resume " + c.Resume)
 	}
 	if c.Agent != "" {
 		b.WriteString(" --agent " + c.Agent)
@@ -283,8 +302,10 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 		}
 		return Command{}, usageErrorf("%s needs %s; expected: %s", verb, missing, expected)
 	}
-	if cmd.Owner, cmd.Name, err = ParseRepo(pos[0]); err != nil {
-		return Command{}, err
+	if g.positional > 0 {
+		if cmd.Owner, cmd.Name, err = ParseRepo(pos[0]); err != nil {
+			return Command{}, err
+		}
 	}
 	if g.positional == 2 {
 		if cmd.Issue, err = ParseIssue(pos[1]); err != nil {
@@ -326,6 +347,20 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 			return Command{}, err
 		}
 	}
+	if v, ok := given["--grace"]; ok {
+		if cmd.Grace, err = parseTTL("--grace", v, maxTTL); err != nil {
+			return Command{}, err
+		}
+		if cmd.Grace < MinGrace {
+			return Command{}, usageErrorf("--grace must be at least %s, got %s", formatTTL(MinGrace), quoteArg(v))
+		}
+	}
+	if v, ok := given["--resume"]; ok {
+		if !validSessionID(v) {
+			return Command{}, usageErrorf("--resume needs a session id (32 lowercase hex digits), got %s", quoteArg(v))
+		}
+		cmd.Resume = v
+	}
 	if v, ok := given["--agent"]; ok {
 		if cmd.Agent, err = ParseAgent(v); err != nil {
 			return Command{}, err
@@ -356,6 +391,20 @@ var grammars = map[Verb]grammar{
 	VerbCheck:   {2, "--token --agent ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]"},
 	VerbHistory: {2, "--limit --agent ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
 	VerbHandoff: {2, "--to --agent ", "--to", "collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]"},
+	VerbSession: {0, "--agent --grace --resume ", "", "collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]"},
+}
+
+// validSessionID says whether s has the form of a session id.
+func validSessionID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isDigitByte(c) && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // flags are every flag of the grammar: the placeholder of its value in
@@ -368,6 +417,8 @@ var flags = map[string]struct{ meta, needs, example string }{
 	"--limit":  {"<n>", "a number", "--limit 20"},
 	"--agent":  {"<name>", "an agent name", "--agent agent-7"},
 	"--to":     {"<login>[/<agent>]", "whom to hand the claim to", "--to bob/agent-8"},
+	"--grace":  {"<dur>", "a duration", "--grace 30s"},
+	"--resume": {"<id>", "a session id", "--resume 0f3c…"},
 	"--pulls":  {},
 	"--oldest": {},
 	"--force":  {},

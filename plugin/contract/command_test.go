@@ -562,7 +562,7 @@ func TestFormatTTL(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	lines := strings.Split(Usage, "\n")
-	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbHelp}
+	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbSession, VerbHelp}
 	if len(lines) != len(verbs)+1 || lines[len(verbs)] != "" {
 		t.Fatalf("Usage is not one line per verb and a trailing newline: %q", Usage)
 	}

@@ -56,6 +56,13 @@ const (
 	// LineCanceled: the command was canceled before it was answered (its
 	// connection is closing); retry.
 	LineCanceled = ErrorPrefix + "canceled, try again"
+	// LineTooManySessions: the account has as many sessions open as the
+	// sidecar allows (--max-sessions-per-account).
+	LineTooManySessions = ErrorPrefix + "too many sessions for this account, try again"
+	// LineSessionMoved: another connection resumed this session.
+	LineSessionMoved = ErrorPrefix + "session resumed elsewhere"
+	// LineSessionGone: the session a command was sent in is over.
+	LineSessionGone = ErrorPrefix + "session is over"
 )
 
 // ErrorLine is the error line for msg, without its newline.

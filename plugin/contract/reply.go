@@ -30,6 +30,7 @@ const (
 	EndDeleted       = "deleted"        // the issue or its repository was deleted
 	EndForceReleased = "force_released" // a repository admin released it
 	EndHandedOff     = "handed_off"     // its holder (or an admin) handed the issue to another holder
+	EndSessionLost   = "session_lost"   // the session keeping it alive was lost, and its grace ran out
 )
 
 // None answers a next that found nothing to claim (exit 4).
@@ -291,4 +292,53 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	}
 	*t = Time(parsed.UTC())
 	return nil
+}
+
+// The lines of `collab-lease session` (docs/ssh.md, Sessions).
+const (
+	StatusSession     = "session"      // the session's first line
+	StatusSessionGone = "session_gone" // --resume of a session that is not alive (exit 4)
+	StatusLost        = "lost"         // a claim of the session ended by anything but its own release
+	StatusError       = "error"        // a command's error, in a session
+	StatusHelp        = "help"         // help, in a session
+)
+
+// SessionOpened is a session's first line; a resumed session's carries
+// the live claims it took over.
+//
+//	{"status":"session","session":"…","holder":"bot","agent":"agent-7","grace_seconds":30}
+type SessionOpened struct {
+	Status       string         `json:"status"` // StatusSession
+	Session      string         `json:"session"`
+	Holder       string         `json:"holder"`
+	Agent        *string        `json:"agent"`
+	GraceSeconds int64          `json:"grace_seconds"`
+	Leases       []SessionLease `json:"leases,omitempty"`
+}
+
+// SessionLease is one claim of a resumed session: a lease of List, with
+// its repository.
+type SessionLease struct {
+	Repo string `json:"repo"`
+	LeaseView
+}
+
+// SessionGone answers a --resume of a session that is not alive (exit 4).
+//
+//	{"status":"session_gone","session":"…"}
+type SessionGone struct {
+	Status  string `json:"status"` // StatusSessionGone
+	Session string `json:"session"`
+}
+
+// Lost is the line a session writes, unasked, the moment one of its
+// claims ends by anything but its own release.
+//
+//	{"status":"lost","repo":"acme/widgets","issue":42,"token":3,"ended_by":"force_released"}
+type Lost struct {
+	Status  string `json:"status"` // StatusLost
+	Repo    string `json:"repo"`
+	Issue   int64  `json:"issue"`
+	Token   int64  `json:"token"`
+	EndedBy string `json:"ended_by"`
 }
