@@ -26,20 +26,32 @@ type Leases interface {
 	Check(ctx context.Context, v lease.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
+	OpenSession(ctx context.Context, v lease.Viewer, grace time.Duration, resume string) (*lease.Session, contract.SessionOpened, error)
 }
+
+// forgeUser is the account connection c authenticated as.
+func forgeUser(c ConnInfo) forge.User { return forge.User{ID: c.UserID, Login: c.Login} }
 
 var _ Leases = (*lease.Service)(nil)
 
 // run answers one parsed command of connection c: first who is asking now
 // (the key is re-resolved on every command, so a key revoked since the
 // handshake stops working on open connections too), then the one call to
-// the lease service. It returns the reply and the login it ran as.
-func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, stderr io.Writer) (Reply, string) {
-	v, err := leases.Recheck(ctx, c.Fingerprint, forge.User{ID: c.UserID, Login: c.Login})
+// the lease service, in session in if it is not nil (as its agent). It
+// returns the reply and the login it ran as.
+func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, stderr io.Writer, in *lease.Session) (Reply, string) {
+	v, err := leases.Recheck(ctx, c.Fingerprint, forgeUser(c))
 	if err != nil {
 		return exitCode(err), c.Login
 	}
 	v.Agent = cmd.Agent
+	if in != nil {
+		if sv := in.Viewer(); sv.ID == v.ID {
+			v.Agent, v.Session = sv.Agent, in
+		} else {
+			return exitCode(lease.ErrRevoked), v.Login // the key is another account's now
+		}
+	}
 	var (
 		out     any
 		outcome string // what a success is called in logs and metrics
@@ -131,6 +143,11 @@ var exitCodes = []exitRow{
 	{is: lease.ErrBusy, code: contract.ExitTempFail, line: contract.LineBusy, outcome: "busy"},
 	{is: lease.ErrTryAgain, code: contract.ExitTempFail, line: contract.LineNextTryAgain, outcome: "try_again"},
 	{is: lease.ErrTooManyWaiters, code: contract.ExitTempFail, line: contract.LineTooManyWaiters, outcome: "too_many_waiters"},
+	{is: lease.ErrTooManySessions, code: contract.ExitTempFail, line: contract.LineTooManySessions, outcome: "too_many_sessions"},
+	// A command of a session the ledger no longer keeps: another
+	// connection resumed it, or it is over. Retry: in a new session.
+	{is: lease.ErrSessionMoved, code: contract.ExitTempFail, line: contract.LineSessionMoved, outcome: "session_moved"},
+	{is: lease.ErrSessionGone, code: contract.ExitTempFail, line: contract.LineSessionGone, outcome: "session_gone"},
 	// A deadline passed (the command's own, or a bound on the ledger or
 	// on the forge): a bounded wait ends in a loud, retryable error, as
 	// over HTTP (503).

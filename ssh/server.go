@@ -102,6 +102,10 @@ type Server struct {
 	initOnce sync.Once
 	// keepalives counts the keepalive requests sent to clients that wait.
 	keepalives atomic.Int64
+	// stopping ends every open session (Sessioned) at Shutdown and
+	// Close, with the cause ErrShuttingDown.
+	stopping context.Context
+	stop     context.CancelCauseFunc
 }
 
 type serverConn struct {
@@ -177,6 +181,7 @@ func (s *Server) init() {
 		s.startups = list.New()
 		s.listeners = map[net.Listener]struct{}{}
 		s.conns = map[*serverConn]struct{}{}
+		s.stopping, s.stop = context.WithCancelCause(context.Background())
 	})
 }
 
@@ -385,6 +390,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.init()
 	s.mu.Lock()
 	s.closing.Store(true)
+	s.stop(ErrShuttingDown)
 	for l := range s.listeners {
 		_ = l.Close()
 	}
@@ -429,6 +435,7 @@ func (s *Server) Close() error {
 	s.init()
 	s.mu.Lock()
 	s.closing.Store(true)
+	s.stop(ErrShuttingDown)
 	for l := range s.listeners {
 		_ = l.Close()
 	}

@@ -3,6 +3,7 @@ package ssh
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"time"
 
@@ -33,6 +34,10 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 				return
 			}
 			_ = req.Reply(true, nil)
+			if h, ok := s.Handler.(Sessioned); ok && h.OpensSession(line) {
+				s.serveSession(c, ch, reqs, h, line)
+				return
+			}
 			timeout := s.CommandTimeout
 			if p, ok := s.Handler.(Patient); ok {
 				timeout = p.Timeout(line, timeout)
@@ -58,6 +63,28 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 			_ = req.Reply(false, nil)
 		}
 	}
+}
+
+// serveSession runs an agent session (Sessioned) on ch: a command that
+// lasts as long as its client wants, with no timeout of its own; it
+// ends when the client closes the channel or goes away, or at shutdown.
+func (s *Server) serveSession(c *serverConn, ch gossh.Channel, reqs <-chan *gossh.Request, h Sessioned, line string) {
+	defer s.endCommand(c)
+	ctx, cancel := context.WithCancel(s.stopping)
+	go s.watchSession(c, reqs, cancel, false)
+	keepalive := func() error {
+		if c.ssh == nil {
+			return errors.New("no connection")
+		}
+		s.keepalives.Add(1)
+		_, _, err := c.ssh.SendRequest("keepalive@openssh.com", true, nil)
+		return err
+	}
+	r := h.Session(ctx, c.info, line, SessionIO{Lines: ch, Out: s.writer(c, ch), Keepalive: keepalive,
+		Every: s.IdleTimeout / 2, CommandTimeout: s.CommandTimeout})
+	cancel()
+	s.send(c, ch, r)
+	_ = ch.Close()
 }
 
 // watchSession runs beside a command: it refuses the session's further

@@ -34,8 +34,9 @@ type LeaseVerb struct {
 }
 
 var (
-	_ Handler = (*LeaseVerb)(nil)
-	_ Patient = (*LeaseVerb)(nil)
+	_ Handler   = (*LeaseVerb)(nil)
+	_ Patient   = (*LeaseVerb)(nil)
+	_ Sessioned = (*LeaseVerb)(nil)
 )
 
 // Timeout gives acquire --wait its wait on top of the server's timeout.
@@ -86,9 +87,17 @@ func (v *LeaseVerb) ExecStreaming(ctx context.Context, c ConnInfo, line string, 
 		r = exitCode(errTooManyConnections)
 	default:
 		v.logger().Debug("command started", "user", c.Login, "verb", string(cmd.Verb), "repo", cmd.Repo(), "issue", cmd.Issue)
-		r, login = run(ctx, v.Leases, c, cmd, stderr)
+		r, login = run(ctx, v.Leases, c, cmd, stderr, nil)
 	}
-	dur := time.Since(start)
+	v.log(c, cmd, login, r, time.Since(start))
+	if v.Observe != nil {
+		v.Observe(cmd.Verb, r.Outcome, time.Since(start))
+	}
+	return r
+}
+
+// log logs one command of connection c, run as login, as one line.
+func (v *LeaseVerb) log(c ConnInfo, cmd contract.Command, login string, r Reply, dur time.Duration) {
 	attrs := []any{"user", login, "verb", string(cmd.Verb), "outcome", r.Outcome, "exit", r.Code,
 		"duration_ms", float64(dur.Microseconds()) / 1000}
 	if c.RemoteAddr != nil {
@@ -109,10 +118,6 @@ func (v *LeaseVerb) ExecStreaming(ctx context.Context, c ConnInfo, line string, 
 	} else {
 		v.logger().Info("collab-lease", attrs...)
 	}
-	if v.Observe != nil {
-		v.Observe(cmd.Verb, r.Outcome, dur)
-	}
-	return r
 }
 
 // Greet answers an interactive login: who you are and how to use the

@@ -55,9 +55,11 @@ type Config struct {
 	// Work-in-progress caps: live claims per holder and per account (0: none).
 	MaxClaimsPerHolder  int
 	MaxClaimsPerAccount int
-	ForgeTimeout        time.Duration
-	KeyCacheTTL         time.Duration
-	PermCacheTTL        time.Duration
+	// MaxSessionsPerAccount caps one account's agent sessions (0: none).
+	MaxSessionsPerAccount int
+	ForgeTimeout          time.Duration
+	KeyCacheTTL           time.Duration
+	PermCacheTTL          time.Duration
 	// IssueStateTTL bounds how long the ledger's record of an issue's
 	// state is trusted without asking Gitea; Reconcile is how often
 	// missed webhook deliveries are looked for.
@@ -106,6 +108,7 @@ var settings = []setting{
 	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(lease.DefaultMaxTTL), "largest --ttl a claim may ask for"},
 	{"max-claims-per-holder", "COLLAB_MAX_CLAIMS_PER_HOLDER", "0", "live claims one holder (an account's agent, or the account itself) may hold at once, over every repository (0: no cap)"},
 	{"max-claims-per-account", "COLLAB_MAX_CLAIMS_PER_ACCOUNT", "0", "live claims one account may hold at once, all its agents together (0: no cap)"},
+	{"max-sessions-per-account", "COLLAB_MAX_SESSIONS_PER_ACCOUNT", "64", "agent sessions (collab-lease session) one account may have open at once, over every replica (0: no cap)"},
 	{"priority-labels", "COLLAB_PRIORITY_LABELS", "", "labels next prefers, highest first, comma-separated (e.g. priority/critical,priority/high): the oldest issue of the highest priority there is goes first, issues with none of them last"},
 	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
@@ -358,6 +361,7 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		{"max-conns-per-addr", &c.MaxConnsPerAddr, 1, 1 << 20},
 		{"max-claims-per-holder", &c.MaxClaimsPerHolder, 0, 1 << 20},
 		{"max-claims-per-account", &c.MaxClaimsPerAccount, 0, 1 << 20},
+		{"max-sessions-per-account", &c.MaxSessionsPerAccount, 0, 1 << 20},
 		{"max-conns-per-account", &c.MaxConnsPerAccount, 1, 1 << 20},
 		{"forge-rate-per-addr", &c.ForgeRatePerAddr, 0, 1 << 20},
 		{"event-streams-per-viewer", &c.StreamsPerViewer, 1, maxEventStreams},

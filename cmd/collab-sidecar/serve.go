@@ -80,7 +80,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	// database server's), as the service does.
 	now := store.Clock().Now
 	bus := changes.New(now, changes.RealAfter)
-	leases, err := lease.NewService(fg, store, lease.WithClock(now), lease.WithBus(bus), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithNextObserver(met.next),
+	leases, err := lease.NewService(fg, store, lease.WithClock(now), lease.WithBus(bus), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next),
 		lease.WithLive(live.Options{Recheck: liveRecheck(cfg)}))
 	if err != nil {
 		return err

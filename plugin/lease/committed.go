@@ -151,3 +151,28 @@ func (r resolving) ResolveHolder(ctx context.Context, login string, id int64) (i
 func (c committed) EndSessions(ctx context.Context, userID int64) (int64, error) {
 	return c.Ledger.EndSessions(ctx, userID)
 }
+
+// OpenSession, ResumeSession and Heartbeat end no lease and begin none:
+// they only move a session's expiries on, which nobody waits for (the
+// live feeds and the fence worker reread at the expiry they knew, and
+// find the lease still live). Nothing is published.
+func (c committed) OpenSession(ctx context.Context, h models.Holder, grace time.Duration, max int) (models.SessionRef, error) {
+	return c.Ledger.OpenSession(ctx, h, grace, max)
+}
+
+func (c committed) ResumeSession(ctx context.Context, id string, h models.Holder) (models.SessionRef, []models.Lease, error) {
+	return c.Ledger.ResumeSession(ctx, id, h)
+}
+
+func (c committed) Heartbeat(ctx context.Context, ref models.SessionRef, h models.Holder, left time.Duration) (int, error) {
+	return c.Ledger.Heartbeat(ctx, ref, h, left)
+}
+
+// EndSession releases the session's claims: each is published as ended.
+func (c committed) EndSession(ctx context.Context, ref models.SessionRef, h models.Holder) ([]models.Lease, error) {
+	ls, err := c.Ledger.EndSession(ctx, ref, h)
+	if err == nil && len(ls) > 0 {
+		c.publish(ended(ls)...)
+	}
+	return ls, err
+}

@@ -19,7 +19,7 @@ import (
 var ledgerReads = map[string]bool{
 	"Tenures": true, "Current": true, "List": true, "ListPage": true, "Issue": true,
 	"LiveRepos": true, "PullsLinkedTo": true, "PullOf": true, "OpenPulls": true, "Leases": true,
-	"SessionEpoch": true,
+	"SessionEpoch": true, "SessionLeases": true,
 }
 
 // Every write of the Ledger has its own method in committed.go, so none

@@ -82,12 +82,16 @@ func (e *ConflictError) Status() string {
 		return r.Status
 	case contract.Limit:
 		return r.Status
+	case contract.SessionGone:
+		return r.Status
 	}
 	return "conflict"
 }
 
 func (e *ConflictError) Error() string {
 	switch r := e.Reply.(type) {
+	case contract.SessionGone:
+		return fmt.Sprintf("%s: %s", r.Status, r.Session)
 	case contract.Conflict:
 		if r.Holder != nil {
 			return fmt.Sprintf("%s: %s#%d held by %s", r.Status, r.Repo, r.Issue, *r.Holder)

@@ -39,6 +39,7 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, v, err)
 	}
+	v.Session.track(r.FullName, l)
 	return tenure(contract.StatusAcquired, r, l), nil
 }
 
@@ -80,6 +81,7 @@ func (s *Service) Renew(ctx context.Context, v Viewer, owner, name string, n int
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, v, err)
 	}
+	v.Session.track(r.FullName, l)
 	return tenure(contract.StatusRenewed, r, l), nil
 }
 
@@ -90,7 +92,10 @@ func (s *Service) Release(ctx context.Context, v Viewer, owner, name string, n i
 	if err != nil {
 		return contract.Released{}, err
 	}
-	_, err = s.ledger.Release(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder())
+	k := models.Key{RepoID: r.ID, Issue: n}
+	done := v.Session.leaving(k)
+	_, err = s.ledger.Release(ctx, k, v.holder())
+	done(err == nil)
 	if err != nil {
 		return contract.Released{}, conflict(r, n, v, err)
 	}

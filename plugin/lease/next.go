@@ -118,6 +118,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 			var limit *models.LimitError
 			switch {
 			case err == nil:
+				v.Session.track(r.FullName, l)
 				return tenure(contract.StatusAcquired, r, l), nil
 			case errors.As(err, &limit):
 				return contract.Tenure{}, limitConflict(r, nil, v, limit)

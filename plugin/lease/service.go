@@ -39,6 +39,12 @@ type Ledger interface {
 	// Browser sessions' epochs (identity.go).
 	SessionEpoch(ctx context.Context, userID int64) (int64, error)
 	EndSessions(ctx context.Context, userID int64) (int64, error)
+	// Agent sessions (agentsessions.go in models).
+	OpenSession(ctx context.Context, h models.Holder, grace time.Duration, max int) (models.SessionRef, error)
+	ResumeSession(ctx context.Context, id string, h models.Holder) (models.SessionRef, []models.Lease, error)
+	Heartbeat(ctx context.Context, ref models.SessionRef, h models.Holder, left time.Duration) (int, error)
+	EndSession(ctx context.Context, ref models.SessionRef, h models.Holder) ([]models.Lease, error)
+	SessionLeases(ctx context.Context, id string) ([]models.Lease, error)
 }
 
 var _ Ledger = (*models.Store)(nil)
@@ -54,13 +60,21 @@ type Viewer struct {
 	// account itself. Agents of one account are distinct holders; any of
 	// them may release the others' claims.
 	Agent string
+	// Session, when set, is the agent session the viewer's commands run
+	// in: what they claim, the session keeps alive (sessions.go).
+	Session *Session
 }
 
 // Anonymous reports whether v is nobody in particular.
 func (v Viewer) Anonymous() bool { return v.ID == 0 }
 
 func (v Viewer) holder() models.Holder {
-	return models.Holder{ID: v.ID, Login: v.Login, Agent: v.Agent}
+	h := models.Holder{ID: v.ID, Login: v.Login, Agent: v.Agent}
+	if v.Session != nil {
+		ref := v.Session.Ref()
+		h.Session = &ref
+	}
+	return h
 }
 
 // Service is the lease service every transport calls: for a viewer, a
@@ -88,6 +102,9 @@ type Service struct {
 	priorities []string
 	// observeNext, if set, is told what each next cost (metrics).
 	observeNext func(NextStats)
+	// maxSessions caps the agent sessions of one account
+	// (WithMaxSessionsPerAccount).
+	maxSessions int
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
@@ -155,7 +172,8 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 		return nil, errors.New("lease: the service needs a forge and a ledger")
 	}
 	s := &Service{forge: forge, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
-		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL)}
+		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
+		maxSessions: DefaultMaxSessionsPerAccount}
 	for _, o := range opts {
 		o(s)
 	}

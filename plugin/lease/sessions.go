@@ -1,0 +1,450 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/live"
+)
+
+// Agent sessions (docs/ssh.md, Sessions): one connection of an agent
+// whose claims live as long as it does. The ledger decides (models,
+// agentsessions.go); a Session is the connection's side of it: it keeps
+// the session heard from (Run: a keepalive every grace/3, and a
+// heartbeat write after each answer), it knows which claims are the
+// session's, and it tells the connection, as a Lost line, the moment one
+// of them ends by anything but the session's own release.
+
+// Session errors, as the transports answer them.
+var (
+	// ErrSessionMoved: another connection resumed the session (exit 75).
+	ErrSessionMoved = models.ErrSessionMoved
+	// ErrSessionGone: the session is over: its grace ran out, or it
+	// ended (exit 75 in a session; a --resume of it is SessionGone).
+	ErrSessionGone = models.ErrSessionGone
+	// ErrTooManySessions: the account has as many sessions as it may
+	// (exit 75).
+	ErrTooManySessions = models.ErrTooManySessions
+	// ErrSessionLost: the connection stopped answering the keepalives
+	// for a whole grace.
+	ErrSessionLost = errors.New("session lost: its connection stopped answering")
+	// ErrSessionIdle: the session held no claim for IdleSession.
+	ErrSessionIdle = errors.New("session idle")
+)
+
+// DefaultMaxSessionsPerAccount caps the sessions one account has alive
+// (WithMaxSessionsPerAccount).
+const DefaultMaxSessionsPerAccount = 64
+
+// IdleSession is how long a session may hold no claim before it ends
+// cleanly.
+const IdleSession = time.Hour
+
+// WithMaxSessionsPerAccount caps the sessions one account has alive, on
+// every replica of the ledger together (default
+// DefaultMaxSessionsPerAccount; 0: no cap).
+func WithMaxSessionsPerAccount(n int) Option { return func(s *Service) { s.maxSessions = n } }
+
+// Session is one agent session, held by the connection that opened or
+// resumed it. Its methods are safe for concurrent use.
+type Session struct {
+	s     *Service
+	who   Viewer // the holder, without the session
+	lost  chan contract.Lost
+	wake  chan struct{}
+	alive chan struct{}
+	unsub func()
+
+	mu     sync.Mutex
+	ref    models.SessionRef
+	claims map[models.Key]*claim
+	seen   time.Time // the last sign of life
+	beaten time.Time // the sign of life the last heartbeat recorded
+	okAt   time.Time // when the ledger last heard from it
+	idle   time.Time // since when it has held no claim (zero: it holds some)
+}
+
+// claim is one claim of the session: its repository as the session named
+// it, its token, and whether the session itself is ending it.
+type claim struct {
+	repo    string
+	token   int64
+	leaving bool
+}
+
+// OpenSession opens an agent session for v (docs/ssh.md, Sessions), with
+// this grace (0: models.DefaultGrace), or resumes session resume if it is
+// alive and v's. The first line of the session is its reply. A resume of
+// a session that is not alive is a *ConflictError with a
+// contract.SessionGone.
+func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration, resume string) (*Session, contract.SessionOpened, error) {
+	if v.Anonymous() {
+		return nil, contract.SessionOpened{}, fmt.Errorf("session: %w: no account", ErrInvalid)
+	}
+	v.Session = nil
+	if grace == 0 {
+		grace = models.DefaultGrace
+	}
+	ss := &Session{s: s, who: v, lost: make(chan contract.Lost, 64), wake: make(chan struct{}, 1), alive: make(chan struct{}, 1),
+		claims: map[models.Key]*claim{}}
+	var leases []models.Lease
+	var err error
+	if resume != "" {
+		ss.ref, leases, err = s.ledger.ResumeSession(ctx, resume, v.holder())
+		if errors.Is(err, models.ErrSessionGone) {
+			return nil, contract.SessionOpened{}, &ConflictError{Reply: contract.SessionGone{Status: contract.StatusSessionGone, Session: resume}}
+		}
+	} else {
+		ss.ref, err = s.ledger.OpenSession(ctx, v.holder(), grace, s.maxSessions)
+	}
+	if err != nil {
+		return nil, contract.SessionOpened{}, err
+	}
+	now := s.now()
+	ss.seen, ss.beaten, ss.okAt = now, now, now
+	out := contract.SessionOpened{Status: contract.StatusSession, Session: ss.ref.ID, Holder: v.Login, Agent: contract.AgentPtr(v.Agent),
+		GraceSeconds: int64(ss.ref.Grace / time.Second)}
+	names := map[int64]string{}
+	for _, l := range leases {
+		name, ok := names[l.RepoID]
+		if !ok {
+			if name, err = s.forge.RepoName(ctx, l.RepoID); err != nil {
+				name = fmt.Sprint(l.RepoID) // the claim is still the session's; only its name is unknown
+			}
+			names[l.RepoID] = name
+		}
+		ss.claims[l.Key] = &claim{repo: name, token: l.Token}
+		out.Leases = append(out.Leases, contract.SessionLease{Repo: name, LeaseView: live.View(l)})
+	}
+	if len(ss.claims) == 0 {
+		ss.idle = now
+	}
+	ss.unsub = s.bus.Subscribe(ss.heard)
+	return ss, out, nil
+}
+
+// Ref is the session as the ledger knows it.
+func (ss *Session) Ref() models.SessionRef {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.ref
+}
+
+// Grace is how long the session's claims outlive its last sign of life.
+func (ss *Session) Grace() time.Duration { return ss.ref.Grace }
+
+// Viewer is who the session's commands run as: its holder, in it.
+func (ss *Session) Viewer() Viewer {
+	v := ss.who
+	v.Session = ss
+	return v
+}
+
+// Lost delivers a line for each claim of the session that ended by
+// anything but its own release, as it ends.
+func (ss *Session) Lost() <-chan contract.Lost { return ss.lost }
+
+// Alive records a sign of life of the session's connection (an answer to
+// a keepalive, a line it sent).
+func (ss *Session) Alive() {
+	ss.mu.Lock()
+	ss.seen = ss.s.now()
+	ss.mu.Unlock()
+	select {
+	case ss.alive <- struct{}{}:
+	default:
+	}
+}
+
+// Run keeps the session heard from until ctx ends or the session does:
+// every interval (at most grace/3) it sends keepalive, which returns once
+// the connection has answered it, and after an answer (or a line, Alive)
+// writes a heartbeat to the ledger, at most one per grace/3. It returns
+// ErrSessionLost once the connection has not answered for a whole grace,
+// ErrSessionMoved or ErrSessionGone if the ledger says so,
+// ErrSessionIdle after IdleSession without a claim, or ctx's error.
+// Meanwhile it watches the session's claims (Lost).
+func (ss *Session) Run(ctx context.Context, every time.Duration, keepalive func() error) error {
+	every = min(every, ss.ref.Grace/3)
+	tick, stop := ss.s.after(every)
+	defer func() { stop() }()
+	asking := false
+	answered := make(chan struct{}, 1)
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ss.wake:
+			ss.check(ctx)
+		case <-answered:
+			asking = false
+			ss.Alive()
+		case <-ss.alive:
+			if err := ss.beat(ctx); err != nil {
+				return err
+			}
+		case <-tick:
+			tick, stop = ss.s.after(every)
+			ss.mu.Lock()
+			silent, idle := ss.s.now().Sub(ss.seen), ss.idleFor()
+			ss.mu.Unlock()
+			switch {
+			case silent >= ss.ref.Grace:
+				return ErrSessionLost
+			case idle >= IdleSession:
+				return ErrSessionIdle
+			}
+			if err := ss.beat(ctx); err != nil {
+				return err
+			}
+			if !asking {
+				asking = true
+				go func() {
+					if keepalive() == nil {
+						answered <- struct{}{}
+					}
+				}()
+			}
+		}
+	}
+}
+
+func (ss *Session) idleFor() time.Duration {
+	if ss.idle.IsZero() {
+		return 0
+	}
+	return ss.s.now().Sub(ss.idle)
+}
+
+// beat writes a heartbeat if the session was heard from since the last
+// one and about grace/3 has passed since it (a keepalive answered a
+// little early must not skip a whole round). A heartbeat that fails is
+// tried again at the next chance; once the ledger has not heard from the
+// session for a whole grace, its claims have lapsed.
+func (ss *Session) beat(ctx context.Context) error {
+	ss.mu.Lock()
+	now, seen, beaten, okAt, ref := ss.s.now(), ss.seen, ss.beaten, ss.okAt, ss.ref
+	ss.mu.Unlock()
+	if !seen.After(beaten) || now.Sub(okAt) < ref.Grace*3/10 {
+		return nil
+	}
+	left := ref.Grace - now.Sub(seen)
+	if left <= 0 {
+		return nil
+	}
+	_, err := ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left)
+	switch {
+	case err == nil:
+		ss.mu.Lock()
+		ss.beaten, ss.okAt = seen, now
+		ss.mu.Unlock()
+		return nil
+	case errors.Is(err, models.ErrSessionMoved):
+		return ErrSessionMoved
+	case errors.Is(err, models.ErrSessionGone):
+		ss.loseAll(ctx)
+		return ErrSessionGone
+	case now.Sub(okAt) >= ref.Grace:
+		ss.loseAll(ctx)
+		return fmt.Errorf("%w: %w", ErrSessionGone, err)
+	}
+	return nil // tried again at the next chance
+}
+
+// Lose records, once the connection is gone, how long the session's
+// claims have left: until a grace after its last sign of life. A --resume
+// within that grace takes them over; otherwise they lapse then.
+func (ss *Session) Lose(ctx context.Context) {
+	defer ss.close()
+	ss.mu.Lock()
+	seen, beaten, ref := ss.seen, ss.beaten, ss.ref
+	ss.mu.Unlock()
+	left := ref.Grace - ss.s.now().Sub(seen)
+	if !seen.After(beaten) || left <= 0 {
+		return
+	}
+	_, _ = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left)
+}
+
+// End ends the session cleanly: its claims are released. A session
+// another connection resumed is left to it.
+func (ss *Session) End(ctx context.Context) error {
+	defer ss.close()
+	ss.mu.Lock()
+	for _, c := range ss.claims {
+		c.leaving = true
+	}
+	ref := ss.ref
+	ss.mu.Unlock()
+	_, err := ss.s.ledger.EndSession(ctx, ref, ss.who.holder())
+	return err
+}
+
+func (ss *Session) close() {
+	if ss.unsub != nil {
+		ss.unsub()
+	}
+}
+
+// track records that l, of repository repo, is the session's (ss nil:
+// a command outside any session).
+func (ss *Session) track(repo string, l models.Lease) {
+	if ss == nil || l.Session != ss.ref.ID {
+		return
+	}
+	ss.mu.Lock()
+	ss.claims[l.Key] = &claim{repo: repo, token: l.Token}
+	ss.idle = time.Time{}
+	ss.mu.Unlock()
+	ss.poke() // anything that ended it before it was tracked is heard of now
+}
+
+// leaving marks k as being ended by the session itself (its release);
+// done says whether it was: then k is no longer the session's.
+func (ss *Session) leaving(k models.Key) (done func(ok bool)) {
+	if ss == nil {
+		return func(bool) {}
+	}
+	ss.mu.Lock()
+	c := ss.claims[k]
+	if c != nil {
+		c.leaving = true
+	}
+	ss.mu.Unlock()
+	return func(ok bool) {
+		ss.mu.Lock()
+		defer ss.mu.Unlock()
+		if c == nil || ss.claims[k] != c {
+			return
+		}
+		if !ok {
+			c.leaving = false
+			return
+		}
+		delete(ss.claims, k)
+		if len(ss.claims) == 0 {
+			ss.idle = ss.s.now()
+		}
+	}
+}
+
+func (ss *Session) poke() {
+	select {
+	case ss.wake <- struct{}{}:
+	default:
+	}
+}
+
+// heard is the session's subscriber on the bus: a change of one of its
+// claims has it look again.
+func (ss *Session) heard(set changes.Set) {
+	ss.mu.Lock()
+	mine := false
+	for _, c := range set.Changes {
+		if c.Key == models.Everything {
+			mine = len(ss.claims) > 0
+			break
+		}
+		for k := range ss.claims {
+			if k == c.Key || (c.Key.Issue == 0 && k.RepoID == c.Key.RepoID) {
+				mine = true
+				break
+			}
+		}
+		if mine {
+			break
+		}
+	}
+	ss.mu.Unlock()
+	if mine {
+		ss.poke()
+	}
+}
+
+// check looks again at the session's claims: each that is no longer its
+// live lease has ended, and is told to the connection.
+func (ss *Session) check(ctx context.Context) {
+	ss.mu.Lock()
+	keys := make([]models.Key, 0, len(ss.claims))
+	for k, c := range ss.claims {
+		if !c.leaving {
+			keys = append(keys, k)
+		}
+	}
+	ss.mu.Unlock()
+	for _, k := range keys {
+		cur, err := ss.s.ledger.Current(ctx, k)
+		if err != nil {
+			ss.poke() // the ledger did not answer: look again
+			continue
+		}
+		ss.mu.Lock()
+		c := ss.claims[k]
+		ss.mu.Unlock()
+		switch {
+		case c == nil || c.leaving:
+			continue
+		case cur != nil && cur.Token == c.token && cur.Session == ss.ref.ID:
+			continue // still the session's
+		case cur != nil && cur.Token == c.token && cur.Holder.ID == ss.who.ID && cur.Holder.Agent == ss.who.Agent:
+			ss.forget(k, c) // its holder renewed it outside the session: no longer the session's to keep, but not lost
+			continue
+		}
+		ss.forget(k, c)
+		ss.tell(ctx, contract.Lost{Status: contract.StatusLost, Repo: c.repo, Issue: k.Issue, Token: c.token, EndedBy: ss.endedBy(ctx, k, c.token)})
+	}
+}
+
+func (ss *Session) forget(k models.Key, c *claim) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.claims[k] == c {
+		delete(ss.claims, k)
+	}
+	if len(ss.claims) == 0 && ss.idle.IsZero() {
+		ss.idle = ss.s.now()
+	}
+}
+
+// endedBy is how tenure token of k ended, as the history says.
+func (ss *Session) endedBy(ctx context.Context, k models.Key, token int64) string {
+	ts, err := ss.s.ledger.Tenures(ctx, k, 5)
+	if err == nil {
+		for _, t := range ts {
+			if t.Token == token && t.EndedBy != "" {
+				return string(t.EndedBy)
+			}
+		}
+	}
+	return contract.EndTakenOver
+}
+
+// loseAll tells the connection every claim of the session is lost: the
+// ledger stopped keeping them alive.
+func (ss *Session) loseAll(ctx context.Context) {
+	ss.mu.Lock()
+	var out []contract.Lost
+	for k, c := range ss.claims {
+		if !c.leaving {
+			out = append(out, contract.Lost{Status: contract.StatusLost, Repo: c.repo, Issue: k.Issue, Token: c.token, EndedBy: contract.EndSessionLost})
+		}
+	}
+	clear(ss.claims)
+	ss.mu.Unlock()
+	for _, l := range out {
+		ss.tell(ctx, l)
+	}
+}
+
+func (ss *Session) tell(ctx context.Context, l contract.Lost) {
+	select {
+	case ss.lost <- l:
+	case <-ctx.Done():
+	}
+}

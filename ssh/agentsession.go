@@ -1,0 +1,330 @@
+package ssh
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+)
+
+// Sessioned is a Handler that serves long-lived sessions
+// (`collab-lease session`, docs/ssh.md, Sessions): one exec whose stdin
+// carries commands, one per line, and whose stdout carries one line per
+// command, and lines of its own.
+type Sessioned interface {
+	// OpensSession says whether an exec's command line opens a session.
+	OpensSession(line string) bool
+	// Session serves the session line opens until it ends, and returns
+	// the exec's end: its exit status, and an error line if it ended
+	// otherwise than cleanly. ctx ends when the client closes the
+	// channel or the connection goes away (context.Canceled), or when
+	// the server shuts down (context.Cause: ErrShuttingDown).
+	Session(ctx context.Context, c ConnInfo, line string, io SessionIO) Reply
+}
+
+// SessionIO is what a session runs on.
+type SessionIO struct {
+	Lines io.Reader // the channel's stdin
+	Out   io.Writer // its stdout, under the server's write deadline
+	// Keepalive sends a keepalive request on the connection and returns
+	// once the client has answered it (an error: it cannot).
+	Keepalive func() error
+	// Every is the longest interval between keepalives that keeps the
+	// connection from idling out.
+	Every time.Duration
+	// CommandTimeout bounds one command of the session.
+	CommandTimeout time.Duration
+}
+
+// ErrShuttingDown is the cause of a session's end when the server shuts
+// down: its claims are kept for a --resume on another replica.
+var ErrShuttingDown = errors.New("server shutting down")
+
+// lineShuttingDown tells a session's client why it ended at shutdown.
+const lineShuttingDown = contract.ErrorPrefix + "the sidecar is shutting down; resume the session to keep its claims"
+
+// lineSessionLost tells a session's client that stopped answering why
+// its session ended (it is seldom read).
+const lineSessionLost = contract.ErrorPrefix + "session lost: the connection stopped answering"
+
+// OpensSession says whether line is `collab-lease session …`.
+func (v *LeaseVerb) OpensSession(line string) bool {
+	words, err := contract.SplitWords(line)
+	return err == nil && len(words) >= 2 && words[0] == "collab-lease" && words[1] == string(contract.VerbSession)
+}
+
+// Session serves one agent session: it opens (or resumes) it, writes its
+// first line, then answers each line of io.Lines with one line on io.Out,
+// in order, and writes a lost line whenever a claim of the session ends
+// by anything but its own release. It ends cleanly (exit 0, its claims
+// released) at EOF or the line "close"; at a loss (the connection stopped
+// answering, or went away), its claims stay live for a grace after its
+// last sign of life, for a --resume.
+func (v *LeaseVerb) Session(ctx context.Context, c ConnInfo, line string, sio SessionIO) Reply {
+	start := time.Now()
+	cmd, err := contract.ParseCommand(line, v.maxTTL())
+	switch {
+	case err != nil:
+		return v.logged(c, cmd, exitCode(err), start)
+	case c.Unavailable:
+		return v.logged(c, cmd, exitCode(errForgeUnavailable), start)
+	case c.Crowded:
+		return v.logged(c, cmd, exitCode(errTooManyConnections), start)
+	}
+	openCtx, cancel := context.WithTimeout(ctx, sio.CommandTimeout)
+	who, err := v.Leases.Recheck(openCtx, c.Fingerprint, forgeUser(c))
+	if err != nil {
+		cancel()
+		return v.logged(c, cmd, exitCode(err), start)
+	}
+	who.Agent = cmd.Agent
+	ss, opened, err := v.Leases.OpenSession(openCtx, who, cmd.Grace, cmd.Resume)
+	cancel()
+	if err != nil {
+		return v.logged(c, cmd, exitCode(err), start)
+	}
+	s := &sessionServer{v: v, c: c, ss: ss, io: sio}
+	s.write(opened)
+	v.logger().Info("session opened", "user", who.Login, "agent", who.Agent, "session", opened.Session,
+		"grace_seconds", opened.GraceSeconds, "resumed", cmd.Resume != "", "claims", len(opened.Leases))
+	r := s.serve(ctx)
+	v.logger().Info("session ended", "user", who.Login, "agent", who.Agent, "session", opened.Session,
+		"outcome", r.Outcome, "exit", r.Code, "duration_ms", time.Since(start).Milliseconds())
+	return r
+}
+
+// logged logs a session that did not open, as a command.
+func (v *LeaseVerb) logged(c ConnInfo, cmd contract.Command, r Reply, start time.Time) Reply {
+	cmd.Verb = contract.VerbSession
+	v.log(c, cmd, c.Login, r, time.Since(start))
+	return r
+}
+
+// sessionServer is one open session on its channel.
+type sessionServer struct {
+	v  *LeaseVerb
+	c  ConnInfo
+	ss *lease.Session
+	io SessionIO
+
+	mu sync.Mutex // one line at a time on Out
+}
+
+// write writes reply as one line of the session's stdout.
+func (s *sessionServer) write(reply any) {
+	b, err := json.Marshal(reply)
+	if err != nil {
+		b = []byte(`{"status":"error","exit":1,"error":"internal error"}`)
+	}
+	s.writeLine(b)
+}
+
+func (s *sessionServer) writeLine(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, _ = s.io.Out.Write(append(b, '\n'))
+}
+
+// input is what the reader goroutine hands the session: a line, or the
+// end of its stdin.
+type input struct {
+	line    string
+	tooLong bool
+	eof     bool
+}
+
+func (s *sessionServer) serve(ctx context.Context) Reply {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := make(chan error, 1)
+	go func() { ran <- s.ss.Run(runCtx, s.io.Every, s.io.Keepalive) }()
+	go func() {
+		for {
+			select {
+			case l := <-s.ss.Lost():
+				s.write(l)
+			case <-runCtx.Done():
+				return
+			}
+		}
+	}()
+	lines := make(chan input)
+	go s.read(runCtx, lines)
+	for {
+		select {
+		case in := <-lines:
+			s.ss.Alive()
+			switch {
+			case in.eof:
+				return s.ended(ctx, true)
+			case in.tooLong:
+				s.writeLine(errorLine(contract.ExitError, contract.ErrorLine("usage: command longer than 4096 bytes")))
+			case strings.TrimSpace(in.line) == "close":
+				return s.ended(ctx, true)
+			default:
+				s.writeLine(s.command(ctx, in.line))
+			}
+		case err := <-ran:
+			switch {
+			case errors.Is(err, lease.ErrSessionIdle):
+				return s.ended(ctx, true)
+			case errors.Is(err, lease.ErrSessionMoved):
+				return Reply{Stderr: contract.LineSessionMoved + "\n", Code: contract.ExitTempFail, Outcome: "session_moved"}
+			case errors.Is(err, lease.ErrSessionGone):
+				return Reply{Stderr: contract.LineSessionGone + "\n", Code: contract.ExitTempFail, Outcome: "session_gone"}
+			case errors.Is(err, lease.ErrSessionLost):
+				s.ss.Lose(context.WithoutCancel(ctx))
+				return Reply{Stderr: lineSessionLost + "\n", Code: contract.ExitTempFail, Outcome: "session_lost"}
+			}
+			return s.ended(ctx, false)
+		case <-ctx.Done():
+			return s.ended(ctx, false)
+		}
+	}
+}
+
+// ended ends the session: cleanly (its claims released) when its client
+// said so (EOF, close) and is still there to be told; otherwise as a
+// loss, its claims kept for a grace after its last sign of life.
+func (s *sessionServer) ended(ctx context.Context, clean bool) Reply {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.io.CommandTimeout)
+	defer cancel()
+	if errors.Is(context.Cause(ctx), ErrShuttingDown) {
+		s.ss.Lose(bg)
+		return Reply{Stderr: lineShuttingDown + "\n", Code: contract.ExitTempFail, Outcome: "shutting_down"}
+	}
+	if clean && !s.answers(min(s.ss.Grace(), 5*time.Second)) {
+		clean = false // the connection is gone: EOF was its end, not the client's word
+	}
+	if !clean {
+		s.ss.Lose(bg)
+		return Reply{Stderr: lineSessionLost + "\n", Code: contract.ExitTempFail, Outcome: "session_lost"}
+	}
+	if err := s.ss.End(bg); err != nil && !errors.Is(err, lease.ErrSessionMoved) && !errors.Is(err, lease.ErrSessionGone) {
+		r := exitCode(err)
+		return r
+	}
+	return Reply{Outcome: "session_closed"}
+}
+
+// answers says whether the connection answers a keepalive within d.
+func (s *sessionServer) answers(d time.Duration) bool {
+	done := make(chan error, 1)
+	go func() { done <- s.io.Keepalive() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err == nil
+	case <-t.C:
+		return false
+	}
+}
+
+// read hands the session each line of its stdin, then its end.
+func (s *sessionServer) read(ctx context.Context, out chan<- input) {
+	br := bufio.NewReaderSize(s.io.Lines, contract.MaxCommandLen+2)
+	for {
+		b, err := br.ReadSlice('\n')
+		in := input{line: strings.TrimRight(string(b), "\r\n")}
+		switch {
+		case errors.Is(err, bufio.ErrBufferFull):
+			// Too long: the rest of the line goes unread.
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = br.ReadSlice('\n')
+			}
+			in = input{tooLong: true}
+		case err != nil && len(b) == 0:
+			in = input{eof: true}
+		}
+		select {
+		case out <- in:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil && !in.tooLong {
+			if !in.eof {
+				select {
+				case out <- input{eof: true}:
+				case <-ctx.Done():
+				}
+			}
+			return
+		}
+	}
+}
+
+// command answers one line of the session: the exec's reply as one JSON
+// line, with "exit".
+func (s *sessionServer) command(ctx context.Context, line string) []byte {
+	start := time.Now()
+	cmd, err := contract.ParseCommand("collab-lease "+line, s.v.maxTTL())
+	var r Reply
+	login := s.c.Login
+	switch {
+	case err != nil:
+		r = exitCode(err)
+	case cmd.Verb == contract.VerbHelp:
+		b, _ := json.Marshal(struct {
+			Status string `json:"status"`
+			Exit   int    `json:"exit"`
+			Text   string `json:"text"`
+		}{contract.StatusHelp, 0, contract.Usage})
+		return b
+	case cmd.Verb == contract.VerbSession:
+		r = exitCode(&contract.UsageError{Detail: "a session cannot open another; send its commands instead"})
+	case cmd.Agent != "":
+		r = exitCode(&contract.UsageError{Detail: "a session's commands act as its agent; --agent is not allowed"})
+	default:
+		timeout := s.io.CommandTimeout + cmd.Wait
+		cctx, cancel := context.WithTimeout(ctx, timeout)
+		r, login = run(cctx, s.v.Leases, s.c, cmd, io.Discard, s.ss)
+		cancel()
+	}
+	s.v.log(s.c, cmd, login, r, time.Since(start))
+	if s.v.Observe != nil {
+		s.v.Observe(cmd.Verb, r.Outcome, time.Since(start))
+	}
+	if len(r.Stdout) > 0 {
+		return withExit(r.Stdout, r.Code)
+	}
+	return errorLine(r.Code, strings.TrimSuffix(r.Stderr, "\n"))
+}
+
+// withExit is the JSON object out, one line, with "exit":code added.
+func withExit(out []byte, code int) []byte {
+	out = bytes.TrimRight(out, "\n")
+	if len(out) < 2 || out[len(out)-1] != '}' {
+		return errorLine(contract.ExitError, contract.ErrorLine("internal error"))
+	}
+	b := append([]byte{}, out[:len(out)-1]...)
+	if len(out) > 2 {
+		b = append(b, ',')
+	}
+	b = append(b, `"exit":`...)
+	b = append(b, []byte(itoa(code))...)
+	return append(b, '}')
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+// errorLine is an error as a session's line: {"status":"error","exit":…,"error":"…"}.
+func errorLine(code int, line string) []byte {
+	b, _ := json.Marshal(struct {
+		Status string `json:"status"`
+		Exit   int    `json:"exit"`
+		Error  string `json:"error"`
+	}{contract.StatusError, code, strings.TrimPrefix(line, contract.ErrorPrefix)})
+	return b
+}
