@@ -118,15 +118,22 @@ func TestAcquireWaitOverSSH(t *testing.T) {
 // waiting for it.
 func (w *world) sshProcess(user, command string) *exec.Cmd {
 	w.t.Helper()
+	cmd := w.sshCommand(user, command)
+	if err := cmd.Start(); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd
+}
+
+// sshCommand is the real OpenSSH client set to run one command, not
+// started, its stdout and stderr each a LogBuffer.
+func (w *world) sshCommand(user, command string) *exec.Cmd {
 	cmd := exec.Command("ssh", "-F", "/dev/null", "-p", fmt.Sprint(w.addr.Port), "-i", w.keys[user].path,
 		"-o", "IdentitiesOnly=yes", "-o", "IdentityAgent=none", "-o", "BatchMode=yes",
 		"-o", "UserKnownHostsFile="+w.known, "-o", "StrictHostKeyChecking=yes",
 		"-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR", "git@127.0.0.1", command)
 	cmd.Stdout, cmd.Stderr = &leasetest.LogBuffer{}, &leasetest.LogBuffer{}
-	if err := cmd.Start(); err != nil {
-		w.t.Fatal(err)
-	}
-	w.t.Cleanup(func() { _ = cmd.Process.Kill() })
 	return cmd
 }
 
