@@ -1,0 +1,162 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
+)
+
+// runSession runs ss with a keepalive the test answers (answering true) or
+// leaves unanswered; it returns what Run returned, once it has.
+func runSession(t *testing.T, ss *lease.Session, answering *atomic.Bool) <-chan error {
+	return runSessionTold(t, ss, answering, func() {})
+}
+
+// runSessionTold is runSession, calling answered as each keepalive is
+// answered.
+func runSessionTold(t *testing.T, ss *lease.Session, answering *atomic.Bool, answered func()) <-chan error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	block := make(chan struct{})
+	t.Cleanup(func() { close(block) })
+	ran := make(chan error, 1)
+	go func() {
+		ran <- ss.Run(ctx, time.Hour, func() error {
+			if answering.Load() {
+				answered()
+				return nil
+			}
+			<-block
+			return errors.New("gone")
+		})
+	}()
+	return ran
+}
+
+// expiresAfter says whether k's live lease expires after at.
+func expiresAfter(t *testing.T, w *leasetest.World, k models.Key, at time.Time) bool {
+	cur, err := w.Ledger.Current(t.Context(), k)
+	return err == nil && cur != nil && cur.ExpiresAt != nil && cur.ExpiresAt.After(at)
+}
+
+// A session with a 5 s grace holds its claim for 60 s with no renew, one
+// heartbeat per keepalive answered; once the keepalives go unanswered it
+// is lost a grace after the last answer, and its claim lapses then.
+func TestSessionHoldsItsClaimWithoutRenew(t *testing.T) {
+	w := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme()})
+	v := w.As("alice")
+	v.Agent = "a1"
+	ss, opened, err := w.Service.OpenSession(t.Context(), v, 5*time.Second, "")
+	if err != nil || opened.Status != contract.StatusSession || opened.GraceSeconds != 5 || *opened.Agent != "a1" {
+		t.Fatalf("open: %+v %v", opened, err)
+	}
+	var answering atomic.Bool
+	answering.Store(true)
+	var lastAnswer atomic.Int64
+	ran := runSessionTold(t, ss, &answering, func() { lastAnswer.Store(w.Clock.Now().UnixNano()) })
+	got, err := w.Service.Acquire(t.Context(), ss.Viewer(), "acme", "widgets", 1, 0)
+	if err != nil || got.Agent == nil || *got.Agent != "a1" {
+		t.Fatalf("acquire in the session: %+v %v", got, err)
+	}
+	k := models.Key{RepoID: 1, Issue: 1}
+	start := w.Clock.Now()
+	for w.Clock.Now().Sub(start) < 60*time.Second {
+		leasetest.WaitFor(t, "the session's keepalive timer", func() bool { return w.Clock.Timers() > 0 })
+		w.Clock.Advance(5 * time.Second / 3)
+		now := w.Clock.Now()
+		leasetest.WaitFor(t, "a heartbeat", func() bool { return expiresAfter(t, w, k, now.Add(2*time.Second)) })
+	}
+	cur, _ := w.Ledger.Current(t.Context(), k)
+	if cur == nil || cur.Token != got.Token {
+		t.Fatalf("after 60 s: %+v, want the same tenure", cur)
+	}
+	answering.Store(false)
+	for {
+		select {
+		case err := <-ran:
+			last := time.Unix(0, lastAnswer.Load())
+			if !errors.Is(err, lease.ErrSessionLost) {
+				t.Fatalf("Run: %v, want lost", err)
+			}
+			if since := w.Clock.Now().Sub(last); since < 5*time.Second || since > 6*time.Second {
+				t.Fatalf("lost %s after the last answer, want a grace", since)
+			}
+			ss.Lose(t.Context())
+			w.Clock.Set(last.Add(5 * time.Second).Add(time.Second))
+			if cur, _ := w.Ledger.Current(t.Context(), k); cur != nil {
+				t.Fatalf("a grace after the last answer: %+v, want lapsed", cur)
+			}
+			ts, _ := w.Ledger.Tenures(t.Context(), k, 1)
+			if ts[0].EndedBy != models.EndSessionLost {
+				t.Fatalf("tenure %+v, want session_lost", ts[0])
+			}
+			return
+		default:
+		}
+		if w.Clock.Timers() > 0 {
+			w.Clock.Advance(time.Second)
+		}
+		time.Sleep(time.Millisecond) // let Run see the tick (polling, not waiting for time)
+	}
+}
+
+// The claims of a session resumed elsewhere are the new connection's:
+// the old one's Run ends moved, its End releases nothing; a claim of the
+// new one ended by a handoff is a lost line.
+func TestResumedSessionMovesAndTellsLosses(t *testing.T) {
+	w := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme()})
+	v := w.As("alice")
+	v.Agent = "a1"
+	old, opened, err := w.Service.OpenSession(t.Context(), v, 10*time.Second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answering atomic.Bool
+	answering.Store(true)
+	ran := runSession(t, old, &answering)
+	if _, err := w.Service.Acquire(t.Context(), old.Viewer(), "acme", "widgets", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := w.Service.OpenSession(t.Context(), w.As("bob"), 0, opened.Session); !errors.As(err, new(*lease.ConflictError)) {
+		t.Fatalf("bob resumes alice's session: %v, want session_gone", err)
+	}
+	now, resumed, err := w.Service.OpenSession(t.Context(), v, 0, opened.Session)
+	if err != nil || resumed.Session != opened.Session || len(resumed.Leases) != 1 || resumed.Leases[0].Repo != "acme/widgets" || resumed.GraceSeconds != 10 {
+		t.Fatalf("resume: %+v %v", resumed, err)
+	}
+	leasetest.WaitFor(t, "the old connection's keepalive timer", func() bool { return w.Clock.Timers() > 0 })
+	w.Clock.Advance(4 * time.Second)
+	select {
+	case err := <-ran:
+		if !errors.Is(err, lease.ErrSessionMoved) {
+			t.Fatalf("the old connection's Run: %v, want moved", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the old connection's Run did not end")
+	}
+	if err := old.End(t.Context()); !errors.Is(err, lease.ErrSessionMoved) {
+		t.Fatalf("the old connection's End: %v, want moved", err)
+	}
+	ran2 := runSession(t, now, &answering)
+	if _, err := w.Service.Handoff(t.Context(), v, "acme", "widgets", 1, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case l := <-now.Lost():
+		if l.Issue != 1 || l.Repo != "acme/widgets" || l.EndedBy != contract.EndHandedOff {
+			t.Fatalf("lost line %+v", l)
+		}
+	case err := <-ran2:
+		t.Fatalf("Run ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lost line for the handed-off claim")
+	}
+}
