@@ -90,7 +90,15 @@ func TestSessionHoldsItsClaimWithoutRenew(t *testing.T) {
 				t.Fatalf("lost %s after the last answer, want a grace", since)
 			}
 			ss.Lose(t.Context())
-			w.Clock.Set(last.Add(5 * time.Second).Add(time.Second))
+			// The ledger keeps whole seconds, and the clock moved on in
+			// steps of one while Run noticed the answers.
+			cur, _ := w.Ledger.Current(t.Context(), k)
+			if cur != nil && (cur.ExpiresAt.Before(last.Add(4*time.Second)) || cur.ExpiresAt.After(last.Add(7*time.Second))) {
+				t.Fatalf("the lost session's claim expires %s, want a grace after the last answer (%s)", cur.ExpiresAt, last)
+			}
+			if cur != nil {
+				w.Clock.Set(*cur.ExpiresAt)
+			}
 			if cur, _ := w.Ledger.Current(t.Context(), k); cur != nil {
 				t.Fatalf("a grace after the last answer: %+v, want lapsed", cur)
 			}
