@@ -191,6 +191,11 @@ var replies = []errorRow{
 	{is: errShuttingDown, say: unavailableAnswer, log: retryLog},
 	{is: lease.ErrTryAgain, say: unavailableAnswer, log: retryLog},
 	{is: lease.ErrTooManyWaiters, say: unavailableAnswer, log: retryLog},
+	// Sessions are SSH's alone; were a session's refusal ever handed to
+	// HTTP, it would be "try again", as over SSH (exit 75).
+	{is: lease.ErrTooManySessions, say: unavailableAnswer, log: retryLog},
+	{is: lease.ErrSessionMoved, say: unavailableAnswer, log: retryLog},
+	{is: lease.ErrSessionGone, say: unavailableAnswer, log: retryLog},
 	// A deadline passed (the request's own, or a bound on the ledger or
 	// on Gitea): a bounded wait ends in a loud, retryable error, as over
 	// SSH (exit 75).

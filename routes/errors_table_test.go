@@ -49,6 +49,9 @@ var sentinelValues = map[string]error{
 	"lease.ErrLedgerUnreachable": lease.ErrLedgerUnreachable,
 	"lease.ErrTryAgain":          lease.ErrTryAgain,
 	"lease.ErrTooManyWaiters":    lease.ErrTooManyWaiters,
+	"lease.ErrTooManySessions":   lease.ErrTooManySessions,
+	"lease.ErrSessionMoved":      lease.ErrSessionMoved,
+	"lease.ErrSessionGone":       lease.ErrSessionGone,
 	"*lease.ConflictError": &lease.ConflictError{Reply: contract.Conflict{
 		Status: contract.StatusHeld, Repo: "acme/widgets", Issue: 42}},
 	"*lease.WriteRequiredError":     &lease.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"},
@@ -60,6 +63,9 @@ var sentinelValues = map[string]error{
 	"models.ErrInvalid":             models.ErrInvalid,
 	"models.ErrBusy":                models.ErrBusy,
 	"models.ErrUnreachable":         models.ErrUnreachable,
+	"models.ErrTooManySessions":     models.ErrTooManySessions,
+	"models.ErrSessionMoved":        models.ErrSessionMoved,
+	"models.ErrSessionGone":         models.ErrSessionGone,
 	"context.Canceled":              context.Canceled,
 	"context.DeadlineExceeded":      context.DeadlineExceeded,
 }
@@ -83,6 +89,8 @@ var notSeen = map[string]string{
 	"*models.CoolingError":    "the lease service answers it as a *lease.ConflictError (cooling)",
 	"models.ErrNoneFree":      "next answers it as a *lease.ConflictError (none)",
 	"*models.UnverifiedError": "next asks the forge about the candidates it names and tries again",
+	"lease.ErrSessionLost":    "only Session.Run returns it, to the SSH session, which ends the session as a loss (ssh/agentsession.go)",
+	"lease.ErrSessionIdle":    "only Session.Run returns it, to the SSH session, which ends the session cleanly (ssh/agentsession.go)",
 }
 
 func TestErrorTablesAnswerEverySentinelAlike(t *testing.T) {

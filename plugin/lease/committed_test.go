@@ -80,6 +80,22 @@ type succeeding struct{ Ledger }
 
 var oneEnded = models.Ended{Leases: []models.Lease{{Key: models.Key{RepoID: 1, Issue: 2}}}}
 
+func (succeeding) OpenSession(context.Context, models.Holder, time.Duration, int) (models.SessionRef, error) {
+	return models.SessionRef{}, nil
+}
+
+func (succeeding) ResumeSession(context.Context, string, models.Holder) (models.SessionRef, []models.Lease, error) {
+	return models.SessionRef{}, nil, nil
+}
+
+func (succeeding) Heartbeat(context.Context, models.SessionRef, models.Holder, time.Duration) (int, error) {
+	return 0, nil
+}
+
+func (succeeding) EndSession(context.Context, models.SessionRef, models.Holder) ([]models.Lease, error) {
+	return oneEnded.Leases, nil
+}
+
 func (succeeding) Acquire(context.Context, models.Key, models.Holder, time.Duration, models.Observed) (models.Lease, error) {
 	return models.Lease{}, nil
 }
@@ -121,17 +137,21 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 	l := committed{Ledger: succeeding{}, bus: bus}
 	ctx, k, h := context.Background(), models.Key{RepoID: 1, Issue: 2}, models.Holder{ID: 1, Login: "a"}
 	calls := map[string]func(){
-		"Acquire":      func() { _, _ = l.Acquire(ctx, k, h, 0, models.Observed{}) },
-		"Renew":        func() { _, _ = l.Renew(ctx, k, h, time.Minute) },
-		"Release":      func() { _, _ = l.Release(ctx, k, h) },
-		"ForceRelease": func() { _, _ = l.ForceRelease(ctx, k, h) },
-		"AcquireFirst": func() { _, _ = l.AcquireFirst(ctx, 1, nil, h, 0) },
-		"EndIssue":     func() { _, _ = l.EndIssue(ctx, k, models.ReasonClosed, 1, "") },
-		"ReopenIssue":  func() { _, _ = l.ReopenIssue(ctx, k, 1, "") },
-		"EndRepo":      func() { _, _ = l.EndRepo(ctx, 1, "") },
-		"RecordPull":   func() { _, _ = l.RecordPull(ctx, models.Pull{RepoID: 1, Number: 2}, "") },
-		"EndSessions":  func() { _, _ = l.EndSessions(ctx, 1) },
-		"Handoff":      func() { _, _, _ = l.Handoff(ctx, k, h, h, false) },
+		"Acquire":       func() { _, _ = l.Acquire(ctx, k, h, 0, models.Observed{}) },
+		"Renew":         func() { _, _ = l.Renew(ctx, k, h, time.Minute) },
+		"Release":       func() { _, _ = l.Release(ctx, k, h) },
+		"ForceRelease":  func() { _, _ = l.ForceRelease(ctx, k, h) },
+		"AcquireFirst":  func() { _, _ = l.AcquireFirst(ctx, 1, nil, h, 0) },
+		"EndIssue":      func() { _, _ = l.EndIssue(ctx, k, models.ReasonClosed, 1, "") },
+		"ReopenIssue":   func() { _, _ = l.ReopenIssue(ctx, k, 1, "") },
+		"EndRepo":       func() { _, _ = l.EndRepo(ctx, 1, "") },
+		"RecordPull":    func() { _, _ = l.RecordPull(ctx, models.Pull{RepoID: 1, Number: 2}, "") },
+		"EndSessions":   func() { _, _ = l.EndSessions(ctx, 1) },
+		"Handoff":       func() { _, _, _ = l.Handoff(ctx, k, h, h, false) },
+		"OpenSession":   func() { _, _ = l.OpenSession(ctx, h, time.Minute, 0) },
+		"ResumeSession": func() { _, _, _ = l.ResumeSession(ctx, "", h) },
+		"Heartbeat":     func() { _, _ = l.Heartbeat(ctx, models.SessionRef{}, h, time.Minute) },
+		"EndSession":    func() { _, _ = l.EndSession(ctx, models.SessionRef{}, h) },
 	}
 	typ := reflect.TypeFor[Ledger]()
 	for i := range typ.NumMethod() {
@@ -147,13 +167,13 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 		sets = nil
 		call()
 		switch {
-		case name == "EndSessions":
+		case name == "EndSessions" || name == "OpenSession" || name == "ResumeSession" || name == "Heartbeat":
 			if len(sets) != 0 {
 				t.Errorf("%s published %+v; it changes no lease", name, sets)
 			}
 		case len(sets) != 1 || sets[0].Origin != changes.Committed || len(sets[0].Changes) == 0:
 			t.Errorf("%s published %+v, want one committed set", name, sets)
-		case name == "EndIssue" || name == "EndRepo" || name == "Release" || name == "ForceRelease":
+		case name == "EndIssue" || name == "EndRepo" || name == "Release" || name == "ForceRelease" || name == "EndSession":
 			if !sets[0].Changes[0].Ended || sets[0].Changes[0].Key != k {
 				t.Errorf("%s published %+v, want the ended lease first", name, sets[0])
 			}

@@ -386,30 +386,40 @@ func (ss *Session) check(ctx context.Context) {
 		}
 		ss.mu.Lock()
 		c := ss.claims[k]
+		var mine claim
+		if c != nil {
+			mine = *c
+		}
 		ss.mu.Unlock()
 		switch {
-		case c == nil || c.leaving:
+		case c == nil || mine.leaving:
 			continue
-		case cur != nil && cur.Token == c.token && cur.Session == ss.ref.ID:
+		case cur != nil && cur.Token == mine.token && cur.Session == ss.ref.ID:
 			continue // still the session's
-		case cur != nil && cur.Token == c.token && cur.Holder.ID == ss.who.ID && cur.Holder.Agent == ss.who.Agent:
+		case cur != nil && cur.Token == mine.token && cur.Holder.ID == ss.who.ID && cur.Holder.Agent == ss.who.Agent:
 			ss.forget(k, c) // its holder renewed it outside the session: no longer the session's to keep, but not lost
 			continue
 		}
-		ss.forget(k, c)
-		ss.tell(ctx, contract.Lost{Status: contract.StatusLost, Repo: c.repo, Issue: k.Issue, Token: c.token, EndedBy: ss.endedBy(ctx, k, c.token)})
+		if !ss.forget(k, c) {
+			continue // the session itself began to end it meanwhile
+		}
+		ss.tell(ctx, contract.Lost{Status: contract.StatusLost, Repo: mine.repo, Issue: k.Issue, Token: mine.token, EndedBy: ss.endedBy(ctx, k, mine.token)})
 	}
 }
 
-func (ss *Session) forget(k models.Key, c *claim) {
+// forget drops claim c of k, unless the session is ending it itself; it
+// says whether it dropped it.
+func (ss *Session) forget(k models.Key, c *claim) bool {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if ss.claims[k] == c {
-		delete(ss.claims, k)
+	if ss.claims[k] != c || c.leaving {
+		return false
 	}
+	delete(ss.claims, k)
 	if len(ss.claims) == 0 && ss.idle.IsZero() {
 		ss.idle = ss.s.now()
 	}
+	return true
 }
 
 // endedBy is how tenure token of k ended, as the history says.
