@@ -111,7 +111,7 @@ var parseArgsCases = []struct {
 	{args: "next --pulls --pulls", error: "--pulls given more than once"},
 	{args: "next --pulls=yes", error: "--pulls takes no value"},
 	{args: "next --ttl 0", error: `--ttl "0" must be at least 1s`},
-	{args: "check 7", error: "check needs --token <n>; usage: git collab check <issue> --token <n> [--agent <name>] [--remote <name>] [--json]"},
+	{args: "check 7", error: "check needs --token <n>; usage: git collab check [<issue> --token <n>] [--agent <name>] [--remote <name>] [--json]"},
 	{args: "check --token 3", error: "check needs an issue number"},
 	{args: "check 7 --token", error: "--token needs a value"},
 	{args: "check 7 --token 0", error: `--token must be a positive number, got "0"`}, // the sidecar's words

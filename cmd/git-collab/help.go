@@ -11,11 +11,12 @@ import (
 // verb is one git collab command and the collab-lease sub-verb it runs.
 type verb struct {
 	name     string
-	remote   contract.Verb // the collab-lease sub-verb; "" for mcp, which runs them all
+	remote   contract.Verb // the collab-lease sub-verb; "" for run and mcp, which run several over a session
 	issue    bool          // takes <issue>
 	flags    []string      // the sidecar options it takes (see options)
 	required string        // the one of them it cannot do without, if any
 	synopsis string
+	brief    string // the synopsis in the list of commands, if not the synopsis itself
 	summary  string
 	detail   string
 }
@@ -25,6 +26,31 @@ func (v *verb) takes(flag string) bool { return slices.Contains(v.flags, flag) }
 
 // verbs are the commands, in the order an agent meets them.
 var verbs = []verb{
+	{
+		name: "run", flags: []string{"--next", "--label", "--pulls", "--ttl", "--wait", "--grace", "--agent"},
+		synopsis: "git collab run [<issue> | --next [--label <name>]... [--pulls]] [--ttl <dur>] [--wait <dur>] [--grace <dur>] [--agent <name>] [--remote <name>] -- <command> [<arg>...]",
+		brief:    "run [<issue> | --next] [<options>] -- <command>",
+		summary:  "claim, run <command> under the claim, release",
+		detail: `Open a session with the sidecar, claim <issue> (or, with --next, the
+next issue, as git collab next does), and run <command> with COLLAB_REPO,
+COLLAB_ISSUE, COLLAB_TOKEN, COLLAB_HOLDER, COLLAB_AGENT and COLLAB_SESSION
+in its environment, in a process group of its own. The session keeps the
+claim alive while the command runs: no renewing. When the command exits,
+the claim is released and git collab run exits with its status (a signal
+as 128+n). Not claimed (held, cooling, your cap, nothing to claim): git
+collab says why, exit 4, and the command never starts. If the claim is
+lost while the command runs (force-released, the issue closed, merged or
+deleted, handed off, or the connection gone for longer than --grace),
+git collab says why, sends the command's process group SIGTERM, and
+SIGKILL 10s later, and exits 4: the work must not land. A dropped
+connection is reopened within --grace (default 30s), and the claim kept.
+--ttl caps the claim's whole life; --wait waits for a held issue.
+Inside the command, git collab check with no arguments checks the claim,
+and every git collab command acts as the same agent. The agent is
+--agent, else COLLAB_AGENT, else <short host name>-<pid>. SIGINT, SIGTERM
+and SIGHUP are passed on to the command. ssh runs without a terminal: use
+a key without a passphrase, or an agent.`,
+	},
 	{
 		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--oldest", "--ttl", "--agent"},
 		synopsis: "git collab next [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>] [--remote <name>] [--json]",
@@ -61,13 +87,15 @@ taken over by someone else), nothing changes, exit 4: claim it again.`,
 	},
 	{
 		name: "check", remote: contract.VerbCheck, issue: true, flags: []string{"--token", "--agent"}, required: "--token",
-		synopsis: "git collab check <issue> --token <n> [--agent <name>] [--remote <name>] [--json]",
+		synopsis: "git collab check [<issue> --token <n>] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "is token <n> still the live claim on <issue>?",
 		detail: `Check that <n> is the token of the live claim on <issue>: exit 0 if it
 is, and exit 4 if that claim has since been released, has expired or was
 taken over (git collab says the token now current, if anyone holds the
 issue). Run it just before an action your claim must fence, such as a
-merge or a push, and drop the action on exit 4. Needs only read access.`,
+merge or a push, and drop the action on exit 4. Needs only read access.
+With no <issue> and no --token, under git collab run, it checks the run's
+claim: COLLAB_TOKEN on COLLAB_ISSUE of COLLAB_REPO.`,
 	},
 	{
 		name: "unclaim", remote: contract.VerbRelease, issue: true, flags: []string{"--force", "--agent"},
@@ -174,7 +202,10 @@ func mainHelp() string {
 	b.WriteString("so that people and agents do not work on the same issue twice.\n\ncommands:\n")
 	const width = 30
 	for _, v := range verbs {
-		use := strings.TrimPrefix(strings.Split(v.synopsis, " [--remote")[0], "git collab ")
+		use := v.brief
+		if use == "" {
+			use = strings.TrimPrefix(strings.NewReplacer(" [--remote <name>]", "", " [--json]", "").Replace(v.synopsis), "git collab ")
+		}
 		if len(use) > width {
 			// Too long to share its line: the summary goes under it.
 			fmt.Fprintf(&b, "  %s\n  %-*s %s\n", use, width, "", v.summary)
@@ -199,7 +230,7 @@ func verbHelp(v *verb) string {
 		if o.name == "--json" {
 			return v.remote != "" // mcp's answers are JSON already
 		}
-		return !o.sidecar || v.takes(o.name)
+		return !o.scoped() || v.takes(o.name)
 	}) + "\n")
 	if v.remote != "" { // mcp's calls end in results, not in its exit status
 		b.WriteString("\nexit status:\n" + exitHelp + "\n")
