@@ -45,7 +45,7 @@ var parseArgsCases = []struct {
 	// mcp sends nothing itself: it takes only the remote.
 	{args: "mcp", want: Invocation{Verb: "mcp", Remote: "origin"}},
 	{args: "mcp --remote upstream", want: Invocation{Verb: "mcp", Remote: "upstream"}},
-	{args: "mcp --json", error: "mcp takes no --json; usage: git collab mcp [--agent <name>] [--remote <name>]"},
+	{args: "mcp --json", error: "mcp takes no --json; usage: git collab mcp [--agent <name>] [--grace <dur>] [--remote <name>]"},
 	{args: "mcp --ttl 30m", error: "mcp takes no --ttl"},
 	{args: "mcp 42", error: `unexpected argument "42"`},
 	// Help, in every spelling.

@@ -136,18 +136,24 @@ if it has not. --limit shows at most <n> of them (default 20, at most 200).`,
 	},
 	{
 		name:     "mcp",
-		flags:    []string{"--agent"},
-		synopsis: "git collab mcp [--agent <name>] [--remote <name>]",
+		flags:    []string{"--agent", "--grace"},
+		synopsis: "git collab mcp [--agent <name>] [--grace <dur>] [--remote <name>]",
 		summary:  "serve these commands to coding agents over MCP",
-		detail: `Serve claim, renew, unclaim, claims, next, check and history as tools of
-the Model Context Protocol, on stdin and stdout, to a coding agent that
-starts git collab mcp in a checkout (command git, arguments collab mcp).
-Each tool call runs the command git collab would, on the same repository,
-sidecar and ssh; its answer is the sidecar's JSON reply. Exit 4 answers
-(held, not_holder, none, stale) are ordinary results; the rest are tool
-errors, and a temporary one (75) says how long to wait before retrying.
-ssh runs without a terminal: use a key without a passphrase, or an agent.
-It serves until the client closes its stdin, then exits 0.`,
+		detail: `Serve claim, renew, unclaim, claims, next, check, handoff and history as
+tools of the Model Context Protocol, on stdin and stdout, to a coding agent
+that starts git collab mcp in a checkout (command git, arguments collab
+mcp). At the first tool call it opens one session with the sidecar, on the
+same repository, sidecar and ssh as git collab, and sends every call over
+it: the claims made through it live as long as the server runs, with no
+renewing (a ttl caps one), and are released when it ends. A dropped
+connection is reopened within --grace (default 30s) and the session
+resumed; the next tool result says so, and says which claims were lost,
+if any. It acts as --agent, else COLLAB_AGENT, else <short host
+name>-<pid>. Each answer is the sidecar's JSON reply. Exit 4 answers (held,
+not_holder, none, stale) are ordinary results; the rest are tool errors,
+and a temporary one (75) says how long to wait before retrying. ssh runs
+without a terminal: use a key without a passphrase, or an agent. It serves
+until the client closes its stdin, then exits 0.`,
 	},
 }
 

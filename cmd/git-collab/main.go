@@ -92,7 +92,7 @@ func (a *app) run(args []string) int {
 		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Verb)))
 		return contract.ExitOK
 	case inv.Verb == "mcp":
-		return a.serveMCP(inv.Remote, inv.Flags)
+		return a.serveMCP(inv)
 	case inv.Verb == "run":
 		return a.runCommand(inv)
 	case inv.Verb == "check" && inv.Issue == 0:
