@@ -190,6 +190,13 @@ const exitHelp = `  0    done (also: claiming what you hold, unclaiming what nob
   75   temporary failure (forge unavailable, database busy): retry
   255  ssh could not reach or log in to the sidecar`
 
+const runExitHelp = `  n    the command's own exit status (a signal: 128+n); the claim is released
+  4    not claimed (held, cooling down, your cap, nothing to claim): the
+       command never started; or the claim was lost and the command stopped
+  1    error, as for every command; the command never started
+  75   temporary failure: retry; the command never started
+  255  ssh could not reach or log in to the sidecar`
+
 const manNote = `git collab --help opens the manual page (git runs man git-collab); install it
 beside the binary with: git collab help --man > <prefix>/share/man/man1/git-collab.1`
 
@@ -238,19 +245,21 @@ func verbHelp(v *verb) string {
 		}
 		return !o.scoped() || v.takes(o.name)
 	}) + "\n")
-	if v.remote != "" { // mcp's calls end in results, not in its exit status
+	switch {
+	case v.name == "run":
+		b.WriteString("\nexit status:\n" + runExitHelp + "\n")
+	case v.remote != "": // mcp's calls end in results, not in its exit status
 		b.WriteString("\nexit status:\n" + exitHelp + "\n")
 	}
 	return b.String()
 }
 
 // agentLoop is the manual page's example: the loop of docs/agents.md.
-const agentLoop = `# take the oldest free issue; exit 4 means there is none
-reply=$(git collab next --ttl 30m --json) || exit
-n=$(echo "$reply" | jq .issue) token=$(echo "$reply" | jq .token)
-# ... work; every 20 minutes or so: git collab renew "$n" --ttl 30m
-git collab check "$n" --token "$token" && git push   # fenced by the claim
-git collab unclaim "$n"`
+const agentLoop = `# take the next free issue, run work.sh under the claim, release it;
+# exit 4: nothing to claim, or the claim was lost and work.sh stopped
+git collab run --next -- ./work.sh
+# in work.sh: push only while the claim is still the run's
+git collab check && git push origin "HEAD:refs/heads/issue-$COLLAB_ISSUE"`
 
 // manPage is the manual page `git collab --help` shows (git turns that
 // into `man git-collab`): install it with
@@ -269,7 +278,8 @@ func manPage() string {
 	b.WriteString("git collab help [<command>]\n.fi\n")
 	b.WriteString(".SH DESCRIPTION\n" + roff(oneParagraph(`Claim issues of this repository's Gitea through its collab-lease
 sidecar, so that people and agents do not work on the same issue twice.
-Every command runs one collab-lease command on the sidecar over ssh.`)) + "\n")
+Every command runs one collab-lease command on the sidecar over ssh; run
+and mcp open one session there and send all of theirs over it.`)) + "\n")
 	b.WriteString(".SH COMMANDS\n")
 	for _, v := range verbs {
 		fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", v.name, roff(oneParagraph(v.detail)))
