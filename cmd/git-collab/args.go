@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
@@ -14,10 +15,16 @@ type Invocation struct {
 	Issue  int64  // > 0 for the commands that take <issue>
 	Flags  []Flag // the options that travel to the sidecar, in the order given
 	Remote string // default "origin"
+	Repo   string // owner/name, when not the remote's (check under run)
 	JSON   bool
 	Help   bool   // show help for Verb instead of running it
 	Topic  string // for `help <verb>`
 	Man    bool   // `help --man`: print the manual page
+	// Run and mcp only: Next is run --next, Grace the session's --grace
+	// ("" the sidecar's default), Command the command run runs.
+	Next    bool
+	Grace   string
+	Command []string
 }
 
 // Flag is an option that travels to the sidecar as the collab-lease flag
@@ -34,7 +41,13 @@ type option struct {
 	// sidecar: the option is the collab-lease flag of the same name, and
 	// only the commands whose verb.flags name it take it.
 	sidecar bool
+	// session: an option of run and mcp themselves, not of the commands
+	// they send; only the commands whose verb.flags name it take it.
+	session bool
 }
+
+// scoped reports whether only the commands whose verb.flags name o take it.
+func (o option) scoped() bool { return o.sidecar || o.session }
 
 // options are every option of git collab, in the order help lists them.
 var options = []option{
@@ -48,6 +61,8 @@ var options = []option{
 	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
 	{name: "--to", meta: "<login>[/<agent>]", sidecar: true, text: "handoff: whom the claim goes to"},
 	{name: "--agent", meta: "<name>", sidecar: true, text: "act as this agent of your account (default COLLAB_AGENT)"},
+	{name: "--next", session: true, text: "run: claim the next issue instead of <issue>"},
+	{name: "--grace", meta: "<dur>", session: true, text: "run, mcp: claims outlive a lost connection this long (30s)"},
 	{name: "--remote", meta: "<name>", text: "the remote whose URL names the repository (default origin)"},
 	{name: "--json", text: "print the sidecar's JSON reply unchanged, nothing else"},
 	{name: "-h, --help", text: "show help"},
@@ -103,7 +118,11 @@ func ParseArgs(args []string) (Invocation, error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
-			pos = append(pos, args[i+1:]...)
+			if len(pos) > 0 && pos[0] == "run" {
+				inv.Command = args[i+1:]
+			} else {
+				pos = append(pos, args[i+1:]...)
+			}
 			break
 		}
 		if !strings.HasPrefix(a, "-") || a == "-" {
@@ -135,6 +154,21 @@ func ParseArgs(args []string) (Invocation, error) {
 			inv.JSON = true
 		case "--man":
 			inv.Man = true
+		case "--next":
+			if hasValue {
+				return inv, usagef("--next takes no value")
+			}
+			inv.Next = true
+		case "--grace":
+			if inv.Grace != "" {
+				return inv, usagef("--grace given more than once")
+			}
+			if inv.Grace, err = takeValue(); err != nil {
+				return inv, err
+			}
+			if inv.Grace == "" {
+				return inv, usagef("--grace is empty; use whole seconds (30) or a Go duration (30s, 2m)")
+			}
 		case "--remote":
 			if inv.Remote, err = takeValue(); err != nil {
 				return inv, err
@@ -199,6 +233,22 @@ func ParseArgs(args []string) (Invocation, error) {
 		}
 		given[f.Name] = true
 	}
+	for name, set := range map[string]bool{"--next": inv.Next, "--grace": inv.Grace != ""} {
+		if set && !v.takes(name) {
+			return inv, usagef("%s takes no %s; usage: %s", v.name, name, v.synopsis)
+		}
+	}
+	if inv.Grace != "" {
+		if err := checkGrace(inv.Grace); err != nil {
+			return inv, err
+		}
+	}
+	if v.name == "run" {
+		return parseRun(inv, v, pos)
+	}
+	if v.name == "check" && len(pos) == 0 && !given["--token"] {
+		return inv, nil // COLLAB_ISSUE and COLLAB_TOKEN say which
+	}
 	if v.required != "" && !given[v.required] {
 		return inv, usagef("%s needs %s %s; usage: %s", v.name, v.required, sidecarOption(v.required).meta, v.synopsis)
 	}
@@ -230,6 +280,59 @@ func ParseArgs(args []string) (Invocation, error) {
 		return inv, nil
 	}
 	if _, _, err := RemoteCommand(v.remote, checkRepo, inv.Issue, inv.Flags); err != nil {
+		return inv, err
+	}
+	return inv, nil
+}
+
+// minGrace is the shortest grace the sidecar allows a session.
+const minGrace = 5 * time.Second
+
+// checkGrace holds a --grace to what the sidecar accepts, but for its
+// maximum (the maximum TTL), which only it knows.
+func checkGrace(v string) error {
+	d, err := contract.ParseDuration(v, 0)
+	if err != nil {
+		return usagef("--grace %s is not a duration in whole seconds; use 30, 30s or 2m", quote(v))
+	}
+	if d < minGrace {
+		return usagef("--grace %s is less than the minimum of %s", quote(v), minGrace)
+	}
+	return nil
+}
+
+// parseRun checks the rest of `git collab run`: <issue> or --next, the
+// options that go with each, and the command.
+func parseRun(inv Invocation, v *verb, pos []string) (Invocation, error) {
+	switch {
+	case inv.JSON:
+		return inv, usagef("run takes no --json; usage: %s", v.synopsis)
+	case len(pos) > 1:
+		return inv, usagef("unexpected argument %s; the command goes after --; usage: %s", quote(pos[1]), v.synopsis)
+	case len(pos) == 1 && inv.Next:
+		return inv, usagef("run takes <issue> or --next, not both; usage: %s", v.synopsis)
+	case len(pos) == 0 && !inv.Next:
+		return inv, usagef("run needs <issue> or --next; usage: %s", v.synopsis)
+	case len(inv.Command) == 0:
+		return inv, usagef("run needs a command after --; usage: %s", v.synopsis)
+	}
+	verb := contract.VerbNext
+	if !inv.Next {
+		verb = contract.VerbAcquire
+		var err error
+		if inv.Issue, err = contract.ParseIssue(pos[0]); err != nil {
+			return inv, contractUsage(err)
+		}
+	}
+	for _, f := range inv.Flags {
+		switch {
+		case (f.Name == "--label" || f.Name == "--pulls") && !inv.Next:
+			return inv, usagef("%s goes with --next; usage: %s", f.Name, v.synopsis)
+		case f.Name == "--wait" && inv.Next:
+			return inv, usagef("--wait goes with <issue>, not --next; usage: %s", v.synopsis)
+		}
+	}
+	if _, _, err := RemoteCommand(verb, checkRepo, inv.Issue, inv.Flags); err != nil {
 		return inv, err
 	}
 	return inv, nil

@@ -45,7 +45,7 @@ var parseArgsCases = []struct {
 	// mcp sends nothing itself: it takes only the remote.
 	{args: "mcp", want: Invocation{Verb: "mcp", Remote: "origin"}},
 	{args: "mcp --remote upstream", want: Invocation{Verb: "mcp", Remote: "upstream"}},
-	{args: "mcp --json", error: "mcp takes no --json; usage: git collab mcp [--agent <name>] [--remote <name>]"},
+	{args: "mcp --json", error: "mcp takes no --json; usage: git collab mcp [--agent <name>] [--grace <dur>] [--remote <name>]"},
 	{args: "mcp --ttl 30m", error: "mcp takes no --ttl"},
 	{args: "mcp 42", error: `unexpected argument "42"`},
 	// Help, in every spelling.
@@ -111,7 +111,7 @@ var parseArgsCases = []struct {
 	{args: "next --pulls --pulls", error: "--pulls given more than once"},
 	{args: "next --pulls=yes", error: "--pulls takes no value"},
 	{args: "next --ttl 0", error: `--ttl "0" must be at least 1s`},
-	{args: "check 7", error: "check needs --token <n>; usage: git collab check <issue> --token <n> [--agent <name>] [--remote <name>] [--json]"},
+	{args: "check 7", error: "check needs --token <n>; usage: git collab check [<issue> --token <n>] [--agent <name>] [--remote <name>] [--json]"},
 	{args: "check --token 3", error: "check needs an issue number"},
 	{args: "check 7 --token", error: "--token needs a value"},
 	{args: "check 7 --token 0", error: `--token must be a positive number, got "0"`}, // the sidecar's words

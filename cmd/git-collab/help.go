@@ -11,11 +11,12 @@ import (
 // verb is one git collab command and the collab-lease sub-verb it runs.
 type verb struct {
 	name     string
-	remote   contract.Verb // the collab-lease sub-verb; "" for mcp, which runs them all
+	remote   contract.Verb // the collab-lease sub-verb; "" for run and mcp, which run several over a session
 	issue    bool          // takes <issue>
 	flags    []string      // the sidecar options it takes (see options)
 	required string        // the one of them it cannot do without, if any
 	synopsis string
+	brief    string // the synopsis in the list of commands, if not the synopsis itself
 	summary  string
 	detail   string
 }
@@ -25,6 +26,31 @@ func (v *verb) takes(flag string) bool { return slices.Contains(v.flags, flag) }
 
 // verbs are the commands, in the order an agent meets them.
 var verbs = []verb{
+	{
+		name: "run", flags: []string{"--next", "--label", "--pulls", "--ttl", "--wait", "--grace", "--agent"},
+		synopsis: "git collab run [<issue> | --next [--label <name>]... [--pulls]] [--ttl <dur>] [--wait <dur>] [--grace <dur>] [--agent <name>] [--remote <name>] -- <command> [<arg>...]",
+		brief:    "run [<issue> | --next] [<options>] -- <command>",
+		summary:  "claim, run <command> under the claim, release",
+		detail: `Open a session with the sidecar, claim <issue> (or, with --next, the
+next issue, as git collab next does), and run <command> with COLLAB_REPO,
+COLLAB_ISSUE, COLLAB_TOKEN, COLLAB_HOLDER, COLLAB_AGENT and COLLAB_SESSION
+in its environment, in a process group of its own. The session keeps the
+claim alive while the command runs: no renewing. When the command exits,
+the claim is released and git collab run exits with its status (a signal
+as 128+n). Not claimed (held, cooling, your cap, nothing to claim): git
+collab says why, exit 4, and the command never starts. If the claim is
+lost while the command runs (force-released, the issue closed, merged or
+deleted, handed off, or the connection gone for longer than --grace),
+git collab says why, sends the command's process group SIGTERM, and
+SIGKILL 10s later, and exits 4: the work must not land. A dropped
+connection is reopened within --grace (default 30s), and the claim kept.
+--ttl caps the claim's whole life; --wait waits for a held issue.
+Inside the command, git collab check with no arguments checks the claim,
+and every git collab command acts as the same agent. The agent is
+--agent, else COLLAB_AGENT, else <short host name>-<pid>. SIGINT, SIGTERM
+and SIGHUP are passed on to the command. ssh runs without a terminal: use
+a key without a passphrase, or an agent.`,
+	},
 	{
 		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--oldest", "--ttl", "--agent"},
 		synopsis: "git collab next [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>] [--remote <name>] [--json]",
@@ -61,13 +87,15 @@ taken over by someone else), nothing changes, exit 4: claim it again.`,
 	},
 	{
 		name: "check", remote: contract.VerbCheck, issue: true, flags: []string{"--token", "--agent"}, required: "--token",
-		synopsis: "git collab check <issue> --token <n> [--agent <name>] [--remote <name>] [--json]",
+		synopsis: "git collab check [<issue> --token <n>] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "is token <n> still the live claim on <issue>?",
 		detail: `Check that <n> is the token of the live claim on <issue>: exit 0 if it
 is, and exit 4 if that claim has since been released, has expired or was
 taken over (git collab says the token now current, if anyone holds the
 issue). Run it just before an action your claim must fence, such as a
-merge or a push, and drop the action on exit 4. Needs only read access.`,
+merge or a push, and drop the action on exit 4. Needs only read access.
+With no <issue> and no --token, under git collab run, it checks the run's
+claim: COLLAB_TOKEN on COLLAB_ISSUE of COLLAB_REPO.`,
 	},
 	{
 		name: "unclaim", remote: contract.VerbRelease, issue: true, flags: []string{"--force", "--agent"},
@@ -108,18 +136,24 @@ if it has not. --limit shows at most <n> of them (default 20, at most 200).`,
 	},
 	{
 		name:     "mcp",
-		flags:    []string{"--agent"},
-		synopsis: "git collab mcp [--agent <name>] [--remote <name>]",
+		flags:    []string{"--agent", "--grace"},
+		synopsis: "git collab mcp [--agent <name>] [--grace <dur>] [--remote <name>]",
 		summary:  "serve these commands to coding agents over MCP",
-		detail: `Serve claim, renew, unclaim, claims, next, check and history as tools of
-the Model Context Protocol, on stdin and stdout, to a coding agent that
-starts git collab mcp in a checkout (command git, arguments collab mcp).
-Each tool call runs the command git collab would, on the same repository,
-sidecar and ssh; its answer is the sidecar's JSON reply. Exit 4 answers
-(held, not_holder, none, stale) are ordinary results; the rest are tool
-errors, and a temporary one (75) says how long to wait before retrying.
-ssh runs without a terminal: use a key without a passphrase, or an agent.
-It serves until the client closes its stdin, then exits 0.`,
+		detail: `Serve claim, renew, unclaim, claims, next, check, handoff and history as
+tools of the Model Context Protocol, on stdin and stdout, to a coding agent
+that starts git collab mcp in a checkout (command git, arguments collab
+mcp). At the first tool call it opens one session with the sidecar, on the
+same repository, sidecar and ssh as git collab, and sends every call over
+it: the claims made through it live as long as the server runs, with no
+renewing (a ttl caps one), and are released when it ends. A dropped
+connection is reopened within --grace (default 30s) and the session
+resumed; the next tool result says so, and says which claims were lost,
+if any. It acts as --agent, else COLLAB_AGENT, else <short host
+name>-<pid>. Each answer is the sidecar's JSON reply. Exit 4 answers (held,
+not_holder, none, stale) are ordinary results; the rest are tool errors,
+and a temporary one (75) says how long to wait before retrying. ssh runs
+without a terminal: use a key without a passphrase, or an agent. It serves
+until the client closes its stdin, then exits 0.`,
 	},
 }
 
@@ -156,6 +190,13 @@ const exitHelp = `  0    done (also: claiming what you hold, unclaiming what nob
   75   temporary failure (forge unavailable, database busy): retry
   255  ssh could not reach or log in to the sidecar`
 
+const runExitHelp = `  n    the command's own exit status (a signal: 128+n); the claim is released
+  4    not claimed (held, cooling down, your cap, nothing to claim): the
+       command never started; or the claim was lost and the command stopped
+  1    error, as for every command; the command never started
+  75   temporary failure: retry; the command never started
+  255  ssh could not reach or log in to the sidecar`
+
 const manNote = `git collab --help opens the manual page (git runs man git-collab); install it
 beside the binary with: git collab help --man > <prefix>/share/man/man1/git-collab.1`
 
@@ -174,7 +215,10 @@ func mainHelp() string {
 	b.WriteString("so that people and agents do not work on the same issue twice.\n\ncommands:\n")
 	const width = 30
 	for _, v := range verbs {
-		use := strings.TrimPrefix(strings.Split(v.synopsis, " [--remote")[0], "git collab ")
+		use := v.brief
+		if use == "" {
+			use = strings.TrimPrefix(strings.NewReplacer(" [--remote <name>]", "", " [--json]", "").Replace(v.synopsis), "git collab ")
+		}
 		if len(use) > width {
 			// Too long to share its line: the summary goes under it.
 			fmt.Fprintf(&b, "  %s\n  %-*s %s\n", use, width, "", v.summary)
@@ -199,21 +243,23 @@ func verbHelp(v *verb) string {
 		if o.name == "--json" {
 			return v.remote != "" // mcp's answers are JSON already
 		}
-		return !o.sidecar || v.takes(o.name)
+		return !o.scoped() || v.takes(o.name)
 	}) + "\n")
-	if v.remote != "" { // mcp's calls end in results, not in its exit status
+	switch {
+	case v.name == "run":
+		b.WriteString("\nexit status:\n" + runExitHelp + "\n")
+	case v.remote != "": // mcp's calls end in results, not in its exit status
 		b.WriteString("\nexit status:\n" + exitHelp + "\n")
 	}
 	return b.String()
 }
 
 // agentLoop is the manual page's example: the loop of docs/agents.md.
-const agentLoop = `# take the oldest free issue; exit 4 means there is none
-reply=$(git collab next --ttl 30m --json) || exit
-n=$(echo "$reply" | jq .issue) token=$(echo "$reply" | jq .token)
-# ... work; every 20 minutes or so: git collab renew "$n" --ttl 30m
-git collab check "$n" --token "$token" && git push   # fenced by the claim
-git collab unclaim "$n"`
+const agentLoop = `# take the next free issue, run work.sh under the claim, release it;
+# exit 4: nothing to claim, or the claim was lost and work.sh stopped
+git collab run --next -- ./work.sh
+# in work.sh: push only while the claim is still the run's
+git collab check && git push origin "HEAD:refs/heads/issue-$COLLAB_ISSUE"`
 
 // manPage is the manual page `git collab --help` shows (git turns that
 // into `man git-collab`): install it with
@@ -232,7 +278,8 @@ func manPage() string {
 	b.WriteString("git collab help [<command>]\n.fi\n")
 	b.WriteString(".SH DESCRIPTION\n" + roff(oneParagraph(`Claim issues of this repository's Gitea through its collab-lease
 sidecar, so that people and agents do not work on the same issue twice.
-Every command runs one collab-lease command on the sidecar over ssh.`)) + "\n")
+Every command runs one collab-lease command on the sidecar over ssh; run
+and mcp open one session there and send all of theirs over it.`)) + "\n")
 	b.WriteString(".SH COMMANDS\n")
 	for _, v := range verbs {
 		fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", v.name, roff(oneParagraph(v.detail)))

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,7 +37,9 @@ func main() {
 		stderr: os.Stderr,
 		env:    os.Environ(),
 		now:    time.Now,
+		pid:    os.Getpid(),
 	}
+	a.hostname, _ = os.Hostname()
 	a.git = execGit{env: a.env}
 	os.Exit(a.run(os.Args[1:]))
 }
@@ -44,11 +47,17 @@ func main() {
 // app is one run of git-collab with everything it touches passed in, so
 // tests run it with their own environment, repository and clock.
 type app struct {
-	stdin          io.Reader // read by mcp only
+	stdin          io.Reader // read by mcp, and by the command run runs
 	stdout, stderr io.Writer
 	env            []string // the environment of ssh and git
 	now            func() time.Time
 	git            Git
+	// hostname and pid make the default agent of run and mcp.
+	hostname string
+	pid      int
+	// signals, if set, stands for the signals run passes on to its
+	// command; nil is the process's own.
+	signals <-chan os.Signal
 }
 
 func (a *app) getenv(key string) string {
@@ -83,7 +92,13 @@ func (a *app) run(args []string) int {
 		fmt.Fprint(a.stdout, verbHelp(findVerb(inv.Verb)))
 		return contract.ExitOK
 	case inv.Verb == "mcp":
-		return a.serveMCP(inv.Remote, inv.Flags)
+		return a.serveMCP(inv)
+	case inv.Verb == "run":
+		return a.runCommand(inv)
+	case inv.Verb == "check" && inv.Issue == 0:
+		if inv, err = a.runsClaim(inv); err != nil {
+			return a.fail(err)
+		}
 	}
 	return a.call(findVerb(inv.Verb), inv)
 }
@@ -93,6 +108,9 @@ func (a *app) call(v *verb, inv Invocation) int {
 	t, err := a.resolve(inv.Remote)
 	if err != nil {
 		return a.fail(err)
+	}
+	if inv.Repo != "" {
+		t.repo = inv.Repo
 	}
 	x, err := a.send(context.Background(), t, v.remote, inv.Issue, inv.Flags, a.stderr, false)
 	if err != nil {
@@ -125,6 +143,30 @@ func (a *app) call(v *verb, inv Invocation) int {
 	fmt.Fprint(a.stdout, out.stdout)
 	fmt.Fprint(a.stderr, out.stderr)
 	return x.code
+}
+
+// runsClaim is `check` with no issue and no token: the claim of the git
+// collab run it runs under, which its environment names.
+func (a *app) runsClaim(inv Invocation) (Invocation, error) {
+	issue, token := a.getenv("COLLAB_ISSUE"), a.getenv("COLLAB_TOKEN")
+	if issue == "" || token == "" {
+		return inv, usagef("check needs <issue> and --token <n>, or COLLAB_ISSUE and COLLAB_TOKEN (git collab run sets them); usage: %s",
+			findVerb("check").synopsis)
+	}
+	n, err := contract.ParseIssue(issue)
+	if err != nil {
+		return inv, fmt.Errorf("COLLAB_ISSUE: %w", contractUsage(err))
+	}
+	if repo := a.getenv("COLLAB_REPO"); repo != "" {
+		owner, name, err := contract.ParseRepo(repo)
+		if err != nil {
+			return inv, fmt.Errorf("COLLAB_REPO: %w", contractUsage(err))
+		}
+		inv.Repo = owner + "/" + name
+	}
+	inv.Issue = n
+	inv.Flags = append(slices.Clone(inv.Flags), Flag{Name: "--token", Value: token})
+	return inv, nil
 }
 
 // transportHint is the one line added when ssh, not the sidecar, failed.

@@ -104,7 +104,7 @@ func (h *harness) run(args ...string) result {
 // the rendering tests.
 func (h *harness) app(stdin io.Reader, stdout, stderr io.Writer) *app {
 	return &app{stdin: stdin, stdout: stdout, stderr: stderr, env: h.env, now: func() time.Time { return now },
-		git: execGit{dir: h.repo, env: h.env}}
+		git: execGit{dir: h.repo, env: h.env}, hostname: "box.example.org", pid: 4242}
 }
 
 // sshArgs is what the fake ssh was run with ("" if it was not run).
@@ -469,5 +469,39 @@ func TestCommandsActAsTheAgent(t *testing.T) {
 	r := h.run("claim", "7")
 	if r.code != 1 || !strings.Contains(r.stderr, "--agent must be") || h.sshArgs() != nil {
 		t.Fatalf("a bad COLLAB_AGENT: %+v, ssh %q", r, h.sshArgs())
+	}
+}
+
+// Under git collab run, check with no arguments checks the run's claim:
+// COLLAB_TOKEN on COLLAB_ISSUE of COLLAB_REPO, as COLLAB_AGENT.
+func TestCheckWithNoArgumentsChecksTheRunsClaim(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/other.git")
+	h.setenv("COLLAB_REPO=acme/widgets", "COLLAB_ISSUE=42", "COLLAB_TOKEN=3", "COLLAB_AGENT=box-4242")
+	h.answer("0", strings.Replace(acquiredJSON, "acquired", "current", 1), "")
+	r := h.run("check")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "token 3 is current: acme/widgets#42") {
+		t.Fatalf("%+v", r)
+	}
+	if got := h.sshArgs(); got[len(got)-1] != "collab-lease check 'acme/widgets' '42' --token '3' --agent 'box-4242'" {
+		t.Fatalf("ssh ran with %q", got)
+	}
+
+	for _, c := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"COLLAB_ISSUE="}, "check needs <issue> and --token <n>, or COLLAB_ISSUE and COLLAB_TOKEN (git collab run sets them)"},
+		{[]string{"COLLAB_TOKEN="}, "check needs <issue> and --token <n>, or COLLAB_ISSUE and COLLAB_TOKEN"},
+		{[]string{"COLLAB_ISSUE=x"}, "COLLAB_ISSUE: issue must be a positive number"},
+		{[]string{"COLLAB_TOKEN=0"}, "--token must be a positive number"},
+		{[]string{"COLLAB_REPO=nope"}, "COLLAB_REPO: "},
+	} {
+		h := newHarness(t, "git@forge.example:acme/widgets.git")
+		h.setenv("COLLAB_ISSUE=42", "COLLAB_TOKEN=3")
+		h.setenv(c.env...)
+		if r := h.run("check"); r.code != 1 || !strings.Contains(r.stderr, c.want) || h.sshArgs() != nil {
+			t.Errorf("%q: %+v, want %q", c.env, r, c.want)
+		}
 	}
 }

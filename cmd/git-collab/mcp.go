@@ -9,8 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -24,9 +24,12 @@ import (
 // `git collab mcp` serves git collab's commands as tools of the Model
 // Context Protocol, so a coding agent claims work through its own tool
 // calls rather than by shelling out and parsing exit statuses. Every call
-// goes through resolve and send (call.go), like the command line: the
-// same repository, sidecar and ssh, the user's own key, the same reading
-// of the reply. What is MCP's alone is how an answer is handed over:
+// is resolved as the command line resolves it (call.go): the same
+// repository, sidecar and ssh, the user's own key, the same reading of
+// the reply. But all of them go over one session (session.go), opened at
+// the first call and kept for the server's lifetime, so the claims made
+// through it live as long as the server does, with no renewing and no ssh
+// process per call. What is MCP's alone is how an answer is handed over:
 //
 //	exit 0        the reply (decodeReply's contract shape) as structured
 //	              content, with its one-line summary as text
@@ -36,26 +39,36 @@ import (
 //	              wait before retrying
 //	anything else ssh failed: a tool error with ssh's complaint and the
 //	              hint the command line gives
+//
+// What happened to the session between two calls (a claim lost, a
+// dropped connection resumed, a session that could not be) is told at the
+// top of the next call's result.
 
 // mcpServer answers tool calls for one checkout.
 type mcpServer struct {
 	a      *app
 	remote string // the remote naming the repository, as --remote
-	common []Flag // sent with every tool call: mcp's own --agent
+	args   sessionArgs
 	// tempFails counts exit-75 answers in a row, so the suggested wait
 	// grows as a backoff would.
 	tempFails atomic.Int32
+
+	mu    sync.Mutex
+	k     *keptSession // nil until the first call, and after the session is gone
+	notes []string     // to tell in the next result
 }
 
 // serveMCP is `git collab mcp`: it serves on stdin and stdout until the
-// client goes away, or a signal ends it.
-func (a *app) serveMCP(remote string, flags []Flag) int {
+// client goes away, or a signal ends it; then it ends its session, which
+// releases the claims made through it.
+func (a *app) serveMCP(inv Invocation) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s, err := newMCPServer(a, remote, flags...)
+	s, closeSession, err := newMCPServer(a, inv)
 	if err != nil {
 		return a.fail(err)
 	}
+	defer closeSession()
 	err = s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return a.fail(fmt.Errorf("mcp: %w", err))
@@ -67,24 +80,39 @@ type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// newMCPServer is the server of `git collab mcp`: its tools, and the
-// workflow as instructions and as a prompt. common are the options every
-// tool call sends (mcp's own --agent).
-func newMCPServer(a *app, remote string, common ...Flag) (*mcp.Server, error) {
-	m := &mcpServer{a: a, remote: remote, common: common}
+// newMCPServer is the server of `git collab mcp` inv: its tools, and the
+// workflow as instructions and as a prompt; and the function that ends
+// its session.
+func newMCPServer(a *app, inv Invocation) (*mcp.Server, func(), error) {
+	agent, _, err := a.sessionAgent(inv.Flags)
+	if err != nil {
+		return nil, nil, err
+	}
+	m := &mcpServer{a: a, remote: inv.Remote, args: sessionArgs{agent: agent, grace: inv.Grace}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "git-collab", Title: "git collab", Version: buildinfo.Read(version).Version},
 		&mcp.ServerOptions{Instructions: workflow, Capabilities: &mcp.ServerCapabilities{}})
 	for _, t := range mcpTools {
 		if err := t.add(s, m, t); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	s.AddPrompt(&mcp.Prompt{Name: "workflow", Title: "Claim, work, renew, check, unclaim",
+	s.AddPrompt(&mcp.Prompt{Name: "workflow", Title: "Claim, work, check, unclaim",
 		Description: "how to claim an issue, keep the claim while working on it, and release it, with these tools"},
 		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: workflow}}}}, nil
 		})
-	return s, nil
+	return s, m.close, nil
+}
+
+// close ends the session, if one is open.
+func (m *mcpServer) close() {
+	m.mu.Lock()
+	k := m.k
+	m.k = nil
+	m.mu.Unlock()
+	if k != nil {
+		k.Close()
+	}
 }
 
 // toolArgs is what a tool takes: words are the issue and the options the
@@ -106,58 +134,191 @@ func addTool[In toolArgs](s *mcp.Server, m *mcpServer, t mcpTool) error {
 		return fmt.Errorf("tool %s: %w", t.name, err)
 	}
 	destructive := t.destructive
+	repeatable := t.idempotent || t.readOnly
 	mcp.AddTool(s, &mcp.Tool{
 		Name: t.name, Description: t.description + errorsNote,
 		InputSchema: in, OutputSchema: out,
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: t.idempotent || t.readOnly,
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.readOnly, IdempotentHint: repeatable,
 			DestructiveHint: &destructive},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
 		issue, flags := args.words()
-		return m.call(ctx, v, issue, flags)
+		res, reply, err := m.call(ctx, v, issue, flags, repeatable)
+		return m.withNotes(res, reply, err)
 	})
 	return nil
 }
 
-// call runs one git collab command for a tool and hands its outcome over
-// as the table at the top of this file says.
-func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag) (*mcp.CallToolResult, any, error) {
+// session is the open session, opened now if there is none: on t's
+// sidecar, the first time, and again after one is gone.
+func (m *mcpServer) session(ctx context.Context, t target) (*keptSession, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.k != nil {
+		m.collect()
+	}
+	if m.k != nil {
+		return m.k, nil
+	}
+	k, err := keepSession(ctx, m.a.dialSession(t, m.args, m.a.stderr))
+	if err != nil {
+		return nil, err
+	}
+	m.k = k
+	return k, nil
+}
+
+// collect turns the session's events into notes; a session that is gone
+// is dropped, so that the next call opens another. m.mu is held.
+func (m *mcpServer) collect() {
+	for _, e := range m.k.TakeEvents() {
+		switch {
+		case e.lost != nil:
+			m.notes = append(m.notes, fmt.Sprintf("Note: your claim on %s (token %d) was lost (%s): stop working under its token, and do not merge or push that work.",
+				named(e.lost.Repo, e.lost.Issue), e.lost.Token, e.lost.EndedBy))
+		case e.resumed != nil:
+			var held []string
+			for _, l := range e.resumed.Leases {
+				held = append(held, fmt.Sprintf("%s (token %d)", named(l.Repo, l.Issue), l.Token))
+			}
+			kept := "it held no claims"
+			if len(held) > 0 {
+				kept = "its claims are kept: " + strings.Join(held, ", ")
+			}
+			m.notes = append(m.notes, "Note: the connection to the sidecar dropped and was reopened; the session was resumed, and "+kept+".")
+		case e.gone != "":
+			m.notes = append(m.notes, "Note: "+e.gone+"; the claims made through it were lost: stop working under their tokens, "+
+				"and claim again before going on. A new session is opened for the next call.")
+			m.k.Close()
+			m.k = nil
+			return
+		}
+	}
+}
+
+// withNotes puts the notes gathered since the last result at the top of
+// this one.
+func (m *mcpServer) withNotes(res *mcp.CallToolResult, reply any, err error) (*mcp.CallToolResult, any, error) {
+	m.mu.Lock()
+	if m.k != nil {
+		m.collect()
+	}
+	notes := strings.Join(m.notes, "\n")
+	m.notes = nil
+	m.mu.Unlock()
+	switch {
+	case notes == "":
+	case err != nil && !errors.Is(err, context.Canceled):
+		err = fmt.Errorf("%s\n%w", notes, err)
+	case res != nil && len(res.Content) > 0:
+		if tc, ok := res.Content[0].(*mcp.TextContent); ok {
+			tc.Text = notes + "\n" + tc.Text
+		}
+	}
+	return res, reply, err
+}
+
+// call runs one git collab command for a tool over the session and hands
+// its outcome over as the table at the top of this file says. repeatable
+// says it may be sent again when a dropped connection lost its answer.
+func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag, repeatable bool) (*mcp.CallToolResult, any, error) {
 	t, err := m.a.resolve(m.remote)
 	if err != nil {
 		return nil, nil, gitCollabError(err)
 	}
-	// ssh's stderr: kept for the answer, and passed on to ours, which MCP
-	// clients keep as the server's log.
-	var stderr bytes.Buffer
-	x, err := m.a.send(ctx, t, v.remote, issue, append(slices.Clone(flags), m.common...), io.MultiWriter(&stderr, m.a.stderr), true)
+	line, req, err := sessionLine(v.remote, t.repo, issue, flags)
 	if err != nil {
 		return nil, nil, gitCollabError(err)
 	}
-	said := strings.TrimSpace(stderr.String())
-	if x.code != contract.ExitTempFail {
+	var r sessionReply
+	for attempt := 0; ; attempt++ {
+		k, err := m.session(ctx, t)
+		if err != nil {
+			return m.openFailed(err, t)
+		}
+		r, err = k.Do(ctx, line, m.late(k, req))
+		var gone *errKeptGone
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return nil, nil, ctx.Err()
+		case errors.As(err, &gone) && attempt == 0:
+			continue // nothing was sent: the next session takes it
+		case errors.Is(err, errSessionEnded) && repeatable && attempt == 0:
+			continue // the same call again is safe
+		case errors.Is(err, errSessionEnded):
+			return nil, nil, fmt.Errorf("git-collab: %v before the sidecar answered, so it may or may not have been done; "+
+				"call claims to see what you hold before calling %s again", err, v.name)
+		default:
+			return nil, nil, gitCollabError(err)
+		}
+		break
+	}
+	return m.answerReply(t, req, r.code, r.body, r.said)
+}
+
+// late releases a claim whose caller went away before its answer came
+// (an agent that cancelled a claim with wait): nobody would know of it.
+func (m *mcpServer) late(k *keptSession, req contract.Command) func(sessionReply) {
+	if req.Verb != contract.VerbAcquire && req.Verb != contract.VerbNext {
+		return nil
+	}
+	return func(r sessionReply) {
+		if r.code != contract.ExitOK {
+			return
+		}
+		tenure, err := decodeAs[contract.Tenure](r.body)
+		if err != nil || tenure.Status != contract.StatusAcquired {
+			return
+		}
+		line, _, err := sessionLine(contract.VerbRelease, tenure.Repo, tenure.Issue, nil)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+		defer cancel()
+		k.Do(ctx, line, nil)
+	}
+}
+
+// openFailed is the tool error for a session that could not be opened.
+func (m *mcpServer) openFailed(err error, t target) (*mcp.CallToolResult, any, error) {
+	var se *sessionExit
+	if !errors.As(err, &se) {
+		return nil, nil, gitCollabError(err)
+	}
+	return m.answerReply(t, contract.Command{}, se.code, nil, se.said)
+}
+
+// answerReply hands over an answer with exit status code: the reply body
+// to req, or said, the error line of an exit 1 or 75 or ssh's complaint.
+func (m *mcpServer) answerReply(t target, req contract.Command, code int, body []byte, said string) (*mcp.CallToolResult, any, error) {
+	if code != contract.ExitTempFail {
 		m.tempFails.Store(0)
 	}
-	switch x.code {
+	switch code {
 	case contract.ExitOK, contract.ExitConflict:
+		x := exchange{req: req, code: code, stdout: body}
+		x.reply, x.replyErr = decodeReply(req, code, body)
 		if x.replyErr != nil {
 			// Whatever happened on the sidecar happened: say what it was.
 			return nil, nil, fmt.Errorf("git-collab: could not read the reply of the sidecar at %s (exit status %d): %v; the reply: %s",
-				t.sidecar.Addr(), x.code, x.replyErr, strings.TrimSpace(string(x.stdout)))
+				t.sidecar.Addr(), code, x.replyErr, strings.TrimSpace(string(body)))
 		}
 		return answer(x, m.a.now()), x.reply, nil
 	case contract.ExitError:
-		if said == "" {
-			said = "error: the sidecar answered exit status 1 without saying why"
-		}
-		return nil, nil, errors.New(said)
+		return nil, nil, errors.New(orSaid(said, code))
 	case contract.ExitTempFail:
 		wait := retryAfter(int(m.tempFails.Add(1)))
 		return nil, nil, fmt.Errorf("%s\ntemporary, retry with backoff: nothing was done; wait %ds, then make the same call again "+
-			"(the suggested wait doubles with each temporary failure in a row, up to %ds)", said, wait/time.Second, maxRetryAfter/time.Second)
+			"(the suggested wait doubles with each temporary failure in a row, up to %ds)", orSaid(said, code), wait/time.Second, maxRetryAfter/time.Second)
+	case -1:
+		return nil, nil, fmt.Errorf("git-collab: could not read the reply of the sidecar at %s: it is not a JSON reply; the reply: %s",
+			t.sidecar.Addr(), strings.TrimSpace(string(body)))
 	}
 	if said != "" {
 		said += "\n"
 	}
-	return nil, nil, errors.New(said + "git-collab: " + transportHint(x.code, t.sidecar, t.ssh))
+	return nil, nil, errors.New(said + "git-collab: " + transportHint(code, t.sidecar, t.ssh))
 }
 
 // gitCollabError is a failure of git-collab itself, worded as the command
@@ -203,7 +364,7 @@ func adviceFor(req contract.Command, reply any) string {
 	switch r := reply.(type) {
 	case *contract.Tenure:
 		if r.Status == contract.StatusAcquired {
-			return fmt.Sprintf("Yours: renew before it expires, check token %d right before a merge or a push, unclaim when done.", r.Token)
+			return fmt.Sprintf("Yours while this server runs: check token %d right before a merge or a push, unclaim when done.", r.Token)
 		}
 	case *contract.Conflict:
 		switch {

@@ -13,8 +13,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
-// waitingSSH stands for an ssh whose claim --wait is waiting: it writes
-// its own pid and its child's to $FAKE_PIDS, then waits for the child.
+// waitingSSH stands for an ssh that has not opened its session yet (a
+// slow login): it writes its own pid and its child's to $FAKE_PIDS, then
+// waits for the child.
 const waitingSSH = `#!/bin/sh
 sleep 60 &
 printf '%s\n%s\n' "$$" "$!" >"$FAKE_PIDS.tmp"
@@ -22,11 +23,10 @@ mv "$FAKE_PIDS.tmp" "$FAKE_PIDS"
 wait
 `
 
-// A client that cancels a call (an agent that gives up on a claim with
-// wait) stops its ssh, and whatever that ssh started, at once: the
-// sidecar then forgets the waiter instead of handing the issue to a call
-// nobody waits for. ssh runs behind sh -c, as COLLAB_SSH_COMMAND makes it.
-func TestMCPCancelledCallStopsItsSSH(t *testing.T) {
+// A client that cancels the call that opens the session stops its ssh,
+// and whatever that ssh started, at once. ssh runs behind sh -c, as
+// COLLAB_SSH_COMMAND makes it.
+func TestMCPCancelledOpeningStopsItsSSH(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
 	dir := t.TempDir()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -27,10 +28,11 @@ var update = flag.Bool("update", false, "rewrite testdata/mcp-tools.json from wh
 // with h's environment as it is now.
 func (h *harness) mcpClient() *mcp.ClientSession {
 	h.t.Helper()
-	s, err := newMCPServer(h.app(nil, io.Discard, io.Discard), "origin")
+	s, closeSession, err := newMCPServer(h.app(nil, io.Discard, io.Discard), Invocation{Remote: "origin"})
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	h.t.Cleanup(closeSession)
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := s.Connect(ctx, st, nil)
@@ -94,7 +96,7 @@ var mcpCalls = []struct {
 	replies []mcpReply
 }{
 	{"claim", map[string]any{"issue": 42, "ttl": "30m", "wait": "5m"}, []string{"claim", "42", "--ttl", "30m", "--wait", "5m"}, []mcpReply{
-		{"0", acquiredJSON, "claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\nYours: renew before it expires, check token 3"},
+		{"0", acquiredJSON, "claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\nYours while this server runs: check token 3"},
 		{"4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}`,
 			"acme/widgets#42 is claimed by bob until 12:05 UTC\nNot an error: someone else is working on it."},
 	}},
@@ -141,10 +143,15 @@ type mcpReply struct {
 	text         string // how the first text content starts
 }
 
-// Every tool sends exactly the command git collab sends for the same
-// call, to the same sidecar through the same ssh, and hands over the
-// sidecar's exit 0 and exit 4 replies whole: as structured content, as
-// JSON text, and summed up as git collab would, not as errors.
+// withExit is a reply as a session sends it: with "exit".
+func withExit(reply, code string) string {
+	return strings.TrimSuffix(strings.TrimSpace(reply), "}") + `,"exit":` + code + "}"
+}
+
+// Every tool sends over the session exactly the command git collab
+// sends for the same call, and hands over the sidecar's exit 0 and exit
+// 4 replies whole: as structured content, as JSON text, and summed up as
+// git collab would, not as errors.
 func TestMCPToolsAnswerAsGitCollabDoes(t *testing.T) {
 	t.Parallel()
 	if len(mcpCalls) != len(mcpTools) {
@@ -156,12 +163,18 @@ func TestMCPToolsAnswerAsGitCollabDoes(t *testing.T) {
 			cli := newHarness(t, "ssh://alice@forge.example:22/acme/widgets.git")
 			cli.answer("0", "{}", "")
 			cli.run(append(c.cli, "--json")...)
+			sent := cli.sshArgs()
+			want := strings.TrimPrefix(sent[len(sent)-1], "collab-lease ")
 			for _, r := range c.replies {
 				h := newHarness(t, "ssh://alice@forge.example:22/acme/widgets.git")
-				h.answer(r.code, r.stdout, "")
+				f := newFakeSidecar(t, h)
+				f.set(func() { f.reply = func(string) (string, bool) { return withExit(r.stdout, r.code), true } })
 				res := callTool(t, h.mcpClient(), c.tool, c.args)
-				if got, want := h.sshArgs(), cli.sshArgs(); !reflect.DeepEqual(got, want) {
-					t.Fatalf("exit %s: ssh ran with %q; git collab runs %q", r.code, got, want)
+				if got := f.received(); len(got) != 1 || got[0] != want {
+					t.Fatalf("exit %s: the session received %q; git collab sends %q", r.code, got, want)
+				}
+				if args := f.conn(1).args; args[len(args)-1] != "collab-lease session --agent 'box-4242'" || args[4] != "alice@forge.example" {
+					t.Fatalf("ssh ran with %q", args)
 				}
 				txt := texts(res)
 				if res.IsError || len(txt) != 2 || !strings.HasPrefix(txt[0], r.text) {
@@ -214,25 +227,30 @@ func TestMCPFailuresAreToolErrors(t *testing.T) {
 }
 
 // The wait suggested after a temporary failure doubles while they come
-// in a row, up to a minute, and starts over after any other answer.
+// in a row, up to a minute, and starts over after any other answer; all
+// the calls go over one session, one ssh.
 func TestMCPTemporaryFailureSuggestsABackoff(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
-	// The answer is read from a file, so one server sees them change.
-	answerFile := filepath.Join(t.TempDir(), "answer")
-	h.setenv("COLLAB_SSH_COMMAND=. " + shellQuote(answerFile) + "; " + shellQuote(h.ssh))
-	set := func(code string) {
-		if err := os.WriteFile(answerFile, []byte("FAKE_CODE="+code+"; export FAKE_CODE\n"), 0o644); err != nil {
-			t.Fatal(err)
+	f := newFakeSidecar(t, h)
+	code := ""
+	f.set(func() {
+		f.reply = func(string) (string, bool) {
+			switch code {
+			case "0":
+				return `{"repo":"acme/widgets","leases":[],"exit":0}`, true
+			case "1":
+				return `{"status":"error","exit":1,"error":"issue not found"}`, true
+			}
+			return `{"status":"error","exit":75,"error":"lease database busy, try again"}`, true
 		}
-	}
-	h.setenv("FAKE_STDOUT="+`{"repo":"acme/widgets","leases":[]}`, "FAKE_STDERR=error: lease database busy, try again\n")
+	})
 	cs := h.mcpClient()
 	for _, step := range []struct{ code, wait string }{
 		{"75", "wait 2s"}, {"75", "wait 4s"}, {"75", "wait 8s"}, {"75", "wait 16s"}, {"75", "wait 32s"}, {"75", "wait 60s"}, {"75", "wait 60s"},
 		{"0", ""}, {"75", "wait 2s"}, {"1", ""}, {"75", "wait 2s"},
 	} {
-		set(step.code)
+		f.set(func() { code = step.code })
 		res := callTool(t, cs, "claims", nil)
 		txt := texts(res)
 		if step.wait == "" {
@@ -245,6 +263,9 @@ func TestMCPTemporaryFailureSuggestsABackoff(t *testing.T) {
 			!strings.Contains(txt[0], step.wait+",") {
 			t.Fatalf("want %q: %q", step.wait, txt)
 		}
+	}
+	if f.runs() != 1 {
+		t.Fatalf("ssh ran %d times for one session", f.runs())
 	}
 }
 
@@ -289,13 +310,18 @@ func TestMCPLocalMistakesSendNothing(t *testing.T) {
 // sidecar may have done something, and the agent should know what.
 func TestMCPReplyItCannotReadIsShown(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, "git@forge.example:acme/widgets.git")
-	h.answer("0", "hello\n", "")
-	res := callTool(t, h.mcpClient(), "claim", map[string]any{"issue": 42})
-	want := "git-collab: could not read the reply of the sidecar at forge.example:2222 (exit status 0): " +
-		"not the JSON reply expected: invalid character 'h' looking for beginning of value; the reply: hello"
-	if txt := texts(res); !res.IsError || len(txt) != 1 || txt[0] != want {
-		t.Fatalf("%+v %q", res, txt)
+	for _, c := range []struct{ reply, want string }{
+		{"hello", "git-collab: could not read the reply of the sidecar at forge.example:2222: it is not a JSON reply; the reply: hello"},
+		{`{"status":"odd","exit":0}`, `git-collab: could not read the reply of the sidecar at forge.example:2222 (exit status 0): ` +
+			`unexpected status "odd" with exit status 0; the reply: {"status":"odd","exit":0}`},
+	} {
+		h := newHarness(t, "git@forge.example:acme/widgets.git")
+		f := newFakeSidecar(t, h)
+		f.set(func() { f.reply = func(string) (string, bool) { return c.reply, true } })
+		res := callTool(t, h.mcpClient(), "claim", map[string]any{"issue": 42})
+		if txt := texts(res); !res.IsError || len(txt) != 1 || txt[0] != c.want {
+			t.Errorf("%+v %q", res, txt)
+		}
 	}
 }
 
@@ -355,17 +381,17 @@ func TestMCPToolListIsTheGoldenOne(t *testing.T) {
 }
 
 // `git collab mcp` serves on stdin and stdout, and ends with exit 0 when
-// the client goes away.
+// the client goes away, closing its session: its claims are released.
 func TestMCPServesOnStdio(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
-	h.answer("4", `{"status":"none","repo":"acme/widgets"}`, "")
+	f := newFakeSidecar(t, h)
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	var errb bytes.Buffer
 	done := make(chan int)
 	go func() {
-		code := h.app(inR, outW, &errb).run([]string{"mcp"})
+		code := h.app(inR, outW, &errb).run([]string{"mcp", "--agent", "agent-7", "--grace", "1m"})
 		outW.Close()
 		done <- code
 	}()
@@ -374,9 +400,18 @@ func TestMCPServesOnStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if f.runs() != 0 {
+		t.Fatal("the session opened before the first tool call")
+	}
 	res := callTool(t, cs, "next", nil)
 	if res.IsError || !strings.HasPrefix(texts(res)[0], "nothing to claim in acme/widgets") {
 		t.Fatalf("%+v", res)
+	}
+	if res := callTool(t, cs, "claim", map[string]any{"issue": 42}); res.IsError || !f.claimed(42) {
+		t.Fatalf("%+v", res)
+	}
+	if args := f.conn(1).args; args[len(args)-1] != "collab-lease session --agent 'agent-7' --grace '1m'" {
+		t.Fatalf("ssh ran with %q", args)
 	}
 	cs.Close()
 	select {
@@ -386,5 +421,128 @@ func TestMCPServesOnStdio(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("git collab mcp did not end when its client went away")
+	}
+	if f.claimed(42) || f.runs() != 1 {
+		t.Fatalf("after the end: claimed %v, %d ssh runs", f.claimed(42), f.runs())
+	}
+}
+
+// A claim made over the session needs no ttl, and every call goes over
+// the one session: one ssh for all of them.
+func TestMCPCallsGoOverOneSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	cs := h.mcpClient()
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"claim", map[string]any{"issue": 42}},
+		{"check", map[string]any{"issue": 42, "token": 1}},
+		{"claims", nil},
+		{"unclaim", map[string]any{"issue": 42}},
+	} {
+		if res := callTool(t, cs, c.tool, c.args); res.IsError {
+			t.Fatalf("%s: %q", c.tool, texts(res))
+		}
+	}
+	want := []string{"acquire 'acme/widgets' '42'", "check 'acme/widgets' '42' --token '1'", "list 'acme/widgets'", "release 'acme/widgets' '42'"}
+	if got := f.received(); !reflect.DeepEqual(got, want) || f.runs() != 1 {
+		t.Fatalf("%d ssh runs sent %q, want one sending %q", f.runs(), got, want)
+	}
+}
+
+// After a dropped connection the session is resumed at once, and the
+// next result says so; a claim lost meanwhile is told the same way.
+func TestMCPResumesAndSaysSo(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	cs := h.mcpClient()
+	callTool(t, cs, "claim", map[string]any{"issue": 42})
+	callTool(t, cs, "claim", map[string]any{"issue": 43})
+	f.conn(1).drop()
+	c := f.conn(2)
+	if got := c.args[len(c.args)-1]; got != "collab-lease session --agent 'box-4242' --resume 's-1'" {
+		t.Fatalf("the second exec %q", got)
+	}
+	waitFor(t, "the resume", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.sessions["s-1"].conn == c })
+	f.lose(43, "force_released")
+	// The lost line is read before the reply that comes after it.
+	res := callTool(t, cs, "check", map[string]any{"issue": 42, "token": 1})
+	txt := texts(res)
+	if res.IsError || len(txt) != 2 ||
+		!strings.Contains(txt[0], "Note: the connection to the sidecar dropped and was reopened; the session was resumed, and its claims are kept: acme/widgets#") ||
+		!strings.Contains(txt[0], "Note: your claim on acme/widgets#43 (token 2) was lost (force_released)") ||
+		!strings.HasSuffix(txt[0], "token 1 is current: acme/widgets#42 held by alice/box-4242 (open-ended)") {
+		t.Fatalf("%+v %q", res, txt)
+	}
+	// Told once.
+	if txt := texts(callTool(t, cs, "claims", nil)); strings.Contains(txt[0], "Note:") {
+		t.Fatalf("%q", txt)
+	}
+}
+
+// A session the sidecar will not resume is gone with its claims: the
+// next result says so, and it goes over a new session.
+func TestMCPSaysWhenTheSessionIsGone(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	f.set(func() { f.refuseResume = true })
+	cs := h.mcpClient()
+	callTool(t, cs, "claim", map[string]any{"issue": 42})
+	f.conn(1).drop()
+	f.conn(2) // the refused resume
+	waitFor(t, "the refusal", func() bool {
+		h := f.conn(2)
+		select {
+		case <-h.done:
+			return true
+		default:
+			return false
+		}
+	})
+	res := callTool(t, cs, "claims", nil)
+	txt := texts(res)
+	if res.IsError || !strings.HasPrefix(txt[0], "Note: the connection to the sidecar dropped, and the sidecar no longer has the session; "+
+		"the claims made through it were lost") {
+		t.Fatalf("%+v %q", res, txt)
+	}
+	if f.runs() != 3 || f.conn(3).args[len(f.conn(3).args)-1] != "collab-lease session --agent 'box-4242'" {
+		t.Fatalf("%d ssh runs", f.runs())
+	}
+}
+
+// A call the agent gives up on (a claim with wait) gets its answer all
+// the same, in its turn; a claim it made is released, since nobody would
+// know of it.
+func TestMCPCancelledClaimIsReleased(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	hold := make(chan struct{})
+	f.set(func() { f.hold = hold })
+	// The server's own call, so that it is cancelled before the answer
+	// comes, as a client's cancellation may or may not be.
+	m := &mcpServer{a: h.app(nil, io.Discard, io.Discard), remote: "origin", args: sessionArgs{agent: "box-4242"}}
+	defer m.close()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := m.call(ctx, findVerb("claim"), 42, []Flag{{Name: "--wait", Value: "1m"}}, true)
+		done <- err
+	}()
+	waitFor(t, "the claim to be sent", func() bool { return len(f.received()) == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled call returned %v", err)
+	}
+	f.set(func() { f.hold = nil })
+	close(hold)
+	waitFor(t, "the release", func() bool { r := f.received(); return len(r) == 2 && r[1] == "release 'acme/widgets' '42'" })
+	if f.runs() != 1 {
+		t.Fatalf("%d ssh runs", f.runs())
 	}
 }

@@ -17,8 +17,8 @@ import (
 // workflow is the server's instructions and its "workflow" prompt: the
 // loop of docs/agents.md, in the tools' words.
 const workflow = `Claim an issue before working on it, so that no other agent or person works on it at the same time:
-1. next (or claim with an issue number), with a ttl such as "30m". The answer's token identifies your claim; expires_at says when it lapses.
-2. Work. Renew with the same ttl well before expires_at (every two thirds of the ttl, say). A claim that lapsed is not yours: if renew answers not_holder, stop, claim again, and do not assume earlier work is still yours to finish.
+1. next (or claim with an issue number). The answer's token identifies your claim. This server keeps the claim alive for as long as it runs: no renewing. A ttl, if you give one, caps the claim's whole life.
+2. Work. If a result starts with a note that a claim of yours was lost, stop working under its token, and claim again before going on; do not assume earlier work is still yours to finish.
 3. Right before a merge or a push, check the issue with your token; unless it answers current, do not merge or push.
 4. unclaim when done, or when you give up.
 The statuses held, cooling, limit, not_holder, none and stale are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
@@ -33,7 +33,7 @@ const errorsNote = ` A tool error that says "temporary" means nothing was done: 
 // grammar.
 type claimArgs struct {
 	Issue int64  `json:"issue" jsonschema:"the issue or pull request number, e.g. 42"`
-	TTL   string `json:"ttl,omitempty" jsonschema:"how long the claim lasts unless renewed: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit for an open-ended claim, which stays until unclaimed"`
+	TTL   string `json:"ttl,omitempty" jsonschema:"how long the claim may last at most, from now: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit it and the claim lasts as long as this server runs, with no renewing"`
 	Wait  string `json:"wait,omitempty" jsonschema:"if someone else holds the issue, wait up to this long (e.g. \"5m\") for their claim to be released or to lapse before answering held"`
 }
 
@@ -75,7 +75,7 @@ type nextArgs struct {
 	Labels []string `json:"labels,omitempty" jsonschema:"only issues that carry every one of these labels"`
 	Pulls  bool     `json:"pulls,omitempty" jsonschema:"pull requests instead of issues"`
 	Oldest bool     `json:"oldest,omitempty" jsonschema:"the oldest free issue, whatever the sidecar's priority labels (without it, the highest priority first)"`
-	TTL    string   `json:"ttl,omitempty" jsonschema:"how long the claim lasts unless renewed: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit for an open-ended claim"`
+	TTL    string   `json:"ttl,omitempty" jsonschema:"how long the claim may last at most, from now: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit it and the claim lasts as long as this server runs, with no renewing"`
 }
 
 func (a nextArgs) words() (int64, []Flag) {
@@ -138,7 +138,7 @@ type outcome struct {
 // The outcomes of the tools (their exit 0 and exit 4 replies).
 var (
 	outAcquired = outcome{shape: contract.Tenure{}, status: contract.StatusAcquired,
-		means: "the issue is yours: token fences your work, expires_at is when the claim lapses unless renewed"}
+		means: "the issue is yours: token fences your work; this server keeps the claim alive while it runs (expires_at moves ahead as it does), up to the ttl if you gave one"}
 	outHeld = outcome{shape: contract.Conflict{}, status: contract.StatusHeld,
 		means: "an answer, not an error: holder has the issue until expires_at; pick other work, or claim it later"}
 	outRenewed = outcome{shape: contract.Tenure{}, status: contract.StatusRenewed,
@@ -177,7 +177,7 @@ var replyFields = map[string]string{
 	"agent":       "which agent of the holder's account holds the claim (git collab mcp --agent, or COLLAB_AGENT); null: the account itself",
 	"token":       "the fencing token of the claim: each new claim of the issue gets a larger one; give it to check before a merge or a push",
 	"acquired_at": "when the claim began (RFC 3339, UTC)",
-	"expires_at":  "when the claim lapses unless renewed (RFC 3339, UTC); null: open-ended, until unclaimed",
+	"expires_at":  "when the claim lapses unless renewed or kept alive by a session, such as this server's (RFC 3339, UTC); null: open-ended, until unclaimed",
 	"leases":      "the live claims, oldest first",
 	"tenures":     "the claims of the issue, newest first",
 	"ended_at":    "when the claim ended; null while it is live",
@@ -207,9 +207,9 @@ type mcpTool struct {
 }
 
 var mcpTools = []mcpTool{
-	{name: "next", add: addTool[nextArgs], outcomes: []outcome{outAcquired, outNone, outLimit}, description: `Claim the oldest open issue (with pulls: pull request) of this repository that nobody holds, that carries every one of labels, and that no open issue blocks. Agents calling next at the same time never get the same issue. Answers status acquired with the issue, its token and expires_at, exactly like claim; or status none when nothing qualifies, which is an answer, not an error: look again later. Give a ttl, and renew before expires_at.`},
-	{name: "claim", add: addTool[claimArgs], idempotent: true, outcomes: []outcome{outAcquired, outHeld, outCooling, outLimit}, description: `Claim an issue or pull request of this repository before working on it. With ttl the claim lapses that long from now unless renewed (renew before expires_at: a lapsed claim is not yours); without it the claim is open-ended until you unclaim it. Answers status acquired with the token that fences your work; claiming what you already hold succeeds again with the same token. If someone else holds it, answers status held with holder and expires_at: an answer, not an error, so pick other work or claim again later. With wait, the sidecar first waits up to that long for the claim to be released or to lapse.`},
-	{name: "renew", add: addTool[renewArgs], idempotent: true, outcomes: []outcome{outRenewed, outNotHolder}, description: `Extend your live claim: it now lapses ttl from now, with the same token. Renew well before expires_at. Answers status renewed, or status not_holder when the claim is no longer yours (it lapsed, was released, or was taken over: holder says by whom, null if by nobody): then stop working under its token, claim again before going on, and do not assume earlier work is still yours to finish.`},
+	{name: "next", add: addTool[nextArgs], outcomes: []outcome{outAcquired, outNone, outLimit}, description: `Claim the oldest open issue (with pulls: pull request) of this repository that nobody holds, that carries every one of labels, and that no open issue blocks. Agents calling next at the same time never get the same issue. Answers status acquired with the issue, its token and expires_at, exactly like claim; or status none when nothing qualifies, which is an answer, not an error: look again later. The claim lasts as long as this server runs, with no renewing; a ttl caps it.`},
+	{name: "claim", add: addTool[claimArgs], idempotent: true, outcomes: []outcome{outAcquired, outHeld, outCooling, outLimit}, description: `Claim an issue or pull request of this repository before working on it. This server keeps the claim alive for as long as it runs, with no renewing, and releases it when it ends; with ttl the claim lapses that long from now at the latest. Answers status acquired with the token that fences your work; claiming what you already hold succeeds again with the same token. If someone else holds it, answers status held with holder and expires_at: an answer, not an error, so pick other work or claim again later. With wait, the sidecar first waits up to that long for the claim to be released or to lapse.`},
+	{name: "renew", add: addTool[renewArgs], idempotent: true, outcomes: []outcome{outRenewed, outNotHolder}, description: `Extend your live claim: it now lapses ttl from now, with the same token. A claim made through this server needs no renewing while it runs; renew sets how long it lasts at most. Answers status renewed, or status not_holder when the claim is no longer yours (it lapsed, was released, or was taken over: holder says by whom, null if by nobody): then stop working under its token, claim again before going on, and do not assume earlier work is still yours to finish.`},
 	{name: "check", add: addTool[checkArgs], readOnly: true, outcomes: []outcome{outCurrent, outStale}, description: `Check that token is still the live claim on the issue. Call it right before every action your claim must fence, such as a merge or a push: a claim can lapse between two calls. Answers status current (go ahead) or status stale (the claim was released, lapsed or taken over since; token is the live claim's, null if nobody holds the issue): an answer, not an error, and the action must not happen. Needs only read access.`},
 	{name: "handoff", add: addTool[handoffArgs], destructive: true, outcomes: []outcome{outHandedOff, outNotHolder, outLimit}, description: `Hand your live claim on an issue to another holder: a Gitea login, or login/agent for one of that account's agents. In one step your claim ends (handed_off) and theirs begins with the next token, keeping your expiry (at least ten minutes ahead); from then on your token is stale, so stop working under it. The target must be allowed to claim the issue itself. Answers status handed_off; not_holder if the claim is not yours to hand (an answer, not an error); limit if the target holds as many claims as the sidecar allows.`},
 	{name: "unclaim", add: addTool[unclaimArgs], idempotent: true, destructive: true, outcomes: []outcome{outReleased, outNotHolder}, description: `Release your claim on an issue when you are done with it or give up. Answers status released, also when nobody held it, so a retry is safe. Someone else's live claim is not released: status not_holder with holder and expires_at, an answer, not an error; with force a repository admin releases it anyway.`},

@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// `git collab run` holds a claim exactly as long as a command runs: it
+// opens a session, claims, runs the command, and releases when it exits.
+// The session keeps the claim alive, so the command never renews; and
+// when the claim is lost anyway, the command is stopped, because work
+// done under a lost claim must not land.
+
+// killDelay is how long a command whose claim was lost has, after
+// SIGTERM, before SIGKILL.
+var killDelay = 10 * time.Second
+
+// releaseWait bounds the release after the command exits, reconnection
+// included; the session's end releases the claim in any case.
+var releaseWait = 30 * time.Second
+
+// dialSession is how the app opens or resumes a session on t's sidecar:
+// through the user's ssh, as send runs every other command.
+func (a *app) dialSession(t target, args sessionArgs, stderr io.Writer) func(context.Context, string, func(lostNotice)) (*session, error) {
+	return func(ctx context.Context, resume string, notify func(lostNotice)) (*session, error) {
+		sa := args
+		sa.resume = resume
+		argv := t.ssh.Args("-p", t.sidecar.Port, t.sidecar.Destination(), sa.line())
+		s, err := openSession(ctx, argv, a.env, stderr, notify)
+		var ee *exec.Error
+		if errors.As(err, &ee) || errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("run the ssh command (from %s): %w", t.ssh.Source, err)
+		}
+		return s, err
+	}
+}
+
+// sessionAgent is the agent a session of run or mcp acts as: --agent,
+// else COLLAB_AGENT, else this host's and process's own name.
+func (a *app) sessionAgent(flags []Flag) (string, []Flag, error) {
+	var rest []Flag
+	agent := ""
+	for _, f := range flags {
+		if f.Name == "--agent" {
+			agent = f.Value
+			continue
+		}
+		rest = append(rest, f)
+	}
+	if agent == "" {
+		agent = a.getenv("COLLAB_AGENT")
+	}
+	if agent == "" {
+		agent = defaultAgent(a.hostname, a.pid)
+	}
+	if _, err := contract.ParseAgent(agent); err != nil {
+		return "", nil, contractUsage(err)
+	}
+	return agent, rest, nil
+}
+
+// defaultAgent is "<short host name>-<pid>": a name of its own for every
+// run and mcp of an account, so that two of them never share a claim.
+// The host name is cut at its first dot, anything an agent name may not
+// hold becomes "-", and it is cut short so the whole fits.
+func defaultAgent(hostname string, pid int) string {
+	suffix := "-" + strconv.Itoa(pid)
+	host, _, _ := strings.Cut(hostname, ".")
+	b := []byte(host)
+	for i, c := range b {
+		if !isAlnum(c) && c != '.' && c != '_' && c != '-' {
+			b[i] = '-'
+		}
+	}
+	host = strings.TrimLeft(string(b), "-._")
+	if host == "" {
+		host = "host"
+	}
+	if max := contract.MaxAgentLen - len(suffix); len(host) > max {
+		host = host[:max]
+	}
+	return host + suffix
+}
+
+// runCommand is `git collab run`.
+func (a *app) runCommand(inv Invocation) int {
+	t, err := a.resolve(inv.Remote)
+	if err != nil {
+		return a.fail(err)
+	}
+	agent, flags, err := a.sessionAgent(inv.Flags)
+	if err != nil {
+		return a.fail(err)
+	}
+	verb := contract.VerbAcquire
+	if inv.Next {
+		verb = contract.VerbNext
+	}
+	line, req, err := sessionLine(verb, t.repo, inv.Issue, flags)
+	if err != nil {
+		return a.fail(err)
+	}
+
+	sigs := a.signals
+	if sigs == nil {
+		c := make(chan os.Signal, 1)
+		signal.Notify(c, forwardedSignals...)
+		defer signal.Stop(c)
+		sigs = c
+	}
+
+	// Open and claim, which may wait (--wait): a signal meanwhile gives
+	// up, and closing the session releases whatever was claimed.
+	type claimed struct {
+		k     *keptSession
+		reply sessionReply
+		err   error
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan claimed, 1)
+	go func() {
+		k, err := keepSession(ctx, a.dialSession(t, sessionArgs{agent: agent, grace: inv.Grace}, a.stderr))
+		if err != nil {
+			got <- claimed{err: err}
+			return
+		}
+		r, err := k.Do(ctx, line, nil)
+		got <- claimed{k, r, err}
+	}()
+	var c claimed
+	select {
+	case c = <-got:
+	case sig := <-sigs:
+		cancel()
+		if c = <-got; c.k != nil {
+			c.k.Close()
+		}
+		return signalStatus(sig)
+	}
+	if c.err != nil {
+		if c.k != nil {
+			c.k.Close()
+		}
+		return a.sessionFailed(c.err, t)
+	}
+	k := c.k
+	defer k.Close()
+
+	x := exchange{req: req, code: c.reply.code, stdout: c.reply.body}
+	switch x.code {
+	case contract.ExitOK, contract.ExitConflict:
+		x.reply, x.replyErr = decodeReply(req, x.code, x.stdout)
+	case contract.ExitError, contract.ExitTempFail:
+		fmt.Fprintln(a.stderr, orSaid(c.reply.said, x.code))
+		return x.code
+	}
+	tenure, ok := x.reply.(*contract.Tenure)
+	switch {
+	case x.replyErr != nil || x.code < 0:
+		fmt.Fprintf(a.stderr, "git-collab: could not read the reply of the sidecar at %s: %v; the reply: %s\n",
+			t.sidecar.Addr(), x.replyErr, strings.TrimSpace(string(x.stdout)))
+		return contract.ExitError
+	case !ok || x.code != contract.ExitOK:
+		// Not claimed: say why, and run nothing.
+		out := renderReply(x.req, x.reply, a.now())
+		fmt.Fprint(a.stderr, out.stdout+out.stderr)
+		return contract.ExitConflict
+	}
+	return a.runClaimed(k, tenure, agent, inv.Command, sigs)
+}
+
+// orSaid is an error reply's line, or one that says it had none.
+func orSaid(said string, code int) string {
+	if said == "" {
+		return fmt.Sprintf("error: the sidecar answered exit status %d without saying why", code)
+	}
+	return said
+}
+
+// sessionFailed reports a session that could not be opened, with the
+// exit status its exec ended with.
+func (a *app) sessionFailed(err error, t target) int {
+	var se *sessionExit
+	if !errors.As(err, &se) {
+		return a.fail(err)
+	}
+	// ssh's stderr, with the sidecar's error line, has been passed on.
+	switch se.code {
+	case contract.ExitError, contract.ExitTempFail:
+		return se.code
+	case contract.ExitOK, contract.ExitConflict:
+		fmt.Fprintf(a.stderr, "git-collab: the sidecar at %s ended the session exec with exit status %d before opening it\n", t.sidecar.Addr(), se.code)
+		return contract.ExitError
+	}
+	fmt.Fprintln(a.stderr, "git-collab: "+transportHint(se.code, t.sidecar, t.ssh))
+	return se.code
+}
+
+// runClaimed runs argv under the claim tenure of session k, and stops it
+// if the claim is lost.
+func (a *app) runClaimed(k *keptSession, tenure *contract.Tenure, agent string, argv []string, sigs <-chan os.Signal) int {
+	name := named(tenure.Repo, tenure.Issue)
+	opened := k.Opened()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(slices.Clone(a.env),
+		"COLLAB_REPO="+tenure.Repo,
+		"COLLAB_ISSUE="+strconv.FormatInt(tenure.Issue, 10),
+		"COLLAB_TOKEN="+strconv.FormatInt(tenure.Token, 10),
+		"COLLAB_HOLDER="+tenure.Holder,
+		"COLLAB_AGENT="+agent,
+		"COLLAB_SESSION="+opened.Session)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
+	cmd.WaitDelay = time.Second // a process left holding its pipes keeps no one waiting
+	ownGroup(cmd)
+	fmt.Fprintf(a.stderr, "git-collab: claimed %s (token %d); running %s\n", name, tenure.Token, argv[0])
+	if err := cmd.Start(); err != nil {
+		a.release(k, tenure)
+		code := 126
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			code = 127
+		}
+		fmt.Fprintf(a.stderr, "git-collab: run %s: %v; released %s\n", argv[0], err, name)
+		return code
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+
+	lost := ""
+	var kill <-chan time.Time
+	for {
+		select {
+		case <-exited:
+			if lost != "" {
+				return contract.ExitConflict
+			}
+			a.release(k, tenure)
+			return exitStatus(cmd.ProcessState)
+		case sig := <-sigs:
+			signalGroup(cmd, sig)
+		case <-k.Wake():
+			for _, e := range k.TakeEvents() {
+				why, info := lossOf(e, tenure)
+				if info != "" {
+					fmt.Fprintln(a.stderr, "git-collab: "+info)
+				}
+				if why == "" || lost != "" {
+					continue
+				}
+				lost = why
+				fmt.Fprintf(a.stderr, "git-collab: lost %s (%s); stopping the command\n", name, why)
+				signalGroup(cmd, stopSignal)
+				kill = time.After(killDelay)
+			}
+		case <-kill:
+			signalGroup(cmd, killSignal)
+			kill = nil
+		}
+	}
+}
+
+// lossOf reads one event of the session holding tenure: why the claim is
+// lost ("" if it is not), and a line worth telling ("" if none).
+func lossOf(e sessionEvent, tenure *contract.Tenure) (why, info string) {
+	switch {
+	case e.lost != nil:
+		n := e.lost
+		if strings.EqualFold(n.Repo, tenure.Repo) && n.Issue == tenure.Issue && (n.Token == 0 || n.Token == tenure.Token) {
+			return n.EndedBy, ""
+		}
+	case e.resumed != nil:
+		for _, l := range e.resumed.Leases {
+			if strings.EqualFold(l.Repo, tenure.Repo) && l.Issue == tenure.Issue && l.Token == tenure.Token {
+				return "", fmt.Sprintf("the connection to the sidecar dropped; reconnected, and %s is still claimed", named(tenure.Repo, tenure.Issue))
+			}
+		}
+		return "it ended while the connection to the sidecar was down", ""
+	case e.gone != "":
+		return e.gone, ""
+	}
+	return "", ""
+}
+
+// release releases tenure's claim over k, after its command exited. The
+// session's end releases it too; a failure here only means it ends then.
+func (a *app) release(k *keptSession, tenure *contract.Tenure) {
+	line, _, err := sessionLine(contract.VerbRelease, tenure.Repo, tenure.Issue, nil)
+	if err != nil {
+		return // cannot happen: the sidecar named the repository and issue
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+	defer cancel()
+	r, err := k.Do(ctx, line, nil)
+	switch {
+	case err != nil:
+		fmt.Fprintf(a.stderr, "git-collab: could not release %s: %v\n", named(tenure.Repo, tenure.Issue), err)
+	case r.code == contract.ExitError || r.code == contract.ExitTempFail:
+		fmt.Fprintf(a.stderr, "git-collab: could not release %s: %s\n", named(tenure.Repo, tenure.Issue), orSaid(r.said, r.code))
+	}
+}
