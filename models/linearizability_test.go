@@ -192,7 +192,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 			if l.Holder != whoIn(in) || l.Key != k {
 				return nil, fmt.Errorf("granted %+v to the wrong caller or issue", l)
 			}
-			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
+			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt), Session: l.Session})
 		case errors.Is(err, ErrClosed) && in.Kind == leasemodel.Acquire:
 			return one(leasemodel.Output{Result: leasemodel.Closed})
 		case errors.As(err, &held) && in.Kind == leasemodel.Acquire:
@@ -228,7 +228,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 			ck := Key{RepoID: k.RepoID, Issue: c.Issue}
 			if err == nil && c.Issue == l.Issue {
 				return append(outs, linKeyedOutput{key: ck, out: leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Agent: l.Holder.Agent,
-					Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}}), nil
+					Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt), Session: l.Session}}), nil
 			}
 			outs = append(outs, linKeyedOutput{key: ck, out: leasemodel.Output{Result: leasemodel.Held}, kind: leasemodel.NextSkip})
 		}
@@ -249,7 +249,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 				return nil, fmt.Errorf("handoff gave %+v, not to %+v", l, to)
 			}
 			return one(leasemodel.Output{Result: leasemodel.OK, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token,
-				AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)})
+				AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt), Session: l.Session})
 		case errors.As(err, &nh):
 			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, Agent: nh.Agent, ExpiresAt: unixOr0(nh.ExpiresAt)})
 		case errors.Is(err, ErrInvalid):
@@ -320,7 +320,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 			}
 			o := leasemodel.Output{Result: leasemodel.OK}
 			if l, ok := byIssue[lk.Issue]; ok {
-				o = leasemodel.Output{Result: leasemodel.OK, Present: true, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt)}
+				o = leasemodel.Output{Result: leasemodel.OK, Present: true, Holder: l.Holder.Login, Agent: l.Holder.Agent, Token: l.Token, AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt), Session: l.Session}
 			}
 			outs = append(outs, linKeyedOutput{key: lk, out: o})
 		}

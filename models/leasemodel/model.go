@@ -36,13 +36,25 @@ const (
 	// hands the live lease to To/ToAgent: a new tenure, token old+1,
 	// keeping the expiry but at least HandoffLife ahead.
 	Handoff
+	// Agent sessions (docs/ssh.md, Sessions), each projected onto every
+	// issue it may touch: Beat is a session's heartbeat: a live lease
+	// the session keeps expires no earlier than Left seconds from now,
+	// never past its cap. EndSession is its clean end: a live lease it
+	// keeps is freed. Resume is another connection taking it over: a
+	// Beat of its grace (Left) that also says whether the issue is a
+	// live lease of the session (as List does). An Acquire with Session
+	// set claims in the session: the expiry is Left (its grace) from
+	// now, never past the cap TTL sets.
+	Beat
+	EndSession
+	Resume
 )
 
 // HandoffLife is the least a handed-off tenure has left, in seconds.
 const HandoffLife = 600
 
 func (k Kind) String() string {
-	return [...]string{"acquire", "renew", "release", "list", "close", "reopen", "next-take", "next-skip", "handoff"}[k]
+	return [...]string{"acquire", "renew", "release", "list", "close", "reopen", "next-take", "next-skip", "handoff", "beat", "end-session", "resume"}[k]
 }
 
 // Input is one call. TTL is in seconds (0: open-ended acquire).
@@ -58,6 +70,11 @@ type Input struct {
 	// event older than the state recorded changes nothing.
 	Version int64
 	Lo, Hi  int64 // the clock (Unix seconds) just before the call and just after the answer
+	// Session: the agent session the call is made in ("" none), and
+	// Left: the seconds a Beat or Resume keeps its leases alive, or an
+	// Acquire's grace.
+	Session string
+	Left    int64
 }
 
 // Result is the kind of an answer.
@@ -83,6 +100,7 @@ type Output struct {
 	AcquiredAt int64
 	ExpiresAt  int64 // 0: open-ended, or none
 	Freed      bool  // release: it freed a live lease
+	Session    string
 }
 
 // State is one issue's lease row as the model sees it.
@@ -92,7 +110,10 @@ type State struct {
 	Token      int64
 	AcquiredAt int64
 	ExpiresAt  int64 // 0: open-ended (or free)
-	LastWrite  int64 // the clock value of the latest write on this issue
+	// Session keeps the lease alive ("" none), never past Cap (0: none).
+	Session   string
+	Cap       int64
+	LastWrite int64 // the clock value of the latest write on this issue
 	// The forge's state of the issue as the ledger records it: Known once
 	// an acquire or a close recorded it, Closed and its Version.
 	Known   bool
@@ -126,7 +147,29 @@ func Spec(s State, in Input, now int64) (Output, State) {
 		return Output{Result: r, Holder: s.Holder, Agent: s.Agent, ExpiresAt: s.ExpiresAt}, s
 	}
 	granted := func(s State) (Output, State) {
-		return Output{Result: OK, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
+		return Output{Result: OK, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt, Session: s.Session}, s
+	}
+	// A claim in a session expires a grace from now, never past its cap.
+	session, capAt := "", int64(0)
+	if in.Session != "" && (in.Kind == Acquire || in.Kind == Renew) {
+		session, capAt = in.Session, exp
+		exp = now + in.Left
+		if capAt != 0 {
+			exp = min(exp, capAt)
+		}
+	}
+	keptAlive := func(s State) State {
+		if live && s.Session == in.Session && s.ExpiresAt != 0 {
+			s.ExpiresAt = max(s.ExpiresAt, now+in.Left)
+			if s.Cap != 0 {
+				s.ExpiresAt = min(s.ExpiresAt, s.Cap)
+			}
+		}
+		return s
+	}
+	freed := func(s State) State {
+		s.Holder, s.Agent, s.AcquiredAt, s.ExpiresAt, s.Session, s.Cap = "", "", 0, 0, "", 0
+		return s
 	}
 	// The holder is the account and the agent; any agent of the account
 	// (or the account itself) may release.
@@ -139,39 +182,52 @@ func Spec(s State, in Input, now int64) (Output, State) {
 			return Output{Result: Closed}, s
 		case live && !mine:
 			return refused(Held)
-		case live: // idempotent: same tenure, expiry from this call
-			s.ExpiresAt = exp
+		case live: // idempotent: same tenure, expiry from this call (and kept by its session, if any)
+			s.ExpiresAt, s.Session, s.Cap = exp, session, capAt
 			return granted(s)
 		default: // a new tenure, token old+1
 			return granted(State{Holder: in.Holder, Agent: in.Agent, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
-				Known: true, Version: s.Version})
+				Known: true, Version: s.Version, Session: session, Cap: capAt})
 		}
 	case Renew:
 		if !live || !mine {
 			return refused(NotHolder)
 		}
-		s.ExpiresAt = exp
+		s.ExpiresAt, s.Session, s.Cap = exp, session, capAt
 		return granted(s)
 	case Release:
 		if live && !ours {
 			return refused(NotHolder)
 		}
 		if s.Holder != "" { // the row is freed and keeps its token
-			s.Holder, s.Agent, s.AcquiredAt, s.ExpiresAt = "", "", 0, 0
+			s = freed(s)
 		}
 		return Output{Result: OK, Freed: live}, s
 	case List:
 		if !live {
 			return Output{Result: OK}, s
 		}
-		return Output{Result: OK, Present: true, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt}, s
+		return Output{Result: OK, Present: true, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt, Session: s.Session}, s
+	case Beat:
+		return Output{Result: OK}, keptAlive(s)
+	case Resume:
+		s = keptAlive(s)
+		if !live || s.Session != in.Session {
+			return Output{Result: OK}, s
+		}
+		return Output{Result: OK, Present: true, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt, Session: s.Session}, s
+	case EndSession:
+		if !live || s.Session != in.Session {
+			return Output{Result: OK}, s
+		}
+		return Output{Result: OK, Freed: true}, freed(s)
 	case Close:
 		if s.Known && in.Version < s.Version {
 			return Output{Result: OK}, s // older than what is recorded
 		}
 		s.Known, s.Closed, s.Version = true, true, max(s.Version, in.Version)
 		if s.Holder != "" && live { // the live tenure ends; the row keeps its token
-			s.Holder, s.Agent, s.AcquiredAt, s.ExpiresAt = "", "", 0, 0
+			s = freed(s)
 		}
 		return Output{Result: OK, Freed: live}, s
 	case Reopen:
@@ -226,13 +282,13 @@ func New(o Options) porcupine.Model {
 		Hash: func(state any) uint64 {
 			s := state.(State)
 			h := fnv.New64a()
-			fmt.Fprintf(h, "%s|%s|%d|%d|%d|%d|%v|%v|%d", s.Holder, s.Agent, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Known, s.Closed, s.Version)
+			fmt.Fprintf(h, "%s|%s|%d|%d|%d|%d|%v|%v|%d|%s|%d", s.Holder, s.Agent, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Known, s.Closed, s.Version, s.Session, s.Cap)
 			return h.Sum64()
 		},
 		DescribeOperation: describeOperation,
 		DescribeState: func(state any) string {
 			s := state.(State)
-			return fmt.Sprintf("%q/%q token %d at %d until %d (last write %d; closed %v at version %d)", s.Holder, s.Agent, s.Token, s.AcquiredAt, s.ExpiresAt, s.LastWrite, s.Closed, s.Version)
+			return fmt.Sprintf("%q/%q token %d at %d until %d (session %.6s cap %d; last write %d; closed %v at version %d)", s.Holder, s.Agent, s.Token, s.AcquiredAt, s.ExpiresAt, s.Session, s.Cap, s.LastWrite, s.Closed, s.Version)
 		},
 	}).ToModel()
 }
@@ -243,8 +299,12 @@ func (o Options) step(s State, in Input, out Output) []any {
 	if out.Result == Unavailable {
 		return []any{s} // nothing was written
 	}
+	// A session's write is projected onto every issue; where it changes
+	// nothing (no lease of the session there) the ledger took no lock on
+	// the issue and wrote nothing, so it is a read of it, as List is.
+	projected := in.Kind == Beat || in.Kind == EndSession || in.Kind == Resume
 	lo := in.Lo
-	if in.Kind != List {
+	if in.Kind != List && !projected {
 		lo = max(lo, s.LastWrite)
 	}
 	var next []any
@@ -256,7 +316,11 @@ func (o Options) step(s State, in Input, out Output) []any {
 		if want != out {
 			continue
 		}
-		if in.Kind != List {
+		wrote := in.Kind != List && !(projected && ns.sameRow(s))
+		if wrote && now < s.LastWrite {
+			continue
+		}
+		if wrote {
 			ns.LastWrite = now
 		}
 		if !slices.ContainsFunc(next, func(x any) bool { return x.(State).sameRow(ns) }) {
@@ -287,6 +351,9 @@ func partition(history []porcupine.Operation) [][]porcupine.Operation {
 func describeOperation(input, output any) string {
 	in, out := input.(Input), output.(Output)
 	call := fmt.Sprintf("%s %d#%d by %s ttl %d @[%d,%d]", in.Kind, in.Key.RepoID, in.Key.Issue, in.Holder, in.TTL, in.Lo, in.Hi)
+	if in.Session != "" {
+		call += fmt.Sprintf(" in session %.6s (left %d)", in.Session, in.Left)
+	}
 	if in.Kind == Close || in.Kind == Reopen {
 		call = fmt.Sprintf("%s %d#%d version %d @[%d,%d]", in.Kind, in.Key.RepoID, in.Key.Issue, in.Version, in.Lo, in.Hi)
 	}
