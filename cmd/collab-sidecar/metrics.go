@@ -135,6 +135,19 @@ func (m *metrics) watchWaiters(count func() int) {
 	}, func() float64 { return float64(count()) }))
 }
 
+// watchSessions exports the agent sessions open on this replica and the
+// heartbeats they wrote to the ledger.
+func (m *metrics) watchSessions(counts func() (open, heartbeats int64)) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "collab_lease_sessions",
+		Help: "Agent sessions (collab-lease session) open on this replica.",
+	}, func() float64 { open, _ := counts(); return float64(open) }))
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "collab_lease_session_heartbeats_total",
+		Help: "Heartbeats the agent sessions of this replica wrote to the ledger (one write each, whatever the number of its claims).",
+	}, func() float64 { _, beats := counts(); return float64(beats) }))
+}
+
 // watchStreams exports the count of open live event streams.
 func (m *metrics) watchStreams(count func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -87,6 +87,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	met.watchWaiters(leases.Waiters)
 	met.watchStreams(func() int { _, n := leases.Watching(); return n })
+	met.watchSessions(leases.SessionCounts)
 	// Finishing an upgrade from holders by login needs Gitea, which may be
 	// down now: it goes on in the background, and stops before the ledger
 	// closes.

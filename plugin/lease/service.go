@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
@@ -105,6 +106,9 @@ type Service struct {
 	// maxSessions caps the agent sessions of one account
 	// (WithMaxSessionsPerAccount).
 	maxSessions int
+	// sessionsOpen and heartbeats count this process's agent sessions
+	// open now and the heartbeats they wrote (SessionCounts).
+	sessionsOpen, heartbeats atomic.Int64
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is

@@ -60,6 +60,7 @@ type Session struct {
 	wake  chan struct{}
 	alive chan struct{}
 	unsub func()
+	done  sync.Once // close
 
 	mu     sync.Mutex
 	ref    models.SessionRef
@@ -126,7 +127,14 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 		ss.idle = now
 	}
 	ss.unsub = s.bus.Subscribe(ss.heard)
+	s.sessionsOpen.Add(1)
 	return ss, out, nil
+}
+
+// SessionCounts are the agent sessions this process holds open now, and
+// the heartbeats they have written to the ledger (for metrics).
+func (s *Service) SessionCounts() (open, heartbeats int64) {
+	return s.sessionsOpen.Load(), s.heartbeats.Load()
 }
 
 // Ref is the session as the ledger knows it.
@@ -241,6 +249,7 @@ func (ss *Session) beat(ctx context.Context) error {
 	_, err := ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left)
 	switch {
 	case err == nil:
+		ss.s.heartbeats.Add(1)
 		ss.mu.Lock()
 		ss.beaten, ss.okAt = seen, now
 		ss.mu.Unlock()
@@ -269,7 +278,9 @@ func (ss *Session) Lose(ctx context.Context) {
 	if !seen.After(beaten) || left <= 0 {
 		return
 	}
-	_, _ = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left)
+	if _, err := ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left); err == nil {
+		ss.s.heartbeats.Add(1)
+	}
 }
 
 // End ends the session cleanly: its claims are released. A session
@@ -287,9 +298,10 @@ func (ss *Session) End(ctx context.Context) error {
 }
 
 func (ss *Session) close() {
-	if ss.unsub != nil {
+	ss.done.Do(func() {
 		ss.unsub()
-	}
+		ss.s.sessionsOpen.Add(-1)
+	})
 }
 
 // track records that l, of repository repo, is the session's (ss nil:
