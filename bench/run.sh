@@ -240,6 +240,12 @@ render() {
 		if (op == "<=") return (r + 0 <= limit) ? "met" : "not met"
 		return (r + 0 >= limit) ? "met" : "not met"
 	}
+	# A goal with a floor: met, only the floor met, or not met.
+	function goal2(r, op, want, floor) {
+		if (r == "") return "not measured"
+		if (goal(r, op, want) == "met") return "met"
+		return goal(r, op, floor) == "met" ? "floor met, goal not" : "not met"
+	}
 	function ms(k) { return has(k) ? sprintf("%.1f", M[k] / 1e6) : "n/a" }
 	function ms2(k) { return has(k) ? sprintf("%.2f", M[k] / 1e6) : "n/a" }
 	END {
@@ -280,6 +286,9 @@ render() {
 		le = "e2e:LiveEvents:"
 		g7a = goal(val(le "peak-RSS-MB"), "<=", 150); g7b = goal(val(le "delivery-p99-ms"), "<=", 1000)
 		if (has(le "missed") && M[le "missed"] != 0) g7b = "not met (" n(le "missed") " deliveries missed)"
+		sc = "e2e:SessionCommand:"; r8 = val(sc "session/fresh"); g8 = goal2(r8, "<=", 0.05, 0.1)
+		st = "e2e:SessionThroughput:"; r9 = q(st "ops/s", L); g9a = goal2(r9, ">=", 0.7, 0.5); g9b = goal2(val(st "p99-ms"), "<=", 10, 25)
+		is = "e2e:IdleSessions:"; g10 = goal(val(is "sessions-RSS-MiB"), "<=", 150)
 		print "| row | goal | this run | verdict |"
 		print "|---|---|---|---|"
 		print "| 1 | fresh-OpenSSH acquire ≤ 1.25 × a no-op exec (medians; re-acquire of a held lease) | acquire/help = **" x(e "acquire/help") "** | **" g1 "** |"
@@ -290,6 +299,9 @@ render() {
 		print "| 4c | that request independent of the total: " n(l "leases") " vs " n(l "1k-leases") " live leases within 20% (p50, 0.8–1.2; issue 19) | 10k/1k = **" x(l "10k/1k") "** | **" g4c "** |"
 		print "| 4d | the same request as a viewer signed in through Gitea who may read one unit only, on a private repository with " n(si "leases") " live leases ≤ 1.0 × Gitea'"'"'s issue list page as that viewer (p50; issue 17) | leases/page = **" x(si "leases/page") "** | **" g4d "** |"
 		print "| 7 | " n(le "clients") " live event streams on one repository: sidecar RSS ≤ 150 MB, every event delivered, p99 delivery ≤ 1 s | peak RSS **" v(le "peak-RSS-MB") " MB**, p99 **" v(le "delivery-p99-ms") " ms**, " n(le "missed") " missed | RSS **" g7a "**, delivery **" g7b "** |"
+		print "| 8 | a no-op command over an open session ≤ 0.05 × a no-op exec over a fresh OpenSSH connection (at most 0.1×; medians; issue 28) | session/fresh = **" fx(r8) "** | **" g8 "** |"
+		print "| 9 | 64 agents, one session each (acquire/renew/release lines) ≥ 0.7 × the ledger alone (at least 0.5×), p99 ≤ 10 ms (at most 25 ms; issue 28) | " n(st "agents") " agents: " v(st "ops/s") " ÷ " v(L) " ops/s = **" fx(r9) "**, p99 **" v(st "p99-ms") " ms** | throughput **" g9a "**, p99 **" g9b "** |"
+		print "| 10 | " n(is "sessions") " idle sessions holding a claim each: sidecar RSS ≤ 150 MB (issue 28) | **" v(is "sessions-RSS-MiB") " MiB**; " v(is "heartbeat-writes/s") " heartbeat writes/s | **" g10 "** |"
 		print ""
 		print "## Results"
 		print ""
@@ -322,6 +334,11 @@ render() {
 		print "| L-PG | the ledger alone on each engine, one right after the other (`models` `BenchmarkEngines`, no SSH): as row L, 64 goroutines cycling acquire/renew/release, SQLite with group commit vs PostgreSQL (a transaction per write under advisory locks) | PostgreSQL/SQLite = **" fx(q(m "Cycle64/postgres:ops/s", m "Cycle64/sqlite:ops/s")) "** | **" v(m "Cycle64/postgres:ops/s") " ops/s** on PostgreSQL vs **" v(m "Cycle64/sqlite:ops/s") " ops/s** on SQLite; single-threaded acquire+release " ms2(m "AcquireRelease/postgres:ns/op") " ms vs " ms2(m "AcquireRelease/sqlite:ns/op") " ms |"
 		r = "e2e:Replicas:"
 		print "| 2-PG | " n(r "agents") " agents as in row 2 (a persistent SSH connection each, cycling acquire/renew/release), the sidecar on one fresh PostgreSQL database: through one replica, and through two sharing host and session keys (agents split evenly), alternating in rounds, " v(r "1-replica-seconds") " s vs " v(r "2-replicas-seconds") " s in all | two/one replica(s) = **" x(r "2-replicas/1-replica") "** | one replica **" v(r "1-replica-ops/s") " ops/s**, p50 **" v(r "1-replica-p50-ms") " ms**, p99 **" v(r "1-replica-p99-ms") " ms**; two replicas **" v(r "2-replicas-ops/s") " ops/s**, p50 **" v(r "2-replicas-p50-ms") " ms**, p99 **" v(r "2-replicas-p99-ms") " ms**; sidecars'"'"' CPU in cores " v(r "1-replica-sidecars-cores") " vs " v(r "2-replicas-sidecars-cores") "; " n(r "1-replica-exit75-retries") " vs " n(r "2-replicas-exit75-retries") " retried after exit 75 |"
+		print "| 8 | `help` over an open `collab-lease session` (the real OpenSSH client, its stdin and stdout) vs `ssh … collab-lease help` over a fresh OpenSSH connection, and a re-acquire of a held issue over the session, interleaved, medians of " n(sc "samples-each") " each | session/fresh = **" fx(r8) "** (goal ≤ 0.05×, at most 0.1×: " g8 "); re-acquire/fresh " x(sc "acquire/fresh") " | session `help` p50 " v(sc "session-help-p50-ms") " ms (p99 " v(sc "session-help-p99-ms") "), re-acquire p50 " v(sc "session-acquire-p50-ms") " ms (p99 " v(sc "session-acquire-p99-ms") "), fresh exec p50 " v(sc "fresh-exec-p50-ms") " ms |"
+		print "| 9 | " n(st "agents") " agents, one `collab-lease session` each (Go SSH clients), cycling acquire/renew/release lines for " v(st "seconds") " s, vs the ledger alone (row L) | ops/s ÷ ledger ops/s = " v(st "ops/s") " ÷ " v(L) " = **" fx(r9) "** (goal ≥ 0.7×, at least 0.5×: " g9a "; p99 ≤ 10 ms, at most 25: " g9b ") | **" v(st "ops/s") " ops/s**, p50 **" v(st "p50-ms") " ms**, p99 **" v(st "p99-ms") " ms** (" n(st "ops") " ops); sidecar " v(st "sidecar-cores") " cores |"
+		print "| 10 | " n(is "sessions") " sessions (Go SSH clients, the keys of 64 accounts, grace " v(is "grace-s") " s), each holding a claim, idle for four rounds of keepalives | heartbeat writes/s = **" v(is "heartbeat-writes/s") "** (one per session per grace/3: " v(is "heartbeat-writes/s-expected") ") | sidecar RSS idle " v(is "idle-RSS-MiB") " MiB, with the sessions **" v(is "sessions-RSS-MiB") " MiB** (" v(is "KiB/session") " KiB per session); " v(is "open-s") " s to open them and claim |"
+		mc = "e2e:MCPSession:"
+		print "| 11 | MCP tool calls (`claims`) through `git collab mcp`: git-collab of the last commit before sessions (an ssh process and a handshake per call) vs this tree'"'"'s (every call over one session), alternating rounds | after/before = **" x(mc "after/before") "** | before **" v(mc "before-calls/s") " calls/s**, after **" v(mc "after-calls/s") " calls/s** |"
 		print ""
 		print "## Before and after"
 		print ""
