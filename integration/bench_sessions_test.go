@@ -476,4 +476,3 @@ func buildGitCollabAt(ctx context.Context, rev, dir string) (string, error) {
 	}
 	return bin, nil
 }
-
