@@ -79,15 +79,20 @@ func (v *LeaseVerb) Session(ctx context.Context, c ConnInfo, line string, sio Se
 	case c.Crowded:
 		return v.logged(c, cmd, exitCode(errTooManyConnections), start)
 	}
-	openCtx, cancel := context.WithTimeout(ctx, sio.CommandTimeout)
-	who, err := v.Leases.Recheck(openCtx, c.Fingerprint, forgeUser(c))
-	if err != nil {
-		cancel()
-		return v.logged(c, cmd, exitCode(err), start)
-	}
-	who.Agent = cmd.Agent
-	ss, opened, err := v.Leases.OpenSession(openCtx, who, cmd.Grace, cmd.Resume)
-	cancel()
+	var (
+		who    lease.Viewer
+		ss     *lease.Session
+		opened contract.SessionOpened
+	)
+	lease.Shallow(func() {
+		openCtx, cancel := context.WithTimeout(ctx, sio.CommandTimeout)
+		defer cancel()
+		if who, err = v.Leases.Recheck(openCtx, c.Fingerprint, forgeUser(c)); err != nil {
+			return
+		}
+		who.Agent = cmd.Agent
+		ss, opened, err = v.Leases.OpenSession(openCtx, who, cmd.Grace, cmd.Resume)
+	})
 	if err != nil {
 		return v.logged(c, cmd, exitCode(err), start)
 	}
@@ -146,20 +151,12 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 	defer stop()
 	ran := make(chan error, 1)
 	go func() { ran <- s.ss.Run(runCtx, s.io.Every, s.io.Keepalive) }()
-	go func() {
-		for {
-			select {
-			case l := <-s.ss.Lost():
-				s.write(l)
-			case <-runCtx.Done():
-				return
-			}
-		}
-	}()
 	lines := make(chan input)
 	go s.read(runCtx, lines)
 	for {
 		select {
+		case l := <-s.ss.Lost():
+			s.write(l)
 		case in := <-lines:
 			s.ss.Alive()
 			switch {
@@ -170,7 +167,9 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 			case strings.TrimSpace(in.line) == "close":
 				return s.ended(ctx, true)
 			default:
-				s.writeLine(s.command(ctx, in.line))
+				var reply []byte
+				lease.Shallow(func() { reply = s.command(ctx, in.line) })
+				s.writeLine(reply)
 			}
 		case err := <-ran:
 			switch {
@@ -181,8 +180,7 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 			case errors.Is(err, lease.ErrSessionGone):
 				return Reply{Stderr: contract.LineSessionGone + "\n", Code: contract.ExitTempFail, Outcome: "session_gone"}
 			case errors.Is(err, lease.ErrSessionLost):
-				s.ss.Lose(context.WithoutCancel(ctx))
-				return Reply{Stderr: lineSessionLost + "\n", Code: contract.ExitTempFail, Outcome: "session_lost"}
+				return s.ended(ctx, false)
 			}
 			return s.ended(ctx, false)
 		case <-ctx.Done():
@@ -194,7 +192,12 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 // ended ends the session: cleanly (its claims released) when its client
 // said so (EOF, close) and is still there to be told; otherwise as a
 // loss, its claims kept for a grace after its last sign of life.
-func (s *sessionServer) ended(ctx context.Context, clean bool) Reply {
+func (s *sessionServer) ended(ctx context.Context, clean bool) (r Reply) {
+	lease.Shallow(func() { r = s.end(ctx, clean) })
+	return r
+}
+
+func (s *sessionServer) end(ctx context.Context, clean bool) Reply {
 	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.io.CommandTimeout)
 	defer cancel()
 	if errors.Is(context.Cause(ctx), ErrShuttingDown) {

@@ -189,7 +189,7 @@ func (ss *Session) Run(ctx context.Context, every time.Duration, keepalive func(
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-ss.wake:
-			ss.check(ctx)
+			Shallow(func() { ss.check(ctx) })
 		case <-answered:
 			asking = false
 			ss.Alive()
@@ -246,7 +246,8 @@ func (ss *Session) beat(ctx context.Context) error {
 	if left <= 0 {
 		return nil
 	}
-	_, err := ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left)
+	var err error
+	Shallow(func() { _, err = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left) })
 	switch {
 	case err == nil:
 		ss.s.heartbeats.Add(1)
@@ -469,4 +470,19 @@ func (ss *Session) tell(ctx context.Context, l contract.Lost) {
 	case ss.lost <- l:
 	case <-ctx.Done():
 	}
+}
+
+// Shallow runs f on a goroutine of its own and waits for it. A session's
+// goroutines live as long as it does, mostly idle, and a goroutine's
+// stack keeps the depth its deepest call reached (a ledger write is deep:
+// gorm, database/sql, the driver) until a collection shrinks it; so the
+// deep calls of a long-lived goroutine run on short-lived ones, and a
+// thousand idle sessions cost what their shallow loops do.
+func Shallow(f func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	<-done
 }
