@@ -4,6 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -354,5 +359,184 @@ func TestSessionResumeKeepsTheTokenAgainstGitea(t *testing.T) {
 	}
 	if tn := sw.lastTenure(n); tn["token"] != float64(token) || tn["ended_by"] != nil {
 		t.Fatalf("history after the resume: %v, want tenure %d not ended", tn, token)
+	}
+}
+
+// collabRun is one `git collab run` started in a checkout.
+type collabRun struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	done           chan struct{}
+	code           int
+}
+
+// startRun starts `git collab args...` in c without waiting for it; it is
+// killed, if it still runs, when the test ends.
+func startRun(t *testing.T, c *checkout, args ...string) *collabRun {
+	t.Helper()
+	r := &collabRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r.cmd = exec.Command("git", append([]string{"collab"}, args...)...)
+	r.cmd.Dir, r.cmd.Env, r.cmd.Stdout, r.cmd.Stderr = c.dir, c.env, r.stdout, r.stderr
+	if err := r.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := r.cmd.Wait()
+		r.code = -1
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.code = ee.ExitCode()
+		} else if err == nil {
+			r.code = 0
+		}
+		close(r.done)
+	}()
+	t.Cleanup(func() {
+		_ = r.cmd.Process.Kill()
+		<-r.done
+	})
+	return r
+}
+
+// wait waits (at most d) for the run to exit and returns its exit status.
+func (r *collabRun) wait(t *testing.T, d time.Duration) int {
+	t.Helper()
+	select {
+	case <-r.done:
+		return r.code
+	case <-time.After(d):
+		t.Fatalf("git collab run still runs after %s; stderr %q", d, r.stderr.String())
+	}
+	return -1
+}
+
+// waitPIDs waits for a command to write its process ids, one line, to
+// path (written whole: it renames it into place).
+func waitPIDs(t *testing.T, r *collabRun, path string) []int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, err := os.ReadFile(path); err == nil {
+			var pids []int
+			for _, f := range strings.Fields(string(b)) {
+				pid, err := strconv.Atoi(f)
+				if err != nil {
+					t.Fatalf("%s: %v", path, err)
+				}
+				pids = append(pids, pid)
+			}
+			return pids
+		}
+		select {
+		case <-r.done:
+			t.Fatalf("git collab run exited %d before its command started; stderr %q", r.code, r.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the command did not start within 30s; stderr %q", r.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func running(t *testing.T, pid int) bool {
+	t.Helper()
+	ok, err := Running(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// A repository admin's force-release of the claim git collab run holds
+// stops its command within 2 s: the command's whole process group gets
+// SIGTERM, one line on stderr says why, and git collab run exits 4.
+func TestGitCollabRunStopsItsCommandOnForceReleaseAgainstGitea(t *testing.T) {
+	sw := newSessionWorld(t)
+	n := sw.issue()
+	c := newCheckout(t, sw.s, sw.bot, "git@127.0.0.1:"+sw.repo.FullName()+".git", viaEnv)
+	dir := t.TempDir()
+	r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
+		`sleep 60 & echo "$$ $!" >"$1/pids.tmp"; mv "$1/pids.tmp" "$1/pids"; wait`, "sh", dir)
+	pids := waitPIDs(t, r, filepath.Join(dir, "pids"))
+	if len(pids) != 2 || !running(t, pids[0]) || !running(t, pids[1]) {
+		t.Fatalf("the command's processes %v", pids)
+	}
+	held := sw.listed(n)
+	if held == nil || held["holder"] != sw.bot.Login {
+		t.Fatalf("list while the command runs: %v, want the issue held by %s", held, sw.bot.Login)
+	}
+
+	// Olivia, of the organization's Owners team, is an admin of the
+	// repository.
+	forced := time.Now()
+	force := run(t, sw.s, sw.w.Olivia, lease("release", sw.repo, n, "--force"))
+	expect(t, force, 0, "olivia force-releases the claim")
+	code := r.wait(t, 2*time.Second)
+	for _, pid := range pids {
+		for running(t, pid) {
+			if time.Since(forced) > 2*time.Second {
+				t.Fatalf("process %d of the command still runs %s after the force-release", pid, time.Since(forced))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	t.Logf("the command was stopped %s after the force-release", time.Since(forced).Round(time.Millisecond))
+	name := fmt.Sprintf("%s#%d", sw.repo.FullName(), n)
+	if code != 4 || !strings.Contains(r.stderr.String(), "git-collab: lost "+name+" (force_released); stopping the command\n") {
+		t.Fatalf("git collab run: exit %d, stderr %q; want exit 4 and the line saying the claim was force_released", code, r.stderr.String())
+	}
+	if tn := sw.lastTenure(n); tn["ended_by"] != "force_released" || tn["ended_by_login"] != sw.w.Olivia.Login {
+		t.Fatalf("history: %v", tn)
+	}
+}
+
+// git collab run's happy path: the command runs with the claim in its
+// environment (and git collab check with no arguments, inside it, says
+// the token is current), its exit status is run's, and the claim is
+// released when it exits.
+func TestGitCollabRunPassesTheExitStatusThroughAgainstGitea(t *testing.T) {
+	sw := newSessionWorld(t)
+	n := sw.issue()
+	c := newCheckout(t, sw.s, sw.bot, "git@127.0.0.1:"+sw.repo.FullName()+".git", viaEnv)
+	dir := t.TempDir()
+	r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
+		`env | grep '^COLLAB_' >"$1/env"; git collab check --json >"$1/check"; echo $? >>"$1/check"; exit 3`, "sh", dir)
+	if code := r.wait(t, 60*time.Second); code != 3 {
+		t.Fatalf("git collab run of a command that exits 3: exit %d, stderr %q", code, r.stderr.String())
+	}
+	if l := sw.listed(n); l != nil {
+		t.Fatalf("list right after git collab run exited: %v, want the issue free", l)
+	}
+	tn := sw.lastTenure(n)
+	if tn["holder"] != sw.bot.Login || tn["ended_by"] != "released" {
+		t.Fatalf("history: %v, want the run's tenure released", tn)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "env"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, kv := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		k, v, _ := strings.Cut(kv, "=")
+		env[k] = v
+	}
+	agent := fmt.Sprint(tn["agent"])
+	for k, want := range map[string]string{"COLLAB_REPO": sw.repo.FullName(), "COLLAB_ISSUE": fmt.Sprint(n),
+		"COLLAB_TOKEN": fmt.Sprint(tn["token"]), "COLLAB_HOLDER": sw.bot.Login, "COLLAB_AGENT": agent} {
+		if env[k] != want {
+			t.Errorf("the command's %s=%q, want %q (environment %v)", k, env[k], want, env)
+		}
+	}
+	// The default agent is <short host name>-<pid>.
+	if !regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*-[0-9]+$`).MatchString(agent) || env["COLLAB_SESSION"] == "" {
+		t.Errorf("the command's COLLAB_AGENT %q, COLLAB_SESSION %q", agent, env["COLLAB_SESSION"])
+	}
+	b, err = os.ReadFile(filepath.Join(dir, "check"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := string(b)
+	if !strings.HasSuffix(out, "\n0\n") || !strings.Contains(out, `"status":"current"`) || !strings.Contains(out, fmt.Sprintf(`"token":%v`, tn["token"])) {
+		t.Errorf("git collab check inside the command: %q, want current with the run's token, exit 0", out)
 	}
 }
