@@ -310,6 +310,7 @@ func TestSessionEOFReleasesAtOnceAgainstGitea(t *testing.T) {
 	n := sw.issue()
 	p := sw.open("--agent", "tidy", "--grace", "30s")
 	token := sw.acquire(p, n)
+	closed := time.Now()
 	if err := p.CloseInput(); err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +320,7 @@ func TestSessionEOFReleasesAtOnceAgainstGitea(t *testing.T) {
 	if err != nil || code != 0 {
 		t.Fatalf("ssh after EOF: exit %d, %v, stderr %q; want exit 0", code, err, stderr)
 	}
+	t.Logf("ssh exited %s after EOF", time.Since(closed).Round(time.Millisecond))
 	if l := sw.listed(n); l != nil {
 		t.Fatalf("list right after the session's EOF: %v, want the issue free", l)
 	}
@@ -456,7 +458,7 @@ func TestGitCollabRunStopsItsCommandOnForceReleaseAgainstGitea(t *testing.T) {
 	c := newCheckout(t, sw.s, sw.bot, "git@127.0.0.1:"+sw.repo.FullName()+".git", viaEnv)
 	dir := t.TempDir()
 	r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
-		`sleep 60 & echo "$$ $!" >"$1/pids.tmp"; mv "$1/pids.tmp" "$1/pids"; wait`, "sh", dir)
+		`trap 'echo TERM >"$1/signal"; exit 143' TERM; sleep 60 & echo "$$ $!" >"$1/pids.tmp"; mv "$1/pids.tmp" "$1/pids"; wait`, "sh", dir)
 	pids := waitPIDs(t, r, filepath.Join(dir, "pids"))
 	if len(pids) != 2 || !running(t, pids[0]) || !running(t, pids[1]) {
 		t.Fatalf("the command's processes %v", pids)
@@ -471,7 +473,7 @@ func TestGitCollabRunStopsItsCommandOnForceReleaseAgainstGitea(t *testing.T) {
 	forced := time.Now()
 	force := run(t, sw.s, sw.w.Olivia, lease("release", sw.repo, n, "--force"))
 	expect(t, force, 0, "olivia force-releases the claim")
-	code := r.wait(t, 2*time.Second)
+	code := r.wait(t, time.Until(forced.Add(2*time.Second)))
 	for _, pid := range pids {
 		for running(t, pid) {
 			if time.Since(forced) > 2*time.Second {
@@ -481,6 +483,9 @@ func TestGitCollabRunStopsItsCommandOnForceReleaseAgainstGitea(t *testing.T) {
 		}
 	}
 	t.Logf("the command was stopped %s after the force-release", time.Since(forced).Round(time.Millisecond))
+	if b, err := os.ReadFile(filepath.Join(dir, "signal")); err != nil || string(b) != "TERM\n" {
+		t.Fatalf("the command's shell was not sent SIGTERM: %q, %v", b, err)
+	}
 	name := fmt.Sprintf("%s#%d", sw.repo.FullName(), n)
 	if code != 4 || !strings.Contains(r.stderr.String(), "git-collab: lost "+name+" (force_released); stopping the command\n") {
 		t.Fatalf("git collab run: exit %d, stderr %q; want exit 4 and the line saying the claim was force_released", code, r.stderr.String())
