@@ -17,9 +17,10 @@ import (
 
 // git collab mcp end to end: an MCP client of the official SDK starts
 // `git collab mcp` in a real checkout, as a coding agent's host would,
-// and talks to it over the subprocess's stdin and stdout; each tool call
-// runs the real OpenSSH client against a real sidecar serving the shared
-// Gitea.
+// and talks to it over the subprocess's stdin and stdout; its first tool
+// call opens one session (the real OpenSSH client running `collab-lease
+// session` against a real sidecar serving the shared Gitea), and every
+// call goes over it.
 
 // mcpAgent is an MCP client session with `git collab mcp` in c.
 type mcpAgent struct {
@@ -102,9 +103,10 @@ func toolError(a *mcpAgent, tool string, args map[string]any) string {
 
 // An agent given only the tools claims the next free issue, renews it,
 // checks its token and releases it; an issue held by another is an
-// ordinary answer naming the holder, and so is a lapsed claim's renew;
-// an unknown issue is a tool error with the sidecar's line, and Gitea
-// down is a temporary one that says how long to wait.
+// ordinary answer naming the holder, and so is the renew of a claim that
+// lapsed at its ttl; an unknown issue is a tool error with the sidecar's
+// line, and Gitea down is a temporary one that says how long to wait.
+// Every call goes over one session: one ssh for the whole conversation.
 func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 	s, w := newSidecar(t, "--key-cache-ttl", "0", "--perm-cache-ttl", "0", "--forge-timeout", "2s")
 	g, _, _ := shared(t)
@@ -128,10 +130,12 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 
-	// next skips the held issue and claims the free one.
+	// next skips the held issue and claims the free one. The session
+	// keeps the claim alive, so its expiry is the session's rolling one
+	// (a grace ahead), which the ttl only caps.
 	got := answer[contract.Tenure](a, "next", map[string]any{"ttl": "10m"})
 	if got.Status != contract.StatusAcquired || got.Repo != repo.FullName() || got.Issue != free || got.Holder != agent.Login ||
-		got.Token < 1 || got.ExpiresAt == nil {
+		got.Token < 1 || got.ExpiresAt == nil || time.Until(time.Time(*got.ExpiresAt)) > 10*time.Minute {
 		t.Fatalf("next: %+v", got)
 	}
 	token, firstExpiry := got.Token, time.Time(*got.ExpiresAt)
@@ -141,7 +145,7 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 
 	renewed := answer[contract.Tenure](a, "renew", map[string]any{"issue": free, "ttl": "20m"})
 	if renewed.Status != contract.StatusRenewed || renewed.Token != token || renewed.ExpiresAt == nil ||
-		time.Time(*renewed.ExpiresAt).Sub(firstExpiry) < 9*time.Minute {
+		time.Time(*renewed.ExpiresAt).Before(firstExpiry) {
 		t.Fatalf("renew: %+v (first expiry %s)", renewed, firstExpiry)
 	}
 	current := answer[contract.Tenure](a, "check", map[string]any{"issue": free, "token": token})
@@ -178,12 +182,21 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 		t.Fatalf("history: %+v", history)
 	}
 
-	// A claim that lapsed is not yours: renew says so, as an answer.
+	// A claim that lapsed is not yours: renew says so, as an answer. In
+	// a session a ttl caps the claim's whole life, so a claim for a
+	// second lapses at its cap although the session is alive; check (which
+	// extends nothing) tells when.
 	short := answer[contract.Tenure](a, "claim", map[string]any{"issue": free, "ttl": "1s"})
 	if short.Status != contract.StatusAcquired || short.Token <= token {
 		t.Fatalf("claim again: %+v", short)
 	}
-	time.Sleep(time.Until(time.Time(*short.ExpiresAt).Add(100 * time.Millisecond)))
+	deadline := time.Now().Add(10 * time.Second)
+	for answer[contract.Stale](a, "check", map[string]any{"issue": free, "token": short.Token}).Status != contract.StatusStale {
+		if time.Now().After(deadline) {
+			t.Fatalf("a claim with a ttl of 1s is still current 10s later: %+v", short)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	lapsed := answer[contract.Conflict](a, "renew", map[string]any{"issue": free, "ttl": "10m"})
 	if lapsed.Status != contract.StatusNotHolder || lapsed.Holder != nil {
 		t.Fatalf("renew of a lapsed claim: %+v", lapsed)
@@ -217,6 +230,9 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 	list = answer[contract.List](a, "claims", nil)
 	if len(list.Leases) != 2 || list.Leases[0].Holder != other.Login || list.Leases[1].Holder != other.Login {
 		t.Fatalf("claims after the outage: %+v", list)
+	}
+	if opened := strings.Count(s.Logs(), `msg="session opened" user=`+agent.Login+" "); opened != 1 {
+		t.Fatalf("git collab mcp opened %d sessions, want one for every call", opened)
 	}
 }
 

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -39,4 +41,20 @@ func CPUTime(pid int) (time.Duration, error) {
 		ticks += n
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
+// Running says whether process pid exists and has not ended: a zombie
+// (ended, not yet reaped) is not running.
+func Running(pid int) (bool, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	// The state follows the command name, which is in parentheses.
+	s := string(b)
+	state := strings.TrimSpace(s[strings.LastIndexByte(s, ')')+1:])
+	return !strings.HasPrefix(state, "Z") && !strings.HasPrefix(state, "X"), nil
 }
