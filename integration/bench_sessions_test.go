@@ -306,6 +306,16 @@ func BenchmarkIdleSessions(b *testing.B) {
 		time.Sleep(4 * grace / 3)
 		beats1, at1 := gauge(b, s, "collab_lease_session_heartbeats_total"), time.Now()
 		loaded := vmRSS(b, s.PID())
+		if addr := os.Getenv("BENCH_SIDECAR_PPROF"); addr != "" {
+			for _, p := range []string{"heap", "goroutine?debug=1"} {
+				resp, err := http.Get("http://" + addr + "/debug/pprof/" + p)
+				if err == nil {
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					_ = os.WriteFile("/tmp/prof-"+strings.Split(p, "?")[0], body, 0o644)
+				}
+			}
+		}
 		if live := gauge(b, s, "collab_lease_live_leases"); live < idleSessions {
 			b.Fatalf("%v live leases after idling, want the %d sessions' claims", live, idleSessions)
 		}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	gossh "golang.org/x/crypto/ssh"
+
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 )
@@ -33,7 +35,10 @@ type Sessioned interface {
 // SessionIO is what a session runs on.
 type SessionIO struct {
 	Lines io.Reader // the channel's stdin
-	Out   io.Writer // its stdout, under the server's write deadline
+	// Requests are the channel's further requests, to refuse; closed
+	// when the client closes the channel or the connection goes.
+	Requests <-chan *gossh.Request
+	Out      io.Writer // its stdout, under the server's write deadline
 	// Keepalive sends a keepalive request on the connection and returns
 	// once the client has answered it (an error: it cannot).
 	Keepalive func() error
@@ -149,14 +154,32 @@ type input struct {
 func (s *sessionServer) serve(ctx context.Context) Reply {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	// The session's commands end when it does: its connection stopped
+	// answering, or the ledger let it go.
+	cmdCtx, stopCmds := context.WithCancel(ctx)
+	defer stopCmds()
 	ran := make(chan error, 1)
-	go func() { ran <- s.ss.Run(runCtx, s.io.Every, s.io.Keepalive) }()
+	go func() {
+		err := s.ss.Run(runCtx, s.io.Every, s.io.Keepalive)
+		stopCmds()
+		ran <- err
+	}()
 	lines := make(chan input)
 	go s.read(runCtx, lines)
+	reqs := s.io.Requests
 	for {
 		select {
 		case l := <-s.ss.Lost():
 			s.write(l)
+		case req, ok := <-reqs:
+			if !ok {
+				// The channel is gone (closed by the client, or with its
+				// connection): no clean end was asked for.
+				return s.ended(ctx, false)
+			}
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
 		case in := <-lines:
 			s.ss.Alive()
 			switch {
@@ -168,7 +191,7 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 				return s.ended(ctx, true)
 			default:
 				var reply []byte
-				lease.Shallow(func() { reply = s.command(ctx, in.line) })
+				lease.Shallow(func() { reply = s.command(cmdCtx, in.line) })
 				s.writeLine(reply)
 			}
 		case err := <-ran:
@@ -234,16 +257,26 @@ func (s *sessionServer) answers(d time.Duration) bool {
 
 // read hands the session each line of its stdin, then its end.
 func (s *sessionServer) read(ctx context.Context, out chan<- input) {
-	br := bufio.NewReaderSize(s.io.Lines, contract.MaxCommandLen+2)
+	// A small buffer: a thousand idle sessions each have one. A line
+	// longer than it is put together piece by piece, up to the longest
+	// command there is.
+	br := bufio.NewReaderSize(s.io.Lines, 256)
 	for {
 		b, err := br.ReadSlice('\n')
+		long := false
+		if errors.Is(err, bufio.ErrBufferFull) {
+			whole := append([]byte{}, b...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				b, err = br.ReadSlice('\n')
+				if len(whole) <= contract.MaxCommandLen+2 {
+					whole = append(whole, b...)
+				}
+			}
+			b, long = whole, len(whole) > contract.MaxCommandLen+2
+		}
 		in := input{line: strings.TrimRight(string(b), "\r\n")}
 		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			// Too long: the rest of the line goes unread.
-			for errors.Is(err, bufio.ErrBufferFull) {
-				_, err = br.ReadSlice('\n')
-			}
+		case long:
 			in = input{tooLong: true}
 		case err != nil && len(b) == 0:
 			in = input{eof: true}

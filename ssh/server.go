@@ -301,8 +301,26 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 	} else {
 		c.idle.arm()
 	}
-	go gossh.DiscardRequests(reqs) // tcpip-forward and friends: refused
-	for ch := range chans {
+	for {
+		// Global requests (tcpip-forward and friends) are refused on this
+		// goroutine: one goroutine fewer per connection.
+		var ch gossh.NewChannel
+		select {
+		case req, ok := <-reqs:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			if req.WantReply {
+				_ = req.Reply(false, nil)
+			}
+			continue
+		case c, ok := <-chans:
+			if !ok {
+				return
+			}
+			ch = c
+		}
 		if ch.ChannelType() != "session" {
 			_ = ch.Reject(gossh.Prohibited, "only exec sessions are served")
 			continue

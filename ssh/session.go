@@ -68,10 +68,11 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 // serveSession runs an agent session (Sessioned) on ch: a command that
 // lasts as long as its client wants, with no timeout of its own; it
 // ends when the client closes the channel or goes away, or at shutdown.
+// The session refuses the channel's further requests itself (no
+// goroutine of watchSession's for each of a thousand idle sessions).
 func (s *Server) serveSession(c *serverConn, ch gossh.Channel, reqs <-chan *gossh.Request, h Sessioned, line string) {
 	defer s.endCommand(c)
 	ctx, cancel := context.WithCancel(s.stopping)
-	go s.watchSession(c, reqs, cancel, false)
 	keepalive := func() error {
 		if c.ssh == nil {
 			return errors.New("no connection")
@@ -80,7 +81,7 @@ func (s *Server) serveSession(c *serverConn, ch gossh.Channel, reqs <-chan *goss
 		_, _, err := c.ssh.SendRequest("keepalive@openssh.com", true, nil)
 		return err
 	}
-	r := h.Session(ctx, c.info, line, SessionIO{Lines: ch, Out: s.writer(c, ch), Keepalive: keepalive,
+	r := h.Session(ctx, c.info, line, SessionIO{Lines: ch, Requests: reqs, Out: s.writer(c, ch), Keepalive: keepalive,
 		Every: s.IdleTimeout / 2, CommandTimeout: s.CommandTimeout})
 	cancel()
 	s.send(c, ch, r)

@@ -92,7 +92,7 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 	if grace == 0 {
 		grace = models.DefaultGrace
 	}
-	ss := &Session{s: s, who: v, lost: make(chan contract.Lost, 64), wake: make(chan struct{}, 1), alive: make(chan struct{}, 1),
+	ss := &Session{s: s, who: v, lost: make(chan contract.Lost, 4), wake: make(chan struct{}, 1), alive: make(chan struct{}, 1),
 		claims: map[models.Key]*claim{}}
 	var leases []models.Lease
 	var err error
