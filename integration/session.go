@@ -176,4 +176,3 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return string(b.b)
 }
-
