@@ -381,17 +381,21 @@ func (ss *Session) heard(set changes.Set) {
 }
 
 // check looks again at the session's claims: each that is no longer its
-// live lease has ended, and is told to the connection.
+// live lease has ended, and is told to the connection. Only a claim that
+// was the session's before the ledger was read is judged by that read: a
+// claim tracked since (the session released the issue and claimed it
+// again meanwhile) is newer than what the read saw, and track has poked
+// another look at it.
 func (ss *Session) check(ctx context.Context) {
 	ss.mu.Lock()
-	keys := make([]models.Key, 0, len(ss.claims))
+	before := make(map[models.Key]*claim, len(ss.claims))
 	for k, c := range ss.claims {
 		if !c.leaving {
-			keys = append(keys, k)
+			before[k] = c
 		}
 	}
 	ss.mu.Unlock()
-	for _, k := range keys {
+	for k, was := range before {
 		cur, err := ss.s.ledger.Current(ctx, k)
 		if err != nil {
 			ss.poke() // the ledger did not answer: look again
@@ -405,7 +409,7 @@ func (ss *Session) check(ctx context.Context) {
 		}
 		ss.mu.Unlock()
 		switch {
-		case c == nil || mine.leaving:
+		case c != was || mine.leaving:
 			continue
 		case cur != nil && cur.Token == mine.token && cur.Session == ss.ref.ID:
 			continue // still the session's

@@ -168,3 +168,73 @@ func TestResumedSessionMovesAndTellsLosses(t *testing.T) {
 		t.Fatal("no lost line for the handed-off claim")
 	}
 }
+
+// heldCurrent is a ledger whose next Current, once armed, is held: it
+// says it entered, reads the ledger when told to, and returns what it
+// read when told to again, as a read overtaken by later commits would.
+type heldCurrent struct {
+	*models.Store
+	armed         atomic.Bool
+	entered, read chan struct{}
+	release       chan struct{}
+	calls         atomic.Int64
+}
+
+func (l *heldCurrent) Current(ctx context.Context, k models.Key) (*models.Lease, error) {
+	defer l.calls.Add(1)
+	if !l.armed.CompareAndSwap(true, false) {
+		return l.Store.Current(ctx, k)
+	}
+	l.entered <- struct{}{}
+	<-l.read
+	cur, err := l.Store.Current(ctx, k)
+	<-l.release
+	return cur, err
+}
+
+// A session that releases its claim and claims the issue again while a
+// look at its claims is reading the ledger is told of no loss: the read
+// saw the issue free between the two, but the new claim is newer than
+// that read.
+func TestSessionReclaimDuringALookIsNoLoss(t *testing.T) {
+	w := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme()})
+	l := &heldCurrent{Store: w.Ledger, entered: make(chan struct{}), read: make(chan struct{}), release: make(chan struct{})}
+	svc := leasetest.NewService(t, w.Forge, l, w.Clock)
+	v := w.As("alice")
+	v.Agent = "a1"
+	ss, _, err := svc.OpenSession(t.Context(), v, 10*time.Second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answering atomic.Bool
+	answering.Store(true)
+	ran := runSession(t, ss, &answering)
+	l.armed.Store(true)
+	first, err := svc.Acquire(t.Context(), ss.Viewer(), "acme", "widgets", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-l.entered // the look the acquire asked for, at tenure 1
+	if _, err := svc.Release(t.Context(), ss.Viewer(), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	l.read <- struct{}{} // it reads the issue free
+	again, err := svc.Acquire(t.Context(), ss.Viewer(), "acme", "widgets", 1, 0)
+	if err != nil || again.Token != first.Token+1 {
+		t.Fatalf("acquire again: %+v %v", again, err)
+	}
+	calls := l.calls.Load()
+	l.release <- struct{}{}
+	// The new claim's own look reads the ledger after it.
+	leasetest.WaitFor(t, "another look at the claim, or a lost line", func() bool { return l.calls.Load() >= calls+2 || len(ss.Lost()) > 0 })
+	select {
+	case lost := <-ss.Lost():
+		t.Fatalf("told %+v, while the session holds tenure %d", lost, again.Token)
+	case err := <-ran:
+		t.Fatalf("Run ended: %v", err)
+	default:
+	}
+	if cur, _ := w.Ledger.Current(t.Context(), models.Key{RepoID: 1, Issue: 1}); cur == nil || cur.Token != again.Token || cur.Session != ss.Ref().ID {
+		t.Fatalf("the ledger: %+v", cur)
+	}
+}
