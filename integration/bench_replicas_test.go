@@ -53,7 +53,7 @@ func BenchmarkReplicas(b *testing.B) {
 	// half of them on the second (the first half's connections are the
 	// same in both).
 	cmds := cycleCommands(w, issues)
-	loads := [2]cycleLoad{{make([]*ssh.Client, len(agents)), cmds}, {make([]*ssh.Client, len(agents)), cmds}}
+	loads := [2]cycleLoad{{conns: make([]*ssh.Client, len(agents)), cmds: cmds}, {conns: make([]*ssh.Client, len(agents)), cmds: cmds}}
 	for i, u := range agents {
 		loads[0].conns[i] = dialB(b, replicas[0], u)
 		loads[1].conns[i] = loads[0].conns[i]

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -188,43 +187,11 @@ func BenchmarkSessionThroughput(b *testing.B) {
 			cmds[i][v] = strings.TrimPrefix(cmds[i][v], "collab-lease ")
 		}
 	}
-	run := func(d time.Duration, st *cycleStats) error {
-		lat := make([][3][]time.Duration, len(sessions))
-		var mu sync.Mutex
-		var failed error
-		var wg sync.WaitGroup
-		start := time.Now()
-		deadline := start.Add(d)
-		for i := range sessions {
-			wg.Go(func() {
-				for n := 0; time.Now().Before(deadline); n = (n + 1) % 3 {
-					t0 := time.Now()
-					r, err := sessions[i].do(cmds[i][n])
-					for err == nil && exitOf(r) == 75 && time.Now().Before(deadline) {
-						r, err = sessions[i].do(cmds[i][n])
-					}
-					if err == nil && exitOf(r) != 0 {
-						err = fmt.Errorf("%s: %v", cmds[i][n], r)
-					}
-					if err != nil {
-						mu.Lock()
-						failed = err
-						mu.Unlock()
-						return
-					}
-					lat[i][n] = append(lat[i][n], time.Since(t0))
-				}
-			})
-		}
-		wg.Wait()
-		st.elapsed += time.Since(start)
-		for i := range lat {
-			for v := range 3 {
-				st.byVerb[v] = append(st.byVerb[v], lat[i][v]...)
-			}
-		}
-		return failed
-	}
+	load := cycleLoad{cmds: cmds, send: func(i int, cmd string) (int, string, error) {
+		r, err := sessions[i].do(cmd)
+		return exitOf(r), fmt.Sprint(r), err
+	}}
+	run := load.run
 	var warm cycleStats
 	if err := run(time.Second, &warm); err != nil {
 		b.Fatal(err)

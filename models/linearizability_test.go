@@ -433,30 +433,39 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 		{"handoff keeps the token", func(s *Store) linLedger { return handoffKeepsToken{s} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			// A broken store shows itself only when the run happens to
-			// interleave the wrong way; give it three runs to do so.
-			for attempt := 1; ; attempt++ {
-				seed := linSeed(t)
-				clock := &linClock{}
-				clock.sec.Store(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC).Unix())
-				s, err := Open(t.TempDir()+"/collab.db", WithClock(clock), WithBusyTimeout(30*time.Second))
-				if err != nil {
-					t.Fatal(err)
-				}
-				run := runLinearizability(t, clock, []linLedger{tc.wrap(s)}, 16, 200, seed)
-				_ = s.Close()
-				if t.Failed() {
-					return
-				}
-				res := leasemodel.Check(t, linModel, run.history, 2*time.Minute, false)
-				if res == porcupine.Illegal {
-					return
-				}
-				if attempt == 3 {
-					t.Fatalf("seed %d: the checker called the broken store's history %s three times, want Illegal", seed, res)
-				}
-			}
+			mustCatch(t, func(clock *linClock, s *Store, seed int64) linRun {
+				return runLinearizability(t, clock, []linLedger{tc.wrap(s)}, 16, 200, seed)
+			})
 		})
+	}
+}
+
+// mustCatch runs a workload on a broken store (run: on a new ledger on
+// the clock, with the seed) and fails t unless the checker calls its
+// history Illegal. A broken store shows itself only when the run happens
+// to interleave the wrong way; it is given three runs to do so.
+func mustCatch(t *testing.T, run func(clock *linClock, s *Store, seed int64) linRun) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		seed := linSeed(t)
+		clock := &linClock{}
+		clock.sec.Store(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC).Unix())
+		s, err := Open(t.TempDir()+"/collab.db", WithClock(clock), WithBusyTimeout(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := run(clock, s, seed)
+		_ = s.Close()
+		if t.Failed() {
+			return
+		}
+		res := leasemodel.Check(t, linModel, r.history, 2*time.Minute, false)
+		if res == porcupine.Illegal {
+			return
+		}
+		if attempt == 3 {
+			t.Fatalf("seed %d: the checker called the broken store's history %s three times, want Illegal", seed, res)
+		}
 	}
 }
 
