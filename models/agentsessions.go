@@ -455,6 +455,20 @@ func inSession(tx *gorm.DB, h Holder, ttl time.Duration, now int64) (session str
 	return h.Session.ID, &e, capAt, nil
 }
 
+// stayInSession is what a re-acquire or renew by the holder outside the
+// session does to a live lease its session keeps (a command run under
+// `git collab run`, as its agent, without the session): the session
+// still keeps it, and the call's ttl, if any, caps its life from now
+// (0: no cap).
+func stayInSession(row leaseRow, ttl time.Duration, now int64) (session string, expires, capAt *int64) {
+	capAt = expiry(now, ttl)
+	e := *row.ExpiresAt
+	if capAt != nil && *capAt < e {
+		e = *capAt
+	}
+	return row.Session, &e, capAt
+}
+
 // lapse records, before the ledger changes a row whose session's tenure
 // has lapsed, when and how it lapsed: the history cannot tell from its
 // events, since the session moved its expiry without any.

@@ -304,3 +304,32 @@ func TestSessionsRace(t *testing.T) {
 		}
 	})
 }
+
+// A renew by the session's holder outside the session (a command run
+// under `git collab run`) leaves the claim with the session, capped by
+// the renew's ttl; heartbeats still keep it, up to that cap.
+func TestRenewOutsideTheSessionKeepsItThere(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, clock, _ := e.open(t)
+		bot := Holder{ID: 7, Login: "bot", Agent: "a1"}
+		ref := openSession(t, s, bot, 10*time.Second)
+		k := Key{RepoID: 1, Issue: 42}
+		if _, err := s.Acquire(bg, k, inSessionOf(bot, ref), 0, issueObs); err != nil {
+			t.Fatal(err)
+		}
+		l, err := s.Renew(bg, k, bot, 20*time.Second)
+		if err != nil || l.Session != ref.ID || !l.ExpiresAt.Equal(clock.Now().Add(10*time.Second)) {
+			t.Fatalf("renew outside the session: %+v %v, want still the session's, expiry unchanged", l, err)
+		}
+		for range 5 {
+			clock.Advance(3 * time.Second)
+			if n, err := s.Heartbeat(bg, ref, bot, 10*time.Second); err != nil || n != 1 {
+				t.Fatalf("heartbeat: %d %v", n, err)
+			}
+		}
+		cur, _ := s.Current(bg, k)
+		if cur == nil || !cur.ExpiresAt.Equal(clock.Now().Add(5*time.Second)) {
+			t.Fatalf("after 15 s of heartbeats: %+v, want live until the renew's cap (20 s after it)", cur)
+		}
+	})
+}

@@ -131,6 +131,9 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 	if err != nil {
 		return Lease{}, err
 	}
+	if live && h.Session == nil && row.Session != "" {
+		session, expires, capAt = stayInSession(row, ttl, now)
+	}
 	if found && !live {
 		if err := lapse(tx, row, now); err != nil {
 			return Lease{}, err
@@ -184,6 +187,9 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 		session, expires, capAt, err := inSession(tx, h, ttl, now)
 		if err != nil {
 			return err
+		}
+		if h.Session == nil && row.Session != "" {
+			session, expires, capAt = stayInSession(row, ttl, now)
 		}
 		row.Holder, row.ExpiresAt, row.Session, row.CapAt = &h.Login, expires, session, capAt
 		if err := store(tx, row, true); err != nil {

@@ -103,8 +103,12 @@ func (v *LeaseVerb) Session(ctx context.Context, c ConnInfo, line string, sio Se
 	}
 	s := &sessionServer{v: v, c: c, ss: ss, io: sio}
 	s.write(opened)
+	claims := 0
+	if opened.Leases != nil {
+		claims = len(*opened.Leases)
+	}
 	v.logger().Info("session opened", "user", who.Login, "agent", who.Agent, "session", opened.Session,
-		"grace_seconds", opened.GraceSeconds, "resumed", cmd.Resume != "", "claims", len(opened.Leases))
+		"grace_seconds", opened.GraceSeconds, "resumed", cmd.Resume != "", "claims", claims)
 	r := s.serve(ctx)
 	v.logger().Info("session ended", "user", who.Login, "agent", who.Agent, "session", opened.Session,
 		"outcome", r.Outcome, "exit", r.Code, "duration_ms", time.Since(start).Milliseconds())
@@ -154,8 +158,9 @@ type input struct {
 func (s *sessionServer) serve(ctx context.Context) Reply {
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	defer s.ss.Close()
 	// The session's commands end when it does: its connection stopped
-	// answering, or the ledger let it go.
+	// answering or went away, or the ledger let it go.
 	cmdCtx, stopCmds := context.WithCancel(ctx)
 	defer stopCmds()
 	ran := make(chan error, 1)
@@ -167,49 +172,94 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 	lines := make(chan input)
 	go s.read(runCtx, lines)
 	reqs := s.io.Requests
+	// One command at a time, in order, on a goroutine of its own: while
+	// it runs (acquire --wait may take long), the loop still writes lost
+	// lines and hears the channel close; it reads no new line.
+	next := lines
+	replies := make(chan []byte, 1)
+	flush := func() {
+		for _, l := range s.ss.TakeLost() {
+			s.write(l)
+		}
+	}
+	end := func(clean bool) Reply {
+		stopCmds()
+		flush()
+		return s.ended(ctx, clean)
+	}
 	for {
 		select {
-		case l := <-s.ss.Lost():
-			s.write(l)
+		case <-s.ss.Told():
+			flush()
 		case req, ok := <-reqs:
 			if !ok {
 				// The channel is gone (closed by the client, or with its
 				// connection): no clean end was asked for.
-				return s.ended(ctx, false)
+				return end(false)
 			}
 			if req.WantReply {
 				_ = req.Reply(false, nil)
 			}
-		case in := <-lines:
-			s.ss.Alive()
+		case reply := <-replies:
+			s.writeLine(reply)
+			next = lines
+		case in := <-next:
 			switch {
 			case in.eof:
-				return s.ended(ctx, true)
+				// A closed stdin is the client's word only if it is still
+				// there to hear the answer (ended asks it); no sign of life.
+				return end(true)
 			case in.tooLong:
+				s.ss.Alive()
 				s.writeLine(errorLine(contract.ExitError, contract.ErrorLine("usage: command longer than 4096 bytes")))
 			case strings.TrimSpace(in.line) == "close":
-				return s.ended(ctx, true)
+				s.ss.Alive()
+				stopCmds()
+				flush()
+				return s.closed(ctx)
 			default:
-				var reply []byte
-				lease.Shallow(func() { reply = s.command(cmdCtx, in.line) })
-				s.writeLine(reply)
+				s.ss.Alive()
+				next = nil
+				go func() {
+					var reply []byte
+					lease.Shallow(func() { reply = s.command(cmdCtx, in.line) })
+					replies <- reply
+				}()
 			}
 		case err := <-ran:
+			flush()
 			switch {
 			case errors.Is(err, lease.ErrSessionIdle):
-				return s.ended(ctx, true)
+				return end(true)
 			case errors.Is(err, lease.ErrSessionMoved):
 				return Reply{Stderr: contract.LineSessionMoved + "\n", Code: contract.ExitTempFail, Outcome: "session_moved"}
 			case errors.Is(err, lease.ErrSessionGone):
 				return Reply{Stderr: contract.LineSessionGone + "\n", Code: contract.ExitTempFail, Outcome: "session_gone"}
-			case errors.Is(err, lease.ErrSessionLost):
-				return s.ended(ctx, false)
 			}
-			return s.ended(ctx, false)
+			return end(false)
 		case <-ctx.Done():
-			return s.ended(ctx, false)
+			return end(false)
 		}
 	}
+}
+
+// closed ends the session at its client's `close`: cleanly, without
+// asking whether the client is still there (it said so).
+func (s *sessionServer) closed(ctx context.Context) (r Reply) {
+	lease.Shallow(func() {
+		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.io.CommandTimeout)
+		defer cancel()
+		r = s.release(bg)
+	})
+	return r
+}
+
+// release is the clean end: the session's claims released.
+func (s *sessionServer) release(ctx context.Context) Reply {
+	if err := s.ss.End(ctx); err != nil && !errors.Is(err, lease.ErrSessionMoved) && !errors.Is(err, lease.ErrSessionGone) {
+		return exitCode(err)
+	}
+	return Reply{Outcome: "session_closed"}
 }
 
 // ended ends the session: cleanly (its claims released) when its client
@@ -234,11 +284,7 @@ func (s *sessionServer) end(ctx context.Context, clean bool) Reply {
 		s.ss.Lose(bg)
 		return Reply{Stderr: lineSessionLost + "\n", Code: contract.ExitTempFail, Outcome: "session_lost"}
 	}
-	if err := s.ss.End(bg); err != nil && !errors.Is(err, lease.ErrSessionMoved) && !errors.Is(err, lease.ErrSessionGone) {
-		r := exitCode(err)
-		return r
-	}
-	return Reply{Outcome: "session_closed"}
+	return s.release(bg)
 }
 
 // answers says whether the connection answers a keepalive within d.
@@ -278,7 +324,9 @@ func (s *sessionServer) read(ctx context.Context, out chan<- input) {
 		switch {
 		case long:
 			in = input{tooLong: true}
-		case err != nil && len(b) == 0:
+		case err != nil:
+			// The end of stdin; a line it cut short (a client killed
+			// while it wrote) is no command.
 			in = input{eof: true}
 		}
 		select {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -173,7 +174,8 @@ func TestMCPToolsAnswerAsGitCollabDoes(t *testing.T) {
 				if got := f.received(); len(got) != 1 || got[0] != want {
 					t.Fatalf("exit %s: the session received %q; git collab sends %q", r.code, got, want)
 				}
-				if args := f.conn(1).args; args[len(args)-1] != "collab-lease session --agent 'box-4242'" || args[4] != "alice@forge.example" {
+				if args := f.conn(1).args; args[len(args)-1] != "collab-lease session --agent 'box-4242'" || args[len(args)-2] != "alice@forge.example" ||
+					!slices.Contains(args, "ServerAliveInterval=5") {
 					t.Fatalf("ssh ran with %q", args)
 				}
 				txt := texts(res)

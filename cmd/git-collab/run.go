@@ -36,7 +36,7 @@ func (a *app) dialSession(t target, args sessionArgs, stderr io.Writer) func(con
 	return func(ctx context.Context, resume string, notify func(lostNotice)) (*session, error) {
 		sa := args
 		sa.resume = resume
-		argv := t.ssh.Args("-p", t.sidecar.Port, t.sidecar.Destination(), sa.line())
+		argv := t.ssh.Args(append(sa.aliveOptions(), "-p", t.sidecar.Port, t.sidecar.Destination(), sa.line())...)
 		s, err := openSession(ctx, argv, a.env, stderr, notify)
 		var ee *exec.Error
 		if errors.As(err, &ee) || errors.Is(err, os.ErrNotExist) {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,7 +100,7 @@ func TestRunPassesTheCommandsStatusAndReleases(t *testing.T) {
 				t.Fatalf("%d ssh runs; still claimed: %v", f.runs(), f.claimed(42))
 			}
 			args := f.conn(1).args
-			if got, want := args[len(args)-1], "collab-lease session --agent 'box-4242'"; got != want || args[0] != "-o" || args[3] != "2222" {
+			if got, want := args[len(args)-1], "collab-lease session --agent 'box-4242'"; got != want || args[0] != "-o" || args[len(args)-3] != "2222" || !slices.Contains(args, "ServerAliveCountMax=3") {
 				t.Fatalf("ssh ran with %q, want the exec %q", args, want)
 			}
 		})

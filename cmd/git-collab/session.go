@@ -102,6 +102,21 @@ type sessionArgs struct {
 	resume string // a session id to take over, or ""
 }
 
+// aliveOptions have ssh itself ask the sidecar, every sixth of the
+// grace, whether it is still there, and give up after three unanswered:
+// a connection that stopped answering without closing (a partition, a
+// suspended machine) ends ssh within half the grace, so the session is
+// resumed, or its loss noticed and the command stopped, before the
+// sidecar lets its claims go.
+func (s sessionArgs) aliveOptions() []string {
+	grace := 30 * time.Second
+	if d, err := contract.ParseDuration(s.grace, 168*time.Hour); err == nil && d > 0 {
+		grace = d
+	}
+	every := max(int(grace/time.Second)/6, 1)
+	return []string{"-o", fmt.Sprintf("ServerAliveInterval=%d", every), "-o", "ServerAliveCountMax=3"}
+}
+
 // line is the exec's command line, each value quoted as RemoteCommand's.
 func (s sessionArgs) line() string {
 	words := []string{"collab-lease", "session"}

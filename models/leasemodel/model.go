@@ -149,11 +149,25 @@ func Spec(s State, in Input, now int64) (Output, State) {
 	granted := func(s State) (Output, State) {
 		return Output{Result: OK, Holder: s.Holder, Agent: s.Agent, Token: s.Token, AcquiredAt: s.AcquiredAt, ExpiresAt: s.ExpiresAt, Session: s.Session}, s
 	}
+	// The holder is the account and the agent; any agent of the account
+	// (or the account itself) may release.
+	mine := s.Holder == in.Holder && s.Agent == in.Agent
+	ours := s.Holder == in.Holder
 	// A claim in a session expires a grace from now, never past its cap.
 	session, capAt := "", int64(0)
 	if in.Session != "" && (in.Kind == Acquire || in.Kind == Renew) {
 		session, capAt = in.Session, exp
 		exp = now + in.Left
+		if capAt != 0 {
+			exp = min(exp, capAt)
+		}
+	}
+	// A re-acquire or renew outside the session, by the holder, of a
+	// lease its session keeps: the session still keeps it, under the
+	// call's cap (none without a ttl).
+	if in.Session == "" && (in.Kind == Acquire || in.Kind == Renew) && live && mine && s.Session != "" {
+		session, capAt = s.Session, exp
+		exp = s.ExpiresAt
 		if capAt != 0 {
 			exp = min(exp, capAt)
 		}
@@ -171,10 +185,7 @@ func Spec(s State, in Input, now int64) (Output, State) {
 		s.Holder, s.Agent, s.AcquiredAt, s.ExpiresAt, s.Session, s.Cap = "", "", 0, 0, "", 0
 		return s
 	}
-	// The holder is the account and the agent; any agent of the account
-	// (or the account itself) may release.
-	mine := s.Holder == in.Holder && s.Agent == in.Agent
-	ours := s.Holder == in.Holder
+
 	switch in.Kind {
 	case Acquire:
 		switch {

@@ -312,8 +312,10 @@ type SessionOpened struct {
 	Session      string         `json:"session"`
 	Holder       string         `json:"holder"`
 	Agent        *string        `json:"agent"`
-	GraceSeconds int64          `json:"grace_seconds"`
-	Leases       []SessionLease `json:"leases,omitempty"`
+	GraceSeconds int64 `json:"grace_seconds"`
+	// Leases are a resumed session's claims (empty, not absent, if it
+	// kept none); nil for a new session.
+	Leases *[]SessionLease `json:"leases,omitempty"`
 }
 
 // SessionLease is one claim of a resumed session: a lease of List, with

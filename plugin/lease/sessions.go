@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,13 +57,16 @@ func WithMaxSessionsPerAccount(n int) Option { return func(s *Service) { s.maxSe
 type Session struct {
 	s     *Service
 	who   Viewer // the holder, without the session
-	lost  chan contract.Lost
+	// lost holds the lost lines not yet taken (TakeLost), never blocking
+	// Run; told is signalled when one is added.
+	told  chan struct{}
 	wake  chan struct{}
 	alive chan struct{}
 	unsub func()
 	done  sync.Once // close
 
 	mu     sync.Mutex
+	lost   []contract.Lost
 	ref    models.SessionRef
 	claims map[models.Key]*claim
 	seen   time.Time // the last sign of life
@@ -92,7 +96,7 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 	if grace == 0 {
 		grace = models.DefaultGrace
 	}
-	ss := &Session{s: s, who: v, lost: make(chan contract.Lost, 4), wake: make(chan struct{}, 1), alive: make(chan struct{}, 1),
+	ss := &Session{s: s, who: v, told: make(chan struct{}, 1), wake: make(chan struct{}, 1), alive: make(chan struct{}, 1),
 		claims: map[models.Key]*claim{}}
 	var leases []models.Lease
 	var err error
@@ -111,17 +115,19 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 	ss.seen, ss.beaten, ss.okAt = now, now, now
 	out := contract.SessionOpened{Status: contract.StatusSession, Session: ss.ref.ID, Holder: v.Login, Agent: contract.AgentPtr(v.Agent),
 		GraceSeconds: int64(ss.ref.Grace / time.Second)}
-	names := map[int64]string{}
-	for _, l := range leases {
-		name, ok := names[l.RepoID]
-		if !ok {
-			if name, err = s.forge.RepoName(ctx, l.RepoID); err != nil {
-				name = fmt.Sprint(l.RepoID) // the claim is still the session's; only its name is unknown
+	if resume != "" {
+		kept := []contract.SessionLease{}
+		names := map[int64]string{}
+		for _, l := range leases {
+			name, ok := names[l.RepoID]
+			if !ok {
+				name = s.repoNameFor(ctx, v, l.RepoID)
+				names[l.RepoID] = name
 			}
-			names[l.RepoID] = name
+			ss.claims[l.Key] = &claim{repo: name, token: l.Token}
+			kept = append(kept, contract.SessionLease{Repo: name, LeaseView: live.View(l)})
 		}
-		ss.claims[l.Key] = &claim{repo: name, token: l.Token}
-		out.Leases = append(out.Leases, contract.SessionLease{Repo: name, LeaseView: live.View(l)})
+		out.Leases = &kept
 	}
 	if len(ss.claims) == 0 {
 		ss.idle = now
@@ -135,6 +141,21 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 // the heartbeats they have written to the ledger (for metrics).
 func (s *Service) SessionCounts() (open, heartbeats int64) {
 	return s.sessionsOpen.Load(), s.heartbeats.Load()
+}
+
+// repoNameFor is the name of repository id as v may see it: its full
+// name if v may still read it, else only "#<id>" (the claim is still the
+// session's, but a repository v can no longer see, or one renamed
+// since, is not named to it).
+func (s *Service) repoNameFor(ctx context.Context, v Viewer, id int64) string {
+	if full, err := s.forge.RepoName(ctx, id); err == nil {
+		if owner, name, ok := strings.Cut(full, "/"); ok {
+			if r, err := s.repo(ctx, v, owner, name); err == nil && r.ID == id {
+				return r.FullName
+			}
+		}
+	}
+	return fmt.Sprintf("#%d", id)
 }
 
 // Ref is the session as the ledger knows it.
@@ -154,9 +175,22 @@ func (ss *Session) Viewer() Viewer {
 	return v
 }
 
-// Lost delivers a line for each claim of the session that ended by
-// anything but its own release, as it ends.
-func (ss *Session) Lost() <-chan contract.Lost { return ss.lost }
+// Told is signalled whenever a claim of the session has ended by
+// anything but its own release: TakeLost then has its line.
+func (ss *Session) Told() <-chan struct{} { return ss.told }
+
+// TakeLost returns the lost lines not taken yet, oldest first.
+func (ss *Session) TakeLost() []contract.Lost {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := ss.lost
+	ss.lost = nil
+	return out
+}
+
+// Close lets the session go on this connection, whatever ended it (End
+// and Lose close it too); idempotent.
+func (ss *Session) Close() { ss.close() }
 
 // Alive records a sign of life of the session's connection (an answer to
 // a keepalive, a line it sent).
@@ -247,13 +281,25 @@ func (ss *Session) beat(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	Shallow(func() { _, err = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left) })
+	kept := 0
+	Shallow(func() { kept, err = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left) })
 	switch {
 	case err == nil:
 		ss.s.heartbeats.Add(1)
 		ss.mu.Lock()
 		ss.beaten, ss.okAt = seen, now
+		claims := 0
+		for _, c := range ss.claims {
+			if !c.leaving {
+				claims++
+			}
+		}
 		ss.mu.Unlock()
+		if kept < claims {
+			// One lapsed with nothing published (its cap came), or
+			// left the session: look.
+			ss.poke()
+		}
 		return nil
 	case errors.Is(err, models.ErrSessionMoved):
 		return ErrSessionMoved
@@ -469,10 +515,13 @@ func (ss *Session) loseAll(ctx context.Context) {
 	}
 }
 
-func (ss *Session) tell(ctx context.Context, l contract.Lost) {
+func (ss *Session) tell(_ context.Context, l contract.Lost) {
+	ss.mu.Lock()
+	ss.lost = append(ss.lost, l)
+	ss.mu.Unlock()
 	select {
-	case ss.lost <- l:
-	case <-ctx.Done():
+	case ss.told <- struct{}{}:
+	default:
 	}
 }
 

@@ -137,7 +137,7 @@ func TestResumedSessionMovesAndTellsLosses(t *testing.T) {
 		t.Fatalf("bob resumes alice's session: %v, want session_gone", err)
 	}
 	now, resumed, err := w.Service.OpenSession(t.Context(), v, 0, opened.Session)
-	if err != nil || resumed.Session != opened.Session || len(resumed.Leases) != 1 || resumed.Leases[0].Repo != "acme/widgets" || resumed.GraceSeconds != 10 {
+	if err != nil || resumed.Session != opened.Session || resumed.Leases == nil || len(*resumed.Leases) != 1 || (*resumed.Leases)[0].Repo != "acme/widgets" || resumed.GraceSeconds != 10 {
 		t.Fatalf("resume: %+v %v", resumed, err)
 	}
 	leasetest.WaitFor(t, "the old connection's keepalive timer", func() bool { return w.Clock.Timers() > 0 })
@@ -158,7 +158,8 @@ func TestResumedSessionMovesAndTellsLosses(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case l := <-now.Lost():
+	case <-now.Told():
+		l := now.TakeLost()[0]
 		if l.Issue != 1 || l.Repo != "acme/widgets" || l.EndedBy != contract.EndHandedOff {
 			t.Fatalf("lost line %+v", l)
 		}
@@ -226,10 +227,10 @@ func TestSessionReclaimDuringALookIsNoLoss(t *testing.T) {
 	calls := l.calls.Load()
 	l.release <- struct{}{}
 	// The new claim's own look reads the ledger after it.
-	leasetest.WaitFor(t, "another look at the claim, or a lost line", func() bool { return l.calls.Load() >= calls+2 || len(ss.Lost()) > 0 })
+	leasetest.WaitFor(t, "another look at the claim, or a lost line", func() bool { return l.calls.Load() >= calls+2 || len(ss.Told()) > 0 })
 	select {
-	case lost := <-ss.Lost():
-		t.Fatalf("told %+v, while the session holds tenure %d", lost, again.Token)
+	case <-ss.Told():
+		t.Fatalf("told %+v, while the session holds tenure %d", ss.TakeLost(), again.Token)
 	case err := <-ran:
 		t.Fatalf("Run ended: %v", err)
 	default:
