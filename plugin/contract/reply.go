@@ -308,11 +308,11 @@ const (
 //
 //	{"status":"session","session":"…","holder":"bot","agent":"agent-7","grace_seconds":30}
 type SessionOpened struct {
-	Status       string         `json:"status"` // StatusSession
-	Session      string         `json:"session"`
-	Holder       string         `json:"holder"`
-	Agent        *string        `json:"agent"`
-	GraceSeconds int64 `json:"grace_seconds"`
+	Status       string  `json:"status"` // StatusSession
+	Session      string  `json:"session"`
+	Holder       string  `json:"holder"`
+	Agent        *string `json:"agent"`
+	GraceSeconds int64   `json:"grace_seconds"`
 	// Leases are a resumed session's claims (empty, not absent, if it
 	// kept none); nil for a new session.
 	Leases *[]SessionLease `json:"leases,omitempty"`

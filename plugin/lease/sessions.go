@@ -55,8 +55,8 @@ func WithMaxSessionsPerAccount(n int) Option { return func(s *Service) { s.maxSe
 // Session is one agent session, held by the connection that opened or
 // resumed it. Its methods are safe for concurrent use.
 type Session struct {
-	s     *Service
-	who   Viewer // the holder, without the session
+	s   *Service
+	who Viewer // the holder, without the session
 	// lost holds the lost lines not yet taken (TakeLost), never blocking
 	// Run; told is signalled when one is added.
 	told  chan struct{}
