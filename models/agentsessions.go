@@ -225,20 +225,32 @@ func (s *Store) Heartbeat(ctx context.Context, ref SessionRef, h Holder, left ti
 		return 0, fmt.Errorf("heartbeat: %w", err)
 	}
 	secs := int64((left + time.Second - 1) / time.Second)
-	var kept int
-	err = s.write(ctx, scope{keys: keys}, func(tx *gorm.DB, now int64) error {
-		if err := touchSession(tx, ref, h, now, now+secs); err != nil {
+	kept := 0
+	// A session with more claims than one write should lock (PostgreSQL's
+	// lock table is sized for dozens per transaction) is kept alive in
+	// several writes of maxBeatKeys claims each.
+	for first := true; first || len(keys) > 0; first = false {
+		chunk := keys[:min(len(keys), maxBeatKeys)]
+		keys = keys[len(chunk):]
+		n := 0
+		err = s.write(ctx, scope{keys: chunk}, func(tx *gorm.DB, now int64) error {
+			if err := touchSession(tx, ref, h, now, now+secs); err != nil {
+				return err
+			}
+			var err error
+			n, err = keepAliveCount(tx, ref.ID, chunk, now, now+secs)
 			return err
+		})
+		if err != nil {
+			return kept, fmt.Errorf("heartbeat: %w", err)
 		}
-		var err error
-		kept, err = keepAliveCount(tx, ref.ID, keys, now, now+secs)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("heartbeat: %w", err)
+		kept += n
 	}
 	return kept, nil
 }
+
+// maxBeatKeys bounds the claims one heartbeat write keeps alive.
+const maxBeatKeys = 256
 
 // EndSession ends session ref cleanly: it is no longer alive, and its
 // live leases are released, in its holder's name. It returns them.

@@ -333,3 +333,27 @@ func TestRenewOutsideTheSessionKeepsItThere(t *testing.T) {
 		}
 	})
 }
+
+// A session with more claims than one heartbeat write locks keeps all of
+// them alive.
+func TestHeartbeatOfManyClaims(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, clock, _ := e.open(t)
+		bot := Holder{ID: 7, Login: "bot"}
+		ref := openSession(t, s, bot, 10*time.Second)
+		n := maxBeatKeys + 44
+		for i := range n {
+			if _, err := s.Acquire(bg, Key{RepoID: 1, Issue: int64(i + 1)}, inSessionOf(bot, ref), 0, issueObs); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(5 * time.Second)
+		if kept, err := s.Heartbeat(bg, ref, bot, 10*time.Second); err != nil || kept != n {
+			t.Fatalf("heartbeat kept %d of %d: %v", kept, n, err)
+		}
+		clock.Advance(9 * time.Second)
+		if live, _ := s.CountLive(bg); live != int64(n) {
+			t.Fatalf("%d live after the heartbeat's grace nearly ran out, want %d", live, n)
+		}
+	})
+}

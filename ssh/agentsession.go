@@ -187,8 +187,17 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 		flush()
 		return s.ended(ctx, clean)
 	}
+	recheck := time.NewTicker(sessionRecheck)
+	defer recheck.Stop()
 	for {
 		select {
+		case <-recheck.C:
+			if s.revoked(ctx) {
+				stopCmds()
+				flush()
+				s.ended(ctx, false)
+				return Reply{Stderr: contract.LineRevoked + "\n", Code: contract.ExitError, Outcome: "revoked"}
+			}
 		case <-s.ss.Told():
 			flush()
 		case req, ok := <-reqs:
@@ -241,6 +250,24 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 			return end(false)
 		}
 	}
+}
+
+// sessionRecheck is how often a session asks again whether its key still
+// belongs to its account (as every command does): a session that holds
+// its claims without sending a line must not outlive a revoked key.
+var sessionRecheck = time.Minute
+
+// revoked says whether the session's key is no longer its account's (a
+// forge that cannot answer now is asked again at the next round).
+func (s *sessionServer) revoked(ctx context.Context) bool {
+	var v lease.Viewer
+	var err error
+	lease.Shallow(func() {
+		rctx, cancel := context.WithTimeout(ctx, s.io.CommandTimeout)
+		defer cancel()
+		v, err = s.v.Leases.Recheck(rctx, s.c.Fingerprint, forgeUser(s.c))
+	})
+	return errors.Is(err, lease.ErrRevoked) || (err == nil && v.ID != s.ss.Viewer().ID)
 }
 
 // closed ends the session at its client's `close`: cleanly, without

@@ -244,3 +244,24 @@ func TestTenSessionsOfOneAccountRace(t *testing.T) {
 		}
 	}
 }
+
+// A session that only holds its claims, sending nothing, still learns
+// when its key is revoked: it ends (exit 1, the revoked line), as a loss,
+// its claims left to lapse a grace later.
+func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
+	old := sessionRecheck
+	sessionRecheck = 50 * time.Millisecond
+	t.Cleanup(func() { sessionRecheck = old })
+	w := newWorld(t)
+	s := w.openSession("bob", "--agent b1")
+	if r := s.do("acquire acme/widgets 42"); r["status"] != "acquired" {
+		t.Fatalf("acquire: %v", r)
+	}
+	w.forge.DeleteKey(w.keys["bob"].fp)
+	if code := s.exit(); code != 1 || !strings.Contains(s.cmd.Stderr.(*leasetest.LogBuffer).String(), "no longer belongs") {
+		t.Fatalf("exit %d, stderr %q, want 1 and the revoked line", code, s.cmd.Stderr.(*leasetest.LogBuffer).String())
+	}
+	if cur, _ := w.ledger.Current(context.Background(), models.Key{RepoID: 10, Issue: 42}); cur == nil {
+		t.Fatal("the claim was released; a revoked key's session is lost, not ended cleanly")
+	}
+}
