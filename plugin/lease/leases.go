@@ -35,7 +35,9 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 	if err := mayAcquire(r, is); err != nil {
 		return contract.Tenure{}, err
 	}
+	done := v.Session.writing(k)
 	l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, obs)
+	done()
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, v, err)
 	}
@@ -77,7 +79,10 @@ func (s *Service) Renew(ctx context.Context, v Viewer, owner, name string, n int
 	if err != nil {
 		return contract.Tenure{}, err
 	}
-	l, err := s.ledger.Renew(ctx, models.Key{RepoID: r.ID, Issue: n}, v.holder(), ttl)
+	k := models.Key{RepoID: r.ID, Issue: n}
+	done := v.Session.writing(k)
+	l, err := s.ledger.Renew(ctx, k, v.holder(), ttl)
+	done()
 	if err != nil {
 		return contract.Tenure{}, conflict(r, n, v, err)
 	}

@@ -67,6 +67,7 @@ type Session struct {
 
 	mu     sync.Mutex
 	lost   []contract.Lost
+	own    map[models.Key]int // keys the session's own commands are writing (writing)
 	ref    models.SessionRef
 	claims map[models.Key]*claim
 	seen   time.Time // the last sign of life
@@ -97,7 +98,7 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 		grace = models.DefaultGrace
 	}
 	ss := &Session{s: s, who: v, told: make(chan struct{}, 1), wake: make(chan struct{}, 1), alive: make(chan struct{}, 1),
-		claims: map[models.Key]*claim{}}
+		claims: map[models.Key]*claim{}, own: map[models.Key]int{}}
 	var leases []models.Lease
 	var err error
 	if resume != "" {
@@ -361,7 +362,29 @@ func (ss *Session) track(repo string, l models.Lease) {
 	ss.claims[l.Key] = &claim{repo: repo, token: l.Token}
 	ss.idle = time.Time{}
 	ss.mu.Unlock()
-	ss.poke() // anything that ended it before it was tracked is heard of now
+	// Anything that ended it before it was tracked was published before:
+	// the next heartbeat keeps fewer claims than the session has, and
+	// has it look (beat).
+}
+
+// writing marks k as being written by the session's own command (an
+// acquire, a renew): the change that write publishes is the session's
+// own, which it need not look at; done unmarks it. A foreign change
+// published meanwhile is caught at the next heartbeat (beat).
+func (ss *Session) writing(k models.Key) (done func()) {
+	if ss == nil {
+		return func() {}
+	}
+	ss.mu.Lock()
+	ss.own[k]++
+	ss.mu.Unlock()
+	return func() {
+		ss.mu.Lock()
+		if ss.own[k]--; ss.own[k] <= 0 {
+			delete(ss.own, k)
+		}
+		ss.mu.Unlock()
+	}
 }
 
 // leaving marks k as being ended by the session itself (its release);
@@ -409,6 +432,9 @@ func (ss *Session) heard(set changes.Set) {
 		if c.Key == models.Everything {
 			mine = len(ss.claims) > 0
 			break
+		}
+		if ss.own[c.Key] > 0 && !c.Ended {
+			continue // the session's own acquire or renew
 		}
 		for k := range ss.claims {
 			if k == c.Key || (c.Key.Issue == 0 && k.RepoID == c.Key.RepoID) {

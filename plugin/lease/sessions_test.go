@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
@@ -215,7 +216,10 @@ func TestSessionReclaimDuringALookIsNoLoss(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-l.entered // the look the acquire asked for, at tenure 1
+	k := models.Key{RepoID: 1, Issue: 1}
+	look := func() { svc.Bus().Publish(changes.Set{Origin: changes.Remote, Changes: []changes.Change{{Key: k}}}) }
+	look()
+	<-l.entered // a look at the claim, at tenure 1
 	if _, err := svc.Release(t.Context(), ss.Viewer(), "acme", "widgets", 1); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +230,11 @@ func TestSessionReclaimDuringALookIsNoLoss(t *testing.T) {
 	}
 	calls := l.calls.Load()
 	l.release <- struct{}{}
-	// The new claim's own look reads the ledger after it.
-	leasetest.WaitFor(t, "another look at the claim, or a lost line", func() bool { return l.calls.Load() >= calls+2 || len(ss.Told()) > 0 })
+	// Once a second look has read the ledger, the first one has told all
+	// it would (a session looks one look at a time).
+	leasetest.WaitFor(t, "the held look", func() bool { return l.calls.Load() >= calls+1 })
+	look()
+	leasetest.WaitFor(t, "another look at the claim", func() bool { return l.calls.Load() >= calls+2 })
 	select {
 	case <-ss.Told():
 		t.Fatalf("told %+v, while the session holds tenure %d", ss.TakeLost(), again.Token)
