@@ -163,12 +163,10 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 	// answering or went away, or the ledger let it go.
 	cmdCtx, stopCmds := context.WithCancel(ctx)
 	defer stopCmds()
-	ran := make(chan error, 1)
-	go func() {
-		err := s.ss.Run(runCtx, s.io.Every, s.io.Keepalive)
-		stopCmds()
-		ran <- err
-	}()
+	// The session's keepalives run in this loop (no goroutine of their
+	// own for each of a thousand idle sessions).
+	keeper := s.ss.Keeper(s.io.Every, s.io.Keepalive)
+	defer keeper.Stop()
 	lines := make(chan input)
 	go s.read(runCtx, lines)
 	reqs := s.io.Requests
@@ -190,7 +188,16 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 	recheck := time.NewTicker(sessionRecheck)
 	defer recheck.Stop()
 	for {
+		var kept error // what the keeper says, if the session is over
 		select {
+		case <-keeper.Wake():
+			keeper.Look(cmdCtx)
+		case <-keeper.Answered():
+			keeper.Answer()
+		case <-keeper.Heard():
+			kept = keeper.Beat(runCtx)
+		case <-keeper.Tick():
+			kept = keeper.OnTick(runCtx)
 		case <-recheck.C:
 			if s.revoked(ctx) {
 				stopCmds()
@@ -235,20 +242,24 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 					replies <- reply
 				}()
 			}
-		case err := <-ran:
-			flush()
-			switch {
-			case errors.Is(err, lease.ErrSessionIdle):
-				return end(true)
-			case errors.Is(err, lease.ErrSessionMoved):
-				return Reply{Stderr: contract.LineSessionMoved + "\n", Code: contract.ExitTempFail, Outcome: "session_moved"}
-			case errors.Is(err, lease.ErrSessionGone):
-				return Reply{Stderr: contract.LineSessionGone + "\n", Code: contract.ExitTempFail, Outcome: "session_gone"}
-			}
-			return end(false)
 		case <-ctx.Done():
 			return end(false)
 		}
+		if kept == nil {
+			continue
+		}
+		// The session is over: its commands with it.
+		stopCmds()
+		flush()
+		switch {
+		case errors.Is(kept, lease.ErrSessionIdle):
+			return end(true)
+		case errors.Is(kept, lease.ErrSessionMoved):
+			return Reply{Stderr: contract.LineSessionMoved + "\n", Code: contract.ExitTempFail, Outcome: "session_moved"}
+		case errors.Is(kept, lease.ErrSessionGone):
+			return Reply{Stderr: contract.LineSessionGone + "\n", Code: contract.ExitTempFail, Outcome: "session_gone"}
+		}
+		return end(false)
 	}
 }
 

@@ -212,50 +212,110 @@ func (ss *Session) Alive() {
 // ErrSessionLost once the connection has not answered for a whole grace,
 // ErrSessionMoved or ErrSessionGone if the ledger says so,
 // ErrSessionIdle after IdleSession without a claim, or ctx's error.
-// Meanwhile it watches the session's claims (Lost).
+// Meanwhile it watches the session's claims (Told). It is the Keeper's
+// loop on a goroutine of its own; a transport with a loop of its own
+// runs the Keeper in it instead.
 func (ss *Session) Run(ctx context.Context, every time.Duration, keepalive func() error) error {
-	every = min(every, ss.ref.Grace/3)
-	tick, stop := ss.s.after(every)
-	defer func() { stop() }()
-	asking := false
-	answered := make(chan struct{}, 1)
+	k := ss.Keeper(every, keepalive)
+	defer k.Stop()
 	for {
+		var err error
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-ss.wake:
-			Shallow(func() { ss.check(ctx) })
-		case <-answered:
-			asking = false
-			ss.Alive()
-		case <-ss.alive:
-			if err := ss.beat(ctx); err != nil {
-				return err
-			}
-		case <-tick:
-			tick, stop = ss.s.after(every)
-			ss.mu.Lock()
-			silent, idle := ss.s.now().Sub(ss.seen), ss.idleFor()
-			ss.mu.Unlock()
-			switch {
-			case silent >= ss.ref.Grace:
-				return ErrSessionLost
-			case idle >= IdleSession:
-				return ErrSessionIdle
-			}
-			if err := ss.beat(ctx); err != nil {
-				return err
-			}
-			if !asking {
-				asking = true
-				go func() {
-					if keepalive() == nil {
-						answered <- struct{}{}
-					}
-				}()
-			}
+		case <-k.Wake():
+			k.Look(ctx)
+		case <-k.Answered():
+			k.Answer()
+		case <-k.Heard():
+			err = k.Beat(ctx)
+		case <-k.Tick():
+			err = k.OnTick(ctx)
+		}
+		if err != nil {
+			return err
 		}
 	}
+}
+
+// Keeper keeps a session heard from, driven by a loop that waits on its
+// channels (Wake, Answered, Heard, Tick; Tick's channel changes at each
+// tick, so ask for it each time round) and calls the method of each,
+// one at a time. A thousand idle sessions each with a goroutine of their
+// own for it would cost as much again; so a transport whose session has
+// a loop already runs the Keeper in it.
+type Keeper struct {
+	ss        *Session
+	every     time.Duration
+	keepalive func() error
+	tick      <-chan time.Time
+	stop      func() bool
+	asking    bool
+	answered  chan struct{}
+}
+
+// Keeper arms the session's keepalives, every interval (at most grace/3).
+func (ss *Session) Keeper(every time.Duration, keepalive func() error) *Keeper {
+	k := &Keeper{ss: ss, every: min(every, ss.ref.Grace/3), keepalive: keepalive, answered: make(chan struct{}, 1)}
+	k.tick, k.stop = ss.s.after(k.every)
+	return k
+}
+
+// Stop disarms the keeper.
+func (k *Keeper) Stop() { k.stop() }
+
+// Tick receives when a keepalive is due.
+func (k *Keeper) Tick() <-chan time.Time { return k.tick }
+
+// Wake receives when the session's claims should be looked at (Look).
+func (k *Keeper) Wake() <-chan struct{} { return k.ss.wake }
+
+// Answered receives when the connection answered a keepalive (Answer).
+func (k *Keeper) Answered() <-chan struct{} { return k.answered }
+
+// Heard receives when the session was heard from (Beat).
+func (k *Keeper) Heard() <-chan struct{} { return k.ss.alive }
+
+// Look looks at the session's claims, telling the lost ones.
+func (k *Keeper) Look(ctx context.Context) { Shallow(func() { k.ss.check(ctx) }) }
+
+// Answer records the keepalive's answer as a sign of life.
+func (k *Keeper) Answer() {
+	k.asking = false
+	k.ss.Alive()
+}
+
+// Beat writes a heartbeat, if one is due.
+func (k *Keeper) Beat(ctx context.Context) error { return k.ss.beat(ctx) }
+
+// OnTick is a keepalive's turn: the session is lost after a whole grace
+// without a sign of life, ends after IdleSession without a claim; else
+// it writes a heartbeat if one is due, and sends a keepalive unless one
+// is still unanswered.
+func (k *Keeper) OnTick(ctx context.Context) error {
+	ss := k.ss
+	k.tick, k.stop = ss.s.after(k.every)
+	ss.mu.Lock()
+	silent, idle := ss.s.now().Sub(ss.seen), ss.idleFor()
+	ss.mu.Unlock()
+	switch {
+	case silent >= ss.ref.Grace:
+		return ErrSessionLost
+	case idle >= IdleSession:
+		return ErrSessionIdle
+	}
+	if err := ss.beat(ctx); err != nil {
+		return err
+	}
+	if !k.asking {
+		k.asking = true
+		go func() {
+			if k.keepalive() == nil {
+				k.answered <- struct{}{}
+			}
+		}()
+	}
+	return nil
 }
 
 func (ss *Session) idleFor() time.Duration {
