@@ -59,22 +59,7 @@ func testLinearizabilityOfSessions(t *testing.T, e engine) {
 		return
 	}
 	t.Logf("%d operations recorded (%d session writes refused); the clock moved %d s", len(run.history), run.busy, clock.sec.Load()-start)
-	actions := map[Action]int{}
-	for _, k := range linKeys {
-		evs, err := stores[0].History(bg, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range evs {
-			actions[e.Action]++
-		}
-	}
-	t.Logf("ledger history: %v", actions)
-	for _, a := range []Action{ActionAcquire, ActionTakeover, ActionReacquire, ActionRelease, ActionSessionLost} {
-		if actions[a] < 5 {
-			t.Errorf("only %d %s events: the workload does not exercise the model", actions[a], a)
-		}
-	}
+	mustExercise(t, stores[0], 5, ActionAcquire, ActionTakeover, ActionReacquire, ActionRelease, ActionSessionLost)
 	if res := leasemodel.Check(t, linModel, run.history, time.Duration(scale)*2*time.Minute, true); res != porcupine.Ok {
 		t.Fatalf("the ledger's history is %s, want Ok", res)
 	}
