@@ -16,6 +16,34 @@ import (
 	"github.com/collab-lease/collab-lease/models/pgtest"
 )
 
+// victim is the replica the kill tests SIGKILL.
+const victim = 1
+
+// startReplicasToKill starts n replicas on db, of which replicas[kill] is
+// the one a test will SIGKILL: the others stop at the end of the test,
+// it is killed then if it still runs, and its log is shown if the test
+// failed or it found a data race.
+func startReplicasToKill(t *testing.T, ctx context.Context, db string, n, kill int) ([]*Sidecar, *Sidecar) {
+	t.Helper()
+	replicas := startReplicas(t, ctx, db, n)
+	killed := replicas[kill]
+	for i, s := range replicas {
+		if i != kill {
+			stopAtEnd(t, s)
+		}
+	}
+	t.Cleanup(func() {
+		killed.Kill() // a no-op once it is dead
+		if strings.Contains(killed.Logs(), "WARNING: DATA RACE") {
+			t.Errorf("the killed replica found a data race:\n%s", tail(killed.Logs(), 80))
+		}
+		if t.Failed() {
+			t.Logf("log of the killed replica:\n%s", tail(killed.Logs(), 40))
+		}
+	})
+	return replicas, killed
+}
+
 // A replica killed under load (docs/operating.md, High availability): twelve clients, each a Gitea
 // user of its own, four on each of three replicas on one PostgreSQL
 // database, acquire (ttls of 1–3 s), renew and release three issues when
@@ -36,23 +64,7 @@ func TestReplicasSurviveOneKilledUnderLoad(t *testing.T) {
 	defer cancel()
 	users := racerUsers(t, ctx, g, w, 50)[:12]
 	issues := newIssues(t, g, w, 3, "Replica kill")
-	replicas := startReplicas(t, ctx, db, 3)
-	const victim = 1
-	killed := replicas[victim]
-	for i, s := range replicas {
-		if i != victim {
-			stopAtEnd(t, s)
-		}
-	}
-	t.Cleanup(func() {
-		killed.Kill() // a no-op once it is dead
-		if strings.Contains(killed.Logs(), "WARNING: DATA RACE") {
-			t.Errorf("the killed replica found a data race:\n%s", tail(killed.Logs(), 80))
-		}
-		if t.Failed() {
-			t.Logf("log of the killed replica:\n%s", tail(killed.Logs(), 40))
-		}
-	})
+	replicas, killed := startReplicasToKill(t, ctx, db, 3, victim)
 
 	// Client i is user i on replica i%3: the killed replica's clients
 	// keep dialing its address (a restart listens there again).

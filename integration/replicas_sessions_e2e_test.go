@@ -68,23 +68,7 @@ func TestSessionsOnReplicasOutliveOneKilled(t *testing.T) {
 	users := racerUsers(t, ctx, g, w, 50)[:4]
 	keptIssues := newIssues(t, g, w, 6, "Session kept")
 	sharedIssues := newIssues(t, g, w, 4, "Session shared")
-	replicas := startReplicas(t, ctx, db, 3)
-	const victim = 1
-	killed := replicas[victim]
-	for i, s := range replicas {
-		if i != victim {
-			stopAtEnd(t, s)
-		}
-	}
-	t.Cleanup(func() {
-		killed.Kill() // a no-op once it is dead
-		if strings.Contains(killed.Logs(), "WARNING: DATA RACE") {
-			t.Errorf("the killed replica found a data race:\n%s", tail(killed.Logs(), 80))
-		}
-		if t.Failed() {
-			t.Logf("log of the killed replica:\n%s", tail(killed.Logs(), 40))
-		}
-	})
+	replicas, killed := startReplicasToKill(t, ctx, db, 3, victim)
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 

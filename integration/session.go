@@ -12,6 +12,8 @@ import (
 	"os/exec"
 	"sync"
 	"syscall"
+
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // SessionProc is the real OpenSSH client running `collab-lease session`
@@ -21,7 +23,7 @@ import (
 type SessionProc struct {
 	cmd    *exec.Cmd
 	in     io.WriteCloser
-	stderr *syncBuffer
+	stderr *leasetest.LogBuffer
 	// First is the session's first line.
 	First   map[string]any
 	replies chan map[string]any
@@ -42,7 +44,7 @@ func (s *Sidecar) OpenSession(ctx context.Context, keyPath string, args ...strin
 		"-o", "UserKnownHostsFile=" + s.KnownHosts, "-o", "StrictHostKeyChecking=yes",
 		"-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR", "git@" + host, "collab-lease", "session"}
 	cmd := exec.Command("ssh", append(argv, args...)...)
-	p := &SessionProc{cmd: cmd, stderr: &syncBuffer{}, replies: make(chan map[string]any, 16), Lost: make(chan map[string]any, 64),
+	p := &SessionProc{cmd: cmd, stderr: &leasetest.LogBuffer{}, replies: make(chan map[string]any, 16), Lost: make(chan map[string]any, 64),
 		done: make(chan struct{})}
 	cmd.Stderr = p.stderr
 	var err error
@@ -158,21 +160,3 @@ func (p *SessionProc) Stderr() string { return p.stderr.String() }
 
 // PID is the ssh client's process ID.
 func (p *SessionProc) PID() int { return p.cmd.Process.Pid }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  []byte
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.b = append(b.b, p...)
-	return len(p), nil
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.b)
-}

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // Agent sessions (docs/ssh.md, Sessions) end to end: `collab-lease
@@ -369,7 +371,7 @@ func TestSessionResumeKeepsTheTokenAgainstGitea(t *testing.T) {
 // collabRun is one `git collab run` started in a checkout.
 type collabRun struct {
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *leasetest.LogBuffer
 	done           chan struct{}
 	code           int
 }
@@ -378,7 +380,7 @@ type collabRun struct {
 // killed, if it still runs, when the test ends.
 func startRun(t *testing.T, c *checkout, args ...string) *collabRun {
 	t.Helper()
-	r := &collabRun{stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r := &collabRun{stdout: &leasetest.LogBuffer{}, stderr: &leasetest.LogBuffer{}, done: make(chan struct{})}
 	r.cmd = exec.Command("git", append([]string{"collab"}, args...)...)
 	r.cmd.Dir, r.cmd.Env, r.cmd.Stdout, r.cmd.Stderr = c.dir, c.env, r.stdout, r.stderr
 	if err := r.cmd.Start(); err != nil {

@@ -117,7 +117,7 @@ var (
 		postgres: "UPDATE agent_sessions SET alive_until = GREATEST(alive_until, $1) WHERE id = $2 AND gen = $3 AND account_id = $4 AND agent = $5 AND ended_at IS NULL AND alive_until > $6",
 	}
 	resumeSessionSQL = sqlStmt("UPDATE agent_sessions SET gen = gen + 1, alive_until = ? + grace WHERE id = ? AND account_id = ? AND agent = ? AND ended_at IS NULL AND alive_until > ?")
-	loadSessionSQL   = sqlStmt("SELECT gen, grace, login FROM agent_sessions WHERE id = ?")
+	loadSessionSQL   = sqlStmt("SELECT gen, grace FROM agent_sessions WHERE id = ?")
 	endSessionSQL    = sqlStmt("UPDATE agent_sessions SET ended_at = ? WHERE id = ? AND gen = ? AND account_id = ? AND agent = ? AND ended_at IS NULL AND alive_until > ?")
 	aliveSessionSQL  = sqlStmt("SELECT count(*) FROM agent_sessions WHERE id = ? AND ended_at IS NULL AND alive_until > ?")
 	sessionKeysSQL   = sqlStmt("SELECT repo_id, issue FROM leases WHERE session = ? AND holder IS NOT NULL")
@@ -194,9 +194,8 @@ func (s *Store) ResumeSession(ctx context.Context, id string, h Holder) (Session
 			return ErrSessionGone
 		}
 		var grace int64
-		var login string
 		ref = SessionRef{ID: id}
-		if err := queryRow(tx, loadSessionSQL, id).Scan(&ref.Gen, &grace, &login); err != nil {
+		if err := queryRow(tx, loadSessionSQL, id).Scan(&ref.Gen, &grace); err != nil {
 			return err
 		}
 		ref.Grace = time.Duration(grace) * time.Second

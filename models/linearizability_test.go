@@ -92,8 +92,7 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 			rng := rand.New(rand.NewSource(seed + int64(c)))
 			led := ledgers[c%len(ledgers)]
 			holder := linHolders[c%len(linHolders)] // four clients per holder: concurrent re-acquires
-			var local []porcupine.Operation
-			busy := 0
+			lc := &linClient{id: c}
 			<-started
 			for range opsPerClient {
 				k := linKeys[rng.Intn(len(linKeys))]
@@ -138,34 +137,51 @@ func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clie
 					}
 					return
 				}
-				for _, o := range outs {
-					in := in
-					if in.Kind == leasemodel.List || in.Kind == leasemodel.NextTake {
-						in.Key = leasemodel.Key(o.key)
-					}
-					if o.kind != 0 {
-						in.Kind = o.kind
-					}
-					if o.out.Result == leasemodel.Unavailable {
-						busy++
-					}
-					local = append(local, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: o.out, Return: ret})
-				}
+				lc.record(in, call, ret, outs)
 				// Time moves on by itself, as far as the clients can tell.
 				if rng.Intn(12) == 0 {
 					clock.sec.Add(int64(1 + rng.Intn(2)*rng.Intn(3)))
 				}
 			}
-			mu.Lock()
-			run.history = append(run.history, local...)
-			run.ops += opsPerClient
-			run.busy += busy
-			mu.Unlock()
+			run.add(&mu, lc, opsPerClient)
 		})
 	}
 	close(started)
 	wg.Wait()
 	return run
+}
+
+// linClient is what one client of a run records.
+type linClient struct {
+	id    int
+	local []porcupine.Operation
+	busy  int // answers that did nothing (busy, or a session's refusal)
+}
+
+// record adds the answers of one call, made at call and answered at ret:
+// an operation for each output, on its own issue (a list, a next and a
+// session's write answer for several).
+func (lc *linClient) record(in leasemodel.Input, call, ret int64, outs []linKeyedOutput) {
+	for _, o := range outs {
+		in := in
+		in.Key = leasemodel.Key(o.key)
+		if o.kind != 0 {
+			in.Kind = o.kind
+		}
+		if o.out.Result == leasemodel.Unavailable {
+			lc.busy++
+		}
+		lc.local = append(lc.local, porcupine.Operation{ClientId: lc.id, Input: in, Call: call, Output: o.out, Return: ret})
+	}
+}
+
+// add merges what client lc recorded of its ops calls into run.
+func (run *linRun) add(mu *sync.Mutex, lc *linClient, ops int) {
+	mu.Lock()
+	defer mu.Unlock()
+	run.history = append(run.history, lc.local...)
+	run.ops += ops
+	run.busy += lc.busy
 }
 
 type linKeyedOutput struct {

@@ -107,21 +107,7 @@ func runSessionLinearizability(t *testing.T, clock *linClock, stores []sessionLe
 			if sessioned && !open() {
 				return
 			}
-			var local []porcupine.Operation
-			busy := 0
-			record := func(in leasemodel.Input, call, ret int64, outs []linKeyedOutput) {
-				for _, o := range outs {
-					in := in
-					in.Key = leasemodel.Key(o.key)
-					if o.kind != 0 {
-						in.Kind = o.kind
-					}
-					if o.out.Result == leasemodel.Unavailable {
-						busy++
-					}
-					local = append(local, porcupine.Operation{ClientId: c, Input: in, Call: call, Output: o.out, Return: ret})
-				}
-			}
+			lc := &linClient{id: c}
 			<-started
 			for range opsPerClient {
 				k := linKeys[rng.Intn(len(linKeys))]
@@ -206,7 +192,7 @@ func runSessionLinearizability(t *testing.T, clock *linClock, stores []sessionLe
 					}
 					return
 				}
-				record(in, call, ret, outs)
+				lc.record(in, call, ret, outs)
 				if sessioned && (in.Kind == leasemodel.EndSession || errors.Is(refused, ErrSessionGone)) {
 					refused = nil
 					if !open() {
@@ -217,11 +203,7 @@ func runSessionLinearizability(t *testing.T, clock *linClock, stores []sessionLe
 					clock.sec.Add(int64(1 + rng.Intn(3)))
 				}
 			}
-			mu.Lock()
-			run.history = append(run.history, local...)
-			run.ops += opsPerClient
-			run.busy += busy
-			mu.Unlock()
+			run.add(&mu, lc, opsPerClient)
 		})
 	}
 	close(started)

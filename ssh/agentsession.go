@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -203,7 +204,7 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 				stopCmds()
 				flush()
 				s.ended(ctx, false)
-				return Reply{Stderr: contract.LineRevoked + "\n", Code: contract.ExitError, Outcome: "revoked"}
+				return exitCode(lease.ErrRevoked)
 			}
 		case <-s.ss.Told():
 			flush()
@@ -254,10 +255,9 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 		switch {
 		case errors.Is(kept, lease.ErrSessionIdle):
 			return end(true)
-		case errors.Is(kept, lease.ErrSessionMoved):
-			return Reply{Stderr: contract.LineSessionMoved + "\n", Code: contract.ExitTempFail, Outcome: "session_moved"}
-		case errors.Is(kept, lease.ErrSessionGone):
-			return Reply{Stderr: contract.LineSessionGone + "\n", Code: contract.ExitTempFail, Outcome: "session_gone"}
+		case errors.Is(kept, lease.ErrSessionMoved), errors.Is(kept, lease.ErrSessionGone):
+			// Nothing to end here: the ledger has let the session go.
+			return exitCode(kept)
 		}
 		return end(false)
 	}
@@ -432,13 +432,8 @@ func withExit(out []byte, code int) []byte {
 		b = append(b, ',')
 	}
 	b = append(b, `"exit":`...)
-	b = append(b, []byte(itoa(code))...)
+	b = strconv.AppendInt(b, int64(code), 10)
 	return append(b, '}')
-}
-
-func itoa(n int) string {
-	b, _ := json.Marshal(n)
-	return string(b)
 }
 
 // errorLine is an error as a session's line: {"status":"error","exit":…,"error":"…"}.
