@@ -310,9 +310,19 @@ func (s *Store) Ping(ctx context.Context) error {
 // waits only briefly (sqliteBusySlice) and this loop does the rest of the
 // waiting. A transaction that met SQLITE_BUSY was rolled back, so running
 // it again whole is safe.
+//
+// The statements themselves run with ctx's values but not its deadline:
+// given a context that can end, the SQLite driver runs every statement and
+// every row on a goroutine of its own so that it could interrupt it, which
+// in a batch of 64 writes is hundreds of goroutines started and switched to
+// on the ledger's one serial path. Nothing there needs interrupting: a
+// statement on the local file runs for microseconds, the only wait inside
+// one is the busy handler, bounded by sqliteBusySlice, and ctx is checked
+// here between tries and by a batch at each member's turn (runBatch).
 func (s *Store) retryBusy(ctx context.Context, txn func(db *gorm.DB) error) error {
+	db := s.db.WithContext(context.WithoutCancel(ctx))
 	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
-		err := mapDBError(txn(s.db.WithContext(ctx)))
+		err := mapDBError(txn(db))
 		if !errors.Is(err, ErrBusy) || ctx.Err() != nil {
 			return err
 		}

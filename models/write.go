@@ -180,10 +180,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 					errs[i] = fmt.Errorf("%w: %v", ErrBusy, err) // gave up: decide nothing
 					continue
 				}
-				// A nested transaction is a savepoint, rolled back if fn fails.
-				errs[i] = tx.Transaction(func(sp *gorm.DB) error {
-					return r.fn(sp, s.now())
-				})
+				errs[i] = s.member(tx, r.fn)
 				if errs[i] != nil && !isRefusal(errs[i]) {
 					memberFailed = true
 					return errs[i]
@@ -210,6 +207,38 @@ func (s *Store) runBatch(batch []*writeReq) {
 			r.finish(err)
 		}
 	}
+}
+
+// The savepoint around each member of a batch. One name serves them all,
+// since members run one after the other and each releases its savepoint
+// before the next begins; fixed text lets the statements be prepared once
+// (gorm's nested transactions name each savepoint anew, and never release
+// it, so a batch of 64 left 64 on SQLite's stack).
+var (
+	savepointSQL  = sqlStmt("SAVEPOINT member")
+	rollbackToSQL = sqlStmt("ROLLBACK TO SAVEPOINT member")
+	releaseSQL    = sqlStmt("RELEASE SAVEPOINT member")
+)
+
+// member decides fn inside a savepoint of the batch's transaction tx: if fn
+// fails (a refusal included), whatever it wrote is rolled back and the
+// members before it are kept. A savepoint that cannot be rolled back or
+// released fails the member with that error, never with fn's refusal, so
+// that the whole batch is rolled back and its members run alone.
+func (s *Store) member(tx *gorm.DB, fn func(tx *gorm.DB, now int64) error) error {
+	if err := execSQL(tx, savepointSQL); err != nil {
+		return err
+	}
+	if err := fn(tx, s.now()); err != nil {
+		if rbErr := execSQL(tx, rollbackToSQL); rbErr != nil {
+			return fmt.Errorf("roll back a write that failed (%v): %w", err, rbErr)
+		}
+		if relErr := execSQL(tx, releaseSQL); relErr != nil {
+			return fmt.Errorf("release the savepoint of a write that failed (%v): %w", err, relErr)
+		}
+		return err
+	}
+	return execSQL(tx, releaseSQL)
 }
 
 // writeAlone runs fn in a transaction of its own.

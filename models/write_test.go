@@ -104,11 +104,19 @@ func TestBatchMembersFailAlone(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], ErrHeld) {
 		t.Fatalf("refusal in a batch: %v", errs)
 	}
+	// Refusals one after another on one issue: each is rolled back to its
+	// own savepoint before the next runs (else the second insert of #7
+	// would break its key and fail outright), and the write after them
+	// sees #7 as it was.
+	errs = queued(t, s, writeThen(7, &HeldError{Holder: "x"}), writeThen(7, &HeldError{Holder: "y"}), acquire(7, "carol"))
+	if !errors.Is(errs[0], ErrHeld) || !errors.Is(errs[1], ErrHeld) || errs[2] != nil {
+		t.Fatalf("refusals in a row in a batch: %v", errs)
+	}
 	errs = queued(t, s, acquire(4, "alice"), writeThen(5, boom), acquire(6, "bob"))
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], boom) {
 		t.Fatalf("failure in a batch: %v", errs)
 	}
-	for issue, want := range map[int64]string{1: "alice", 2: "", 3: "bob", 4: "alice", 5: "", 6: "bob"} {
+	for issue, want := range map[int64]string{1: "alice", 2: "", 3: "bob", 4: "alice", 5: "", 6: "bob", 7: "carol"} {
 		cur, err := s.Current(bg, Key{RepoID: 1, Issue: issue})
 		if err != nil {
 			t.Fatal(err)
