@@ -8,7 +8,8 @@
 #
 #   make bench                          # or: bench/run.sh
 #   BENCH_BASELINE=<rev> make bench     # also measure <rev>, for before/after
-#   bench/run.sh profile                # profiles of the SSH path (no RESULTS.md)
+#   bench/run.sh profile                # profiles of the SSH path (no RESULTS.md);
+#                                       # BENCH_PROFILE_LOAD=SessionThroughput: over sessions
 #   bench/run.sh postgres               # only the PostgreSQL rows (report on stdout)
 #
 # BENCH_BASELINE (default empty: skipped) copies today's bench*_test.go into
@@ -61,10 +62,11 @@ func init() {
 }
 GO
 	port="${BENCH_PPROF_PORT:-6061}"
-	step "profiling the sidecar under BenchmarkSSHThroughput (HEAD $(git rev-parse --short HEAD), pprof on 127.0.0.1:$port)"
+	load="${BENCH_PROFILE_LOAD:-SSHThroughput}"
+	step "profiling the sidecar under Benchmark$load (HEAD $(git rev-parse --short HEAD), pprof on 127.0.0.1:$port)"
 	(cd "$tree" && BENCH_SIDECAR_PPROF="127.0.0.1:$port" BENCH_PROFILE_DIR="$dir" \
 		COLLAB_BENCH_DURATION="${COLLAB_BENCH_DURATION:-20s}" \
-		"$go" test -run '^$' -bench 'SSHThroughput' -benchtime 1x -v -timeout 15m ./integration/) |
+		"$go" test -run '^$' -bench "^Benchmark$load\$" -benchtime 1x -v -timeout 15m ./integration/) |
 		tee "$dir/throughput.txt" >&2
 	# Profiles served by net/http/pprof carry their symbols.
 	"$go" tool pprof -top "$dir/sidecar-cpu.pprof" >"$dir/sidecar-cpu.top" 2>&1
@@ -99,9 +101,9 @@ GO
 	{
 		echo "# Profiles of HEAD $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 		echo
-		echo "## The sidecar under BenchmarkSSHThroughput (COLLAB_BENCH_DURATION=${COLLAB_BENCH_DURATION:-20s})"
+		echo "## The sidecar under Benchmark$load (COLLAB_BENCH_DURATION=${COLLAB_BENCH_DURATION:-20s})"
 		echo
-		grep -E '^BenchmarkSSHThroughput' "$dir/throughput.txt" || true
+		grep -E "^Benchmark$load" "$dir/throughput.txt" || true
 		echo
 		echo "CPU (sidecar-cpu.pprof, the timed load):"
 		share "all samples" sidecar-cpu.pprof

@@ -158,6 +158,7 @@ func BenchmarkSessionCommand(b *testing.B) {
 // agents, one session each, cycling acquire, renew and release lines on an
 // issue of their own for benchDuration. bench/run.sh divides the
 // operations per second by the ledger's alone measured in the same run.
+// It profiles the sidecar as BenchmarkSSHThroughput does.
 func BenchmarkSessionThroughput(b *testing.B) {
 	g, w, bin := sharedB(b)
 	agents := agentsB(b, g, w, throughputClients)
@@ -201,7 +202,10 @@ func BenchmarkSessionThroughput(b *testing.B) {
 	var cpuSidecar time.Duration
 	for b.Loop() {
 		sc := cpuTime(b, s.PID())
-		if err := run(d, &st); err != nil {
+		stopProfile := sidecarProfile(b, d)
+		err := run(d, &st)
+		stopProfile()
+		if err != nil {
 			b.Fatal(err)
 		}
 		cpuSidecar += cpuTime(b, s.PID()) - sc
