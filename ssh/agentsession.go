@@ -237,11 +237,9 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 			default:
 				s.ss.Alive()
 				next = nil
-				go func() {
-					var reply []byte
-					lease.Shallow(func() { reply = s.command(cmdCtx, in.line) })
-					replies <- reply
-				}()
+				// A goroutine for this command alone: its stack, deep
+				// from the ledger's call, goes with it (no lease.Shallow).
+				go func() { replies <- s.command(cmdCtx, in.line) }()
 			}
 		case <-ctx.Done():
 			return end(false)

@@ -109,6 +109,8 @@ type Service struct {
 	// sessionsOpen and heartbeats count this process's agent sessions
 	// open now and the heartbeats they wrote (SessionCounts).
 	sessionsOpen, heartbeats atomic.Int64
+	// sessions hands the bus's changes to the sessions they touch.
+	sessions *sessionIndex
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
@@ -177,7 +179,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	}
 	s := &Service{forge: forge, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
 		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
-		maxSessions: DefaultMaxSessionsPerAccount}
+		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -188,6 +190,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	s.liveOpts = s.liveOpts.WithDefaults()
 	s.hub = live.New(ledger, s.bus, s.now, s.after, s.liveOpts)
 	s.bus.Subscribe(s.waits.heard)
+	s.bus.Subscribe(s.sessions.heard)
 	return s, nil
 }
 

@@ -133,7 +133,12 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 	if len(ss.claims) == 0 {
 		ss.idle = now
 	}
-	ss.unsub = s.bus.Subscribe(ss.heard)
+	keys := make([]models.Key, 0, len(ss.claims))
+	for k := range ss.claims {
+		keys = append(keys, k)
+	}
+	s.sessions.opened(ss, keys)
+	ss.unsub = func() { s.sessions.closed(ss) }
 	s.sessionsOpen.Add(1)
 	return ss, out, nil
 }
@@ -420,6 +425,7 @@ func (ss *Session) track(repo string, l models.Lease) {
 	}
 	ss.mu.Lock()
 	ss.claims[l.Key] = &claim{repo: repo, token: l.Token}
+	ss.s.sessions.add(ss, l.Key)
 	ss.idle = time.Time{}
 	ss.mu.Unlock()
 	// Anything that ended it before it was tracked was published before:
@@ -470,6 +476,7 @@ func (ss *Session) leaving(k models.Key) (done func(ok bool)) {
 			return
 		}
 		delete(ss.claims, k)
+		ss.s.sessions.remove(ss, k)
 		if len(ss.claims) == 0 {
 			ss.idle = ss.s.now()
 		}
@@ -483,8 +490,8 @@ func (ss *Session) poke() {
 	}
 }
 
-// heard is the session's subscriber on the bus: a change of one of its
-// claims has it look again.
+// heard is how the session hears the bus, through the service's index
+// (sessionIndex): a change of one of its claims has it look again.
 func (ss *Session) heard(set changes.Set) {
 	ss.mu.Lock()
 	mine := false
@@ -565,6 +572,7 @@ func (ss *Session) forget(k models.Key, c *claim) bool {
 		return false
 	}
 	delete(ss.claims, k)
+	ss.s.sessions.remove(ss, k)
 	if len(ss.claims) == 0 && ss.idle.IsZero() {
 		ss.idle = ss.s.now()
 	}
@@ -593,6 +601,7 @@ func (ss *Session) loseAll(ctx context.Context) {
 		if !c.leaving {
 			out = append(out, contract.Lost{Status: contract.StatusLost, Repo: c.repo, Issue: k.Issue, Token: c.token, EndedBy: contract.EndSessionLost})
 		}
+		ss.s.sessions.remove(ss, k)
 	}
 	clear(ss.claims)
 	ss.mu.Unlock()
