@@ -58,6 +58,10 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
 
+// ErrAlreadyHolder: a handoff names as its target the holder of the live
+// lease itself (nothing to hand on).
+var ErrAlreadyHolder = errors.New("the target already holds the lease")
+
 // ErrLimit: a new tenure would take its holder, or its holder's account,
 // past the ledger's claim cap (acquire, next). The error is a *LimitError.
 var ErrLimit = errors.New("claim cap reached")

@@ -19,8 +19,8 @@ func TestHandoff(t *testing.T) {
 		if _, _, err := s.Handoff(bg, k, carol, bob, false); !errors.Is(err, ErrNotHolder) {
 			t.Fatalf("carol hands off alice's claim: %v, want not the holder", err)
 		}
-		if _, _, err := s.Handoff(bg, k, alice, alice, false); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("alice hands it to herself: %v, want invalid", err)
+		if _, _, err := s.Handoff(bg, k, alice, alice, false); !errors.Is(err, ErrAlreadyHolder) {
+			t.Fatalf("alice hands it to herself: %v, want already the holder", err)
 		}
 		got, from, err := s.Handoff(bg, k, alice, bob7, false)
 		if err != nil || got.Holder != bob7 || got.Token != first.Token+1 || from.Token != first.Token || from.Holder != alice {

@@ -268,7 +268,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 				AcquiredAt: l.AcquiredAt.Unix(), ExpiresAt: unixOr0(l.ExpiresAt), Session: l.Session})
 		case errors.As(err, &nh):
 			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, Agent: nh.Agent, ExpiresAt: unixOr0(nh.ExpiresAt)})
-		case errors.Is(err, ErrInvalid):
+		case errors.Is(err, ErrAlreadyHolder):
 			return one(leasemodel.Output{Result: leasemodel.Invalid})
 		case errors.Is(err, ErrBusy):
 			return one(leasemodel.Output{Result: leasemodel.Unavailable})
@@ -507,7 +507,7 @@ func (s handoffKeepsToken) Handoff(ctx context.Context, k Key, by, to Holder, _ 
 		case !found || !row.live(now) || !row.ofAccount(by):
 			return notHolder(row, found, now)
 		case row.heldBy(to):
-			return fmt.Errorf("%w: already the holder", ErrInvalid)
+			return ErrAlreadyHolder
 		}
 		from = row.lease()
 		row.Holder, row.HolderID, row.Agent = &to.Login, &to.ID, to.Agent

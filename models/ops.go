@@ -301,7 +301,7 @@ func (s *Store) Handoff(ctx context.Context, k Key, by, to Holder, force bool) (
 		case !found || !row.live(now) || (!row.ofAccount(by) && !force):
 			return notHolder(row, found, now)
 		case row.heldBy(to):
-			return fmt.Errorf("%w: %s already holds it", ErrInvalid, to.Login)
+			return ErrAlreadyHolder
 		}
 		if err := capped(tx, to, now, s.policy(), row.ofAccount(to)); err != nil {
 			return err

@@ -157,6 +157,11 @@ var replies = []errorRow{
 	{as: isA[*lease.TargetMayNotClaimError], say: answer{status: http.StatusUnprocessableEntity, body: func(err error) any {
 		return errorBody{Error: err.Error()}
 	}}},
+	// A handoff to the holder itself: nothing to hand on, and the caller,
+	// who may change the claim, learns nothing it could not list.
+	{as: isA[*lease.TargetHoldsError], say: answer{status: http.StatusUnprocessableEntity, body: func(err error) any {
+		return errorBody{Error: err.Error()}
+	}}},
 	// The sidecar's own forge credentials are wrong. Deliberately "try
 	// again", as over SSH (exit 75): the request was fine, nothing was
 	// done, and it succeeds unchanged once an operator fixes the token,

@@ -492,6 +492,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("acquire to hand off", "POST", lease1, 201, bob),
 		withBody(ok("hand off by another", "POST", handoff, 409, carol, json), `{"to":"carol"}`),
 		withBody(ok("hand off to nobody who may claim", "POST", handoff, 422, bob, json), `{"to":"nobody-here"}`),
+		withBody(ok("hand off to its holder", "POST", handoff, 422, bob, json), `{"to":"bob"}`),
 		bad("hand off without a target", "POST", handoff, 422, bob),
 		withBody(bad("hand off without a token", "POST", handoff, 401, json), `{"to":"carol"}`),
 		withBody(ok("hand off with a read-only token", "POST", handoff, 403, reader, json), `{"to":"carol"}`),

@@ -235,6 +235,10 @@ func TestHandoffOverSSH(t *testing.T) {
 	if r.code != 1 || r.stderr != "error: carol may not claim in acme/widgets\n" {
 		t.Fatalf("a handoff to a reader: %+v", r)
 	}
+	r = w.ssh("alice", "collab-lease handoff acme/widgets 42 --to alice")
+	if r.code != 1 || r.stdout != "" || r.stderr != "error: alice already holds acme/widgets#42\n" {
+		t.Fatalf("a handoff to its holder: %+v", r)
+	}
 	r = w.ssh("bob", "collab-lease handoff acme/widgets 42 --to bob")
 	if m := decode(t, r.stdout); r.code != 4 || m["status"] != "not_holder" {
 		t.Fatalf("bob hands off alice's claim: %+v", r)

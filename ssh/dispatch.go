@@ -134,6 +134,7 @@ var exitCodes = []exitRow{
 	{is: lease.ErrIssueClosed, code: contract.ExitError, line: contract.LineIssueClosed, outcome: "issue_closed"},
 	{as: isA[*lease.WriteRequiredError], code: contract.ExitError, outcome: "forbidden"},
 	{as: isA[*lease.TargetMayNotClaimError], code: contract.ExitError, outcome: "target_may_not_claim"},
+	{as: isA[*lease.TargetHoldsError], code: contract.ExitError, outcome: "target_holds"},
 	// Try again: nothing was done.
 	{is: forge.ErrUnavailable, code: contract.ExitTempFail, line: contract.LineForgeUnavailable, outcome: "forge_unavailable"},
 	{is: errForgeUnavailable, code: contract.ExitTempFail, line: contract.LineForgeUnavailable, outcome: "forge_unavailable"},
@@ -208,6 +209,9 @@ func ownLine(err error) string {
 	}
 	if target, ok := errors.AsType[*lease.TargetMayNotClaimError](err); ok {
 		return contract.ErrorLine(target.Error())
+	}
+	if holds, ok := errors.AsType[*lease.TargetHoldsError](err); ok {
+		return contract.ErrorLine(holds.Error())
 	}
 	// the ledger's ErrInvalid, or an ErrUsage that is no *UsageError
 	return contract.ErrorLine("usage: " + err.Error())

@@ -21,6 +21,17 @@ func (e *TargetMayNotClaimError) Error() string {
 	return fmt.Sprintf("%s may not claim in %s", e.Login, e.Repo)
 }
 
+// TargetHoldsError: the target of a handoff already holds the claim.
+type TargetHoldsError struct {
+	Holder string // login[/agent], as --to names it
+	Repo   string // "owner/name"
+	Issue  int64
+}
+
+func (e *TargetHoldsError) Error() string {
+	return fmt.Sprintf("%s already holds %s#%d", e.Holder, e.Repo, e.Issue)
+}
+
 // Handoff hands v's live claim on issue n of owner/name to toLogin (as
 // its agent toAgent, "" the account itself) in one ledger transaction:
 // the tenure ends handed_off and the target's begins with the next
@@ -49,6 +60,13 @@ func (s *Service) Handoff(ctx context.Context, v Viewer, owner, name string, n i
 	to.Agent = toAgent
 	l, from, err := s.ledger.Handoff(ctx, k, v.holder(), to, force)
 	if err != nil {
+		if errors.Is(err, models.ErrAlreadyHolder) {
+			holder := to.Login
+			if toAgent != "" {
+				holder += "/" + toAgent
+			}
+			return contract.HandedOff{}, &TargetHoldsError{Holder: holder, Repo: r.FullName, Issue: n}
+		}
 		var limit *models.LimitError
 		if errors.As(err, &limit) {
 			return contract.HandedOff{}, limitConflict(r, &n, Viewer{User: forge.User{ID: to.ID, Login: to.Login}, Agent: toAgent}, limit)
