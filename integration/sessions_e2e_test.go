@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -464,13 +465,7 @@ func TestGitCollabRunStopsItsCommandOnForceReleaseAgainstGitea(t *testing.T) {
 	r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
 		`trap 'echo TERM >"$1/signal"; exit 143' TERM; sleep 60 & echo "$$ $!" >"$1/pids.tmp"; mv "$1/pids.tmp" "$1/pids"; wait`, "sh", dir)
 	pids := waitPIDs(t, r, filepath.Join(dir, "pids"))
-	if len(pids) != 2 || !running(t, pids[0]) || !running(t, pids[1]) {
-		t.Fatalf("the command's processes %v", pids)
-	}
-	held := sw.listed(n)
-	if held == nil || held["holder"] != sw.bot.Login {
-		t.Fatalf("list while the command runs: %v, want the issue held by %s", held, sw.bot.Login)
-	}
+	sw.runningHeld(t, n, pids)
 
 	// Olivia, of the organization's Owners team, is an admin of the
 	// repository.
@@ -497,6 +492,65 @@ func TestGitCollabRunStopsItsCommandOnForceReleaseAgainstGitea(t *testing.T) {
 	if tn := sw.lastTenure(n); tn["ended_by"] != "force_released" || tn["ended_by_login"] != sw.w.Olivia.Login {
 		t.Fatalf("history: %v", tn)
 	}
+}
+
+// git collab run SIGKILLed while its command runs is an agent that died:
+// its command's shell dies with it, and its claim is not released at once
+// (its ssh dies too, so the session is lost, not ended) but ends
+// session_lost a grace after the kill, as for any agent killed. The ssh
+// is git-collab's own child here, as plain ssh or GIT_SSH is (a
+// GIT_SSH_COMMAND runs under sh, which the kernel kills instead).
+func TestGitCollabRunKilledStopsItsCommandAndLosesItsClaimAgainstGitea(t *testing.T) {
+	sw := newSessionWorld(t)
+	n := sw.issue()
+	const grace = 5 * time.Second
+	c := newCheckout(t, sw.s, nil, "git@127.0.0.1:"+sw.repo.FullName()+".git", viaEnv)
+	wrapper := filepath.Join(t.TempDir(), "ssh")
+	if err := os.WriteFile(wrapper, []byte("#!/bin/sh\nexec "+sw.s.SSHCommand(sw.bot.Key.Path)+` "$@"`+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c.env = append(c.env, "GIT_SSH="+wrapper)
+	dir := t.TempDir()
+	// $PPID is git-collab itself (git runs it as a child).
+	r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
+		`echo "$$ $PPID" >"$1/pids.tmp"; mv "$1/pids.tmp" "$1/pids"; sleep 60`, "sh", dir)
+	pids := waitPIDs(t, r, filepath.Join(dir, "pids"))
+	token := int64(sw.runningHeld(t, n, pids)["token"].(float64))
+	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	for running(t, pids[0]) {
+		if time.Since(killed) > 2*time.Second {
+			t.Fatalf("the command's shell still runs %s after git-collab was killed", time.Since(killed))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if l := sw.listed(n); l == nil || l["token"] != float64(token) {
+		t.Fatalf("list right after git-collab was killed: %v, want tenure %d still live until its grace", l, token)
+	}
+	ended, ok := sw.waitEnded(n, token, killed.Add(grace+time.Second))
+	if !ok {
+		t.Fatalf("the claim of the killed run is still current %s after the kill (grace %s)", ended.Sub(killed), grace)
+	}
+	t.Logf("the command's shell ended with git-collab; the claim ended %s after the kill", ended.Sub(killed).Round(10*time.Millisecond))
+	if tn := sw.lastTenure(n); tn["token"] != float64(token) || tn["ended_by"] != "session_lost" {
+		t.Fatalf("history: %v, want tenure %d ended_by session_lost", tn, token)
+	}
+}
+
+// runningHeld checks that git collab run's two processes, pids, run and
+// that the bot holds issue n meanwhile; it returns n's list entry.
+func (sw *sessionWorld) runningHeld(t *testing.T, n int64, pids []int) map[string]any {
+	t.Helper()
+	if len(pids) != 2 || !running(t, pids[0]) || !running(t, pids[1]) {
+		t.Fatalf("the run's processes %v", pids)
+	}
+	held := sw.listed(n)
+	if held == nil || held["holder"] != sw.bot.Login {
+		t.Fatalf("list while the command runs: %v, want the issue held by %s", held, sw.bot.Login)
+	}
+	return held
 }
 
 // git collab run's happy path: the command runs with the claim in its

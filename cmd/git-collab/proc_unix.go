@@ -20,6 +20,7 @@ func detach(cmd *exec.Cmd) {
 // terminal and a process group of its own that killGroup stops.
 func noTerminal(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	dieWithParent(cmd.SysProcAttr)
 }
 
 // killGroup stops the whole process group noTerminal made for cmd.
@@ -33,6 +34,7 @@ func killGroup(cmd *exec.Cmd) {
 // signals whole: the command of git collab run and whatever it starts.
 func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	dieWithParent(cmd.SysProcAttr)
 }
 
 // signalGroup sends sig to the process group ownGroup made for cmd.
