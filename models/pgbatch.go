@@ -319,10 +319,14 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 		_ = pipeline(ctx, c, append(pending, pgRollback), "", nil)
 		return outs, errs, false, nil
 	}
-	if err := pipeline(ctx, c, pending, "", nil); err != nil {
-		return nil, nil, false, err
+	err = pipeline(ctx, c, append(pending, pgCommit), "", nil)
+	var pe *pgconn.PgError
+	if err != nil && !errors.As(err, &pe) {
+		return outs, errs, true, err // the answer was lost, not the COMMIT
 	}
-	return outs, errs, true, pipeline(ctx, c, []string{pgCommit}, "", nil)
+	// An error the server sent, for COMMIT or before it, rolled the
+	// transaction back.
+	return outs, errs, false, err
 }
 
 // lockTimedOut: the first member's wait for its locks reached its deadline.
