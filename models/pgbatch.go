@@ -261,8 +261,6 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 	// reused by the pool: it checks the transaction status on return.
 	defer c.Close()
 	s.txns.Add(1)
-	tx := s.db.WithContext(ctx)
-	tx.Statement.ConnPool = c
 	outs, errs = make([]outcome, len(batch)), make([]error, len(batch))
 	pending := []string{pgBegin}
 	holding := false // some member has taken locks: the rest may not wait
@@ -277,7 +275,10 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 		sent := s.clock.Now()
 		var got bool
 		var micros int64
-		err := pipeline(ctx, c, pending, q, args, &got, &micros)
+		m := &memberConn{Conn: c, key: Key{RepoID: r.sc.repo, Issue: r.sc.issue}}
+		lockQ := pgQuery{q, args, func(row pgx.Row) error { return row.Scan(&got, &micros) }}
+		err := pipeline(ctx, c, pending, append([]pgQuery{lockQ}, m.reads()...)...)
+		m.read = err == nil && got
 		pending = nil
 		switch {
 		case err == nil && got:
@@ -299,6 +300,8 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 			s.sampleOffset(micros, sent, s.clock.Now())
 			now = s.guard(time.UnixMicro(micros).Unix())
 		}
+		tx := s.db.WithContext(ctx)
+		tx.Statement.ConnPool = m
 		ferr := r.fn(tx, now)
 		switch {
 		case ferr == nil:
@@ -316,10 +319,10 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 	if !holding {
 		// Nothing was decided: end the transaction and answer at once. If
 		// even that fails, the pool drops the connection, still inside it.
-		_ = pipeline(ctx, c, append(pending, pgRollback), "", nil)
+		_ = pipeline(ctx, c, append(pending, pgRollback))
 		return outs, errs, false, nil
 	}
-	err = pipeline(ctx, c, append(pending, pgCommit), "", nil)
+	err = pipeline(ctx, c, append(pending, pgCommit))
 	var pe *pgconn.PgError
 	if err != nil && !errors.As(err, &pe) {
 		return outs, errs, true, err // the answer was lost, not the COMMIT
@@ -335,18 +338,25 @@ func lockTimedOut(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "55P03"
 }
 
-// pipeline sends stmts (without arguments) and then q with args, if any, in
-// one round trip on c, and scans q's one row into dest. The first error
-// is returned; the server skips what follows it.
-func pipeline(ctx context.Context, c *sql.Conn, stmts []string, q string, args []any, dest ...any) error {
+// pgQuery is one statement of a pipeline whose one row (if any) scan reads.
+type pgQuery struct {
+	sql  string
+	args []any
+	scan func(pgx.Row) error
+}
+
+// pipeline sends stmts (without arguments) and then qs in one round trip
+// on c, and scans each query's row. The first error is returned; the
+// server skips what follows it.
+func pipeline(ctx context.Context, c *sql.Conn, stmts []string, qs ...pgQuery) error {
 	return c.Raw(func(dc any) error {
 		pc := dc.(*stdlib.Conn).Conn()
 		b := &pgx.Batch{}
 		for _, st := range stmts {
 			b.Queue(st)
 		}
-		if q != "" {
-			b.Queue(q, args...)
+		for _, q := range qs {
+			b.Queue(q.sql, q.args...)
 		}
 		br := pc.SendBatch(ctx, b)
 		var err error
@@ -355,11 +365,66 @@ func pipeline(ctx context.Context, c *sql.Conn, stmts []string, q string, args [
 				break
 			}
 		}
-		if err == nil && q != "" {
-			err = br.QueryRow().Scan(dest...)
+		for _, q := range qs {
+			if err != nil {
+				break
+			}
+			err = q.scan(br.QueryRow())
 		}
 		return errors.Join(err, br.Close())
 	})
+}
+
+// memberConn is the batch's connection as one member's decision uses it,
+// with the rows of the member's issue, read in the round trip that took
+// its locks (right after them, so under them). load and loadIssue answer
+// from them until the member writes anything.
+type memberConn struct {
+	*sql.Conn
+	key                      Key
+	lease                    leaseRow
+	issue                    issueRow
+	read, leaseFound, issued bool // issued: issue found
+	wrote                    bool
+}
+
+// prefetched returns m's rows of k, if it has them and they are current.
+func prefetched(tx *gorm.DB, k Key) (*memberConn, bool) {
+	m, ok := tx.Statement.ConnPool.(*memberConn)
+	return m, ok && m.read && !m.wrote && m.key == k
+}
+
+func (m *memberConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	m.wrote = true
+	return m.Conn.ExecContext(ctx, q, args...)
+}
+
+// QueryContext is what gorm's writes use too (RETURNING).
+func (m *memberConn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
+	m.wrote = true
+	return m.Conn.QueryContext(ctx, q, args...)
+}
+
+// reads are the queries that read m's issue's rows after its locks.
+func (m *memberConn) reads() []pgQuery {
+	if m.key.Issue == 0 {
+		return nil
+	}
+	k := []any{m.key.RepoID, m.key.Issue}
+	found := func(dst *bool, err error) error {
+		*dst = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	}
+	i := &m.issue
+	return []pgQuery{
+		{loadSQL.postgres, k, func(r pgx.Row) error { return found(&m.leaseFound, r.Scan(m.lease.fields()...)) }},
+		{loadIssueSQL.postgres, k, func(r pgx.Row) error {
+			return found(&m.issued, r.Scan(&i.RepoID, &i.Issue, &i.Kind, &i.Closed, &i.Deleted, &i.Version, &i.CheckedAt))
+		}},
+	}
 }
 
 // advisory is one advisory lock of a scope.

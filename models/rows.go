@@ -86,6 +86,9 @@ var (
 
 // load reads k's lease row, if any.
 func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
+	if m, ok := prefetched(tx, k); ok {
+		return m.lease, m.leaseFound, nil
+	}
 	var r leaseRow
 	err := queryRow(tx, loadSQL, k.RepoID, k.Issue).
 		Scan(r.fields()...)
@@ -150,6 +153,9 @@ var (
 
 // loadIssue reads what the ledger knows of k's state at the forge, if any.
 func loadIssue(tx *gorm.DB, k Key) (issueRow, bool, error) {
+	if m, ok := prefetched(tx, k); ok {
+		return m.issue, m.issued, nil
+	}
 	var r issueRow
 	err := queryRow(tx, loadIssueSQL, k.RepoID, k.Issue).
 		Scan(&r.RepoID, &r.Issue, &r.Kind, &r.Closed, &r.Deleted, &r.Version, &r.CheckedAt)
