@@ -59,10 +59,13 @@ import (
 // comparison run alone, as writePostgres did before (postgres.go).
 //
 // Round trips. The statements a member needs besides its own (BEGIN, its
-// savepoint, the undoing of the previous member, COMMIT's companions) go
-// in one pipeline with the statement that takes its locks and reads the
-// clock: a lone acquire costs the round trip of its locks, those of its
-// reads and writes, and COMMIT's.
+// savepoint, the undoing of the previous member, resetting the lock
+// timeout) go in one pipeline with the statement that takes its locks and
+// reads the clock, and with the reads of its issue's rows, which its
+// decision then gets from its connection (memberConn) instead of asking
+// again. A lone acquire, renew or release thus costs three round trips:
+// that one, its writes (its row and its event in one statement, rows.go),
+// and COMMIT.
 
 // pgMaxBatch bounds how many writes one PostgreSQL transaction decides:
 // each member is a subtransaction, and one with more than 64 of them that
@@ -295,10 +298,12 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 			// Later statements are not bounded by this member's deadline.
 			holding, pending = true, []string{pgNoWait}
 		}
-		now := s.now()
+		var now int64
 		if s.dbClock {
 			s.sampleOffset(micros, sent, s.clock.Now())
 			now = s.guard(time.UnixMicro(micros).Unix())
+		} else {
+			now = s.now()
 		}
 		tx := s.db.WithContext(ctx)
 		tx.Statement.ConnPool = m
