@@ -278,7 +278,7 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 		sent := s.clock.Now()
 		var got bool
 		var micros int64
-		m := &memberConn{Conn: c, key: Key{RepoID: r.sc.repo, Issue: r.sc.issue}}
+		m := &memberConn{conn: c, key: Key{RepoID: r.sc.repo, Issue: r.sc.issue}}
 		lockQ := pgQuery{q, args, func(row pgx.Row) error { return row.Scan(&got, &micros) }}
 		err := pipeline(ctx, c, pending, append([]pgQuery{lockQ}, m.reads()...)...)
 		m.read = err == nil && got
@@ -385,7 +385,7 @@ func pipeline(ctx context.Context, c *sql.Conn, stmts []string, qs ...pgQuery) e
 // its locks (right after them, so under them). load and loadIssue answer
 // from them until the member writes anything.
 type memberConn struct {
-	*sql.Conn
+	conn                     *sql.Conn
 	key                      Key
 	lease                    leaseRow
 	issue                    issueRow
@@ -401,14 +401,24 @@ func prefetched(tx *gorm.DB, k Key) (*memberConn, bool) {
 
 func (m *memberConn) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
 	m.wrote = true
-	return m.Conn.ExecContext(ctx, q, args...)
+	return m.conn.ExecContext(ctx, q, args...)
 }
 
 // QueryContext is what gorm's writes use too (RETURNING).
 func (m *memberConn) QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error) {
 	m.wrote = true
-	return m.Conn.QueryContext(ctx, q, args...)
+	return m.conn.QueryContext(ctx, q, args...)
 }
+
+func (m *memberConn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return m.conn.QueryRowContext(ctx, q, args...)
+}
+
+func (m *memberConn) PrepareContext(ctx context.Context, q string) (*sql.Stmt, error) {
+	return m.conn.PrepareContext(ctx, q)
+}
+
+var _ gorm.ConnPool = (*memberConn)(nil)
 
 // reads are the queries that read m's issue's rows after its locks.
 func (m *memberConn) reads() []pgQuery {
