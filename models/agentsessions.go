@@ -281,10 +281,7 @@ func (s *Store) EndSession(ctx context.Context, ref SessionRef, h Holder) ([]Lea
 			l := row.lease()
 			previous := *row.Holder
 			row.free()
-			if err := store(tx, row, true); err != nil {
-				return err
-			}
-			if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
+			if err := storeRecord(tx, row, true, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRelease, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
 				Previous: previous, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt}); err != nil {
 				return err
 			}

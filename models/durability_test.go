@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -166,10 +167,22 @@ func testBusyDatabaseFailsLoudlyAndWritesNothing(t *testing.T, e engine) {
 // Every acquire it reported must be in the ledger and the next token must
 // exceed every token it was handed.
 func TestCrashKeepsEveryAcknowledgedAcquire(t *testing.T) {
-	forEachEngine(t, testCrashKeepsEveryAcknowledgedAcquire)
+	forEachEngine(t, func(t *testing.T, e engine) { crashRounds(t, e, 1) })
 }
 
-func testCrashKeepsEveryAcknowledgedAcquire(t *testing.T, e engine) {
+// The same with sixteen writers in the child, each on issues of its own,
+// so that it is killed while batches are open (group commit: write.go,
+// pgbatch.go): a write is acknowledged only once the COMMIT of its batch
+// returned, so none of those is lost either. The child reports how many
+// transactions it had begun at each acknowledgement, and the test checks
+// that they were fewer than the writes: batches were open.
+func TestCrashMidBatchKeepsEveryAcknowledgedWrite(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) { crashRounds(t, e, 16) })
+}
+
+// crashRounds kills a child with writers writers three times, and checks
+// what it acknowledged after each.
+func crashRounds(t *testing.T, e engine, writers int) {
 	if os.Getenv("COLLAB_TEST_CRASHER") != "" {
 		return
 	}
@@ -178,7 +191,8 @@ func testCrashKeepsEveryAcknowledgedAcquire(t *testing.T, e engine) {
 	heldAtKill := map[int64]int64{}
 	for round := 0; round < 3; round++ {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestCrasherChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "COLLAB_TEST_CRASHER=1", "COLLAB_TEST_DB="+path, fmt.Sprint("COLLAB_TEST_ROUND=", round))
+		cmd.Env = append(os.Environ(), "COLLAB_TEST_CRASHER=1", "COLLAB_TEST_DB="+path, fmt.Sprint("COLLAB_TEST_ROUND=", round),
+			fmt.Sprint("COLLAB_TEST_WRITERS=", writers))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -188,12 +202,13 @@ func testCrashKeepsEveryAcknowledgedAcquire(t *testing.T, e engine) {
 			t.Fatal(err)
 		}
 		sc := bufio.NewScanner(out)
-		lines := 0
-		for sc.Scan() && lines < 150+round*37 {
+		lines, txns := 0, int64(0)
+		for sc.Scan() && lines < (150+round*37)*min(writers, 4) {
 			f := strings.Fields(sc.Text())
-			if len(f) != 3 {
+			if len(f) != 4 {
 				continue
 			}
+			txns, _ = strconv.ParseInt(f[3], 10, 64)
 			issue, _ := strconv.ParseInt(f[1], 10, 64)
 			token, _ := strconv.ParseInt(f[2], 10, 64)
 			switch f[0] {
@@ -214,6 +229,9 @@ func testCrashKeepsEveryAcknowledgedAcquire(t *testing.T, e engine) {
 		_ = cmd.Wait()
 		if lines == 0 {
 			t.Fatalf("round %d: child reported nothing", round)
+		}
+		if writers > 1 && txns >= int64(lines) {
+			t.Fatalf("round %d: %d writes acknowledged in %d transactions: no batch was open", round, lines, txns)
 		}
 
 		s, err := Open(path)
@@ -288,25 +306,37 @@ func TestCrasherChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	writers, _ := strconv.Atoi(os.Getenv("COLLAB_TEST_WRITERS"))
+	var mu sync.Mutex // one line at a time, whole
 	w := bufio.NewWriter(os.Stdout)
-	for i := int64(0); ; i++ {
-		k := Key{RepoID: 1, Issue: i%5 + 1}
-		if i%2 == 0 {
-			// Leave some leases live at the moment of the kill.
-			l, err := s.Acquire(bg, k, who("crasher"), 0, Observed{Kind: KindIssue})
-			if err != nil {
-				continue
-			}
-			fmt.Fprintf(w, "acquired %d %d\n", k.Issue, l.Token)
-		} else {
-			if i%7 == 0 {
-				continue
-			}
-			if _, err := s.Release(bg, k, who("crasher")); err != nil {
-				continue
-			}
-			fmt.Fprintf(w, "released %d 0\n", k.Issue)
-		}
+	report := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, format+" %d\n", append(args, s.txns.Load())...)
 		_ = w.Flush()
 	}
+	for g := range max(writers, 1) {
+		go func() {
+			for i := int64(0); ; i++ {
+				k := Key{RepoID: 1, Issue: int64(5*g) + i%5 + 1}
+				if i%2 == 0 {
+					// Leave some leases live at the moment of the kill.
+					l, err := s.Acquire(bg, k, who("crasher"), 0, Observed{Kind: KindIssue})
+					if err != nil {
+						continue
+					}
+					report("acquired %d %d", k.Issue, l.Token)
+				} else {
+					if i%7 == 0 {
+						continue
+					}
+					if _, err := s.Release(bg, k, who("crasher")); err != nil {
+						continue
+					}
+					report("released %d 0", k.Issue)
+				}
+			}
+		}()
+	}
+	select {}
 }

@@ -245,10 +245,7 @@ func endLease(tx *gorm.DB, k Key, why Reason, now int64) (*Lease, error) {
 	}
 	l := row.lease()
 	row.free()
-	if err := store(tx, row, true); err != nil {
-		return nil, err
-	}
-	err = record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: Action(why), Holder: forgeActor,
+	err = storeRecord(tx, row, true, Event{RepoID: k.RepoID, Issue: k.Issue, Action: Action(why), Holder: forgeActor,
 		Previous: l.Holder.Login, Token: l.Token, At: now, AcquiredAt: row.AcquiredAt})
 	return &l, err
 }

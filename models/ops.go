@@ -158,11 +158,8 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 			Token: 1, AcquiredAt: now, ExpiresAt: expires}
 	}
 	row.Session, row.CapAt = session, capAt
-	if err := store(tx, row, found); err != nil {
-		return Lease{}, err
-	}
 	ev.Token, ev.AcquiredAt = row.Token, row.AcquiredAt
-	if err := record(tx, ev); err != nil {
+	if err := storeRecord(tx, row, found, ev); err != nil {
 		return Lease{}, err
 	}
 	return row.lease(), nil
@@ -192,10 +189,7 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 			session, expires, capAt = stayInSession(row, ttl, now)
 		}
 		row.Holder, row.ExpiresAt, row.Session, row.CapAt = &h.Login, expires, session, capAt
-		if err := store(tx, row, true); err != nil {
-			return err
-		}
-		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
+		if err := storeRecord(tx, row, true, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionRenew, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
 			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: row.AcquiredAt, Session: session}); err != nil {
 			return err
 		}
@@ -259,10 +253,7 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 		}
 		previous := *row.Holder
 		row.free()
-		if err := store(tx, row, true); err != nil {
-			return err
-		}
-		return record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: action, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
+		return storeRecord(tx, row, true, Event{RepoID: k.RepoID, Issue: k.Issue, Action: action, Holder: h.Login, HolderID: h.ID, Agent: h.Agent,
 			Previous: previous, Token: row.Token, At: now, AcquiredAt: row.AcquiredAt})
 	})
 	if err != nil {
@@ -323,10 +314,7 @@ func (s *Store) Handoff(ctx context.Context, k Key, by, to Holder, force bool) (
 		// old holder keeps it.
 		row.Holder, row.HolderID, row.Agent, row.Session, row.CapAt = &to.Login, &to.ID, to.Agent, "", nil
 		row.Token, row.AcquiredAt = row.Token+1, now
-		if err := store(tx, row, true); err != nil {
-			return err
-		}
-		if err := record(tx, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionAcquire, Holder: to.Login, HolderID: to.ID, Agent: to.Agent,
+		if err := storeRecord(tx, row, true, Event{RepoID: k.RepoID, Issue: k.Issue, Action: ActionAcquire, Holder: to.Login, HolderID: to.ID, Agent: to.Agent,
 			Token: row.Token, At: now, ExpiresAt: row.ExpiresAt, AcquiredAt: now}); err != nil {
 			return err
 		}

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -29,11 +28,11 @@ import (
 // SQLite has one writer at a time, so every decision is safe, and the
 // cost is the fsync of each COMMIT, which group commit shares (write.go).
 // PostgreSQL runs many transactions at once, from this process and from
-// others, and shares the WAL flush of concurrent COMMITs by itself. So
-// there is no group commit here: each operation is its own transaction,
-// on a connection of the pool, and what serializes decisions is an
-// explicit lock on what the operation decides about (its scope), taken
-// right after BEGIN, before anything is read:
+// others. What serializes decisions is an explicit lock on what each
+// operation decides about (its scope), taken before anything is read,
+// inside the transaction that decides it, which it may share with the
+// other writes that arrived together (group commit, pgbatch.go: one
+// transaction per write costs a COMMIT and its round trips per write):
 //
 //   - an issue (Acquire, Renew, Release, the forge's close and reopen,
 //     a pull request's record): an exclusive transaction-level advisory
@@ -46,8 +45,9 @@ import (
 // The transaction runs READ COMMITTED, so each statement after the lock
 // sees everything committed before it: the lock holder reads the latest
 // rows, decides, writes and commits before the next holder reads. Locks
-// are taken in one order (repository, then issue), so no two writes can
-// each wait for the other.
+// are taken in one order (repository, then issue, then account), and a
+// transaction that already holds some never waits for more (pgbatch.go),
+// so no two writes can each wait for the other.
 //
 // Why advisory locks rather than SELECT … FOR UPDATE on the lease row: an
 // issue never claimed has no row to lock (it would need a row inserted
@@ -141,63 +141,22 @@ func lockKey(a, b int64) int32 {
 	return int32(uint32(x) ^ uint32(x>>32))
 }
 
-// lock takes sc's locks in tx, held until COMMIT or ROLLBACK, and then
-// reads the server's clock (Unix microseconds): the locks are taken in a
-// subquery whose row the clock's reading waits for, so the time is that
-// of the decision, after any wait for the locks.
+// lock takes sc's locks in tx, waiting for them within tx's deadline,
+// held until COMMIT or ROLLBACK, and then reads the server's clock (Unix
+// microseconds; see lockSQL).
 func lock(tx *gorm.DB, sc scope) (int64, error) {
 	c, ctx := conn(tx)
-	var locks string
-	var args []any
-	switch {
-	case sc.repo != 0 && sc.issue != 0:
-		locks = "pg_advisory_xact_lock_shared($1, $2), pg_advisory_xact_lock($3, $4)"
-		args = []any{lockRepo, lockKey(sc.repo, 0), lockIssue, lockKey(sc.repo, sc.issue)}
-	case sc.repo != 0:
-		locks, args = "pg_advisory_xact_lock($1, $2)", []any{lockRepo, lockKey(sc.repo, 0)}
-	case len(sc.keys) > 0:
-		// Every repository's shared lock first, then every issue's, each
-		// class in the order of its lock keys: a write of one issue
-		// takes its repository's and then its own, so no two writes can
-		// wait for each other crosswise, whatever folds alike.
-		var repos, issues []int32
-		for _, k := range sc.keys {
-			repos = append(repos, lockKey(k.RepoID, 0))
-			issues = append(issues, lockKey(k.RepoID, k.Issue))
-		}
-		slices.Sort(repos)
-		slices.Sort(issues)
-		var parts []string
-		for _, c := range []struct {
-			fn    string
-			class int32
-			keys  []int32
-		}{{"pg_advisory_xact_lock_shared", lockRepo, slices.Compact(repos)}, {"pg_advisory_xact_lock", lockIssue, slices.Compact(issues)}} {
-			for _, key := range c.keys {
-				parts = append(parts, fmt.Sprintf("%s($%d, $%d)", c.fn, len(args)+1, len(args)+2))
-				args = append(args, c.class, key)
-			}
-		}
-		locks = strings.Join(parts, ", ")
-	case sc.account != 0:
-		locks, args = "pg_advisory_xact_lock($1, $2)", []any{lockAccount, lockKey(sc.account, 0)}
-	default:
-		locks = "1"
-	}
-	if sc.account != 0 && sc.repo != 0 {
-		// A claim under a cap: the account's lock too, after the issue's
-		// (or repository's), as every such claim takes them, so two of
-		// them never wait for each other crosswise.
-		locks += fmt.Sprintf(", pg_advisory_xact_lock($%d, $%d)", len(args)+1, len(args)+2)
-		args = append(args, lockAccount, lockKey(sc.account, 0))
-	}
+	deadline, _ := ctx.Deadline()
+	q, args := lockSQL(sc, true, deadline)
+	var got bool
 	var micros int64
-	err := c.QueryRowContext(ctx, "SELECT "+pgClockSQL+" FROM (SELECT "+locks+" OFFSET 0) AS locked", args...).Scan(&micros)
+	err := c.QueryRowContext(ctx, q, args...).Scan(&got, &micros)
 	return micros, err
 }
 
-// writePostgres is write on PostgreSQL: fn in a transaction of its own,
-// after sc's locks, within the busy timeout.
+// writePostgres is a write on PostgreSQL alone: fn in a transaction of its
+// own, after sc's locks, within the busy timeout. Writes that lock
+// something run in batches instead (pgbatch.go).
 func (s *Store) writePostgres(ctx context.Context, sc scope, fn func(tx *gorm.DB, now int64) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.busyTimeout)
 	defer cancel()
@@ -418,7 +377,7 @@ func openPostgres(db string, o options) (*Store, error) {
 	}
 	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second),
 		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), busyTimeout: o.busyTimeout,
-		writeSlot: make(chan struct{}, 1), maxBatch: 1, onStep: o.onStep, pgCfg: cfg, dbClock: !o.clockSet}
+		writeSlot: make(chan struct{}, pgLeaders), maxBatch: pgMaxBatch, onStep: o.onStep, pgCfg: cfg, dbClock: !o.clockSet}
 	ctx, cancel := context.WithTimeout(context.Background(), max(o.busyTimeout, 10*time.Second))
 	defer cancel()
 	if s.dbClock {

@@ -67,15 +67,28 @@ func queryRow(tx *gorm.DB, q stmt, args ...any) *sql.Row {
 
 const leaseColumns = "repo_id, issue, holder, holder_id, kind, token, acquired_at, expires_at, agent, session, cap_at"
 
+const (
+	insertLeaseQ = "INSERT INTO leases (" + leaseColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	updateLeaseQ = "UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ?, agent = ?, session = ?, cap_at = ? WHERE repo_id = ? AND issue = ?"
+	recordQ      = "INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, agent, previous, token, at, expires_at, acquired_at, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
 var (
 	loadSQL        = sqlStmt("SELECT " + leaseColumns + " FROM leases WHERE repo_id = ? AND issue = ?")
-	insertLeaseSQL = sqlStmt("INSERT INTO leases (" + leaseColumns + ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-	updateLeaseSQL = sqlStmt("UPDATE leases SET holder = ?, holder_id = ?, kind = ?, token = ?, acquired_at = ?, expires_at = ?, agent = ?, session = ?, cap_at = ? WHERE repo_id = ? AND issue = ?")
-	recordSQL      = sqlStmt("INSERT INTO lease_events (repo_id, issue, action, holder, holder_id, agent, previous, token, at, expires_at, acquired_at, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+	insertLeaseSQL = sqlStmt(insertLeaseQ)
+	updateLeaseSQL = sqlStmt(updateLeaseQ)
+	recordSQL      = sqlStmt(recordQ)
+	// The row and its event in one statement, on PostgreSQL: a
+	// data-modifying WITH runs whether or not the rest reads it.
+	insertRecordSQL = sqlStmt("WITH w AS (" + insertLeaseQ + ") " + recordQ)
+	updateRecordSQL = sqlStmt("WITH w AS (" + updateLeaseQ + ") " + recordQ)
 )
 
 // load reads k's lease row, if any.
 func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
+	if m, ok := prefetched(tx, k); ok {
+		return m.lease, m.leaseFound, nil
+	}
 	var r leaseRow
 	err := queryRow(tx, loadSQL, k.RepoID, k.Issue).
 		Scan(r.fields()...)
@@ -88,17 +101,41 @@ func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
 // store writes r, the whole row, over what k had (found) or as a new row.
 func store(tx *gorm.DB, r leaseRow, found bool) error {
 	if !found {
-		return execSQL(tx, insertLeaseSQL,
-			r.RepoID, r.Issue, r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.Session, r.CapAt)
+		return execSQL(tx, insertLeaseSQL, r.insertArgs()...)
 	}
-	return execSQL(tx, updateLeaseSQL,
-		r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.Session, r.CapAt, r.RepoID, r.Issue)
+	return execSQL(tx, updateLeaseSQL, r.updateArgs()...)
 }
 
 // record appends ev to the tenure history.
 func record(tx *gorm.DB, ev Event) error {
-	return execSQL(tx, recordSQL,
-		ev.RepoID, ev.Issue, ev.Action, ev.Holder, ev.HolderID, ev.Agent, ev.Previous, ev.Token, ev.At, ev.ExpiresAt, ev.AcquiredAt, ev.Session)
+	return execSQL(tx, recordSQL, ev.args()...)
+}
+
+// storeRecord is store and then record: on PostgreSQL, one statement, so
+// one round trip to the server instead of two.
+func storeRecord(tx *gorm.DB, r leaseRow, found bool, ev Event) error {
+	if tx.Dialector.Name() != "postgres" {
+		if err := store(tx, r, found); err != nil {
+			return err
+		}
+		return record(tx, ev)
+	}
+	if !found {
+		return execSQL(tx, insertRecordSQL, append(r.insertArgs(), ev.args()...)...)
+	}
+	return execSQL(tx, updateRecordSQL, append(r.updateArgs(), ev.args()...)...)
+}
+
+func (r leaseRow) insertArgs() []any {
+	return []any{r.RepoID, r.Issue, r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.Session, r.CapAt}
+}
+
+func (r leaseRow) updateArgs() []any {
+	return []any{r.Holder, r.HolderID, r.Kind, r.Token, r.AcquiredAt, r.ExpiresAt, r.Agent, r.Session, r.CapAt, r.RepoID, r.Issue}
+}
+
+func (ev Event) args() []any {
+	return []any{ev.RepoID, ev.Issue, ev.Action, ev.Holder, ev.HolderID, ev.Agent, ev.Previous, ev.Token, ev.At, ev.ExpiresAt, ev.AcquiredAt, ev.Session}
 }
 
 // fields are where a row selected as leaseColumns is scanned to.
@@ -116,6 +153,9 @@ var (
 
 // loadIssue reads what the ledger knows of k's state at the forge, if any.
 func loadIssue(tx *gorm.DB, k Key) (issueRow, bool, error) {
+	if m, ok := prefetched(tx, k); ok {
+		return m.issue, m.issued, nil
+	}
 	var r issueRow
 	err := queryRow(tx, loadIssueSQL, k.RepoID, k.Issue).
 		Scan(&r.RepoID, &r.Issue, &r.Kind, &r.Closed, &r.Deleted, &r.Version, &r.CheckedAt)

@@ -37,7 +37,7 @@ import (
 //
 // A write that is alone runs as before: BEGIN IMMEDIATE, fn, COMMIT.
 //
-// On PostgreSQL there is no queue and no batch: see postgres.go.
+// PostgreSQL has its own group commit, with a lock per write: pgbatch.go.
 
 // defaultMaxBatch bounds how many writes one transaction decides.
 const defaultMaxBatch = 128
@@ -46,9 +46,13 @@ const defaultMaxBatch = 128
 type writeReq struct {
 	ctx   context.Context
 	fn    func(tx *gorm.DB, now int64) error
-	taken bool // popped off the queue by the slot holder; guarded by Store.mu
+	sc    scope // what it decides about (PostgreSQL)
+	taken bool  // popped off the queue by a slot holder; guarded by Store.mu
 	err   error
 	done  chan struct{} // closed once err is final
+	// back: on PostgreSQL, a leader put it back in the queue undecided
+	// (pgbatch.go).
+	back chan struct{}
 }
 
 func (r *writeReq) finish(err error) {
@@ -79,7 +83,10 @@ func (r *writeReq) finished() bool {
 // that another write decides on.
 func (s *Store) write(ctx context.Context, sc scope, fn func(tx *gorm.DB, now int64) error) error {
 	if s.pg {
-		return s.writePostgres(ctx, sc, fn)
+		if s.serializable || s.maxBatch <= 1 || len(sc.locks()) == 0 {
+			return s.writePostgres(ctx, sc, fn)
+		}
+		return s.writeBatched(ctx, sc, fn)
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.busyTimeout)
 	defer cancel()
@@ -113,12 +120,15 @@ func (s *Store) lead(own *writeReq) {
 	}
 }
 
-// take pops up to s.maxBatch writes off the queue. Those whose deadline has
+// take pops up to s.maxBatch writes off the queue, its share if several
+// leaders run at once. Those whose deadline has
 // already passed are answered ErrBusy without running.
 func (s *Store) take() []*writeReq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := min(len(s.queue), s.maxBatch)
+	// Leaders that run at once (PostgreSQL) share what is queued.
+	leaders := cap(s.writeSlot)
+	n := min(len(s.queue), s.maxBatch, (len(s.queue)+leaders-1)/leaders)
 	batch := make([]*writeReq, 0, n)
 	for _, r := range s.queue[:n] {
 		r.taken = true
@@ -161,13 +171,7 @@ func (s *Store) runBatch(batch []*writeReq) {
 	// member about to give up must not abort the batch and send all the
 	// others to run alone while the slot is held. A member decided before
 	// its deadline is answered after COMMIT, like every other.
-	deadline, _ := batch[0].ctx.Deadline()
-	for _, r := range batch[1:] {
-		if d, _ := r.ctx.Deadline(); d.After(deadline) {
-			deadline = d
-		}
-	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := context.WithDeadline(context.Background(), latestDeadline(batch))
 	defer cancel()
 	errs := make([]error, len(batch))
 	memberFailed := false

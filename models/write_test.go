@@ -9,9 +9,8 @@ import (
 	"gorm.io/gorm"
 )
 
-// These tests are about SQLite's group commit (write.go). PostgreSQL has
-// none (each write is its own transaction, see postgres.go); its write
-// path has its own tests in postgres_test.go.
+// These tests are about SQLite's group commit (write.go). PostgreSQL's,
+// with its locks, has its own tests in pgbatch_test.go.
 
 // queued runs write calls one after another into s's queue while the test
 // holds the write slot, so that they all end up in one batch, in this
@@ -116,19 +115,7 @@ func TestBatchMembersFailAlone(t *testing.T) {
 	if errs[0] != nil || errs[2] != nil || !errors.Is(errs[1], boom) {
 		t.Fatalf("failure in a batch: %v", errs)
 	}
-	for issue, want := range map[int64]string{1: "alice", 2: "", 3: "bob", 4: "alice", 5: "", 6: "bob", 7: "carol"} {
-		cur, err := s.Current(bg, Key{RepoID: 1, Issue: issue})
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := ""
-		if cur != nil {
-			got = cur.Holder.Login
-		}
-		if got != want {
-			t.Errorf("#%d held by %q, want %q (\"\" = free)", issue, got, want)
-		}
-	}
+	wantHolders(t, s, map[int64]string{1: "alice", 2: "", 3: "bob", 4: "alice", 5: "", 6: "bob", 7: "carol"})
 }
 
 // A write still waiting in the queue when its deadline passes is answered
@@ -208,6 +195,24 @@ func TestExpiringMemberDoesNotAbortItsBatch(t *testing.T) {
 	for issue, want := range map[int64]bool{1: true, 2: false, 3: true} {
 		if cur, _ := s.Current(bg, Key{RepoID: 1, Issue: issue}); (cur != nil) != want {
 			t.Errorf("#%d leased %v, want %v", issue, cur != nil, want)
+		}
+	}
+}
+
+// wantHolders checks who holds each issue of repository 1 ("": free).
+func wantHolders(t *testing.T, s *Store, want map[int64]string) {
+	t.Helper()
+	for issue, login := range want {
+		cur, err := s.Current(bg, Key{RepoID: 1, Issue: issue})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := ""
+		if cur != nil {
+			got = cur.Holder.Login
+		}
+		if got != login {
+			t.Errorf("#%d held by %q, want %q (\"\" = free)", issue, got, login)
 		}
 	}
 }

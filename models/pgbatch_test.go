@@ -1,0 +1,250 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+)
+
+// The tests of PostgreSQL's group commit (pgbatch.go). They are about
+// PostgreSQL alone: SQLite's batches are write_test.go's, and its one
+// writer at a time leaves nothing to lock.
+
+// queuedOn runs write calls one after another into the queues of stores
+// while the test holds every write slot of each, so that they end up
+// queued in this order; then it gives the slots of all stores back at
+// once and returns the calls' errors. call[i] runs on stores[on[i]].
+func queuedOn(t *testing.T, stores []*Store, on []int, calls ...func() error) []error {
+	t.Helper()
+	for _, s := range stores {
+		for range cap(s.writeSlot) {
+			s.writeSlot <- struct{}{}
+		}
+	}
+	errs := make([]error, len(calls))
+	var wg sync.WaitGroup
+	want := make([]int, len(stores))
+	for i, call := range calls {
+		wg.Go(func() { errs[i] = call() })
+		want[on[i]]++
+		waitQueue(t, stores[on[i]], want[on[i]])
+	}
+	for _, s := range stores {
+		for range cap(s.writeSlot) {
+			<-s.writeSlot
+		}
+	}
+	wg.Wait()
+	return errs
+}
+
+// oneLeader makes s decide everything queued in one batch: with several
+// leaders, each takes its share of the queue.
+func oneLeader(s *Store) { s.writeSlot = make(chan struct{}, 1) }
+
+// In one batch, a refusal, a failure of the member's own (a Go error, and
+// a constraint the database enforces) leave no trace of what they wrote
+// and change nothing of the others' outcomes, which commit together in
+// one transaction.
+func TestPostgresBatchMembersFailAlone(t *testing.T) {
+	s, _, _ := postgresEngine.open(t)
+	oneLeader(s)
+	boom := errors.New("boom")
+	writeThen := func(issue int64, err error) func() error {
+		return func() error {
+			return s.write(bg, issueScope(Key{RepoID: 1, Issue: issue}), func(tx *gorm.DB, now int64) error {
+				if e := store(tx, leaseRow{RepoID: 1, Issue: issue, Holder: new("mallory"), HolderID: new(int64(66)),
+					Kind: KindIssue, Token: 1, AcquiredAt: now}, false); e != nil {
+					return e
+				}
+				return err
+			})
+		}
+	}
+	// A second row for #1, which the first member holds: the primary key
+	// refuses it, in the database, after the member's write to #7.
+	duplicate := func() error {
+		return s.write(bg, scope{keys: []Key{{RepoID: 1, Issue: 1}, {RepoID: 1, Issue: 7}}}, func(tx *gorm.DB, now int64) error {
+			if e := store(tx, leaseRow{RepoID: 1, Issue: 7, Holder: new("mallory"), Kind: KindIssue, Token: 1, AcquiredAt: now}, false); e != nil {
+				return e
+			}
+			return store(tx, leaseRow{RepoID: 1, Issue: 1, Holder: new("mallory"), Kind: KindIssue, Token: 1, AcquiredAt: now}, false)
+		})
+	}
+	acquire := func(issue int64, name string) func() error {
+		return func() error {
+			_, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who(name), 0, Observed{Kind: KindIssue})
+			return err
+		}
+	}
+	before := s.txns.Load()
+	errs := queuedOn(t, []*Store{s}, []int{0, 0, 0, 0, 0, 0, 0},
+		acquire(1, "alice"), writeThen(2, &HeldError{Holder: "x"}), acquire(3, "bob"),
+		writeThen(5, boom), duplicate, acquire(6, "carol"), acquire(1, "dave"))
+	if n := s.txns.Load() - before; n != 1 {
+		t.Fatalf("%d transactions for one batch, want 1", n)
+	}
+	var held *HeldError
+	switch {
+	case errs[0] != nil || errs[2] != nil || errs[5] != nil:
+		t.Fatalf("the others' acquires: %v", errs)
+	case !errors.Is(errs[1], ErrHeld):
+		t.Fatalf("refusal in a batch: %v", errs[1])
+	case !errors.Is(errs[3], boom):
+		t.Fatalf("failure in a batch: %v", errs[3])
+	case errs[4] == nil || isRefusal(errs[4]):
+		t.Fatalf("a write the primary key refuses: %v", errs[4])
+	case !errors.As(errs[6], &held) || held.Holder != "alice":
+		t.Fatalf("acquire after alice's in the same batch: %v, want held by alice", errs[6])
+	}
+	wantHolders(t, s, map[int64]string{1: "alice", 2: "", 3: "bob", 5: "", 6: "carol", 7: ""})
+	if h, err := s.History(bg, Key{RepoID: 1, Issue: 1}); err != nil || len(h) != 1 || h[0].Token != 1 {
+		t.Fatalf("history of #1: %+v, %v", h, err)
+	}
+}
+
+// Two replicas' batches (two Stores on one database) that claim the same
+// issues, in opposite orders, all at once: each issue has one winner,
+// whom every other claim names, and no claim waits for its deadline
+// (batches that each held one issue and waited for the other's would).
+func TestPostgresBatchesOfTwoReplicasHaveOneWinner(t *testing.T) {
+	a, clock, db := postgresEngine.open(t, WithBusyTimeout(20*time.Second))
+	b, err := Open(db, WithClock(clock), WithMaxTTL(168*time.Hour), WithBusyTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	stores := []*Store{a, b}
+	oneLeader(a)
+	oneLeader(b)
+	for round := range 5 {
+		k1, k2 := Key{RepoID: 1, Issue: int64(2*round + 1)}, Key{RepoID: 1, Issue: int64(2*round + 2)}
+		var on []int
+		var keys []Key
+		var names []string
+		var calls []func() error
+		for i := range 16 {
+			s, k := i%2, k1
+			if (i/2)%2 == s {
+				k = k2 // replica 0 claims k1, k2, k1, …; replica 1 k2, k1, k2, …
+			}
+			name := fmt.Sprintf("agent%d", i)
+			on, keys, names = append(on, s), append(keys, k), append(names, name)
+			calls = append(calls, func() error {
+				_, err := stores[s].Acquire(bg, k, who(name), 0, Observed{Kind: KindIssue})
+				return err
+			})
+		}
+		errs := queuedOn(t, stores, on, calls...)
+		for _, k := range []Key{k1, k2} {
+			cur, err := a.Current(bg, k)
+			if err != nil || cur == nil {
+				t.Fatalf("round %d, #%d: %+v, %v", round, k.Issue, cur, err)
+			}
+			var winners []string
+			for i, err := range errs {
+				if keys[i] != k {
+					continue
+				}
+				var held *HeldError
+				switch {
+				case err == nil:
+					winners = append(winners, names[i])
+				case !errors.As(err, &held) || held.Holder != cur.Holder.Login:
+					t.Fatalf("round %d, #%d: claim %d: %v, want held by %s", round, k.Issue, i, err, cur.Holder.Login)
+				}
+			}
+			h, err := b.History(bg, k)
+			if len(winners) != 1 || winners[0] != cur.Holder.Login || err != nil || len(h) != 1 {
+				t.Fatalf("round %d, #%d: winners %v, history %+v (%v), held by %s", round, k.Issue, winners, h, err, cur.Holder.Login)
+			}
+		}
+	}
+}
+
+// roundTrips counts the requests the ledger's connections send to the
+// server and wait for: a statement, a pipeline of them, a preparation.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+func (r *roundTrips) TracePrepareStart(ctx context.Context, _ *pgx.Conn, _ pgx.TracePrepareStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+func (r *roundTrips) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// traced points s at connections that count their round trips.
+func traced(t *testing.T, s *Store) *roundTrips {
+	t.Helper()
+	rt := &roundTrips{}
+	cfg := s.pgCfg.Copy()
+	cfg.Tracer = rt
+	sqlDB := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	db, err := gorm.Open(postgres.New(postgres.Config{Conn: sqlDB}), &gorm.Config{
+		Logger: logger.Default.LogMode(logger.Silent), SkipDefaultTransaction: true, NowFunc: s.db.NowFunc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.db = db
+	return rt
+}
+
+// A lone write costs one round trip for BEGIN, its locks, the clock and
+// the rows of its issue, one for its row and its event together, and one
+// for COMMIT: 3 for an acquire of an issue the ledger knows, a renew and
+// a release (they were 7, 6 and 6: a statement each, BEGIN and the locks
+// apart). Counted once the connection has prepared its statements.
+func TestPostgresRoundTripsPerWrite(t *testing.T) {
+	s, _, _ := postgresEngine.open(t)
+	rt := traced(t, s)
+	k := Key{RepoID: 1, Issue: 1}
+	count := func(op func() error) int64 {
+		t.Helper()
+		before := rt.n.Load()
+		if err := op(); err != nil {
+			t.Fatal(err)
+		}
+		return rt.n.Load() - before
+	}
+	acquire := func() error {
+		_, err := s.Acquire(bg, k, who("alice"), time.Minute, Observed{Kind: KindIssue})
+		return err
+	}
+	renew := func() error { _, err := s.Renew(bg, k, who("alice"), time.Minute); return err }
+	release := func() error { _, err := s.Release(bg, k, who("alice")); return err }
+	for range 3 { // every statement prepared, on the one connection used
+		for _, op := range []func() error{acquire, renew, release} {
+			count(op)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		op   func() error
+		want int64
+	}{{"acquire", acquire, 3}, {"renew", renew, 3}, {"release", release, 3}} {
+		if n := count(c.op); n != c.want {
+			t.Errorf("%s: %d round trips, want %d", c.name, n, c.want)
+		}
+	}
+}
