@@ -21,10 +21,18 @@ import (
 // issue n, and returns its number and head commit.
 func (a *agentWorld) fencePull(u *User, branch string, n int64) (int64, string) {
 	a.t.Helper()
+	return a.openPull(u, branch, fmt.Sprintf("Fixes #%d", n))
+}
+
+// openPull opens a pull request by u from a new branch with a first
+// commit, with body as its description, and returns its number and head
+// commit.
+func (a *agentWorld) openPull(u *User, branch, body string) (int64, string) {
+	a.t.Helper()
 	as := a.g.As(u.Login)
-	content := base64.StdEncoding.EncodeToString([]byte("work on #" + fmt.Sprint(n) + "\n"))
+	content := base64.StdEncoding.EncodeToString([]byte("work on " + branch + "\n"))
 	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/contents/"+branch+".txt", map[string]any{
-		"content": content, "message": "Work on #" + fmt.Sprint(n), "branch": "main", "new_branch": branch,
+		"content": content, "message": "Work on " + branch, "branch": "main", "new_branch": branch,
 	}, nil); err != nil {
 		a.t.Fatalf("commit on %s: %v", branch, err)
 	}
@@ -33,7 +41,7 @@ func (a *agentWorld) fencePull(u *User, branch string, n int64) (int64, string) 
 		Head   struct{ SHA string }
 	}
 	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/pulls", map[string]any{
-		"head": branch, "base": "main", "title": "Work on #" + fmt.Sprint(n), "body": fmt.Sprintf("Fixes #%d", n),
+		"head": branch, "base": "main", "title": "Work on " + branch, "body": body,
 	}, &pr); err != nil {
 		a.t.Fatalf("open a pull request from %s: %v", branch, err)
 	}
