@@ -124,7 +124,7 @@ func printFencedPushes(out io.Writer, cfg Config) {
 		return
 	}
 	fmt.Fprintln(out, "\nFenced pushes: off. To have Gitea refuse pushes to a claimed pull request's branch from anyone but the holder's account,")
-	fmt.Fprintln(out, "  - give the sidecar's Gitea token the write:repository scope too,")
+	fmt.Fprintln(out, "  - make sure the sidecar's Gitea token has the write:repository scope (the fenced-merge statuses need it too),")
 	fmt.Fprintln(out, "  - run collab-sidecar serve with --fence-pushes (or COLLAB_FENCE_PUSHES=true, or fence-pushes = true in the config file),")
 	fmt.Fprintln(out, "  - and check with collab-sidecar doctor --fence-pushes (docs/operating.md: Fenced pushes).")
 }
