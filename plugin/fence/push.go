@@ -18,8 +18,8 @@ import (
 // The push fence. While an open pull request whose head is in its own
 // repository, or an issue it closes, is claimed, its head branch carries
 // a branch protection rule of the sidecar's, named exactly for the
-// branch and applied before every other rule of the repository, that
-// lets only the holders' accounts push. No live claim: no rule.
+// branch and applied before every other rule that matches the branch,
+// that lets only the holders' accounts push. No live claim: no rule.
 //
 // The rule adds a restriction and removes none: it carries every other
 // setting of the rule that would apply to the branch without it (the
@@ -236,15 +236,18 @@ func (w *Worker) pushRule(ctx context.Context, owner string, rules forge.BranchR
 }
 
 // firstPriority is a priority that puts the sidecar's rule before every
-// other rule of the repository: the one it has if it does already, else
-// one less than the lowest. Never 0, which the forge takes for "last".
+// other rule that matches the branch (only those compete for it): the
+// one it has if it does already, else one less than the first of them.
+// Rules of other branches are left out, or the rules of two fenced
+// branches would push each other's priorities ever lower. Never 0, which
+// the forge takes for "last".
 func firstPriority(rules forge.BranchRules) int64 {
-	if rules.Exact != nil && rules.Exact.Priority != 0 && (!rules.Others || rules.Exact.Priority < rules.Lowest) {
-		return rules.Exact.Priority
+	if e := rules.Exact; e != nil && e.Priority != 0 && (rules.Match == nil || e.Priority < rules.Match.Priority) {
+		return e.Priority
 	}
 	p := int64(-1)
-	if rules.Others {
-		p = rules.Lowest - 1
+	if rules.Match != nil {
+		p = rules.Match.Priority - 1
 	}
 	if p == 0 {
 		p = -1
@@ -322,7 +325,7 @@ func withDefaults(want, have map[string]any) map[string]any {
 		case bool:
 			out[k] = false
 		case float64:
-			out[k] = 0
+			out[k] = float64(0)
 		case string:
 			out[k] = ""
 		case []any, nil:

@@ -104,8 +104,8 @@ func TestPushFenceNeverWeakensTheAdminsRule(t *testing.T) {
 	}
 	// alice is on the allowlist through her team.
 	r := w.rule(t, []string{"alice"})
-	if r.Priority != -1 {
-		t.Fatalf("priority %d, want -1: below the lowest (1), and never 0", r.Priority)
+	if r.Priority != 2 {
+		t.Fatalf("priority %d, want 2: below the admin's rule that matches (3)", r.Priority)
 	}
 	if !reflect.DeepEqual(r.Settings, settings) || r.ForcePush.Enabled || r.Push.DeployKeys || len(r.Push.Teams) != 0 {
 		t.Fatalf("the rule %+v does not carry the admin's %+v", r, settings)

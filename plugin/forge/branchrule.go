@@ -40,12 +40,9 @@ type BranchRules struct {
 	// admin's).
 	Exact *BranchRule
 	// Match is the rule that would apply to the branch without Exact,
-	// if any.
+	// if any: of the other rules that match the branch, the one the
+	// forge takes first, so none of them has a lower priority.
 	Match *BranchRule
-	// Lowest is the lowest priority of the repository's rules other than
-	// Exact; Others says whether there are any.
-	Lowest int64
-	Others bool
 }
 
 // SortRules puts rules in the order the forge applies them to a branch

@@ -88,10 +88,6 @@ func (f *Forge) BranchRules(ctx context.Context, owner, name, branch string) (fo
 			out.Exact = &r
 			continue
 		}
-		if !out.Others || r.Priority < out.Lowest {
-			out.Lowest = r.Priority
-		}
-		out.Others = true
 		if ok, _ := path.Match(r.Name, branch); out.Match == nil && ok {
 			out.Match = &r
 		}

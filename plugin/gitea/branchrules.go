@@ -147,10 +147,6 @@ func rulesFor(rules []forge.BranchRule, branch string) forge.BranchRules {
 			out.Exact = r
 			continue
 		}
-		if !out.Others || r.Priority < out.Lowest {
-			out.Lowest = r.Priority
-		}
-		out.Others = true
 		if out.Match == nil && ruleMatches(r.Name, branch) {
 			out.Match = r
 		}

@@ -54,7 +54,7 @@ func TestRulesForFindsWhatGiteaWouldApply(t *testing.T) {
 		{Name: "WORK-1", Priority: 2, Created: at(3)},
 	}
 	got := rulesFor(rules, "work")
-	if got.Name != "work" || got.Exact == nil || got.Exact.Priority != 9 || got.Match == nil || got.Match.Name != "w*" || !got.Others || got.Lowest != 1 {
+	if got.Name != "work" || got.Exact == nil || got.Exact.Priority != 9 || got.Match == nil || got.Match.Name != "w*" {
 		t.Fatalf("rules for work: %+v", got)
 	}
 	// Same priority: a plain name before a glob.
@@ -63,10 +63,10 @@ func TestRulesForFindsWhatGiteaWouldApply(t *testing.T) {
 		t.Fatalf("rules for work-1: exact %+v match %+v", got.Exact, got.Match)
 	}
 	got = rulesFor(rules, "a{b}")
-	if got.Name != `a\{b\}` || got.Exact != nil || got.Match != nil || got.Lowest != 1 {
+	if got.Name != `a\{b\}` || got.Exact != nil || got.Match != nil {
 		t.Fatalf("rules for a{b}: %+v", got)
 	}
-	if got := rulesFor(nil, "x"); got.Others || got.Match != nil || got.Exact != nil {
+	if got := rulesFor(nil, "x"); got.Match != nil || got.Exact != nil {
 		t.Fatalf("no rules: %+v", got)
 	}
 }
