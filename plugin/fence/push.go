@@ -117,6 +117,12 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 	if err != nil {
 		return "", err
 	}
+	// Read again, after the forge's answer: a rule another replica made
+	// meanwhile was recorded before it was made, so it is seen here as
+	// the sidecar's, never taken for an admin's.
+	if rec, err = w.ledger.FenceRuleOf(ctx, k.repoID, k.branch); err != nil {
+		return "", err
+	}
 	// A rule of the exact name is the sidecar's if the ledger says it
 	// made it: with the same creation time, or an unknown one (the
 	// sidecar stopped between making it and recording when).

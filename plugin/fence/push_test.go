@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
@@ -186,5 +187,38 @@ func TestPushFenceIsRetriedAndReconciledAfterARestart(t *testing.T) {
 	w.pushes = false
 	w.start(t)
 	w.rule(t, nil)
+	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
+}
+
+// Two workers on one ledger (two replicas) racing for one branch: one
+// rule, recorded as the sidecar's (never taken for an admin's), and gone
+// when the claim ends.
+func TestPushFenceOfTwoReplicas(t *testing.T) {
+	w := newWorld(t, true)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() {
+		done <- fence.New(w.Ledger, w.forge, w.svc.Bus(), fence.Options{FencePushes: true, Now: w.clock.Now, After: w.clock.After}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	for _, who := range []string{"alice", "bob", "alice"} {
+		if _, err := w.svc.Acquire(bg, w.As(who), "acme", "widgets", 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		w.rule(t, []string{who})
+		// Retries after a lost race come from the backoff timers.
+		leasetest.WaitFor(t, "the record of the sidecar's rule", func() bool {
+			if r := w.record(t); r != nil && !r.Admin && r.Created != 0 {
+				return true
+			}
+			w.clock.Advance(time.Second)
+			return false
+		})
+		if _, err := w.svc.Release(bg, w.As(who), "acme", "widgets", 1); err != nil {
+			t.Fatal(err)
+		}
+		w.rule(t, nil)
+	}
 	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
 }

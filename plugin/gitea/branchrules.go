@@ -154,9 +154,16 @@ func rulesFor(rules []forge.BranchRule, branch string) forge.BranchRules {
 	return out
 }
 
-// CreateBranchRule implements fence.Forge: POST a new rule.
+// CreateBranchRule implements fence.Forge: POST a new rule. A rule of
+// that name made meanwhile (Gitea answers 403 "Branch protection already
+// exist", as it does to a token that may not) is worth another look, not
+// a configuration error.
 func (f *Forge) CreateBranchRule(ctx context.Context, owner, name string, r forge.BranchRule) (forge.BranchRule, error) {
-	return f.writeRule(ctx, http.MethodPost, owner, name, f.rulesPath(owner, name), r)
+	got, err := f.writeRule(ctx, http.MethodPost, owner, name, f.rulesPath(owner, name), r)
+	if errors.Is(err, forge.ErrConfig) && strings.Contains(err.Error(), "already exist") {
+		return got, fmt.Errorf("branch rule %q of %s/%s: %w: a rule of this name was made meanwhile", r.Name, owner, name, forge.ErrUnavailable)
+	}
+	return got, err
 }
 
 // EditBranchRule implements fence.Forge: PATCH the rule named r.Name with

@@ -159,16 +159,23 @@ func TestBranchRuleRequests(t *testing.T) {
 	}
 }
 
-// A token that may not manage branch protection is the operator's to fix.
+// A token that may not manage branch protection is the operator's to fix;
+// a rule of the same name made meanwhile (another replica's) is not.
 func TestBranchRulesRefusedIsAConfigurationError(t *testing.T) {
+	refusal := `{"message":"token does not have at least one of required scope(s): [write:repository]"}`
 	f := newFake(t, map[string]http.HandlerFunc{
 		"POST /api/v1/repos/acme/widgets/branch_protections": func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, `{"message":"token does not have at least one of required scope(s): [write:repository]"}`, http.StatusForbidden)
+			http.Error(w, refusal, http.StatusForbidden)
 		},
 	})
 	fg := newTestForge(t, f.srv.URL, clocktest.New(), time.Second)
 	_, err := fg.CreateBranchRule(context.Background(), "acme", "widgets", forge.BranchRule{Name: "x"})
 	if !errors.Is(err, forge.ErrConfig) {
 		t.Fatalf("create refused: %v, want a configuration error", err)
+	}
+	refusal = `{"message":"Branch protection already exist"}`
+	_, err = fg.CreateBranchRule(context.Background(), "acme", "widgets", forge.BranchRule{Name: "x"})
+	if !errors.Is(err, forge.ErrUnavailable) || errors.Is(err, forge.ErrConfig) {
+		t.Fatalf("create of a rule made meanwhile: %v, want one to retry", err)
 	}
 }
