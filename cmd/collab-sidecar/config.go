@@ -136,7 +136,7 @@ var settings = []setting{
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
 	{"issue-state-ttl", "COLLAB_ISSUE_STATE_TTL", durationSetting(lease.DefaultIssueTTL), "how long an issue's open or closed state is trusted without asking Gitea (webhooks keep it current)"},
-	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered)"},
+	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered), and, with fence-pushes, how often the branch protection rules the push fence carries are looked at again"},
 	{"max-conns-per-addr", "COLLAB_MAX_CONNS_PER_ADDR", "128", "SSH connections one client address may hold (IPv6: one /64); raise it for a fleet behind one NAT address"},
 	{"max-conns-per-account", "COLLAB_MAX_CONNS_PER_ACCOUNT", "256", "SSH connections one Gitea account may hold; past it they answer exit 75"},
 	{"forge-rate-per-addr", "COLLAB_FORGE_RATE_PER_ADDR", "20", "requests to Gitea per second one client address's HTTP requests may cause, in bursts of 5 s worth (answers from the caches are free); past it 429; 0 turns it off"},

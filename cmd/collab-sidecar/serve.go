@@ -100,7 +100,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	// SQLite).
 	resolving.Go(func() { _ = changes.Follow(rctx, store, bus) })
 	fences := fence.New(store, fg, bus, fence.Options{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted,
-		FencePushes: cfg.FencePushes, ObservePush: met.fenceRuled, Log: log.Warn, Now: now})
+		FencePushes: cfg.FencePushes, ObservePush: met.fenceRuled, Recheck: cfg.Reconcile, Log: log.Warn, Now: now})
 	if cfg.FencePushes {
 		log.Info("fencing pushes: a claimed pull request's branch takes pushes only from the holder's account")
 	}

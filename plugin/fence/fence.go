@@ -105,6 +105,11 @@ type Options struct {
 	// ObservePush, if set, is told what became of every branch rule the
 	// push fence changed: "made", "updated", "removed" or "failed".
 	ObservePush func(outcome string)
+	// Recheck, if not 0, is how often the push fence looks at the forge's
+	// rules of every branch it fences again, so that a change of an
+	// admin's rule it carries (or its own rule removed by hand) reaches
+	// it without waiting for a change of the claim.
+	Recheck time.Duration
 	// Log, if set, is told about failed posts.
 	Log func(msg string, args ...any)
 	// Now and After are the worker's clock (default the system's).
@@ -308,6 +313,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	var timer <-chan time.Time
 	stop := func() bool { return false }
 	defer func() { stop() }()
+	var recheckAt time.Time
+	if w.o.Recheck > 0 {
+		recheckAt = w.o.Now().Add(w.o.Recheck)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -315,6 +324,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-w.wake:
 		case <-timer:
 			now := w.o.Now()
+			if !recheckAt.IsZero() && !recheckAt.After(now) {
+				recheckAt = now.Add(w.o.Recheck)
+				for k, st := range branches {
+					if st.posted != "" {
+						st.posted = "" // look at the forge's rules again
+						w.touchBranch(k)
+					}
+				}
+			}
 			for k, st := range states {
 				if !st.retryAt.IsZero() && !st.retryAt.After(now) {
 					w.touchPull(k)
@@ -340,6 +358,9 @@ func (w *Worker) Run(ctx context.Context) error {
 			if t := st.retryAt; !t.IsZero() && (next.IsZero() || t.Before(next)) {
 				next = t
 			}
+		}
+		if t := recheckAt; !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
 		}
 		if !next.IsZero() {
 			timer, stop = w.o.After(next.Sub(w.o.Now()))

@@ -29,9 +29,11 @@ type fenceWorld struct {
 	cancel   context.CancelFunc
 	done     chan error
 	outcomes *outcomeLog
-	// pushes turns the push fence on; pushOutcomes are its outcomes.
+	// pushes turns the push fence on; pushOutcomes are its outcomes;
+	// recheck is its Options.Recheck.
 	pushes       bool
 	pushOutcomes *outcomeLog
+	recheck      time.Duration
 }
 
 type outcomeLog struct {
@@ -72,7 +74,7 @@ func (w *fenceWorld) start(t *testing.T) {
 	w.cancel, w.done = cancel, make(chan error, 1)
 	go func() {
 		wk := fence.New(w.Ledger, w.forge, w.svc.Bus(), fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add,
-			FencePushes: w.pushes, ObservePush: w.pushOutcomes.add, Now: w.clock.Now, After: w.clock.After})
+			FencePushes: w.pushes, ObservePush: w.pushOutcomes.add, Recheck: w.recheck, Now: w.clock.Now, After: w.clock.After})
 		w.done <- wk.Run(ctx)
 	}()
 	t.Cleanup(w.stop)

@@ -222,3 +222,32 @@ func TestPushFenceOfTwoReplicas(t *testing.T) {
 	}
 	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
 }
+
+// A change of the admin's rule reaches the sidecar's within Recheck, with
+// no change of the claim; so does the sidecar's rule removed by hand.
+func TestPushFenceRechecksTheAdminsRule(t *testing.T) {
+	w := newWorld(t, false)
+	w.stop()
+	w.pushes, w.recheck = true, 5*time.Minute
+	w.start(t)
+	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wor*", Priority: 3, Push: forge.Allow{Enabled: true}})
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, []string{"alice"})
+	// The admin now requires approvals of everything under wor*.
+	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wo*", Priority: 1, Push: forge.Allow{Enabled: true},
+		Settings: map[string]any{"required_approvals": float64(2)}})
+	w.clock.Advance(5 * time.Minute)
+	leasetest.WaitFor(t, "the admin's approvals carried", func() bool {
+		r, ok := w.forge.BranchRule("acme/widgets", "work")
+		return ok && r.Settings["required_approvals"] == float64(2) && r.Priority == 0-1 && slices.Equal(r.Push.Users, []string{"alice"})
+	})
+	// Removed by hand: back at the next look.
+	if err := w.forge.DeleteBranchRule(bg, "acme", "widgets", "work"); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(5 * time.Minute)
+	w.rule(t, []string{"alice"})
+}
