@@ -164,6 +164,25 @@ func waitAllowlist(tb testing.TB, ctx context.Context, g *Gitea, s *Sidecar, r R
 	tb.Fatalf("the rule of %s lets %v push (there: %v), want %v\n%s", branch, got, ok, want, tail(s.Logs(), 30))
 }
 
+// pullInto opens a pull request by u from a new branch, made from base
+// with one commit, into base, and returns its number.
+func (a *agentWorld) pullInto(u *User, branch, base string) int64 {
+	a.t.Helper()
+	as := a.g.As(u.Login)
+	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/contents/"+branch+".txt", map[string]any{
+		"content": "c2lkZQo=", "message": "Side work", "branch": base, "new_branch": branch,
+	}, nil); err != nil {
+		a.t.Fatalf("commit on %s: %v", branch, err)
+	}
+	var pr struct{ Number int64 }
+	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/pulls", map[string]any{
+		"head": branch, "base": base, "title": "Side work into " + base,
+	}, &pr); err != nil {
+		a.t.Fatalf("open a pull request from %s into %s: %v", branch, base, err)
+	}
+	return pr.Number
+}
+
 // lapse makes u's claim of n end by expiry: renewed for one second, then
 // taken over by next, whose acquire is polled until it wins.
 func (a *agentWorld) lapse(u, next *User, n int64) {
@@ -265,6 +284,14 @@ func TestFencedPushThroughAnIssueAgainstGitea(t *testing.T) {
 	}
 	if prio[branch] >= prio["fix-*"] {
 		t.Fatalf("priorities %v: the sidecar's rule must apply first", prio)
+	}
+	// Gitea applies the carried settings: a merge into the fenced branch
+	// still needs the admin's status check and approval.
+	into := a.pullInto(alice, "side-"+branch, branch)
+	err := a.merge(alice, into)
+	var api *APIError
+	if !errors.As(err, &api) || !strings.Contains(api.Body, "Not all required status checks successful") && !strings.Contains(api.Body, "approvals") {
+		t.Fatalf("a merge into the fenced branch without the admin's check and approval: %v, want Gitea's refusal", err)
 	}
 	ca.sync(branch)
 	ca.mustPush(branch)
