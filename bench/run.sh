@@ -291,6 +291,7 @@ render() {
 		sc = "e2e:SessionCommand:"; r8 = val(sc "session/fresh"); g8 = goal2(r8, "<=", 0.05, 0.1)
 		st = "e2e:SessionThroughput:"; r9 = q(st "ops/s", L); g9a = goal2(r9, ">=", 0.7, 0.5); g9b = goal2(val(st "p99-ms"), "<=", 10, 25)
 		is = "e2e:IdleSessions:"; g10 = goal(val(is "sessions-RSS-MB"), "<=", 150)
+		pf = "e2e:PushFence:"; g12 = goal(val(pf "fenced-p99-ms"), "<=", 1000)
 		print "| row | goal | this run | verdict |"
 		print "|---|---|---|---|"
 		print "| 1 | fresh-OpenSSH acquire ≤ 1.25 × a no-op exec (medians; re-acquire of a held lease) | acquire/help = **" x(e "acquire/help") "** | **" g1 "** |"
@@ -304,6 +305,7 @@ render() {
 		print "| 8 | a no-op command over an open session ≤ 0.05 × a no-op exec over a fresh OpenSSH connection (at most 0.1×; medians; issue 28) | session/fresh = **" fx(r8) "** | **" g8 "** |"
 		print "| 9 | 64 agents, one session each (acquire/renew/release lines) ≥ 0.7 × the ledger alone (at least 0.5×), p99 ≤ 10 ms (at most 25 ms; issue 28) | " n(st "agents") " agents: " v(st "ops/s") " ÷ " v(L) " ops/s = **" fx(r9) "**, p99 **" v(st "p99-ms") " ms** | throughput **" g9a "**, p99 **" g9b "** |"
 		print "| 10 | " n(is "sessions") " idle sessions holding a claim each: sidecar RSS ≤ 150 MB (issue 28) | **" v(is "sessions-RSS-MB") " MB**; " v(is "heartbeat-writes/s") " heartbeat writes/s | **" g10 "** |"
+		print "| 12 | after a takeover, Gitea refuses the old holder'"'"'s push: p99 ≤ 1 s (over " n(pf "takeovers") " takeovers; issue 29) | p99 **" v(pf "fenced-p99-ms") " ms** (p50 " v(pf "fenced-p50-ms") " ms); " v(pf "gitea-requests/takeover") " Gitea requests per takeover | **" g12 "** |"
 		print ""
 		print "## Results"
 		print ""
@@ -341,6 +343,7 @@ render() {
 		print "| 10 | " n(is "sessions") " sessions (Go SSH clients, the keys of 64 accounts, grace " v(is "grace-s") " s), each holding a claim, idle for four rounds of keepalives | heartbeat writes/s = **" v(is "heartbeat-writes/s") "** (one per session per grace/3: " v(is "heartbeat-writes/s-expected") ") | sidecar RSS idle " v(is "idle-RSS-MB") " MB, with the sessions **" v(is "sessions-RSS-MB") " MB** (" v(is "KiB/session") " KiB per session); " v(is "open-s") " s to open them and claim |"
 		mc = "e2e:MCPSession:"
 		print "| 11 | MCP tool calls (`claims`) through `git collab mcp`: git-collab of the last commit before sessions (an ssh process and a handshake per call) vs this tree'"'"'s (every call over one session), alternating rounds | after/before = **" x(mc "after/before") "** | before **" v(mc "before-calls/s") " calls/s**, after **" v(mc "after-calls/s") " calls/s** |"
+		print "| 12 | a claimed pull request handed back and forth between two accounts (`collab-lease handoff`), " n(pf "takeovers") " times, with `serve --fence-pushes`; after each answer, the old holder pushes a new commit over HTTP (the real git client) until Gitea refuses, while the test keeps asking Gitea for the branch'"'"'s rule; then handoffs without pushes, whose requests to Gitea the sidecar'"'"'s own metrics count | — | Gitea'"'"'s rule lets only the new holder push p50 **" v(pf "fenced-p50-ms") " ms**, p99 **" v(pf "fenced-p99-ms") " ms** after the answer; the first push begun after it refused at p50 " v(pf "refused-p50-ms") " ms, p99 " v(pf "refused-p99-ms") " ms (one push takes p50 " v(pf "push-p50-ms") " ms), " n(pf "pushes-taken-after-handoff") " pushes taken before a refusal; one takeover costs **" v(pf "gitea-requests/takeover") " requests** to Gitea (GET " v(pf "gitea-GET/takeover") ", POST " v(pf "gitea-POST/takeover") ", PATCH " v(pf "gitea-PATCH/takeover") ") |"
 		print ""
 		print "## Before and after"
 		print ""

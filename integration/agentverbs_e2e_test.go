@@ -28,12 +28,14 @@ type agentWorld struct {
 	agents []*User
 }
 
-func newAgentWorld(t *testing.T, agents int) *agentWorld {
+// newAgentWorld starts a sidecar of its own (serve with args), installed
+// into the shared Gitea, on a new repository with agents writers.
+func newAgentWorld(t *testing.T, agents int, args ...string) *agentWorld {
 	t.Helper()
 	g, w, bin := shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}, t.TempDir())
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data"), Args: args}, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,11 +45,11 @@ func TestDoctorAgainstGitea(t *testing.T) {
 			passed++
 		}
 	}
-	if code != 0 || strings.Contains(out, "FAIL") || passed != 8 {
+	if code != 0 || strings.Contains(out, "FAIL") || passed != 9 {
 		t.Fatalf("healthy: exit %d\n%s", code, out)
 	}
 	for _, want := range []string{"version 1.26.0", "site administrator", "key lookup", "footer", "oauth2", "live leases",
-		"ok   webhook", public + "/hooks/gitea", "ok   fencing"} {
+		"ok   webhook", public + "/hooks/gitea", "ok   fencing", "ok   pushes     off (serve --fence-pushes turns it on); the token may manage branch protection"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("healthy report lacks %q:\n%s", want, out)
 		}
@@ -80,6 +80,7 @@ func TestDoctorAgainstGitea(t *testing.T) {
 		{"other public URL", g.AdminToken, replace(base, "--public-url", "http://127.0.0.1:18789"), "FAIL oauth2", "install again"},
 		{"other webhook URL", g.AdminToken, append(base, "--webhook-url", "http://127.0.0.1:18789"), "FAIL webhook", "run collab-sidecar install"},
 		{"token without the admin scope", serveTok.SHA1, base, "FAIL webhook", "read:admin"},
+		{"fencing pushes with a token that may not", serveTok.SHA1, append(base, "--fence-pushes"), "FAIL pushes", "write:repository"},
 	}
 	for _, f := range faults {
 		out, code := doctorRun(t, bin, f.token, f.args...)

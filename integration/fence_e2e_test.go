@@ -21,21 +21,35 @@ import (
 // issue n, and returns its number and head commit.
 func (a *agentWorld) fencePull(u *User, branch string, n int64) (int64, string) {
 	a.t.Helper()
-	as := a.g.As(u.Login)
-	content := base64.StdEncoding.EncodeToString([]byte("work on #" + fmt.Sprint(n) + "\n"))
-	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/contents/"+branch+".txt", map[string]any{
-		"content": content, "message": "Work on #" + fmt.Sprint(n), "branch": "main", "new_branch": branch,
+	return a.openPull(u, branch, fmt.Sprintf("Fixes #%d", n))
+}
+
+// openPull opens a pull request by u from a new branch with a first
+// commit, with body as its description, and returns its number and head
+// commit.
+func (a *agentWorld) openPull(u *User, branch, body string) (int64, string) {
+	a.t.Helper()
+	return openPullAs(a.t, a.ctx, a.g, a.repo, u, branch, body)
+}
+
+// openPullAs is openPull in repository r, for a benchmark too.
+func openPullAs(tb testing.TB, ctx context.Context, g *Gitea, r Repo, u *User, branch, body string) (int64, string) {
+	tb.Helper()
+	as := g.As(u.Login)
+	content := base64.StdEncoding.EncodeToString([]byte("work on " + branch + "\n"))
+	if err := as.Do(ctx, "POST", "/repos/"+r.FullName()+"/contents/"+branch+".txt", map[string]any{
+		"content": content, "message": "Work on " + branch, "branch": "main", "new_branch": branch,
 	}, nil); err != nil {
-		a.t.Fatalf("commit on %s: %v", branch, err)
+		tb.Fatalf("commit on %s: %v", branch, err)
 	}
 	var pr struct {
 		Number int64
 		Head   struct{ SHA string }
 	}
-	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/pulls", map[string]any{
-		"head": branch, "base": "main", "title": "Work on #" + fmt.Sprint(n), "body": fmt.Sprintf("Fixes #%d", n),
+	if err := as.Do(ctx, "POST", "/repos/"+r.FullName()+"/pulls", map[string]any{
+		"head": branch, "base": "main", "title": "Work on " + branch, "body": body,
 	}, &pr); err != nil {
-		a.t.Fatalf("open a pull request from %s: %v", branch, err)
+		tb.Fatalf("open a pull request from %s: %v", branch, err)
 	}
 	return pr.Number, pr.Head.SHA
 }

@@ -235,7 +235,7 @@ func pollUntil(deadline time.Duration, f func() (SSHResult, bool)) (SSHResult, b
 
 // identityRepo creates a public repository of w.Org for one test, so the
 // accounts it changes touch nothing the shared fixture's tests use.
-func identityRepo(t *testing.T, ctx context.Context, g *Gitea, w *World) Repo {
+func identityRepo(t testing.TB, ctx context.Context, g *Gitea, w *World) Repo {
 	t.Helper()
 	r := Repo{Owner: w.Org, Name: "identity-" + randomHex(4)}
 	var out struct{ ID int64 }
@@ -249,7 +249,7 @@ func identityRepo(t *testing.T, ctx context.Context, g *Gitea, w *World) Repo {
 }
 
 // identityIssue opens an issue in r.
-func identityIssue(t *testing.T, ctx context.Context, g *Gitea, r Repo) int64 {
+func identityIssue(t testing.TB, ctx context.Context, g *Gitea, r Repo) int64 {
 	t.Helper()
 	var out struct{ Number int64 }
 	if err := g.Admin().Do(ctx, "POST", "/repos/"+r.FullName()+"/issues", map[string]any{"title": "An identity test"}, &out); err != nil {
@@ -260,7 +260,7 @@ func identityIssue(t *testing.T, ctx context.Context, g *Gitea, r Repo) int64 {
 
 // identityUser creates a fresh account (login prefix-<random>) with its own
 // key, a write collaborator on r.
-func identityUser(t *testing.T, ctx context.Context, g *Gitea, w *World, prefix string, r Repo) *User {
+func identityUser(t testing.TB, ctx context.Context, g *Gitea, w *World, prefix string, r Repo) *User {
 	t.Helper()
 	u := &User{Login: prefix + "-" + randomHex(3), Password: randomHex(8) + "Aa1!"}
 	addIdentityUser(t, ctx, g, w, u, u.Login, r)
@@ -270,7 +270,7 @@ func identityUser(t *testing.T, ctx context.Context, g *Gitea, w *World, prefix 
 // addIdentityUser creates u in Gitea with a new key and the e-mail address
 // <email>@example.com (a new account cannot reuse a renamed one's), and
 // makes it a write collaborator on r.
-func addIdentityUser(t *testing.T, ctx context.Context, g *Gitea, w *World, u *User, email string, r Repo) {
+func addIdentityUser(t testing.TB, ctx context.Context, g *Gitea, w *World, u *User, email string, r Repo) {
 	t.Helper()
 	k, err := newKey(w.KeyDir, u.Login+"-"+randomHex(3))
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -109,6 +110,8 @@ type Sidecar struct {
 	done chan struct{}
 	err  error
 	logs *leasetest.LogBuffer
+	// killed: Kill was called, so the exit by SIGKILL is no failure.
+	killed atomic.Bool
 }
 
 var (
@@ -254,8 +257,12 @@ func (s *Sidecar) writeKnownHosts() error {
 func (s *Sidecar) Logs() string { return s.logs.String() }
 
 // Stop sends SIGTERM and waits for the process to exit (at most timeout);
-// it returns the process's exit error, nil for exit status 0.
+// it returns the process's exit error, nil for exit status 0 and for a
+// sidecar the test killed on purpose.
 func (s *Sidecar) Stop(timeout time.Duration) error {
+	if s.killed.Load() {
+		return nil
+	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-s.done:
@@ -268,6 +275,7 @@ func (s *Sidecar) Stop(timeout time.Duration) error {
 
 // Kill stops the process with SIGKILL, as a crash would.
 func (s *Sidecar) Kill() {
+	s.killed.Store(true)
 	_ = s.cmd.Process.Kill()
 	<-s.done
 }

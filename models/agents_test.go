@@ -93,17 +93,7 @@ func TestUpgradeToAgentsKeepsEveryRow(t *testing.T) {
 	}
 	mustAcquireAs(t, s, k, Holder{ID: 4, Login: "alice"}, 0)
 	// Back to schema 6's shape: no agent columns.
-	for _, q := range []string{"ALTER TABLE leases DROP COLUMN agent", "ALTER TABLE lease_events DROP COLUMN agent", "PRAGMA user_version = 6"} {
-		if err := s.db.Exec(q).Error; err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	_ = s.Close()
-	s2, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s2.Close()
+	s2 := reopenFrom(t, s, path, "ALTER TABLE leases DROP COLUMN agent", "ALTER TABLE lease_events DROP COLUMN agent", "PRAGMA user_version = 6")
 	cur, err := s2.Current(bg, k)
 	if err != nil || cur == nil || cur.Token != 4 || cur.Holder != (Holder{ID: 4, Login: "alice"}) {
 		t.Fatalf("after the upgrade: %+v %v, want alice's token 4", cur, err)

@@ -69,3 +69,22 @@ func who(login string) Holder {
 	_, _ = h.Write([]byte(login))
 	return Holder{ID: int64(h.Sum32()) + 1, Login: login}
 }
+
+// reopenFrom takes the SQLite ledger s (at path) back to an older schema
+// with the statements given, closes it and opens it again, as an upgrade
+// does; the new Store is closed when t ends.
+func reopenFrom(t *testing.T, s *Store, path string, stmts ...string) *Store {
+	t.Helper()
+	for _, q := range stmts {
+		if err := s.db.Exec(q).Error; err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	_ = s.Close()
+	s2, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s2.Close() })
+	return s2
+}

@@ -17,9 +17,12 @@ import (
 
 // pullRow is one pull request as the forge last described it.
 type pullRow struct {
-	RepoID   int64  `gorm:"primaryKey;autoIncrement:false"`
-	Number   int64  `gorm:"primaryKey;autoIncrement:false"`
-	Head     string `gorm:"size:64;not null"`
+	RepoID int64  `gorm:"primaryKey;autoIncrement:false"`
+	Number int64  `gorm:"primaryKey;autoIncrement:false"`
+	Head   string `gorm:"size:64;not null"`
+	// Branch is the head branch when it is in the pull request's own
+	// repository ("" for a fork's, or a record from before schema 10).
+	Branch   string `gorm:"size:255;not null;default:'';index:idx_pull_requests_branch"`
 	AuthorID int64  `gorm:"not null"`
 	Author   string `gorm:"size:255;not null"`
 	Open     bool   `gorm:"not null;index"`
@@ -40,9 +43,12 @@ func (pullLinkRow) TableName() string { return "pull_links" }
 
 // Pull is an open or closed pull request and the numbers it is linked to.
 type Pull struct {
-	RepoID  int64
-	Number  int64
-	Head    string // the head commit's SHA
+	RepoID int64
+	Number int64
+	Head   string // the head commit's SHA
+	// Branch is the head branch if it is in the same repository, else ""
+	// (a fork's branch is not the repository's to fence).
+	Branch  string
 	Author  Holder
 	Open    bool
 	Version int64   // the forge's update time of this description (Unix seconds)
@@ -53,7 +59,7 @@ type Pull struct {
 // newer description is recorded already; a delivery seen before has no
 // effect. It reports whether the record changed.
 func (s *Store) RecordPull(ctx context.Context, p Pull, delivery string) (bool, error) {
-	if p.RepoID <= 0 || p.Number <= 0 || len(p.Head) > 64 || len(p.Author.Login) > 255 {
+	if p.RepoID <= 0 || p.Number <= 0 || len(p.Head) > 64 || len(p.Author.Login) > 255 || len(p.Branch) > MaxBranchLen {
 		return false, fmt.Errorf("record pull %d#%d: %w", p.RepoID, p.Number, ErrInvalid)
 	}
 	changed := false
@@ -67,7 +73,7 @@ func (s *Store) RecordPull(ctx context.Context, p Pull, delivery string) (bool, 
 		if len(rows) == 1 && rows[0].Version > p.Version {
 			return nil, nil // older than what is recorded
 		}
-		if err := tx.Save(&pullRow{RepoID: p.RepoID, Number: p.Number, Head: p.Head, AuthorID: p.Author.ID,
+		if err := tx.Save(&pullRow{RepoID: p.RepoID, Number: p.Number, Head: p.Head, Branch: p.Branch, AuthorID: p.Author.ID,
 			Author: p.Author.Login, Open: p.Open, Version: p.Version}).Error; err != nil {
 			return nil, err
 		}
@@ -108,6 +114,15 @@ func (s *Store) OpenPulls(ctx context.Context) ([]Pull, error) {
 	return s.pulls(ctx, s.db.WithContext(ctx).Where("open"))
 }
 
+// PullsOnBranch returns the open pull requests of the repository whose
+// head is its branch (for that branch's push fence).
+func (s *Store) PullsOnBranch(ctx context.Context, repoID int64, branch string) ([]Pull, error) {
+	if branch == "" {
+		return nil, nil
+	}
+	return s.pulls(ctx, s.db.WithContext(ctx).Where("repo_id = ? AND branch = ? AND open", repoID, branch))
+}
+
 // PullOf returns pull request number of the repository, or nil.
 func (s *Store) PullOf(ctx context.Context, repoID, number int64) (*Pull, error) {
 	ps, err := s.pulls(ctx, s.db.WithContext(ctx).Where("repo_id = ? AND number = ?", repoID, number))
@@ -129,7 +144,7 @@ func (s *Store) pulls(ctx context.Context, q *gorm.DB) ([]Pull, error) {
 			Order("issue").Pluck("issue", &links).Error; err != nil {
 			return nil, fmt.Errorf("links of pull %d#%d: %w", r.RepoID, r.Number, mapDBError(err))
 		}
-		out = append(out, Pull{RepoID: r.RepoID, Number: r.Number, Head: r.Head, Author: Holder{ID: r.AuthorID, Login: r.Author},
+		out = append(out, Pull{RepoID: r.RepoID, Number: r.Number, Head: r.Head, Branch: r.Branch, Author: Holder{ID: r.AuthorID, Login: r.Author},
 			Open: r.Open, Version: r.Version, Links: slices.Compact(links)})
 	}
 	return out, nil

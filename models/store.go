@@ -46,7 +46,10 @@ import (
 //     that the claim caps count an account's leases without a scan.
 //   - 9: agent sessions (agent_sessions; leases.session and cap_at,
 //     lease_events.session), claims kept alive by their connection.
-const schemaVersion = 9
+//   - 10: pull requests' head branches (pull_requests.branch) and the
+//     branch protection rules the sidecar made to fence pushes
+//     (fence_rules).
+const schemaVersion = 10
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -249,7 +252,7 @@ func openSQLite(path string, o options) (*Store, error) {
 // ledgerModels are the ledger's tables, as migrations create them on both
 // engines.
 func ledgerModels() []any {
-	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}}
+	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}, &fenceRuleRow{}}
 }
 
 // migrate brings a SQLite ledger to schemaVersion (migratePostgres is

@@ -50,6 +50,9 @@ type Config struct {
 	GiteaCustom string // Gitea's custom directory, for install (and doctor)
 	MaxTTL      time.Duration
 	LockDelay   time.Duration
+	// FencePushes: keep a branch protection rule on every claimed pull
+	// request's head branch that lets only the holders push.
+	FencePushes bool
 	// PriorityLabels are the labels next prefers, highest first.
 	PriorityLabels []string
 	// Work-in-progress caps: live claims per holder and per account (0: none).
@@ -92,6 +95,23 @@ type setting struct {
 	help string
 }
 
+// boolSettings are the settings that are switches: --fence-pushes alone
+// turns one on, as does true (or 1) in the environment or the file.
+var boolSettings = map[string]bool{"fence-pushes": true}
+
+// switchFlag is a switch's flag.Value: the setting's text, "true" when
+// the flag is given alone.
+type switchFlag struct{ s *string }
+
+func (f switchFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return *f.s
+}
+func (f switchFlag) Set(v string) error { *f.s = v; return nil }
+func (f switchFlag) IsBoolFlag() bool   { return true }
+
 var settings = []setting{
 	{"gitea-url", "COLLAB_GITEA_URL", "", "Gitea's base URL, e.g. https://git.example.com (required)"},
 	{"gitea-token-file", "COLLAB_GITEA_TOKEN_FILE", "", "file holding a Gitea site-admin API token (required unless COLLAB_GITEA_TOKEN is set)"},
@@ -111,11 +131,12 @@ var settings = []setting{
 	{"max-sessions-per-account", "COLLAB_MAX_SESSIONS_PER_ACCOUNT", "64", "agent sessions (collab-lease session) one account may have open at once, over every replica (0: no cap)"},
 	{"priority-labels", "COLLAB_PRIORITY_LABELS", "", "labels next prefers, highest first, comma-separated (e.g. priority/critical,priority/high): the oldest issue of the highest priority there is goes first, issues with none of them last"},
 	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
+	{"fence-pushes", "COLLAB_FENCE_PUSHES", "false", "while a pull request, or an issue it closes, is claimed, let only the holder's account push to its head branch (a branch protection rule of the sidecar's; the Gitea token needs write:repository)"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
 	{"issue-state-ttl", "COLLAB_ISSUE_STATE_TTL", durationSetting(lease.DefaultIssueTTL), "how long an issue's open or closed state is trusted without asking Gitea (webhooks keep it current)"},
-	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered)"},
+	{"reconcile-interval", "COLLAB_RECONCILE_INTERVAL", "5m", "how often closes that no webhook delivered are looked for in Gitea (jittered), and, with fence-pushes, how often the branch protection rules the push fence carries are looked at again"},
 	{"max-conns-per-addr", "COLLAB_MAX_CONNS_PER_ADDR", "128", "SSH connections one client address may hold (IPv6: one /64); raise it for a fleet behind one NAT address"},
 	{"max-conns-per-account", "COLLAB_MAX_CONNS_PER_ACCOUNT", "256", "SSH connections one Gitea account may hold; past it they answer exit 75"},
 	{"forge-rate-per-addr", "COLLAB_FORGE_RATE_PER_ADDR", "20", "requests to Gitea per second one client address's HTTP requests may cause, in bursts of 5 s worth (answers from the caches are free); past it 429; 0 turns it off"},
@@ -171,6 +192,11 @@ func parseConfig(cmd string, args []string, getenv func(string) string, usageOut
 	fs.SetOutput(io.Discard)
 	flags := map[string]*string{}
 	for _, s := range settings {
+		if boolSettings[s.name] {
+			flags[s.name] = new(string)
+			fs.Var(switchFlag{flags[s.name]}, s.name, s.help)
+			continue
+		}
 		flags[s.name] = fs.String(s.name, "", s.help)
 	}
 	configPath := fs.String("config", "", "TOML file of settings (keys as the flag names)")
@@ -241,6 +267,11 @@ func readTOML(path string) (map[string]string, error) {
 			out[name] = v
 		case int64:
 			out[name] = fmt.Sprint(v) // whole seconds, for durations
+		case bool:
+			if !boolSettings[name] {
+				return nil, fmt.Errorf("config file %s: %s must be a string", path, k)
+			}
+			out[name] = strconv.FormatBool(v)
 		default:
 			return nil, fmt.Errorf("config file %s: %s must be a string", path, k)
 		}
@@ -349,6 +380,9 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 			}
 			c.PriorityLabels = append(c.PriorityLabels, l)
 		}
+	}
+	if c.FencePushes, err = strconv.ParseBool(v["fence-pushes"]); err != nil {
+		return c, fmt.Errorf("fence-pushes %q must be true or false", v["fence-pushes"])
 	}
 	if c.LockDelay%time.Second != 0 {
 		return c, fmt.Errorf("lock-delay %q must be whole seconds", v["lock-delay"])

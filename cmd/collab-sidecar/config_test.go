@@ -102,6 +102,7 @@ func TestConfigValidation(t *testing.T) {
 		{"a priority label twice", append(base, "--priority-labels", "p/high, p/low,p/high"), "priority-labels names \"p/high\" twice"},
 		{"an empty priority label", append(base, "--priority-labels", "p/high,,p/low"), "priority-labels \"p/high,,p/low\" has an empty label; name labels separated by commas, highest first"},
 		{"lock-delay over 5m", append(base, "--lock-delay", "6m"), "lock-delay \"6m\" must be a duration between 0s and 5m0s"},
+		{"fence-pushes not a switch", append(base, "--fence-pushes=sometimes"), "fence-pushes \"sometimes\" must be true or false"},
 		{"no streams", append(base, "--event-streams-per-viewer", "0"), "event-streams-per-viewer \"0\" must be a whole number from 1 to 100000"},
 		{"bad stream cap", append(base, "--event-streams-per-address", "lots"), "event-streams-per-address \"lots\" must be a whole number"},
 		{"bad log format", append(base, "--log-format", "xml"), "log-format \"xml\" must be text or json"},
@@ -122,6 +123,35 @@ func TestConfigValidation(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "s3cret") {
 			t.Errorf("%s: err %v, want it to mention %q (and never the token)", c.name, err, c.want)
 		}
+	}
+}
+
+// --fence-pushes is a switch: alone on the command line, or true in the
+// environment or the file; off by default.
+func TestConfigFencePushes(t *testing.T) {
+	token := writeFile(t, "token", "s3cret", 0o600)
+	on := writeFile(t, "on.toml", "fence-pushes = true\n", 0o600)
+	notSwitch := writeFile(t, "bad.toml", "max-ttl = true\n", 0o600)
+	base := []string{"--gitea-url", "http://g:3000", "--gitea-token-file", token}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{"off by default", base, nil, false},
+		{"the flag alone", append(base, "--fence-pushes"), nil, true},
+		{"the flag off", append(base, "--fence-pushes=false"), map[string]string{"COLLAB_FENCE_PUSHES": "true"}, false},
+		{"the environment", base, map[string]string{"COLLAB_FENCE_PUSHES": "1"}, true},
+		{"the file", append(base, "--config", on), nil, true},
+	} {
+		cfg, err := loadConfig("serve", tc.args, envOf(tc.env), io.Discard)
+		if err != nil || cfg.FencePushes != tc.want {
+			t.Errorf("%s: fence-pushes %v (%v), want %v", tc.name, cfg.FencePushes, err, tc.want)
+		}
+	}
+	if _, err := loadConfig("serve", append(base, "--config", notSwitch), envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "max-ttl must be a string") {
+		t.Errorf("true for a setting that is no switch: %v", err)
 	}
 }
 

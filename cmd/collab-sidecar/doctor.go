@@ -82,6 +82,8 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 	if giteaUp {
 		found, err = checkFencing(ctx, fg)
 		add("fencing", found, err)
+		found, err = checkPushFence(ctx, fg, cfg)
+		add("pushes", found, err)
 	}
 
 	failed := 0
@@ -195,6 +197,65 @@ func checkFencing(ctx context.Context, fg *gitea.Forge) (string, error) {
 	return fmt.Sprintf("%d protected branch(es) require %s%s: %s", len(fenced), fence.StatusContext, more, strings.Join(fenced, ", ")), nil
 }
 
+// checkPushFence says whether the token may manage branch protection,
+// which serve --fence-pushes needs (a failure only when it is on), and
+// names the branches the push fence leaves alone because an admin's rule
+// has their exact name.
+func checkPushFence(ctx context.Context, fg *gitea.Forge, cfg Config) (string, error) {
+	state := "off (serve --fence-pushes turns it on)"
+	if cfg.FencePushes {
+		state = "on"
+	}
+	repo, err := fg.CheckBranchRules(ctx)
+	switch {
+	case errors.Is(err, forge.ErrNotFound):
+		state += "; not checked whether the token may manage branch protection: Gitea has no repository yet"
+	case err != nil && cfg.FencePushes:
+		return "", fmt.Errorf("the token may not manage branch protection, which fencing pushes needs: %v; give the sidecar a site administrator's token with the write:repository scope", err)
+	case err != nil:
+		state += "; the token may not manage branch protection (fencing pushes would need write:repository): " + err.Error()
+	default:
+		state += "; the token may manage branch protection (asked on " + repo + ")"
+	}
+	found, err := fencedBranches(ctx, fg, cfg)
+	if err != nil {
+		return "", err
+	}
+	return state + found, nil
+}
+
+// fencedBranches says, from the ledger (if serve made one), how many
+// branches carry the sidecar's rule now and which it leaves alone.
+func fencedBranches(ctx context.Context, fg *gitea.Forge, cfg Config) (string, error) {
+	store, err := openLedger(cfg)
+	if store == nil || err != nil {
+		return "", err // no ledger yet: checkDataDir says so
+	}
+	defer store.Close()
+	rules, err := store.FenceRules(ctx)
+	if err != nil {
+		return "", fmt.Errorf("the ledger %s does not answer: %v", models.Redact(cfg.DB), err)
+	}
+	made := 0
+	var alone []string
+	for _, r := range rules {
+		if !r.Admin {
+			made++
+			continue
+		}
+		name, err := fg.RepoName(ctx, r.RepoID)
+		if err != nil {
+			name = fmt.Sprintf("repository %d", r.RepoID)
+		}
+		alone = append(alone, fmt.Sprintf("%s (%s)", name, r.Branch))
+	}
+	out := fmt.Sprintf("; %d branch(es) fenced now", made)
+	if len(alone) > 0 {
+		out += fmt.Sprintf("; %d claimed branch(es) left alone, because an admin's rule has their exact name: %s", len(alone), strings.Join(alone, ", "))
+	}
+	return out, nil
+}
+
 // checkDataDir: the directory exists, only its owner may enter it, its
 // secrets are private, and the ledger (if any yet) opens.
 func checkDataDir(ctx context.Context, cfg Config) (string, error) {
@@ -230,14 +291,12 @@ func checkDataDir(ctx context.Context, cfg Config) (string, error) {
 		}
 	}
 	found := cfg.DataDir + " private and writable"
-	// A PostgreSQL ledger is opened as serve opens it (which creates its
-	// tables in an empty database); a file only if serve created it.
 	db := models.Redact(cfg.DB)
-	if _, err := os.Stat(cfg.DB); err == nil || models.IsPostgres(cfg.DB) {
-		store, err := models.Open(cfg.DB)
-		if err != nil {
-			return "", fmt.Errorf("the ledger does not open: %v", err)
-		}
+	store, err := openLedger(cfg)
+	if err != nil {
+		return "", err
+	}
+	if store != nil {
 		defer store.Close()
 		n, err := store.CountLive(ctx)
 		if err != nil {
@@ -248,6 +307,21 @@ func checkDataDir(ctx context.Context, cfg Config) (string, error) {
 		found += "; no ledger yet (serve creates " + db + ")"
 	}
 	return found, nil
+}
+
+// openLedger opens the ledger as serve does, or returns nil if there is
+// none yet. A PostgreSQL ledger is opened as serve opens it (which
+// creates its tables in an empty database); a file only if serve created
+// it.
+func openLedger(cfg Config) (*models.Store, error) {
+	if _, err := os.Stat(cfg.DB); err != nil && !models.IsPostgres(cfg.DB) {
+		return nil, nil
+	}
+	store, err := models.Open(cfg.DB)
+	if err != nil {
+		return nil, fmt.Errorf("the ledger does not open: %v", err)
+	}
+	return store, nil
 }
 
 // tokenPathOrEmpty is the token file's path if it lies in the data dir.

@@ -113,7 +113,20 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 			fmt.Fprintf(out, "  - Gitea delivers webhooks only to hosts its app.ini allows ([webhook] ALLOWED_HOST_LIST, by default external ones only): if %s is on a private or loopback address, add it there and restart Gitea\n", cfg.WebhookURL)
 		}
 	}
+	printFencedPushes(out, cfg)
 	return nil
+}
+
+// printFencedPushes tells how to turn the push fence on, or that it is.
+func printFencedPushes(out io.Writer, cfg Config) {
+	if cfg.FencePushes {
+		fmt.Fprintln(out, "\nFenced pushes: on. While a pull request, or an issue it closes, is claimed, Gitea takes pushes to its branch only from the holder's account; collab-sidecar doctor checks that the token may manage branch protection (write:repository).")
+		return
+	}
+	fmt.Fprintln(out, "\nFenced pushes: off. To have Gitea refuse pushes to a claimed pull request's branch from anyone but the holder's account,")
+	fmt.Fprintln(out, "  - make sure the sidecar's Gitea token has the write:repository scope (the fenced-merge statuses need it too),")
+	fmt.Fprintln(out, "  - run collab-sidecar serve with --fence-pushes (or COLLAB_FENCE_PUSHES=true, or fence-pushes = true in the config file),")
+	fmt.Fprintln(out, "  - and check with collab-sidecar doctor --fence-pushes (docs/operating.md: Fenced pushes).")
 }
 
 // uninstall removes what install added, Gitea's side first: a failure

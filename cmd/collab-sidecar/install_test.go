@@ -154,7 +154,8 @@ func TestInstallCommand(t *testing.T) {
 	}
 	out := e.stdout.String()
 	for _, want := range []string{"registered", "restart Gitea once", "restart collab-sidecar serve", e.footer,
-		"system webhook 1 to http://127.0.0.1:8787/hooks/gitea: registered", "ALLOWED_HOST_LIST"} {
+		"system webhook 1 to http://127.0.0.1:8787/hooks/gitea: registered", "ALLOWED_HOST_LIST",
+		"Fenced pushes: off", "run collab-sidecar serve with --fence-pushes"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -172,6 +173,11 @@ func TestInstallCommand(t *testing.T) {
 	footer, _ := os.ReadFile(e.footer)
 	if !strings.Contains(string(footer), `<script src="http://127.0.0.1:8787/assets/collab-lease.`) || !strings.Contains(string(footer), `integrity="sha384-`) {
 		t.Fatalf("footer: %s", footer)
+	}
+	// Again, for a sidecar that fences pushes: it says so.
+	e.stdout.Reset()
+	if code := e.run("--fence-pushes"); code != 0 || !strings.Contains(e.stdout.String(), "Fenced pushes: on.") {
+		t.Fatalf("install --fence-pushes: exit %d\n%s%s", code, e.stdout.String(), e.stderr.String())
 	}
 
 	// Second run: the stored application, the secret and the webhook are

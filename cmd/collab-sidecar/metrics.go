@@ -33,6 +33,7 @@ type metrics struct {
 	nextTries   prometheus.Histogram
 	nextReqs    prometheus.Histogram
 	fencePosts  *prometheus.CounterVec
+	fenceRules  *prometheus.CounterVec
 }
 
 func newMetrics(store *models.Store) *metrics {
@@ -95,6 +96,10 @@ func newMetrics(store *models.Store) *metrics {
 		Name: "collab_lease_fence_statuses_total",
 		Help: "Posts of the collab-lease/claim commit status on pull requests, by outcome (posted, failed: retried with backoff).",
 	}, []string{"outcome"})
+	m.fenceRules = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "collab_lease_fence_push_rules_total",
+		Help: "Changes of the branch protection rules that fence pushes to claimed pull requests' branches, by outcome (made, updated, removed, failed: retried with backoff).",
+	}, []string{"outcome"})
 	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "collab_lease_live_leases",
 		Help: "Live leases across all repositories.",
@@ -112,7 +117,7 @@ func newMetrics(store *models.Store) *metrics {
 		Help: "How far the PostgreSQL server's clock, by which the ledger decides, is ahead of this host's (negative: behind); 0 on SQLite.",
 	}, func() float64 { return store.ClockOffset().Seconds() })
 	m.reg.MustRegister(offset, m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
-		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts,
+		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts, m.fenceRules,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -156,8 +161,11 @@ func (m *metrics) watchStreams(count func() int) {
 	}, func() float64 { return float64(count()) }))
 }
 
-// fencePosted is plugin.FenceOptions.Observe.
+// fencePosted is fence.Options.Observe.
 func (m *metrics) fencePosted(outcome string) { m.fencePosts.WithLabelValues(outcome).Inc() }
+
+// fenceRuled is fence.Options.ObservePush.
+func (m *metrics) fenceRuled(outcome string) { m.fenceRules.WithLabelValues(outcome).Inc() }
 
 // next is plugin.WithNextObserver's observer.
 func (m *metrics) next(st lease.NextStats) {

@@ -99,7 +99,11 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	// this one's bus, and this one's reach theirs (nothing to follow on
 	// SQLite).
 	resolving.Go(func() { _ = changes.Follow(rctx, store, bus) })
-	fences := fence.New(store, fg, bus, fence.Options{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted, Log: log.Warn, Now: now})
+	fences := fence.New(store, fg, bus, fence.Options{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted,
+		FencePushes: cfg.FencePushes, ObservePush: met.fenceRuled, Recheck: cfg.Reconcile, Log: log.Warn, Now: now})
+	if cfg.FencePushes {
+		log.Info("fencing pushes: a claimed pull request's branch takes pushes only from the holder's account")
+	}
 	resolving.Go(func() { _ = fences.Run(rctx) })
 	defer resolving.Wait()
 	defer stopResolving()

@@ -95,7 +95,11 @@ taken over (git collab says the token now current, if anyone holds the
 issue). Run it just before an action your claim must fence, such as a
 merge or a push, and drop the action on exit 4. Needs only read access.
 With no <issue> and no --token, under git collab run, it checks the run's
-claim: COLLAB_TOKEN on COLLAB_ISSUE of COLLAB_REPO.`,
+claim: COLLAB_TOKEN on COLLAB_ISSUE of COLLAB_REPO. Where the sidecar
+fences pushes (serve --fence-pushes), Gitea itself refuses a push to a
+claimed pull request's branch from anyone but the holder's account
+("Not allowed to push to protected branch"): after such a refusal, check
+says whose claim it is now.`,
 	},
 	{
 		name: "unclaim", remote: contract.VerbRelease, issue: true, flags: []string{"--force", "--agent"},

@@ -1,9 +1,14 @@
-// Package fence keeps fenced merges: the sidecar sets the commit status
-// StatusContext on the head commit of every open pull request it knows
-// of, saying whether the pull request's author holds the live tenure of
-// every issue it would close (and of the pull request itself, if that is
-// leased). A branch protection rule that requires the context then lets
-// only the current tenure merge.
+// Package fence keeps fenced merges and fenced pushes. For merges, the
+// sidecar sets the commit status StatusContext on the head commit of
+// every open pull request it knows of, saying whether the pull request's
+// author holds the live tenure of every issue it would close (and of the
+// pull request itself, if that is leased). A branch protection rule that
+// requires the context then lets only the current tenure merge. For
+// pushes (Options.FencePushes), it keeps a branch protection rule of its
+// own on the head branch of every open pull request whose head is in the
+// same repository while the pull request, or an issue it closes, is
+// claimed, so that the forge takes pushes to that branch only from the
+// holders' accounts (push.go).
 //
 // One worker (Worker.Run) posts every status, one at a time, outside any
 // ledger transaction. It hears on the change bus (plugin/changes)
@@ -17,18 +22,22 @@
 // change made while a post is on its way marks the pull request dirty
 // again, and the worker computes the next post after it, the status left
 // standing is always computed from the ledger after the last change: a
-// post computed for an old tenure cannot outlive a newer one.
+// post computed for an old tenure cannot outlive a newer one. The same
+// round recomputes the push fence of the touched pull requests' branches
+// after their statuses, from the same reads.
 //
-// It never writes the ledger and never decides who holds a lease: it
-// reads what the ledger decided and tells the forge.
+// It never decides who holds a lease: it reads what the ledger decided
+// and tells the forge. The one thing it writes to the ledger is its own
+// record of the branch rules it made (models.FenceRule), never a lease.
 package fence
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -53,6 +62,13 @@ type Ledger interface {
 	PullOf(ctx context.Context, repoID, number int64) (*models.Pull, error)
 	OpenPulls(ctx context.Context) ([]models.Pull, error)
 	Leases(ctx context.Context, repoID int64, issues []int64) ([]models.Lease, error)
+	// The push fence's reads, and its record of the rules it made.
+	PullsOnBranch(ctx context.Context, repoID int64, branch string) ([]models.Pull, error)
+	FenceRules(ctx context.Context) ([]models.FenceRule, error)
+	FenceRuleOf(ctx context.Context, repoID int64, branch string) (*models.FenceRule, error)
+	IntendFenceRule(ctx context.Context, repoID int64, branch string) error
+	SaveFenceRule(ctx context.Context, r models.FenceRule) error
+	DropFenceRule(ctx context.Context, repoID int64, branch string) error
 }
 
 // Forge is what the worker asks of the forge.
@@ -62,6 +78,17 @@ type Forge interface {
 	RepoName(ctx context.Context, id int64) (string, error)
 	// PostStatus sets st on commit sha of owner/name.
 	PostStatus(ctx context.Context, owner, name, sha string, st forge.CommitStatus) error
+	// BranchRules is how the repository's branch protection rules bear
+	// on branch.
+	BranchRules(ctx context.Context, owner, name, branch string) (forge.BranchRules, error)
+	// CreateBranchRule makes rule r; EditBranchRule sets every setting
+	// of the rule named r.Name; both return the rule as the forge has it.
+	CreateBranchRule(ctx context.Context, owner, name string, r forge.BranchRule) (forge.BranchRule, error)
+	EditBranchRule(ctx context.Context, owner, name string, r forge.BranchRule) (forge.BranchRule, error)
+	// DeleteBranchRule removes the rule named rule (none there: no error).
+	DeleteBranchRule(ctx context.Context, owner, name, rule string) error
+	// TeamMember says whether login is in team of organization org.
+	TeamMember(ctx context.Context, org, team, login string) (bool, error)
 }
 
 // Options configure a Worker.
@@ -72,6 +99,17 @@ type Options struct {
 	// Observe, if set, is told the outcome of every post: "posted" or
 	// "failed".
 	Observe func(outcome string)
+	// FencePushes turns the push fence on. Off, the worker still removes
+	// the rules it made before (after a restart, as it reconciles them).
+	FencePushes bool
+	// ObservePush, if set, is told what became of every branch rule the
+	// push fence changed: "made", "updated", "removed" or "failed".
+	ObservePush func(outcome string)
+	// Recheck, if not 0, is how often the push fence looks at the forge's
+	// rules of every branch it fences again, so that a change of an
+	// admin's rule it carries (or its own rule removed by hand) reaches
+	// it without waiting for a change of the claim.
+	Recheck time.Duration
 	// Log, if set, is told about failed posts.
 	Log func(msg string, args ...any)
 	// Now and After are the worker's clock (default the system's).
@@ -92,6 +130,7 @@ type Worker struct {
 	running bool
 	issues  map[models.Key]struct{}
 	pulls   map[pullKey]struct{}
+	branch  map[branchKey]struct{}
 	wake    chan struct{}
 	// What open pull requests link to (kept by setLinks from the ledger's
 	// records), so that a change of an issue no open pull request links
@@ -109,7 +148,7 @@ func New(ledger Ledger, f Forge, bus *changes.Bus, o Options) *Worker {
 		o.After = changes.RealAfter
 	}
 	return &Worker{ledger: ledger, forge: f, bus: bus, o: o,
-		issues: map[models.Key]struct{}{}, pulls: map[pullKey]struct{}{}, wake: make(chan struct{}, 1),
+		issues: map[models.Key]struct{}{}, pulls: map[pullKey]struct{}{}, branch: map[branchKey]struct{}{}, wake: make(chan struct{}, 1),
 		links: map[pullKey][]int64{}, linked: map[models.Key]int{}}
 }
 
@@ -199,13 +238,23 @@ func (w *Worker) signal() {
 	}
 }
 
-// take returns and forgets what was marked.
-func (w *Worker) take() (map[models.Key]struct{}, map[pullKey]struct{}) {
+func (w *Worker) touchBranch(k branchKey) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	is, ps := w.issues, w.pulls
-	w.issues, w.pulls = map[models.Key]struct{}{}, map[pullKey]struct{}{}
-	return is, ps
+	if !w.running {
+		return
+	}
+	w.branch[k] = struct{}{}
+	w.signal()
+}
+
+// take returns and forgets what was marked.
+func (w *Worker) take() (map[models.Key]struct{}, map[pullKey]struct{}, map[branchKey]struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	is, ps, bs := w.issues, w.pulls, w.branch
+	w.issues, w.pulls, w.branch = map[models.Key]struct{}{}, map[pullKey]struct{}{}, map[branchKey]struct{}{}
+	return is, ps, bs
 }
 
 // state is what the worker knows of one pull request.
@@ -215,9 +264,11 @@ type state struct {
 	retryAt time.Time // when to try again after a failed post
 }
 
-// Run posts the fenced-merge statuses until ctx ends (see the package
-// doc), and then returns nil. At start it re-posts the status of every
-// open linked pull request, so a restart leaves none stale.
+// Run posts the fenced-merge statuses and keeps the push fence's rules
+// until ctx ends (see the package doc), and then returns nil. At start it
+// re-posts the status of every open linked pull request and recomputes
+// the rule of every branch the ledger says it made a rule on, so a
+// restart leaves none stale.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
 	w.running = true
@@ -230,18 +281,26 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	states := map[pullKey]*state{}
+	branches := map[branchKey]*state{}
 	names := &repoNames{byID: map[int64]repoName{}}
 	for wait := retryMin; ; wait = min(2*wait, retryMax) {
 		open, err := w.ledger.OpenPulls(ctx)
+		var made []models.FenceRule
+		if err == nil {
+			made, err = w.ledger.FenceRules(ctx)
+		}
 		if err == nil {
 			for _, p := range open {
 				w.setLinks(pullKey{p.RepoID, p.Number}, p.Links)
 				w.touchPull(pullKey{p.RepoID, p.Number})
 			}
+			for _, r := range made {
+				w.touchBranch(branchKey{r.RepoID, r.Branch})
+			}
 			break
 		}
 		if w.o.Log != nil {
-			w.o.Log("listing open pull requests for their fenced-merge statuses failed; retrying", "err", err)
+			w.o.Log("listing open pull requests and fenced branches failed; retrying", "err", err)
 		}
 		c, stop := w.o.After(wait)
 		select {
@@ -254,6 +313,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	var timer <-chan time.Time
 	stop := func() bool { return false }
 	defer func() { stop() }()
+	var recheckAt time.Time
+	if w.o.Recheck > 0 {
+		recheckAt = w.o.Now().Add(w.o.Recheck)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -261,13 +324,27 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-w.wake:
 		case <-timer:
 			now := w.o.Now()
+			if !recheckAt.IsZero() && !recheckAt.After(now) {
+				recheckAt = now.Add(w.o.Recheck)
+				for k, st := range branches {
+					if st.posted != "" {
+						st.posted = "" // look at the forge's rules again
+						w.touchBranch(k)
+					}
+				}
+			}
 			for k, st := range states {
 				if !st.retryAt.IsZero() && !st.retryAt.After(now) {
 					w.touchPull(k)
 				}
 			}
+			for k, st := range branches {
+				if !st.retryAt.IsZero() && !st.retryAt.After(now) {
+					w.touchBranch(k)
+				}
+			}
 		}
-		w.round(ctx, states, names)
+		w.round(ctx, states, branches, names)
 		// Sleep until the soonest retry (expiries come from the bus).
 		stop()
 		timer, stop = nil, func() bool { return false }
@@ -277,15 +354,25 @@ func (w *Worker) Run(ctx context.Context) error {
 				next = t
 			}
 		}
+		for _, st := range branches {
+			if t := st.retryAt; !t.IsZero() && (next.IsZero() || t.Before(next)) {
+				next = t
+			}
+		}
+		if t := recheckAt; !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
 		if !next.IsZero() {
 			timer, stop = w.o.After(next.Sub(w.o.Now()))
 		}
 	}
 }
 
-// round recomputes and posts every pull request marked so far.
-func (w *Worker) round(ctx context.Context, states map[pullKey]*state, names *repoNames) {
-	issues, pulls := w.take()
+// round recomputes and posts every pull request marked so far, and then
+// the push fence of their branches and of the branches marked.
+func (w *Worker) round(ctx context.Context, states map[pullKey]*state, branches map[branchKey]*state, names *repoNames) {
+	issues, pulls, fenced := w.take()
+	defer func() { w.fenceBranches(ctx, fenced, branches, names) }()
 	for k := range issues {
 		linked, err := w.ledger.PullsLinkedTo(ctx, k.RepoID, k.Issue)
 		if err != nil {
@@ -296,22 +383,13 @@ func (w *Worker) round(ctx context.Context, states map[pullKey]*state, names *re
 			pulls[pullKey{p.RepoID, p.Number}] = struct{}{}
 		}
 	}
-	keys := make([]pullKey, 0, len(pulls))
-	for k := range pulls {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].repoID < keys[j].repoID || keys[i].repoID == keys[j].repoID && keys[i].number < keys[j].number
-	})
-	for _, k := range keys {
+	for _, k := range inOrder(pulls, func(a, b pullKey) int {
+		return cmp.Or(cmp.Compare(a.repoID, b.repoID), cmp.Compare(a.number, b.number))
+	}) {
 		if ctx.Err() != nil {
 			return
 		}
-		st := states[k]
-		if st == nil {
-			st = &state{}
-			states[k] = st
-		}
+		st := stateOf(states, k)
 		p, err := w.ledger.PullOf(ctx, k.repoID, k.number)
 		if err != nil {
 			w.failed(k, st, err)
@@ -320,6 +398,9 @@ func (w *Worker) round(ctx context.Context, states map[pullKey]*state, names *re
 		// What the pull request links to is taken from the ledger before
 		// its leases are read: a lease change published after this is
 		// matched by touch, and one before it is in the read.
+		if p != nil && p.Branch != "" && (w.o.FencePushes || !p.Open) {
+			fenced[branchKey{k.repoID, p.Branch}] = struct{}{}
+		}
 		if p == nil || !p.Open {
 			w.setLinks(k, nil)
 			delete(states, k)
@@ -357,15 +438,39 @@ func (w *Worker) round(ctx context.Context, states map[pullKey]*state, names *re
 }
 
 func (w *Worker) failed(k pullKey, st *state, err error) {
-	st.failed++
-	wait := retryMin << min(st.failed-1, 10)
-	st.retryAt = w.o.Now().Add(min(wait, retryMax))
+	st.backOff(w.o.Now())
 	if w.o.Observe != nil {
 		w.o.Observe("failed")
 	}
 	if w.o.Log != nil {
 		w.o.Log("posting a fenced-merge status failed; retrying", "repo_id", k.repoID, "pull", k.number, "attempt", st.failed, "err", err)
 	}
+}
+
+// inOrder returns the keys of m sorted by order, so that a round goes
+// through them in an order that does not change from run to run.
+func inOrder[K comparable](m map[K]struct{}, order func(a, b K) int) []K {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, order)
+	return keys
+}
+
+// stateOf returns what the worker knows of k, new if nothing yet.
+func stateOf[K comparable](states map[K]*state, k K) *state {
+	st := states[k]
+	if st == nil {
+		st = &state{}
+		states[k] = st
+	}
+	return st
+}
+
+// backOff counts a failure and sets when to try again: retryMin,
+// doubling with each failure in a row, up to retryMax.
+func (st *state) backOff(now time.Time) {
+	st.failed++
+	wait := retryMin << min(st.failed-1, 10)
+	st.retryAt = now.Add(min(wait, retryMax))
 }
 
 // status is the status pull request p of repository full should carry

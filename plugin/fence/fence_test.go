@@ -29,6 +29,11 @@ type fenceWorld struct {
 	cancel   context.CancelFunc
 	done     chan error
 	outcomes *outcomeLog
+	// pushes turns the push fence on; pushOutcomes are its outcomes;
+	// recheck is its Options.Recheck.
+	pushes       bool
+	pushOutcomes *outcomeLog
+	recheck      time.Duration
 }
 
 type outcomeLog struct {
@@ -54,9 +59,12 @@ func (l *outcomeLog) count(o string) int {
 	return n
 }
 
-func newFenceWorld(t *testing.T) *fenceWorld {
+func newFenceWorld(t *testing.T) *fenceWorld { return newWorld(t, false) }
+
+// newWorld starts the worker, with the push fence on if pushes.
+func newWorld(t *testing.T, pushes bool) *fenceWorld {
 	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme()})
-	w := &fenceWorld{World: lw, forge: lw.Forge, clock: lw.Clock, svc: lw.Service, outcomes: &outcomeLog{}}
+	w := &fenceWorld{World: lw, forge: lw.Forge, clock: lw.Clock, svc: lw.Service, outcomes: &outcomeLog{}, pushes: pushes, pushOutcomes: &outcomeLog{}}
 	w.start(t)
 	return w
 }
@@ -66,7 +74,7 @@ func (w *fenceWorld) start(t *testing.T) {
 	w.cancel, w.done = cancel, make(chan error, 1)
 	go func() {
 		wk := fence.New(w.Ledger, w.forge, w.svc.Bus(), fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add,
-			Now: w.clock.Now, After: w.clock.After})
+			FencePushes: w.pushes, ObservePush: w.pushOutcomes.add, Recheck: w.recheck, Now: w.clock.Now, After: w.clock.After})
 		w.done <- wk.Run(ctx)
 	}()
 	t.Cleanup(w.stop)
@@ -86,9 +94,15 @@ const sha1, sha2 = "1111111111111111111111111111111111111111", "2222222222222222
 // acme/widgets, by alice.
 func (w *fenceWorld) pull(t *testing.T, kind forge.EventKind, head, body string, open bool) {
 	t.Helper()
+	w.pullOn(t, kind, head, "", body, open)
+}
+
+// pullOn is pull with its head on branch of the same repository.
+func (w *fenceWorld) pullOn(t *testing.T, kind forge.EventKind, head, branch, body string, open bool) {
+	t.Helper()
 	w.clock.Advance(time.Second) // a newer description each time
 	_, err := w.svc.Apply(bg, forge.Event{Kind: kind, RepoID: 1, Number: 2, Updated: w.clock.Now(),
-		Pull: &forge.PullEvent{Repo: "acme/widgets", Head: head, Author: w.forge.User("alice"), Title: "Work", Body: body, Open: open}})
+		Pull: &forge.PullEvent{Repo: "acme/widgets", Head: head, Branch: branch, Author: w.forge.User("alice"), Title: "Work", Body: body, Open: open}})
 	if err != nil {
 		t.Fatal(err)
 	}

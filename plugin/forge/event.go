@@ -39,8 +39,11 @@ type Event struct {
 
 // PullEvent is a pull request as a webhook delivery describes it.
 type PullEvent struct {
-	Repo   string // the repository's "owner/name", for references like owner/name#3
-	Head   string // the head commit's SHA
+	Repo string // the repository's "owner/name", for references like owner/name#3
+	Head string // the head commit's SHA
+	// Branch is the head branch if it is in the same repository ("" for
+	// a fork's).
+	Branch string
 	Author User
 	Title  string
 	Body   string

@@ -71,13 +71,17 @@ type Forge struct {
 	labels   map[string][]string             // lower-case "owner/name#n" -> its labels
 	deps     map[string][]int64              // lower-case "owner/name#n" -> the numbers it depends on
 	statuses map[string][]forge.CommitStatus // lower-case "owner/name@sha" -> posted, oldest first
-	down     bool
-	hang     bool
-	hook     Hook
-	calls    map[string]int
-	asked    map[string][]string // method -> the logins it was asked as
-	clock    func() time.Time    // the update times of Close and Reopen
-	updated  time.Time           // the latest of them
+	rules    map[string][]forge.BranchRule   // lower-case "owner/name" -> its branch protection rules
+	teams    map[string][]string             // lower-case org + "/" + team -> its members
+	// ruleClock counts the rules made, for their creation times.
+	ruleClock int64
+	down      bool
+	hang      bool
+	hook      Hook
+	calls     map[string]int
+	asked     map[string][]string // method -> the logins it was asked as
+	clock     func() time.Time    // the update times of Close and Reopen
+	updated   time.Time           // the latest of them
 }
 
 // Hook is called on entry of every call, with the caller's context and the
@@ -90,7 +94,8 @@ type Hook func(ctx context.Context, method string) error
 // New returns an empty forge.
 func New() *Forge {
 	return &Forge{users: map[string]forge.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},
-		repos: map[string]*repo{}, issues: map[string]forge.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, statuses: map[string][]forge.CommitStatus{}, calls: map[string]int{}, asked: map[string][]string{}}
+		repos: map[string]*repo{}, issues: map[string]forge.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, statuses: map[string][]forge.CommitStatus{},
+		rules: map[string][]forge.BranchRule{}, teams: map[string][]string{}, calls: map[string]int{}, asked: map[string][]string{}}
 }
 
 // AddUser creates an account and returns it.

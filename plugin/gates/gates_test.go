@@ -77,7 +77,7 @@ const (
 )
 
 // ledgerTables are the tables only models/ may change.
-const ledgerTables = `(leases|lease_events|issue_states|webhook_deliveries|pull_requests|pull_links|session_epochs|collab_schema)`
+const ledgerTables = `(leases|lease_events|issue_states|webhook_deliveries|pull_requests|pull_links|session_epochs|fence_rules|collab_schema)`
 
 // leaseWriteSQL matches SQL that changes a ledger table, with or without a
 // schema name ("main.leases") or quotes around it.

@@ -127,3 +127,34 @@ func (f *Forge) FencedRepos(ctx context.Context, context string) (fenced []strin
 	}
 	return fenced, true, nil
 }
+
+// CheckBranchRules checks that the admin token may manage branch
+// protection, as the push fence does, without changing anything: it asks
+// to edit a rule no repository has, on the first repository it sees,
+// which Gitea answers 404 to a token that may (and 403 to one without
+// write:repository or a repository admin's rights: forge.ErrConfig).
+// forge.ErrNotFound: Gitea has no repository to ask about.
+func (f *Forge) CheckBranchRules(ctx context.Context) (string, error) {
+	ctx, cancel := f.within(ctx)
+	defer cancel()
+	var found struct {
+		Data []struct {
+			FullName string `json:"full_name"`
+		} `json:"data"`
+	}
+	q := url.Values{"limit": {"1"}, "archived": {"false"}}
+	if err := f.send(ctx, f.asAdmin(), http.MethodGet, "/api/v1/repos/search", q, nil, &found); err != nil {
+		return "", err
+	}
+	if len(found.Data) == 0 {
+		return "", fmt.Errorf("no repository to ask about: %w", forge.ErrNotFound)
+	}
+	repo := found.Data[0].FullName
+	// An edit that names no setting changes nothing, even of a rule that
+	// happens to have the probe's name.
+	err := f.send(ctx, f.asAdmin(), http.MethodPatch, "/api/v1/repos/"+repo+"/branch_protections/collab-lease-doctor-probe", nil, map[string]any{}, nil)
+	if err == nil || errors.Is(err, forge.ErrNotFound) {
+		return repo, nil
+	}
+	return "", fmt.Errorf("%s: %w", repo, err)
+}

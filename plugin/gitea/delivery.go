@@ -27,7 +27,9 @@ type hookPayload struct {
 		Title   string    `json:"title"`
 		Body    string    `json:"body"`
 		Head    struct {
-			SHA string `json:"sha"`
+			SHA    string `json:"sha"`
+			Ref    string `json:"ref"`
+			RepoID int64  `json:"repo_id"`
 		} `json:"head"`
 		User struct {
 			ID    int64  `json:"id"`
@@ -83,6 +85,10 @@ func ParseDelivery(event, delivery string, body []byte) (forge.Event, bool, erro
 			Title: pr.Title, Body: pr.Body, Open: pr.State == "open"}
 		if p.Repository != nil {
 			e.Pull.Repo = p.Repository.FullName
+			// A fork's branch is not the repository's to fence.
+			if pr.Head.RepoID == p.Repository.ID {
+				e.Pull.Branch = pr.Head.Ref
+			}
 		}
 	case event != "repository":
 		e.Number = 0 // no issue or pull request object: malformed

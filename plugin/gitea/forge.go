@@ -11,7 +11,9 @@
 // sidecar's OAuth2 application and system webhook for install
 // (oauthapp.go, webhook.go), completes a browser's sign-in at Gitea's
 // OAuth2 provider (signin.go), posts the fenced-merge commit statuses
-// (status.go) and runs doctor's checks of Gitea (checks.go).
+// (status.go), reads and writes the push fence's branch protection rules
+// (branchrules.go, matched as Gitea matches them: glob.go) and runs
+// doctor's checks of Gitea (checks.go).
 //
 // It bounds every call with a deadline and maps every failure onto
 // forge.ErrNotFound, forge.ErrUnavailable, forge.ErrRateLimited or
@@ -42,8 +44,10 @@
 // It must not decide who may take or hold a lease (plugin/lease and
 // models/ do; it only reports what Gitea says), touch the ledger, or
 // change anything in Gitea but the sidecar's own OAuth2 application and
-// system webhook and the commit statuses it posts; nothing outside it
-// speaks HTTP to Gitea (plugin/gates holds that).
+// system webhook, the commit statuses it posts and the branch protection
+// rules the push fence asks for (which of them are the sidecar's is the
+// fence worker's to know); nothing outside it speaks HTTP to Gitea
+// (plugin/gates holds that).
 package gitea
 
 import (

@@ -41,12 +41,13 @@ func (s *Service) Apply(ctx context.Context, e forge.Event) (Applied, error) {
 }
 
 // recordPull keeps what a delivery says of a pull request: its head, its
-// author and the issues it would close, for its fenced-merge status.
+// author and the issues it would close, for its fenced-merge status, and
+// its head branch, for the push fence.
 func (s *Service) recordPull(ctx context.Context, e forge.Event) error {
 	pe := e.Pull
 	links := append(closingRefs(pe.Repo, pe.Title+"\n"+pe.Body), e.Number)
 	open := pe.Open && e.Kind != forge.EventClosed && e.Kind != forge.EventMerged && e.Kind != forge.EventDeleted
-	p := models.Pull{RepoID: e.RepoID, Number: e.Number, Head: pe.Head, Author: models.Holder{ID: pe.Author.ID, Login: pe.Author.Login},
+	p := models.Pull{RepoID: e.RepoID, Number: e.Number, Head: pe.Head, Branch: pe.Branch, Author: models.Holder{ID: pe.Author.ID, Login: pe.Author.Login},
 		Open: open, Version: e.Updated.Unix(), Links: links}
 	_, err := s.ledger.RecordPull(ctx, p, "")
 	return err

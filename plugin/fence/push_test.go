@@ -1,0 +1,253 @@
+package fence_test
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/fence"
+	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
+)
+
+// rule waits until branch "work" of acme/widgets has the sidecar's rule
+// letting exactly want push (nil: no rule at all), and returns it.
+func (w *fenceWorld) rule(t *testing.T, want []string) forge.BranchRule {
+	t.Helper()
+	var got forge.BranchRule
+	var ok bool
+	leasetest.WaitFor(t, "the rule of branch work letting "+strings.Join(want, ",")+" push", func() bool {
+		got, ok = w.forge.BranchRule("acme/widgets", "work")
+		if want == nil {
+			return !ok
+		}
+		return ok && got.Push.Enabled && got.Push.Listed && slices.Equal(got.Push.Users, want)
+	})
+	return got
+}
+
+// record is what the ledger remembers of branch work.
+func (w *fenceWorld) record(t *testing.T) *models.FenceRule {
+	t.Helper()
+	r, err := w.Ledger.FenceRuleOf(bg, 1, "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestPushFenceFollowsTheClaim(t *testing.T) {
+	w := newWorld(t, true)
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	w.status(t, sha1, "failure: claim #1 before merging")
+	if _, ok := w.forge.BranchRule("acme/widgets", "work"); ok || w.forge.Calls("BranchRules") != 0 {
+		t.Fatalf("a rule, or a question about rules, with no claim (%d questions)", w.forge.Calls("BranchRules"))
+	}
+
+	first, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := w.rule(t, []string{"alice"})
+	// An unprotected branch: alice alone may push and force-push, and
+	// the rule applies before any other.
+	if !r.ForcePush.Enabled || !r.ForcePush.Listed || !slices.Equal(r.ForcePush.Users, []string{"alice"}) || r.Priority != -1 || r.Push.DeployKeys {
+		t.Fatalf("alice's rule %+v", r)
+	}
+	leasetest.WaitFor(t, "the ledger's record of the rule with its creation time", func() bool {
+		rec := w.record(t)
+		return rec != nil && !rec.Admin && rec.Created == r.Created.Unix()
+	})
+
+	// Her claim lapses: the rule goes at the expiry instant.
+	leasetest.WaitFor(t, "the expiry timer", func() bool { return w.clock.Timers() >= 1 })
+	w.clock.Set(time.Time(*first.ExpiresAt))
+	w.rule(t, nil)
+	// bob takes over.
+	if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, []string{"bob"})
+	// alice claims the pull request itself: its own claim decides.
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 2, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, []string{"alice"})
+	if w.pushOutcomes.count("made") != 2 || w.pushOutcomes.count("updated") != 1 || w.pushOutcomes.count("removed") != 1 {
+		t.Fatalf("outcomes %v, want made twice, updated and removed once", w.pushOutcomes.got)
+	}
+	// Closed: no rule, and nothing remembered.
+	w.pullOn(t, forge.EventClosed, sha1, "work", "Fixes #1", false)
+	w.rule(t, nil)
+	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
+}
+
+// The sidecar's rule carries the admin's rule that would otherwise apply,
+// with its allowlist narrowed to the holder; an admin's rule of the exact
+// name is left alone.
+func TestPushFenceNeverWeakensTheAdminsRule(t *testing.T) {
+	w := newWorld(t, true)
+	settings := map[string]any{"enable_status_check": true, "status_check_contexts": []any{"ci/build"}, "required_approvals": float64(2)}
+	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wor*", Priority: 3, Settings: settings,
+		Push:      forge.Allow{Enabled: true, Listed: true, Users: []string{"bob"}, Teams: []string{"devs"}, DeployKeys: true},
+		ForcePush: forge.Allow{}})
+	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "main", Priority: 1})
+	w.forge.SetTeam("acme", "devs", "alice")
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	// alice is on the allowlist through her team.
+	r := w.rule(t, []string{"alice"})
+	if r.Priority != 2 {
+		t.Fatalf("priority %d, want 2: below the admin's rule that matches (3)", r.Priority)
+	}
+	if !reflect.DeepEqual(r.Settings, settings) || r.ForcePush.Enabled || r.Push.DeployKeys || len(r.Push.Teams) != 0 {
+		t.Fatalf("the rule %+v does not carry the admin's %+v", r, settings)
+	}
+	// eve is not on it: nobody may push while eve holds the claim.
+	if _, err := w.svc.Release(bg, w.As("alice"), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, nil)
+	w.forge.Grant("acme/widgets", "eve", forgetest.Write)
+	if _, err := w.svc.Acquire(bg, w.As("eve"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "a rule letting nobody push", func() bool {
+		r, ok := w.forge.BranchRule("acme/widgets", "work")
+		return ok && r.Push.Enabled && r.Push.Listed && len(r.Push.Users) == 0
+	})
+	if _, err := w.svc.Release(bg, w.As("eve"), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, nil)
+
+	// An admin's rule named for the branch: left alone, and remembered.
+	admins := forge.BranchRule{Name: "work", Priority: 7, Push: forge.Allow{Enabled: true}}
+	w.forge.AddBranchRule("acme/widgets", admins)
+	edits := w.forge.Calls("EditBranchRule") + w.forge.Calls("CreateBranchRule") + w.forge.Calls("DeleteBranchRule")
+	if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "the admin's rule remembered", func() bool { r := w.record(t); return r != nil && r.Admin })
+	if r, _ := w.forge.BranchRule("acme/widgets", "work"); r.Priority != 7 || r.Push.Listed {
+		t.Fatalf("the admin's rule became %+v", r)
+	}
+	if _, err := w.svc.Release(bg, w.As("bob"), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "the admin's branch forgotten", func() bool { return w.record(t) == nil })
+	if _, ok := w.forge.BranchRule("acme/widgets", "work"); !ok {
+		t.Fatal("the admin's rule was removed")
+	}
+	if n := w.forge.Calls("EditBranchRule") + w.forge.Calls("CreateBranchRule") + w.forge.Calls("DeleteBranchRule"); n != edits {
+		t.Fatalf("%d changes of rules while the admin's rule stood", n-edits)
+	}
+}
+
+// A failed change is retried with backoff; a restarted worker removes
+// the rules whose claims ended while it was down, even with the push
+// fence turned off.
+func TestPushFenceIsRetriedAndReconciledAfterARestart(t *testing.T) {
+	w := newWorld(t, true)
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method == "CreateBranchRule" {
+			return errors.New("gitea is down")
+		}
+		return nil
+	})
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "a failed change", func() bool { return w.pushOutcomes.count("failed") >= 1 })
+	if rec := w.record(t); rec == nil || rec.Admin || rec.Created != 0 {
+		t.Fatalf("the intent recorded before the creation: %+v", rec)
+	}
+	w.forge.SetHook(nil)
+	leasetest.WaitFor(t, "the retry timer", func() bool { return w.clock.Timers() >= 1 })
+	w.clock.Advance(time.Second) // the first backoff
+	w.rule(t, []string{"alice"})
+
+	// Down while the claim ends.
+	w.stop()
+	if _, err := w.svc.Release(bg, w.As("alice"), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := w.forge.BranchRule("acme/widgets", "work"); !ok {
+		t.Fatal("the rule went with nobody running")
+	}
+	w.pushes = false
+	w.start(t)
+	w.rule(t, nil)
+	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
+}
+
+// Two workers on one ledger (two replicas) racing for one branch: one
+// rule, recorded as the sidecar's (never taken for an admin's), and gone
+// when the claim ends.
+func TestPushFenceOfTwoReplicas(t *testing.T) {
+	w := newWorld(t, true)
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() {
+		done <- fence.New(w.Ledger, w.forge, w.svc.Bus(), fence.Options{FencePushes: true, Now: w.clock.Now, After: w.clock.After}).Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	for _, who := range []string{"alice", "bob", "alice"} {
+		if _, err := w.svc.Acquire(bg, w.As(who), "acme", "widgets", 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		w.rule(t, []string{who})
+		// Retries after a lost race come from the backoff timers.
+		leasetest.WaitFor(t, "the record of the sidecar's rule", func() bool {
+			if r := w.record(t); r != nil && !r.Admin && r.Created != 0 {
+				return true
+			}
+			w.clock.Advance(time.Second)
+			return false
+		})
+		if _, err := w.svc.Release(bg, w.As(who), "acme", "widgets", 1); err != nil {
+			t.Fatal(err)
+		}
+		w.rule(t, nil)
+	}
+	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
+}
+
+// A change of the admin's rule reaches the sidecar's within Recheck, with
+// no change of the claim; so does the sidecar's rule removed by hand.
+func TestPushFenceRechecksTheAdminsRule(t *testing.T) {
+	w := newWorld(t, false)
+	w.stop()
+	w.pushes, w.recheck = true, 5*time.Minute
+	w.start(t)
+	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wor*", Priority: 3, Push: forge.Allow{Enabled: true}})
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, []string{"alice"})
+	// The admin now requires approvals of everything under wor*.
+	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wo*", Priority: 1, Push: forge.Allow{Enabled: true},
+		Settings: map[string]any{"required_approvals": float64(2)}})
+	w.clock.Advance(5 * time.Minute)
+	leasetest.WaitFor(t, "the admin's approvals carried", func() bool {
+		r, ok := w.forge.BranchRule("acme/widgets", "work")
+		return ok && r.Settings["required_approvals"] == float64(2) && r.Priority == 0-1 && slices.Equal(r.Push.Users, []string{"alice"})
+	})
+	// Removed by hand: back at the next look.
+	if err := w.forge.DeleteBranchRule(bg, "acme", "widgets", "work"); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(5 * time.Minute)
+	w.rule(t, []string{"alice"})
+}
