@@ -333,11 +333,30 @@ func createUser(ctx context.Context, g *Gitea, u *User, withToken bool) error {
 }
 
 func addKey(ctx context.Context, g *Gitea, u *User) error {
+	return registerKey(ctx, g, u.Login, u.Login+"-ed25519", &u.Key)
+}
+
+// AddKey gives u one more key, its private half written to <keyDir>/<name>:
+// one account with a key per agent.
+func AddKey(ctx context.Context, g *Gitea, u *User, keyDir, name string) (Key, error) {
+	k, err := newKey(keyDir, name)
+	if err != nil {
+		return Key{}, err
+	}
+	if err := registerKey(ctx, g, u.Login, name, &k); err != nil {
+		return Key{}, fmt.Errorf("add key %s to %s: %w", name, u.Login, err)
+	}
+	return k, nil
+}
+
+// registerKey registers k's public half as login's, titled title, and
+// records Gitea's ID of it in k.
+func registerKey(ctx context.Context, g *Gitea, login, title string, k *Key) error {
 	var out struct{ ID int64 }
-	err := g.Admin().Do(ctx, "POST", "/admin/users/"+u.Login+"/keys", map[string]any{
-		"title": u.Login + "-ed25519", "key": u.Key.Authorized,
+	err := g.Admin().Do(ctx, "POST", "/admin/users/"+login+"/keys", map[string]any{
+		"title": title, "key": k.Authorized,
 	}, &out)
-	u.Key.ID = out.ID
+	k.ID = out.ID
 	return err
 }
 

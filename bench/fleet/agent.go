@@ -31,6 +31,7 @@ const agentCommand = "agent"
 const (
 	modeLease     = "lease"     // git collab next / renew / check
 	modeAssignees = "assignees" // Gitea's assignees alone
+	modeSession   = "session"   // git collab run --next: a session per claim (round three)
 )
 
 type agentConfig struct {
@@ -55,6 +56,13 @@ type agentConfig struct {
 	// none was free for it.
 	Spread int
 	Stall  time.Duration
+
+	// Round three: the work is a process of its own (Self workCommand)
+	// that pushes, opens a pull request and merges; in session mode it
+	// runs under `git collab run --next --grace Grace --agent <name>`.
+	Work  bool
+	Self  string
+	Grace time.Duration
 }
 
 // Bounds of an agent's waiting.
@@ -106,6 +114,8 @@ func agentMain(stdin io.Reader, stdout io.Writer) int {
 		err = a.runLease(ctx)
 	case modeAssignees:
 		err = a.runAssignees(ctx)
+	case modeSession:
+		err = a.runSessions(ctx)
 	default:
 		err = fmt.Errorf("unknown mode %q", cfg.Mode)
 	}
@@ -384,6 +394,13 @@ func (a *agent) runAssignees(ctx context.Context) error {
 				}
 			}
 			a.pause(backoffMin, backoffMax)
+			continue
+		}
+		if a.cfg.Work {
+			// The work says what it did, to the closing merge.
+			if _, _, err := a.runWork(ctx, "fleet "+workCommand, n, a.cfg.Self, workCommand); err != nil {
+				return err
+			}
 			continue
 		}
 		a.emit(Event{Kind: evClaimed, Issue: n})

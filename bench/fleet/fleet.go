@@ -5,19 +5,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/collab-lease/collab-lease/integration"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // The coordinator: it starts the agents of one mode as processes, reads
@@ -33,6 +38,15 @@ const (
 // modeTimeout bounds one mode: past it, the agents are killed and the run
 // fails.
 const modeTimeout = 4 * time.Minute
+
+// gitModeTimeout bounds one mode of round three, whose work pushes and
+// merges through Gitea's hooks.
+const gitModeTimeout = 6 * time.Minute
+
+// gitBaselineTimeout bounds round three's baselines: as one account
+// their agents pile onto the same issues, and a stop at the bound is
+// measured (what is left open), not a failure.
+const gitBaselineTimeout = 4 * time.Minute
 
 // assigneesStall is how long an assignees agent that finds nothing free
 // waits for the open issues to change before it stops: what is left is
@@ -63,11 +77,23 @@ type modeSpec struct {
 	Title string
 	Mode  string // modeLease or modeAssignees
 	Repo  integration.Repo
-	TTL   time.Duration
-	Kill  map[int]int // agent → the work item it is killed at
+	// Backlog is the plan its repository holds.
+	Backlog backlog
+	TTL     time.Duration
+	Kill    map[int]int // agent → the work item it is killed at
 	// RestartAfter: restart the sidecar once, when this many issues have
 	// been closed; 0 never.
 	RestartAfter int
+
+	// Round three: Users are the agents' accounts (one per agent, all
+	// the same account for a fleet under one bot), Keys their SSH keys
+	// for the sidecar; Work makes the work a process that pushes, opens
+	// a pull request and merges; Zombies are the agents frozen after
+	// their first push and woken once their claim is taken over.
+	Round3  bool
+	Users   []*integration.User
+	Keys    []string
+	Zombies map[int]bool
 }
 
 // ModeResult is what one mode measured.
@@ -82,7 +108,11 @@ type ModeResult struct {
 	AgentsCPU   time.Duration // the agents' processes and their children (git, git-collab, ssh)
 	Restart     *restart      // nil: no restart
 	OpenInGitea []int64       // what Gitea says is still open afterwards
-	Err         error         // an agent loop failed, or the mode did not finish
+	Zombies     []zombie      // round three
+	// StoppedAt: a round-three baseline was stopped at this bound.
+	StoppedAt time.Duration
+	Git       gitOutcome // round three
+	Err       error      // an agent loop failed, or the mode did not finish
 }
 
 type restart struct {
@@ -110,22 +140,36 @@ type checkout struct {
 	Env []string
 }
 
-// checkouts makes each agent's checkout of repo, with its own key, its
-// own HOME and the sidecar's address in its git configuration.
-func (f *fleet) checkouts(ctx context.Context, repo integration.Repo) ([]checkout, error) {
-	out := make([]checkout, len(f.agents))
+// checkouts makes each agent's checkout of spec's repository, with its
+// own HOME and, when the sidecar runs, its address and the agent's own
+// key in its git configuration. Round two's checkouts never fetch; round
+// three's reach Gitea over HTTP through the counting proxy, as the
+// agent's account, and commit as the agent.
+func (f *fleet) checkouts(ctx context.Context, spec modeSpec) ([]checkout, error) {
+	repo := spec.Repo
+	out := make([]checkout, len(spec.Users))
 	var eg errgroup.Group
 	eg.SetLimit(4)
-	for i, u := range f.agents {
+	for i, u := range spec.Users {
 		eg.Go(func() error {
 			home := checkoutHome(f.dir, i)
 			c := checkout{Dir: filepath.Join(home, repo.Name), Env: integration.CheckoutEnv(home, f.gitBin)}
-			for _, args := range [][]string{
+			remote := "git@127.0.0.1:" + repo.FullName() + ".git"
+			if spec.Round3 {
+				remote = strings.Replace(f.proxy.urls[srcAgents], "://", "://"+u.Login+":"+u.Token+"@", 1) + "/" + repo.FullName() + ".git"
+			}
+			cmds := [][]string{
 				{"init", "-q", c.Dir},
-				{"-C", c.Dir, "remote", "add", "origin", "git@127.0.0.1:" + repo.FullName() + ".git"},
-				{"-C", c.Dir, "config", "collab.sidecar", f.sidecar.SSHAddr},
-				{"-C", c.Dir, "config", "core.sshCommand", f.sidecar.SSHCommand(u.Key.Path)},
-			} {
+				{"-C", c.Dir, "remote", "add", "origin", remote},
+				{"-C", c.Dir, "config", "user.name", agentLogin(i)},
+				{"-C", c.Dir, "config", "user.email", agentLogin(i) + "@fleet.invalid"},
+			}
+			if f.sidecar != nil {
+				cmds = append(cmds,
+					[]string{"-C", c.Dir, "config", "collab.sidecar", f.sidecar.SSHAddr},
+					[]string{"-C", c.Dir, "config", "core.sshCommand", f.sidecar.SSHCommand(spec.Keys[i])})
+			}
+			for _, args := range cmds {
 				cmd := exec.CommandContext(ctx, "git", args...)
 				cmd.Env = c.Env
 				if b, err := cmd.CombinedOutput(); err != nil {
@@ -180,10 +224,17 @@ type agentExit struct {
 
 // runMode runs every agent of spec to its end and measures the mode.
 func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) ModeResult {
-	res := ModeResult{Spec: spec, UsesSidecar: spec.Mode == modeLease}
-	ctx, cancel := context.WithTimeout(ctx, modeTimeout)
+	res := ModeResult{Spec: spec, UsesSidecar: spec.Mode != modeAssignees}
+	timeout := modeTimeout
+	switch {
+	case spec.Round3 && spec.Mode == modeAssignees:
+		timeout = gitBaselineTimeout
+	case spec.Round3:
+		timeout = gitModeTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	fmt.Fprintf(f.log, "fleet: %s: %d agents on %s\n", spec.Title, len(f.agents), spec.Repo.FullName())
+	fmt.Fprintf(f.log, "fleet: %s: %d agents on %s\n", spec.Title, len(spec.Users), spec.Repo.FullName())
 
 	f.proxy.take() // what came before is not this mode's
 	cpuBefore, err := f.sidecarCPU()
@@ -198,8 +249,8 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 	}
 	start := time.Now()
 	events := make(chan Event, 4096)
-	exits := make(chan agentExit, len(f.agents))
-	procs := make([]*exec.Cmd, len(f.agents))
+	exits := make(chan agentExit, len(spec.Users))
+	procs := make([]*exec.Cmd, len(spec.Users))
 	abort := func(err error) ModeResult {
 		for _, p := range procs {
 			if p != nil {
@@ -209,11 +260,12 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 		res.Err = fmt.Errorf("%s: %w", spec.Title, err)
 		return res
 	}
-	for i, u := range f.agents {
+	for i, u := range spec.Users {
 		cfg := agentConfig{
 			Index: i, Login: u.Login, Mode: spec.Mode, Seed: f.seed, Repo: spec.Repo.FullName(),
 			API: f.proxy.urls[srcAgents], Token: u.Token, TTL: spec.TTL, DieAt: spec.Kill[i],
-			Spread: len(f.agents), Stall: assigneesStall,
+			Spread: len(spec.Users), Stall: assigneesStall,
+			Work: spec.Round3, Self: f.self, Grace: sessionGrace,
 		}
 		if cos != nil {
 			cfg.Dir, cfg.Env = cos[i].Dir, cos[i].Env
@@ -263,8 +315,10 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 		closes    = 0
 		restarted = make(chan error, 1)
 		restartAt time.Time
-		alive     = len(f.agents)
+		alive     = len(spec.Users)
 		wall      time.Duration
+		zombies   []zombie
+		taken     = make(chan takeover, len(spec.Zombies))
 	)
 	handle := func(e Event) {
 		all = append(all, e)
@@ -278,6 +332,21 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 				killed[e.Agent] = true
 				all = append(all, Event{Agent: e.Agent, Kind: evKilled, Issue: e.Issue, Token: e.Token, At: time.Since(start)})
 				fmt.Fprintf(f.log, "fleet:   killed %s (SIGKILL) while it worked on #%d\n", agentLogin(e.Agent), e.Issue)
+			}
+		case evPushed:
+			if spec.Zombies[e.Agent] && !slices.ContainsFunc(zombies, func(z zombie) bool { return z.Agent == e.Agent }) {
+				pid, _ := strconv.Atoi(e.Detail)
+				signalTree(syscall.SIGSTOP, procs[e.Agent].Process.Pid, pid)
+				z := zombie{Agent: e.Agent, Issue: e.Issue, Token: e.Token, workPID: pid, trigger: len(all) - 1, Frozen: time.Since(start)}
+				zombies = append(zombies, z)
+				fmt.Fprintf(f.log, "fleet:   froze %s (SIGSTOP) after its first push of #%d (token %d)\n", agentLogin(e.Agent), e.Issue, e.Token)
+				k := len(zombies) - 1
+				go func() {
+					tctx, cancel := context.WithTimeout(ctx, zombieWait)
+					defer cancel()
+					t, err := f.takenOver(tctx, spec.Keys[z.Agent], spec.Repo.FullName(), z.Issue, z.Token)
+					taken <- takeover{k: k, by: t, err: err}
+				}()
 			}
 		case evClosed:
 			closes++
@@ -296,6 +365,22 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 		select {
 		case e := <-events:
 			handle(e)
+		case t := <-taken:
+			// Woken whether or not the takeover came: a zombie left
+			// frozen would hold the run up to its deadline.
+			z := &zombies[t.k]
+			signalTree(syscall.SIGCONT, procs[z.Agent].Process.Pid, z.workPID)
+			z.Woke = time.Since(start)
+			if t.err != nil {
+				z.Err = t.err.Error()
+				failures = append(failures, fmt.Sprintf("zombie %s: %v", agentLogin(z.Agent), t.err))
+			} else {
+				z.TakenOver, z.ByToken = z.Woke, t.by.Token
+				if t.by.Agent != nil {
+					z.ByAgent = *t.by.Agent
+				}
+			}
+			fmt.Fprintf(f.log, "fleet:   woke %s (SIGCONT): #%d taken over by token %d (%s)\n", agentLogin(z.Agent), z.Issue, z.ByToken, z.ByAgent)
 		case x := <-exits:
 			alive--
 			wall = time.Since(start)
@@ -307,10 +392,18 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			for i := range procs {
 				kill(i)
 			}
+			for _, z := range zombies {
+				signalTree(syscall.SIGKILL, z.workPID)
+			}
 			for ; alive > 0; alive-- {
 				res.AgentsCPU += (<-exits).cpu
 			}
-			failures = append(failures, fmt.Sprintf("the agents did not finish within %s", modeTimeout))
+			if spec.Round3 && spec.Mode == modeAssignees {
+				// A measure, not a failure: what it left open is counted.
+				res.StoppedAt = timeout
+			} else {
+				failures = append(failures, fmt.Sprintf("the agents did not finish within %s", timeout))
+			}
 		}
 	}
 	// Every reader has sent all its events before its exit.
@@ -338,11 +431,17 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 		}
 		res.SidecarCPU = cpu - cpuBefore
 	}
-	res.Report = summarize(f.backlog.Issues, len(f.agents), wall, all)
+	res.Report = summarize(spec.Backlog.Issues, len(spec.Users), wall, all)
 	failures = append(failures, res.Report.Errors...)
+	if spec.Round3 {
+		res.Zombies = zombies
+		if res.Git, err = f.judge(context.Background(), spec.Repo, all, zombies); err != nil {
+			failures = append(failures, err.Error())
+		}
+	}
 	if res.OpenInGitea, err = openIssues(context.Background(), f.g, spec.Repo); err != nil {
 		failures = append(failures, "list the open issues: "+err.Error())
-	} else if !slices.Equal(res.OpenInGitea, res.Report.Unclosed) {
+	} else if !slices.Equal(res.OpenInGitea, res.Report.Unclosed) && res.StoppedAt == 0 {
 		failures = append(failures, fmt.Sprintf("the agents' events leave %v unclosed, Gitea says %v are open",
 			res.Report.Unclosed, res.OpenInGitea))
 	}
@@ -351,6 +450,73 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 	}
 	fmt.Fprintf(f.log, "fleet: %s: done in %.1fs\n", spec.Title, wall.Seconds())
 	return res
+}
+
+// verdict is why a collab-lease run fails the benchmark: it worked an
+// issue twice, left one open, or (round three) landed a zombie's push or
+// merge or lost a commit. Baselines only measure.
+func (r ModeResult) verdict() error {
+	if r.Spec.Mode == modeAssignees {
+		return nil
+	}
+	g := r.Git
+	if len(r.Report.Duplicates) > 0 || len(r.Report.Unclosed) > 0 || len(g.ZombiePushes) > 0 || len(g.ZombieMerges) > 0 || len(g.Lost) > 0 {
+		return fmt.Errorf("%s: %d issues worked more than once, %d never closed, %d zombie commits and %d zombie merges landed, %d commits lost; all must be 0",
+			r.Spec.Title, len(r.Report.Duplicates), len(r.Report.Unclosed), len(g.ZombiePushes), len(g.ZombieMerges), len(g.Lost))
+	}
+	return nil
+}
+
+// takeover is what the history said of a frozen claim.
+type takeover struct {
+	k   int // the zombie, by its index
+	by  contract.TenureView
+	err error
+}
+
+// zombieWait bounds the wait for a frozen claim to be taken over.
+const zombieWait = 90 * time.Second
+
+// sessionGrace is the grace of round three's sessions: a frozen agent's
+// claim lapses this long after its last sign of life. It is the least a
+// session allows (the issue asked for 3 s, which sessions refuse).
+const sessionGrace = 5 * time.Second
+
+// judge reads what a round-three run left in Gitea: main's commits (a
+// clone, straight from Gitea, not counted) and, for each zombie's late
+// commit, whether Gitea has it at all.
+func (f *fleet) judge(ctx context.Context, repo integration.Repo, events []Event, zombies []zombie) (gitOutcome, error) {
+	dir, err := os.MkdirTemp(f.dir, "judge-")
+	if err != nil {
+		return gitOutcome{}, err
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.CommandContext(ctx, "git", "clone", "-q", "--bare", "--single-branch", "--branch", "main", f.g.URL+"/"+repo.FullName()+".git", dir)
+	cmd.Env = integration.CheckoutEnv(dir, f.gitBin)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return gitOutcome{}, fmt.Errorf("clone %s to judge it: %v: %s", repo.FullName(), err, b)
+	}
+	cmd = exec.CommandContext(ctx, "git", "-C", dir, "rev-list", "main")
+	cmd.Env = integration.CheckoutEnv(dir, f.gitBin)
+	out, err := cmd.Output()
+	if err != nil {
+		return gitOutcome{}, fmt.Errorf("list main's commits of %s: %w", repo.FullName(), err)
+	}
+	inMain := map[string]bool{}
+	for _, sha := range strings.Fields(string(out)) {
+		inMain[sha] = true
+	}
+	var askErr error
+	inGitea := func(sha string) bool {
+		err := f.g.Admin().Do(ctx, "GET", "/repos/"+repo.FullName()+"/git/commits/"+sha+"?stat=false&files=false", nil, nil)
+		var apiErr *integration.APIError
+		if err != nil && !(errors.As(err, &apiErr) && (apiErr.Status == http.StatusNotFound || apiErr.Status == http.StatusUnprocessableEntity)) {
+			askErr = errors.Join(askErr, err)
+		}
+		return err == nil
+	}
+	o := judgeGit(events, zombies, func(sha string) bool { return inMain[sha] }, inGitea)
+	return o, askErr
 }
 
 // startSidecar starts the sidecar, reaching Gitea through the proxy, and
@@ -365,6 +531,7 @@ func (f *fleet) startSidecar(ctx context.Context, bin string) error {
 	}
 	s, err := integration.StartInstalled(ctx, integration.SidecarOptions{
 		Binary: bin, Gitea: f.g, GiteaURL: f.proxy.urls[srcSidecar], DataDir: filepath.Join(f.dir, "sidecar"),
+		Args: []string{"--fence-pushes"},
 	}, custom)
 	if err != nil {
 		return err

@@ -33,6 +33,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -42,9 +43,14 @@ import (
 	"github.com/collab-lease/collab-lease/integration"
 )
 
+// allModes are the modes, by key: round two's three, then round three's
+// four.
+var allModes = []string{"lease", "assignees", "faults", "sessions", "zombies", "assignees-bot", "assignees-accounts"}
+
 type options struct {
 	seed         int64
 	issues       int
+	gitIssues    int // round three's backlog
 	agents       int
 	ttl          time.Duration
 	faultTTL     time.Duration
@@ -59,28 +65,32 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == agentCommand {
 		os.Exit(agentMain(os.Stdin, os.Stdout))
 	}
+	if len(os.Args) > 1 && os.Args[1] == workCommand {
+		os.Exit(workMain(os.Stdout))
+	}
 	var o options
 	flag.Int64Var(&o.seed, "seed", 1, "seed of every choice: work times, labels, dependencies, victims, picks, jitter")
-	flag.IntVar(&o.issues, "issues", 200, "open issues in the backlog")
+	flag.IntVar(&o.issues, "issues", 200, "open issues in round two's backlog")
+	flag.IntVar(&o.gitIssues, "git-issues", 60, "open issues in round three's backlog (real pushes and merges)")
 	flag.IntVar(&o.agents, "agents", 20, "agents in the fleet")
 	flag.DurationVar(&o.ttl, "ttl", 30*time.Second, "claim TTL of the collab-lease run (whole seconds)")
 	flag.DurationVar(&o.faultTTL, "fault-ttl", 10*time.Second, "claim TTL of the fault run, which the killed agents' claims wait out")
 	flag.StringVar(&o.markdown, "md", "", "also write the markdown section for bench/RESULTS.md to this file")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (Gitea, ledger, checkouts) and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "print every agent event")
-	only := flag.String("modes", "lease,assignees,faults", "the modes to run, comma-separated (all three make the benchmark)")
+	only := flag.String("modes", strings.Join(allModes, ","), "the modes to run, comma-separated (all of them make the benchmark)")
 	flag.Parse()
 	o.modes = map[string]bool{}
 	for _, m := range strings.Split(*only, ",") {
-		if m != "lease" && m != "assignees" && m != "faults" {
-			fail(fmt.Errorf("-modes: unknown mode %q (lease, assignees, faults)", m))
+		if !slices.Contains(allModes, m) {
+			fail(fmt.Errorf("-modes: unknown mode %q (%s)", m, strings.Join(allModes, ", ")))
 		}
 		o.modes[m] = true
 	}
 	o.reproduction = reproduction(o)
 	switch {
-	case o.issues < 1 || o.agents < 1:
-		fail(errors.New("-issues and -agents must be positive"))
+	case o.issues < 1 || o.agents < 1 || o.gitIssues < 1:
+		fail(errors.New("-issues, -git-issues and -agents must be positive"))
 	case o.ttl < time.Second || o.ttl%time.Second != 0 || o.faultTTL < time.Second || o.faultTTL%time.Second != 0:
 		fail(errors.New("-ttl and -fault-ttl must be whole seconds"))
 	}
@@ -108,6 +118,9 @@ func reproduction(o options) string {
 	}
 	if o.issues != 200 {
 		flags += fmt.Sprintf(" -issues %d", o.issues)
+	}
+	if o.gitIssues != 60 {
+		flags += fmt.Sprintf(" -git-issues %d", o.gitIssues)
 	}
 	if o.agents != 20 {
 		flags += fmt.Sprintf(" -agents %d", o.agents)
@@ -179,16 +192,37 @@ func run(ctx context.Context, o options) error {
 	if f.agents, err = seedAgents(setup, f.g, keys, o.agents); err != nil {
 		return err
 	}
+	bot, botKeys, err := seedBot(setup, f.g, keys, o.agents)
+	if err != nil {
+		return err
+	}
+	ownKeys := make([]string, len(f.agents))
+	botUsers := make([]*integration.User, len(f.agents))
+	for i, u := range f.agents {
+		ownKeys[i], botUsers[i] = u.Key.Path, bot
+	}
+	gitBacklog := planBacklog(o.seed, o.gitIssues)
 	specs := []modeSpec{
 		{Key: "lease", Title: "collab-lease", Mode: modeLease, TTL: o.ttl},
 		{Key: "assignees", Title: "assignees only", Mode: modeAssignees},
 		{Key: "faults", Title: "collab-lease, faults", Mode: modeLease, TTL: o.faultTTL,
 			Kill: faults(o.seed, o.agents), RestartAfter: max(1, o.issues/2)},
+		{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys},
+		{Key: "zombies", Title: "collab-lease, 3 zombies", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
+			Zombies: pickZombies(o.seed, o.agents)},
+		{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true, Users: botUsers, Keys: botKeys},
+		{Key: "assignees-accounts", Title: "assignees only, 20 accounts", Mode: modeAssignees, Round3: true, Users: f.agents, Keys: ownKeys},
 	}
 	for i := range specs {
-		if o.modes[specs[i].Key] {
+		sp := &specs[i]
+		if !sp.Round3 {
+			sp.Users, sp.Keys, sp.Backlog = f.agents, ownKeys, f.backlog
+		} else {
+			sp.Backlog = gitBacklog
+		}
+		if o.modes[sp.Key] {
 			eg.Go(func() (err error) {
-				specs[i].Repo, err = seedRepo(setup, f.g, org, "backlog-"+specs[i].Key, f.backlog, f.agents)
+				sp.Repo, err = seedRepo(setup, f.g, org, "backlog-"+sp.Key, sp.Backlog, sp.Round3, sp.Mode == modeSession, f.agents, bot)
 				return err
 			})
 		}
@@ -196,24 +230,31 @@ func run(ctx context.Context, o options) error {
 	if err := eg.Wait(); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "fleet: seeded %d agents and %d copies of a %d-issue backlog (%d labelled, %d blocked) in %.1fs\n",
-		o.agents, len(o.modes), o.issues, len(f.backlog.Labels), len(f.backlog.Blocked), time.Since(step).Seconds())
+	fmt.Fprintf(os.Stderr, "fleet: seeded %d agents, the account bot with %d keys and %d backlogs (%d issues for round two, %d for round three) in %.1fs\n",
+		o.agents, len(botKeys), len(o.modes), o.issues, o.gitIssues, time.Since(step).Seconds())
 
 	results := map[string]ModeResult{}
-	// Assignees first, while Gitea is stock: no sidecar, no webhook.
-	if o.modes["assignees"] {
-		results["assignees"] = f.runMode(ctx, specs[1], nil)
+	// The assignees runs first, while Gitea is stock: no sidecar, no
+	// webhook, no statuses.
+	for _, spec := range specs {
+		if o.modes[spec.Key] && spec.Mode == modeAssignees {
+			cos, err := f.checkouts(setup, spec)
+			if err != nil {
+				return err
+			}
+			results[spec.Key] = f.runMode(ctx, spec, cos)
+		}
 	}
-	if o.modes["lease"] || o.modes["faults"] {
+	if o.modes["lease"] || o.modes["faults"] || o.modes["sessions"] || o.modes["zombies"] {
 		if err := f.startSidecar(setup, sidecarBin); err != nil {
 			return err
 		}
 		defer func() { _ = f.sidecar.Stop(20 * time.Second) }()
-		for _, spec := range []modeSpec{specs[0], specs[2]} {
-			if !o.modes[spec.Key] {
+		for _, spec := range specs {
+			if !o.modes[spec.Key] || spec.Mode == modeAssignees {
 				continue
 			}
-			cos, err := f.checkouts(setup, spec.Repo)
+			cos, err := f.checkouts(setup, spec)
 			if err != nil {
 				return err
 			}
@@ -226,7 +267,6 @@ func run(ctx context.Context, o options) error {
 			ran = append(ran, r)
 		}
 	}
-
 	total := time.Since(began)
 	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage()}
 	fmt.Print(sum.text())
@@ -240,9 +280,8 @@ func run(ctx context.Context, o options) error {
 		if r.Err != nil {
 			errs = append(errs, r.Err)
 		}
-		if r.Spec.Mode == modeLease && (len(r.Report.Duplicates) > 0 || len(r.Report.Unclosed) > 0) {
-			errs = append(errs, fmt.Errorf("%s: %d issues worked more than once, %d never closed; both must be 0",
-				r.Spec.Title, len(r.Report.Duplicates), len(r.Report.Unclosed)))
+		if err := r.verdict(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -1,8 +1,15 @@
 package main
 
 import (
+	"errors"
+	"maps"
+	"os"
 	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // agentProcess puts an agent in a process group of its own, so that a
@@ -14,3 +21,79 @@ func agentProcess(cmd *exec.Cmd) {
 
 // killAgent SIGKILLs an agent's process group.
 func killAgent(cmd *exec.Cmd) { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+
+// signalTree sends sig to every process of the trees rooted at roots:
+// the roots and all their descendants, whatever session or group they
+// made for themselves (git collab's ssh runs in a session of its own), as
+// a paused container stops everything in it. It goes over the trees
+// twice, for a child forked while the first pass ran.
+func signalTree(sig syscall.Signal, roots ...int) {
+	for range 2 {
+		for _, pid := range descendants(roots) {
+			_ = syscall.Kill(pid, sig)
+		}
+	}
+}
+
+// descendants lists roots and every process below them, from /proc.
+func descendants(roots []int) []int {
+	parent := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command, which is in parentheses and may
+		// hold anything: state, then the parent's PID.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, err := strconv.Atoi(f[1]); err == nil {
+			parent[pid] = ppid
+		}
+	}
+	in := map[int]bool{}
+	for _, r := range roots {
+		if r > 0 {
+			in[r] = true
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for pid, ppid := range parent {
+			if in[ppid] && !in[pid] {
+				in[pid], grew = true, true
+			}
+		}
+	}
+	return slices.Collect(maps.Keys(in))
+}
+
+// selfCPU is the CPU time of this process and its waited-for children.
+func selfCPU() time.Duration {
+	var cpu time.Duration
+	var ru syscall.Rusage
+	for _, who := range []int{syscall.RUSAGE_SELF, syscall.RUSAGE_CHILDREN} {
+		if syscall.Getrusage(who, &ru) == nil {
+			cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		}
+	}
+	return cpu
+}
+
+// killedBy says whether err is a process's end by signal sig.
+func killedBy(err error, sig syscall.Signal) bool {
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) {
+		return false
+	}
+	ws, ok := exit.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == sig
+}

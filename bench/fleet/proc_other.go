@@ -2,7 +2,11 @@
 
 package main
 
-import "os/exec"
+import (
+	"os/exec"
+	"syscall"
+	"time"
+)
 
 // The fleet runs on Linux only (it reads CPU times from /proc, and kills
 // an agent's whole process group); run refuses elsewhere.
@@ -10,3 +14,9 @@ import "os/exec"
 func agentProcess(cmd *exec.Cmd) {}
 
 func killAgent(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
+
+func signalTree(sig syscall.Signal, roots ...int) {}
+
+func selfCPU() time.Duration { return 0 }
+
+func killedBy(err error, sig syscall.Signal) bool { return false }

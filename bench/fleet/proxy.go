@@ -144,15 +144,17 @@ func (t traffic) bySource() map[string]int64 {
 var (
 	repoPath   = regexp.MustCompile(`^/api/v1/repos/[^/]+/[^/]+`)
 	numberPart = regexp.MustCompile(`/[0-9]+(/|$)`)
+	shaPart    = regexp.MustCompile(`/[0-9a-f]{40}(/|$)`)
 	agentPart  = regexp.MustCompile(`/fleet[0-9]+(/|$)`)
 	depsPath   = regexp.MustCompile(`^/api/v1/repos/[^/]+/[^/]+/issues/([0-9]+)/dependencies$`)
 )
 
 // route is a request path with its variable parts named:
-// /repos/{o}/{r}/issues/{n}/dependencies.
+// /repos/{o}/{r}/issues/{n}/dependencies, /repos/{o}/{r}/commits/{sha}/status.
 func route(path string) string {
 	path = repoPath.ReplaceAllString(path, "/repos/{o}/{r}")
 	path = strings.TrimPrefix(path, "/api/v1")
+	path = shaPart.ReplaceAllString(path, "/{sha}$1")
 	path = numberPart.ReplaceAllString(path, "/{n}$1")
 	return agentPart.ReplaceAllString(path, "/{agent}$1")
 }

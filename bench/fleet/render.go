@@ -28,8 +28,137 @@ type row struct {
 	cell  func(ModeResult) string
 }
 
+// perClosed divides by a run's closed issues (at least 1).
+func perClosed(r ModeResult) float64 { return float64(max(r.Report.Closed, 1)) }
+
+func cpuPerClosed(d time.Duration, r ModeResult) string {
+	return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000/perClosed(r))
+}
+
+// round splits the runs into round two's and round three's.
+func (s summary) round(three bool) []ModeResult {
+	var out []ModeResult
+	for _, r := range s.results {
+		if r.Spec.Round3 == three {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// rows3 are round three's measures.
+func (s summary) rows3() []row {
+	zombies := func(r ModeResult, n int) string {
+		if len(r.Spec.Zombies) == 0 {
+			return "no zombies"
+		}
+		return fmt.Sprint(n)
+	}
+	return []row{
+		{"issues worked more than once", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Duplicates)) }},
+		{"zombie pushes landed (commits)", func(r ModeResult) string { return zombies(r, len(r.Git.ZombiePushes)) }},
+		{"zombie merges landed", func(r ModeResult) string { return zombies(r, len(r.Git.ZombieMerges)) }},
+		{"commits lost (pushed by a live holder, not in main)", func(r ModeResult) string {
+			return fmt.Sprintf("%d (of %d pushes)", len(r.Git.Lost), r.Git.Pushes)
+		}},
+		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
+		{"wall time to the last close", func(r ModeResult) string { return fmt.Sprintf("%.1f s", r.Report.LastClose.Seconds()) }},
+		{"Gitea requests per closed issue (sidecar + agents, git included)", func(r ModeResult) string {
+			sc, ag := float64(r.Requests[srcSidecar]), float64(r.Requests[srcAgents])
+			return fmt.Sprintf("%.1f (%.1f + %.1f)", (sc+ag)/perClosed(r), sc/perClosed(r), ag/perClosed(r))
+		}},
+		{"sidecar CPU per closed issue", func(r ModeResult) string {
+			if !r.UsesSidecar {
+				return "no sidecar"
+			}
+			return cpuPerClosed(r.SidecarCPU, r)
+		}},
+		{"agents' CPU per closed issue (everything they ran)", func(r ModeResult) string { return cpuPerClosed(r.AgentsCPU, r) }},
+		{"of it, claiming (git collab run, claims; the agent's loop)", func(r ModeResult) string {
+			return cpuPerClosed(r.AgentsCPU-r.Report.WorkCPU-r.Report.CheckCPU, r)
+		}},
+		{"of it, git collab check before each push and the merge", func(r ModeResult) string {
+			return cpuPerClosed(r.Report.CheckCPU, r)
+		}},
+		{"of it, the work (git, Gitea's API)", func(r ModeResult) string { return cpuPerClosed(r.Report.WorkCPU, r) }},
+		{"retries / back-offs / stale checks", func(r ModeResult) string {
+			return fmt.Sprintf("%d / %d / %d", r.Report.Retries, r.Report.Backoffs, r.Report.Stale)
+		}},
+	}
+}
+
+// notes3 tell the zombies' stories and set round three against its
+// goals.
+func (s summary) notes3() []string {
+	var out []string
+	byKey := map[string]ModeResult{}
+	for _, r := range s.results {
+		byKey[r.Spec.Key] = r
+	}
+	for _, r := range s.round(true) {
+		for k, z := range r.Zombies {
+			what := fmt.Sprintf("%s: %s was frozen (SIGSTOP) %.1f s into the run, right after its first push to #%d (token %d); ",
+				r.Spec.Title, agentLogin(z.Agent), z.Frozen.Seconds(), z.Issue, z.Token)
+			if z.Err != "" {
+				what += "its claim was never seen taken over (" + z.Err + "); woken anyway."
+			} else {
+				what += fmt.Sprintf("the history showed token %d (agent %s) %.1f s later, and it was woken (SIGCONT); ", z.ByToken, z.ByAgent, (z.TakenOver - z.Frozen).Seconds())
+				switch stop := r.Git.ZombieStops[k]; stop {
+				case evStale:
+					what += "its git collab check said stale before its next push, so it pushed and merged nothing more."
+				case evTerminated:
+					what += "git collab run saw the claim lost and stopped its work (SIGTERM) before its next push."
+				default:
+					what += "nothing stopped it."
+				}
+			}
+			out = append(out, what)
+		}
+		if r.StoppedAt > 0 {
+			out = append(out, fmt.Sprintf("%s: its agents were stopped (SIGKILL) at the run's bound, %s, with %d issues still open.", r.Spec.Title, r.StoppedAt, len(r.OpenInGitea)))
+		}
+		if len(r.Git.Lost) > 0 {
+			out = append(out, fmt.Sprintf("%s: commits pushed but not in main: %s.", r.Spec.Title, strings.Join(shortSHAs(r.Git.Lost, 10), ", ")))
+		}
+	}
+	if sess, ok := byKey["sessions"]; ok {
+		if old, ok := byKey["lease"]; ok {
+			claim := sess.AgentsCPU - sess.Report.WorkCPU
+			out = append(out, fmt.Sprintf("Agents' CPU for claiming per closed issue (git collab run and the checks), beside round two's collab-lease (a git collab process chain and an SSH handshake per call): %s against %s, %.2f× (goal ≤ 0.2×).",
+				cpuPerClosed(claim, sess), cpuPerClosed(old.AgentsCPU, old), ratio(float64(claim)/perClosed(sess), float64(old.AgentsCPU)/perClosed(old))))
+		}
+		for _, key := range []string{"assignees-bot", "assignees-accounts"} {
+			if a, ok := byKey[key]; ok {
+				out = append(out, fmt.Sprintf("Wall time to the last close, %s against %s: %.1f s against %.1f s, %.2f× (goal ≤ 0.5×).",
+					sess.Spec.Title, a.Spec.Title, sess.Report.LastClose.Seconds(), a.Report.LastClose.Seconds(),
+					ratio(sess.Report.LastClose.Seconds(), a.Report.LastClose.Seconds())))
+			}
+		}
+	}
+	return out
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+func shortSHAs(shas []string, limit int) []string {
+	var out []string
+	for i, sha := range shas {
+		if i == limit {
+			out = append(out, fmt.Sprintf("and %d more", len(shas)-limit))
+			break
+		}
+		out = append(out, sha[:min(len(sha), 10)])
+	}
+	return out
+}
+
 func (s summary) rows() []row {
-	closed := func(r ModeResult) float64 { return float64(max(r.Report.Closed, 1)) }
+	closed := perClosed
 	return []row{
 		{"issues worked more than once", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Duplicates)) }},
 		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
@@ -65,7 +194,27 @@ func (s summary) rows() []row {
 }
 
 func (s summary) title() string {
-	return fmt.Sprintf("%d agents drain a %d-issue backlog", s.opts.agents, s.opts.issues)
+	return fmt.Sprintf("%d agents drain a backlog", s.opts.agents)
+}
+
+// table is one round's table.
+type table struct {
+	title, about string
+	results      []ModeResult
+	rows         []row
+	bold         int // the first rows, in bold: what must be 0
+}
+
+func (s summary) tables() []table {
+	return []table{
+		{title: fmt.Sprintf("Round two: %d agents, %d accounts, a %d-issue backlog, no git", s.opts.agents, s.opts.agents, s.opts.issues),
+			about:   "Each agent is a Gitea user with its own SSH key and a loop of real `git collab` processes (OpenSSH, a handshake per call) in its own checkout; work on an issue takes 50–500 ms and touches no git, the same per issue in every run.",
+			results: s.round(false), rows: s.rows(), bold: 2},
+		{title: fmt.Sprintf("Round three: %d agents, real pushes and merges, a %d-issue backlog", s.opts.agents, s.opts.gitIssues),
+			about: fmt.Sprintf("The collab-lease runs are one Gitea account `bot` with a key per agent, each agent a loop of `git collab run --next --grace %s --agent <name> -- <work>`; the work fetches, commits to `work/<issue>`, pushes, opens a pull request \"Fixes #N\", works 1–8 s (the same per issue in every run), pushes again and merges through Gitea's API, checking its token with `git collab check` before each push and the merge; `main` requires the `collab-lease/claim` status and `serve --fence-pushes` is on. The baselines do the same work with Gitea's assignees alone, as `bot` (every agent sees itself assigned) or as 20 accounts.",
+				sessionGrace),
+			results: s.round(true), rows: s.rows3(), bold: 5},
+	}
 }
 
 // notes are the sentences under the table: duplicates, the faults, errors.
@@ -192,23 +341,28 @@ func ms(d time.Duration) string {
 // text is the summary printed on stdout.
 func (s summary) text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nfleet: %s (seed %d), real git collab over OpenSSH against a real Gitea\n\n", s.title(), s.opts.seed)
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	fmt.Fprint(tw, "\t")
-	for _, r := range s.results {
-		fmt.Fprintf(tw, "%s\t", r.Spec.Title)
-	}
-	fmt.Fprintln(tw)
-	for _, row := range s.rows() {
-		fmt.Fprintf(tw, "%s\t", row.label)
-		for _, r := range s.results {
-			fmt.Fprintf(tw, "%s\t", row.cell(r))
+	for _, t := range s.tables() {
+		if len(t.results) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\nfleet: %s (seed %d), real git collab over OpenSSH against a real Gitea\n\n", t.title, s.opts.seed)
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		fmt.Fprint(tw, "\t")
+		for _, r := range t.results {
+			fmt.Fprintf(tw, "%s\t", r.Spec.Title)
 		}
 		fmt.Fprintln(tw)
+		for _, row := range t.rows {
+			fmt.Fprintf(tw, "%s\t", row.label)
+			for _, r := range t.results {
+				fmt.Fprintf(tw, "%s\t", row.cell(r))
+			}
+			fmt.Fprintln(tw)
+		}
+		tw.Flush()
 	}
-	tw.Flush()
 	b.WriteString("\n")
-	for _, n := range s.notes() {
+	for _, n := range append(s.notes(), s.notes3()...) {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
 	for _, r := range s.results {
@@ -224,31 +378,36 @@ func (s summary) text() string {
 func (s summary) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Fleet: %s\n\n", s.title())
-	fmt.Fprintf(&b, "Written by `bench/fleet` in this run (`%s`, seed %d; the whole run took %.0f s, setup included; load average at its end %s).\n",
+	fmt.Fprintf(&b, "Written by `bench/fleet` in this run (`%s`, seed %d; the whole run took %.0f s, setup included; load average at its end %s). Every request to Gitea passed a counting proxy. What each run does: `bench/README.md`.\n",
 		s.opts.reproduction, s.opts.seed, s.total.Seconds(), s.load)
-	fmt.Fprintf(&b, "Each agent is a Gitea user with its own SSH key and a loop of real `git collab` processes (OpenSSH) in its own checkout; work on an issue takes 50–500 ms, the same per issue in every run. Every request to Gitea passed a counting proxy. What each run does: `bench/README.md`.\n\n")
-	b.WriteString("| |")
-	for _, r := range s.results {
-		fmt.Fprintf(&b, " %s |", r.Spec.Title)
-	}
-	b.WriteString("\n|---|")
-	for range s.results {
-		b.WriteString("---|")
-	}
-	b.WriteString("\n")
-	for i, row := range s.rows() {
-		fmt.Fprintf(&b, "| %s |", row.label)
-		for _, r := range s.results {
-			c := row.cell(r)
-			if i < 2 {
-				c = "**" + c + "**"
-			}
-			fmt.Fprintf(&b, " %s |", c)
+	for _, t := range s.tables() {
+		if len(t.results) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "\n### %s\n\n%s\n\n", t.title, t.about)
+		b.WriteString("| |")
+		for _, r := range t.results {
+			fmt.Fprintf(&b, " %s |", r.Spec.Title)
+		}
+		b.WriteString("\n|---|")
+		for range t.results {
+			b.WriteString("---|")
 		}
 		b.WriteString("\n")
+		for i, row := range t.rows {
+			fmt.Fprintf(&b, "| %s |", row.label)
+			for _, r := range t.results {
+				c := row.cell(r)
+				if i < t.bold {
+					c = "**" + c + "**"
+				}
+				fmt.Fprintf(&b, " %s |", c)
+			}
+			b.WriteString("\n")
+		}
 	}
 	b.WriteString("\n")
-	for _, n := range s.notes() {
+	for _, n := range append(s.notes(), s.notes3()...) {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
 	b.WriteString("\nWhere the calls and requests went (count, mean and max latency; numbers in paths as `{n}`):\n\n")

@@ -38,6 +38,10 @@ type Event struct {
 	// Calls are an agent's git collab processes and API requests, by
 	// kind, in its done event.
 	Calls map[string]*CallStat `json:"calls,omitempty"`
+	// Commits are what a push added to its branch (round three).
+	Commits []string `json:"commits,omitempty"`
+	// CPU is the CPU time of a work's git collab checks, in its last line.
+	CPU time.Duration `json:"cpu,omitempty"`
 	// At is when the coordinator read it, from the mode's start.
 	At time.Duration `json:"-"`
 }
@@ -68,6 +72,10 @@ type Report struct {
 	// Abandoned are the issues agents were killed while working on.
 	Abandoned []Abandoned
 	Errors    []string // one per agent whose loop failed
+	// Round three: the CPU time of the work processes that reported it
+	// (their git, their API requests), and of the git collab check each
+	// ran before a push or merge.
+	WorkCPU, CheckCPU time.Duration
 }
 
 // Duplicate is an issue worked more than once.
@@ -128,6 +136,9 @@ func summarize(issues, agents int, wall time.Duration, events []Event) Report {
 			doomed[e.Agent] = e
 		case evKilled:
 			killedAt[e.Agent] = e.At
+		case evWorkCPU:
+			r.WorkCPU += e.Took
+			r.CheckCPU += e.CPU
 		}
 	}
 	for n, who := range worked {

@@ -119,10 +119,69 @@ func TestRoute(t *testing.T) {
 		"/api/v1/repos/fleet/backlog-lease/issues":                  "/repos/{o}/{r}/issues",
 		"/api/v1/repos/fleet/backlog-lease/collaborators/fleet03/x": "/repos/{o}/{r}/collaborators/{agent}/x",
 		"/api/v1/user/keys": "/user/keys",
-		"/api/v1/repos/fleet/backlog-lease/issues/17/labels/3": "/repos/{o}/{r}/issues/{n}/labels/{n}",
+		"/api/v1/repos/fleet/backlog-zombies/commits/afbe89d929de7af6790c0df36970eb9e414413a5/status": "/repos/{o}/{r}/commits/{sha}/status",
+		"/api/v1/repos/fleet/backlog-lease/issues/17/labels/3":                                        "/repos/{o}/{r}/issues/{n}/labels/{n}",
 	} {
 		if got := route(path); got != want {
 			t.Errorf("route(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// Round three: a zombie froze after its first push of #7; once woken, one
+// of its late commits reached Gitea and it merged, and a live holder's
+// commit never reached main. Each is counted once, however often it is
+// reported.
+func TestJudgeGit(t *testing.T) {
+	events := []Event{
+		{Agent: 1, Kind: evCommitted, Issue: 7, Detail: "a1"},
+		{Agent: 1, Kind: evPushed, Issue: 7, Commits: []string{"a1"}}, // the push it froze after: live
+		{Agent: 2, Kind: evPushed, Issue: 7, Commits: []string{"b1", "a1"}},
+		{Agent: 1, Kind: evCommitted, Issue: 7, Detail: "z1"},
+		{Agent: 1, Kind: evPushed, Issue: 7, Commits: []string{"z1"}},
+		{Agent: 1, Kind: evCommitted, Issue: 7, Detail: "z2"},
+		{Agent: 1, Kind: evStale, Issue: 7},
+		{Agent: 1, Kind: evMerged, Issue: 7, Detail: "12"},
+		{Agent: 1, Kind: evPushed, Issue: 8, Commits: []string{"c1"}}, // its next claim: live again
+		{Agent: 3, Kind: evPushed, Issue: 9, Commits: []string{"lost"}},
+	}
+	zombies := []zombie{{Agent: 1, Issue: 7, Token: 3, trigger: 1}, {Agent: 4, Issue: 2, trigger: 0}}
+	inMain := map[string]bool{"a1": true, "b1": true, "c1": true, "z1": true}
+	inGitea := map[string]bool{"a1": true, "b1": true, "c1": true, "z1": true, "lost": true}
+	o := judgeGit(events, zombies, func(s string) bool { return inMain[s] }, func(s string) bool { return inGitea[s] })
+	want := gitOutcome{Pushes: 5, Lost: []string{"lost"}, ZombiePushes: []string{"z1"}, ZombieMerges: []string{"12"},
+		ZombieStops: []string{evStale, ""}}
+	if !reflect.DeepEqual(o, want) {
+		t.Fatalf("judged %+v, want %+v", o, want)
+	}
+	// Nothing late: nothing of a zombie's landed, nothing lost.
+	o = judgeGit(events[:3], zombies, func(string) bool { return true }, func(string) bool { return true })
+	if len(o.Lost)+len(o.ZombiePushes)+len(o.ZombieMerges) != 0 || o.Pushes != 2 {
+		t.Fatalf("judged %+v", o)
+	}
+}
+
+func TestRoundThreePlan(t *testing.T) {
+	z := pickZombies(7, 20)
+	if len(z) != zombieCount || !reflect.DeepEqual(z, pickZombies(7, 20)) {
+		t.Fatalf("zombies %v", z)
+	}
+	if len(pickZombies(7, 2)) != 1 {
+		t.Fatal("every agent of two is a zombie: nobody would take their claims over")
+	}
+	for n := int64(1); n <= 60; n++ {
+		if w := gitWorkTime(7, n); w != gitWorkTime(7, n) || w < time.Second || w > 8*time.Second {
+			t.Fatalf("work time of #%d: %s", n, w)
+		}
+	}
+	for msg, want := range map[string]bool{
+		"! [rejected] HEAD -> work/4 (fetch first)":                                  true,
+		"! [rejected] HEAD -> work/4 (non-fast-forward)":                             true,
+		"remote: error: cannot lock ref 'refs/heads/work/4': is at 1 but expected 2": true,
+		"remote: error: Not allowed to push to protected branch work/4":              false,
+	} {
+		if branchMoved(msg) != want {
+			t.Errorf("branchMoved(%q) = %v", msg, !want)
 		}
 	}
 }

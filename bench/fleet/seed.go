@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/collab-lease/collab-lease/integration"
+	"github.com/collab-lease/collab-lease/plugin/fence"
 )
 
 // The backlog: what is decided from the seed alone, and how it is put
@@ -86,18 +87,53 @@ func seedAgents(ctx context.Context, g *integration.Gitea, keyDir string, k int)
 
 func agentLogin(i int) string { return fmt.Sprintf("fleet%02d", i) }
 
+// botLogin is the one account of round three's fleets.
+const botLogin = "bot"
+
+// seedBot creates the account bot with k keys (its own, then one per
+// further agent): a fleet under one account, its agents told apart only
+// by --agent. It returns the private key files, agent i's at index i.
+func seedBot(ctx context.Context, g *integration.Gitea, keyDir string, k int) (*integration.User, []string, error) {
+	bot, err := integration.NewUser(ctx, g, keyDir, botLogin)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := make([]string, k)
+	keys[0] = bot.Key.Path
+	var eg errgroup.Group
+	eg.SetLimit(seedWidth)
+	for i := 1; i < k; i++ {
+		eg.Go(func() error {
+			key, err := integration.AddKey(ctx, g, bot, keyDir, botLogin+"-"+agentLogin(i))
+			keys[i] = key.Path
+			return err
+		})
+	}
+	return bot, keys, eg.Wait()
+}
+
 // seedRepo creates the public repository org/name holding backlog b
-// (issues 1…b.Issues, labels, dependencies), with every agent a write
-// collaborator, through the admin API straight to Gitea (not counted).
-func seedRepo(ctx context.Context, g *integration.Gitea, org, name string, b backlog, agents []*integration.User) (integration.Repo, error) {
+// (issues 1…b.Issues, labels, dependencies), with every agent (and bot)
+// a write collaborator, through the admin API straight to Gitea (not
+// counted). With withMain it has a first commit on main to branch from;
+// with fenced, main requires the status fenced merges set.
+func seedRepo(ctx context.Context, g *integration.Gitea, org, name string, b backlog, withMain, fenced bool, agents []*integration.User, bot *integration.User) (integration.Repo, error) {
 	admin := g.Admin()
 	repo := integration.Repo{Owner: org, Name: name}
 	var out struct{ ID int64 }
-	if err := admin.Do(ctx, "POST", "/orgs/"+org+"/repos", map[string]any{"name": name, "default_branch": "main"}, &out); err != nil {
+	if err := admin.Do(ctx, "POST", "/orgs/"+org+"/repos", map[string]any{"name": name, "default_branch": "main", "auto_init": withMain}, &out); err != nil {
 		return repo, err
 	}
 	repo.ID = out.ID
 	path := "/repos/" + repo.FullName()
+	if fenced {
+		if err := admin.Do(ctx, "POST", path+"/branch_protections", map[string]any{
+			"rule_name": "main", "enable_status_check": true, "status_check_contexts": []string{fence.StatusContext},
+		}, nil); err != nil {
+			return repo, fmt.Errorf("protect main of %s: %w", repo.FullName(), err)
+		}
+	}
+	agents = append(slices.Clone(agents), bot)
 
 	labelIDs := make([]int64, len(labelNames))
 	numbers := make([]int64, b.Issues)

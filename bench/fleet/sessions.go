@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// Round three's agent loop with collab-lease: `git collab run --next`
+// claims the next issue over a session, runs the work under it and
+// releases it; the session keeps the claim alive however long the work
+// takes, and when the claim is lost it stops the work.
+
+// runSessions loops `git collab run --next --grace G --agent <name> --
+// <work>` until nothing is left: twice in a row nothing to claim while
+// nobody holds anything (a claim that lapses between the two looks is
+// claimed by the second).
+func (a *agent) runSessions(ctx context.Context) error {
+	grace := a.cfg.Grace.String()
+	idle := false
+	delay := 100 * time.Millisecond
+	for {
+		claimed, r, err := a.runWork(ctx, "git collab run", 0, "git", "collab", "run", "--next", "--grace", grace,
+			"--agent", agentLogin(a.cfg.Index), "--", a.cfg.Self, workCommand)
+		if err != nil {
+			return err
+		}
+		if claimed {
+			// Whatever the exit (0, or 4 when the merge's close ended the
+			// claim or it was lost), the work's events say what it did.
+			idle, delay = false, 100*time.Millisecond
+			continue
+		}
+		switch r.Code {
+		case contract.ExitConflict:
+			var l contract.List
+			if err := a.collabJSON(ctx, &l, "claims", "--json"); err != nil {
+				return err
+			}
+			if len(l.Leases) == 0 {
+				if idle {
+					return nil
+				}
+				idle = true
+				continue
+			}
+			idle = false
+			a.pause(pollMin, pollMax)
+		case contract.ExitTempFail, exitSSH:
+			a.emit(Event{Kind: evRetry, Detail: fmt.Sprintf("git collab run: exit %d: %s", r.Code, lastLine(r.Stderr))})
+			time.Sleep(delay)
+			delay = min(2*delay, 2*time.Second)
+		default:
+			return fmt.Errorf("git collab run: exit %d: %s", r.Code, strings.TrimSpace(r.Stderr))
+		}
+	}
+}
+
+// workResult is how a process that ran the work ended.
+type workResult struct {
+	Code   int
+	Stderr string
+}
+
+// runWork runs argv in the checkout with the work's configuration in its
+// environment (issue: the work's issue, 0 for the one `git collab run`
+// claims), passes on the events the work writes, and returns whether the
+// work began (it claimed something) and how the process ended. kind
+// names the call in the agent's call counts.
+func (a *agent) runWork(ctx context.Context, kind string, issue int64, argv ...string) (bool, workResult, error) {
+	cfg, err := json.Marshal(workConfig{Agent: a.cfg.Index, Seed: a.cfg.Seed, Repo: a.cfg.Repo, API: a.cfg.API,
+		Token: a.cfg.Token, Issue: issue, Check: a.cfg.Mode == modeSession})
+	if err != nil {
+		return false, workResult{}, err
+	}
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env = a.cfg.Dir, append(append([]string(nil), a.cfg.Env...), workEnv+"="+string(cfg))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return false, workResult{}, err
+	}
+	start := time.Now()
+	if err := cmd.Start(); err != nil {
+		return false, workResult{}, fmt.Errorf("%s: %w", kind, err)
+	}
+	claimed := false
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e Event
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			a.emit(Event{Kind: evError, Detail: fmt.Sprintf("%s: unreadable line %q: %v", kind, sc.Text(), err)})
+			continue
+		}
+		claimed = claimed || e.Kind == evClaimed
+		a.emit(e)
+	}
+	err = cmd.Wait()
+	a.timed(kind, start)
+	r := workResult{Code: cmd.ProcessState.ExitCode(), Stderr: stderr.String()}
+	if _, exited := err.(*exec.ExitError); err != nil && !exited {
+		return claimed, r, fmt.Errorf("%s: %w", kind, err)
+	}
+	return claimed, r, nil
+}
