@@ -177,31 +177,24 @@ func (s *Store) runPGBatch(batch []*writeReq) {
 	broken := 0
 	for delay := time.Millisecond; ; delay = min(2*delay, 32*time.Millisecond) {
 		outs, errs, committing, err := s.pgBatchOnce(ctx, batch)
-		var again []*writeReq
-		switch {
-		case err == nil:
+		if err == nil || committing {
+			var again []*writeReq
 			for i, r := range batch {
-				if outs[i] == deferred {
-					again = append(again, r)
-				} else {
+				switch {
+				case outs[i] == deferred:
+					again = append(again, r) // decided nothing: free to run again
+				case err == nil:
 					r.finish(errs[i])
-				}
-			}
-			s.requeue(again)
-			return
-		case committing:
-			// COMMIT was sent and its answer lost: report it, as a lone
-			// writer would, rather than guess what it left behind. The
-			// members it did not decide are free to run again.
-			for i, r := range batch {
-				if outs[i] == deferred {
-					again = append(again, r)
-				} else {
+				default:
+					// COMMIT was sent and its answer lost: report it, as a
+					// lone writer would, rather than guess what it left.
 					r.finish(mapDBError(err))
 				}
 			}
 			s.requeue(again)
 			return
+		}
+		switch {
 		case pgRetry(err):
 		case brokenConn(err) && broken < pgMaxConns && ctx.Err() == nil:
 			broken++ // the pool drops it; after a restart of the server, every pooled one may be broken
