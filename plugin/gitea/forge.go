@@ -247,6 +247,13 @@ func newHTTPClient(host string, maxConns int) *http.Client {
 			if req.URL.Host != host {
 				return fmt.Errorf("refusing redirect to another host %q", req.URL.Host)
 			}
+			// A 301, 302 or 303 turns a write into a GET (Gitea sends one
+			// for a renamed repository): following it would take the
+			// answer of a read for the write's, so the redirect itself is
+			// the answer, a failure to try again.
+			if req.Method != via[0].Method {
+				return http.ErrUseLastResponse
+			}
 			return nil
 		},
 	}

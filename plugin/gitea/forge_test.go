@@ -708,6 +708,36 @@ func TestRedirectToAnotherHostIsRefused(t *testing.T) {
 	}
 }
 
+// A redirect that would turn a write into a read (Gitea's 301 for a
+// renamed repository) is not followed: the write failed, and is retried,
+// rather than taken as done on the strength of a GET's answer.
+func TestRedirectOfAWriteIsAFailure(t *testing.T) {
+	g := newFake(t, map[string]http.HandlerFunc{
+		"PATCH /api/v1/repos/old/widgets/branch_protections/work": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/api/v1/repos/acme/widgets/branch_protections/work", http.StatusMovedPermanently)
+		},
+		"GET /api/v1/repos/acme/widgets/branch_protections/work": jsonBody(map[string]any{"rule_name": "work"}),
+		"GET /api/v1/repos/old/widgets": func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/api/v1/repos/acme/widgets", http.StatusMovedPermanently)
+		},
+		"GET /api/v1/repos/acme/widgets": jsonBody(widgets(true, true, true)),
+	})
+	f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
+	_, err := f.EditBranchRule(context.Background(), "old", "widgets", forge.BranchRule{Name: "work"})
+	if !errors.Is(err, forge.ErrUnavailable) {
+		t.Fatalf("a redirected edit: %v, want ErrUnavailable", err)
+	}
+	for _, r := range g.requests() {
+		if r.Method == http.MethodGet {
+			t.Fatalf("the edit was followed as %s %s", r.Method, r.Path)
+		}
+	}
+	// A read still follows it.
+	if _, err := f.Repo(context.Background(), "", "old", "widgets"); err != nil {
+		t.Fatalf("a redirected read: %v", err)
+	}
+}
+
 // Answers that parse but make no sense are treated like garbage, not trusted.
 func TestNonsenseAnswersAreUnavailable(t *testing.T) {
 	g := newFake(t, map[string]http.HandlerFunc{
