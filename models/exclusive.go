@@ -14,6 +14,19 @@ const (
 	ChoreReconcile int32 = 1
 )
 
+// ChoreOfBranch is the chore of keeping the push fence's rule on one
+// branch (plugin/fence): one replica at a time reads the ledger's record
+// and the forge's rules and changes them, so that no replica acts on what
+// another is changing. Two branches folding alike only take turns; the
+// high bit keeps them apart from the numbered chores above.
+func ChoreOfBranch(repoID int64, branch string) int32 {
+	h := uint32(2166136261) // FNV-1a
+	for _, b := range []byte(branch) {
+		h = (h ^ uint32(b)) * 16777619
+	}
+	return int32(uint32(lockKey(repoID, int64(h))) | 1<<30)
+}
+
 // Exclusive runs fn unless another replica on this database runs the
 // same chore now, and reports whether it ran. On PostgreSQL it holds a
 // session advisory lock on a connection of its own while fn runs: the

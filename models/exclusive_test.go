@@ -38,3 +38,16 @@ func TestExclusiveChores(t *testing.T) {
 		}
 	})
 }
+
+// A branch's push-fence chore is its own: never a numbered chore, the
+// same for the same branch, and apart for two others (these two do not
+// fold alike).
+func TestChoreOfBranch(t *testing.T) {
+	a, b := ChoreOfBranch(3, "work/42"), ChoreOfBranch(3, "work/43")
+	if a == ChoreReconcile || b == ChoreReconcile || a&(1<<30) == 0 {
+		t.Fatalf("branch chores %d, %d among the numbered chores", a, b)
+	}
+	if a != ChoreOfBranch(3, "work/42") || a == b || a == ChoreOfBranch(4, "work/42") {
+		t.Fatalf("branch chores %d, %d, %d", a, b, ChoreOfBranch(4, "work/42"))
+	}
+}

@@ -69,6 +69,9 @@ type Ledger interface {
 	IntendFenceRule(ctx context.Context, repoID int64, branch string) error
 	SaveFenceRule(ctx context.Context, r models.FenceRule) error
 	DropFenceRule(ctx context.Context, repoID int64, branch string) error
+	// Exclusive runs fn unless another replica runs the same chore now
+	// (models.ChoreOfBranch: one branch's push fence).
+	Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error)
 }
 
 // Forge is what the worker asks of the forge.

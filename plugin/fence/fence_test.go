@@ -34,6 +34,9 @@ type fenceWorld struct {
 	pushes       bool
 	pushOutcomes *outcomeLog
 	recheck      time.Duration
+	// ledger, if set, is what the worker reads and records through
+	// instead of the world's.
+	ledger fence.Ledger
 }
 
 type outcomeLog struct {
@@ -72,8 +75,12 @@ func newWorld(t *testing.T, pushes bool) *fenceWorld {
 func (w *fenceWorld) start(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	w.cancel, w.done = cancel, make(chan error, 1)
+	var ledger fence.Ledger = w.Ledger
+	if w.ledger != nil {
+		ledger = w.ledger
+	}
 	go func() {
-		wk := fence.New(w.Ledger, w.forge, w.svc.Bus(), fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add,
+		wk := fence.New(ledger, w.forge, w.svc.Bus(), fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add,
 			FencePushes: w.pushes, ObservePush: w.pushOutcomes.add, Recheck: w.recheck, Now: w.clock.Now, After: w.clock.After})
 		w.done <- wk.Run(ctx)
 	}()

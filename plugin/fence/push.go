@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -50,7 +51,20 @@ func (w *Worker) fenceBranches(ctx context.Context, marked map[branchKey]struct{
 			return
 		}
 		st := stateOf(states, k)
-		outcome, err := w.fenceBranch(ctx, k, st, names)
+		// One replica at a time keeps a branch's rule: a replica acting
+		// on a read of the record and of the forge that another is
+		// changing could delete the record of a rule just made, which
+		// would then pass for an admin's.
+		var outcome string
+		ran, err := w.ledger.Exclusive(ctx, models.ChoreOfBranch(k.repoID, k.branch), func(ctx context.Context) error {
+			var err error
+			outcome, err = w.fenceBranch(ctx, k, st, names)
+			return err
+		})
+		if err == nil && !ran {
+			st.backOff(w.o.Now()) // another replica is at it: look again after it
+			continue
+		}
 		if err != nil {
 			st.backOff(w.o.Now())
 			w.observePush("failed")
@@ -103,10 +117,10 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 	}
 	full, err := names.get(ctx, w, k.repoID)
 	if errors.Is(err, forge.ErrNotFound) {
-		// The repository is gone, and its rules with it.
-		if rec != nil {
-			return "", w.ledger.DropFenceRule(ctx, k.repoID, k.branch)
-		}
+		// Gone, or not visible to the sidecar's token now: its rules
+		// too, or not. The record stays, so that a rule that is still
+		// there is never taken for an admin's once the repository is
+		// seen again.
 		return "", nil
 	}
 	if err != nil {
@@ -230,7 +244,13 @@ func (w *Worker) pushRule(ctx context.Context, owner string, rules forge.BranchR
 		every := forge.Allow{Enabled: true}
 		m = &forge.BranchRule{Push: every, ForcePush: every}
 	}
-	want.Settings = m.Settings
+	want.Settings = maps.Clone(m.Settings)
+	if _, ok := want.Settings[unprotectedFiles]; ok {
+		// A push that touches only these files the forge takes from any
+		// writer, allowlist or not: a lapsed holder's too. The fence
+		// lets only the holders push, whatever the push touches.
+		want.Settings[unprotectedFiles] = ""
+	}
 	var err error
 	if want.Push, err = w.narrow(ctx, owner, m.Push, holders); err != nil {
 		return want, err
@@ -240,6 +260,10 @@ func (w *Worker) pushRule(ctx context.Context, owner string, rules forge.BranchR
 	}
 	return want, nil
 }
+
+// unprotectedFiles is the setting of a rule whose files anyone who may
+// write the repository may push to, as Gitea names it.
+const unprotectedFiles = "unprotected_file_patterns"
 
 // firstPriority is a priority that puts the sidecar's rule before every
 // other rule that matches the branch (only those compete for it): the

@@ -3,9 +3,11 @@ package fence_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,7 +96,12 @@ func TestPushFenceFollowsTheClaim(t *testing.T) {
 func TestPushFenceNeverWeakensTheAdminsRule(t *testing.T) {
 	w := newWorld(t, true)
 	settings := map[string]any{"enable_status_check": true, "status_check_contexts": []any{"ci/build"}, "required_approvals": float64(2)}
-	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wor*", Priority: 3, Settings: settings,
+	// Files any writer may push to, allowlist or not: not on the fenced
+	// branch, where only the holders push.
+	adminSettings := maps.Clone(settings)
+	adminSettings["unprotected_file_patterns"] = "docs/**"
+	settings["unprotected_file_patterns"] = ""
+	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wor*", Priority: 3, Settings: adminSettings,
 		Push:      forge.Allow{Enabled: true, Listed: true, Users: []string{"bob"}, Teams: []string{"devs"}, DeployKeys: true},
 		ForcePush: forge.Allow{}})
 	w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "main", Priority: 1})
@@ -221,6 +228,46 @@ func TestPushFenceOfTwoReplicas(t *testing.T) {
 		w.rule(t, nil)
 	}
 	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
+}
+
+// turnTaken is a ledger on which another replica holds every branch's
+// turn while busy is set.
+type turnTaken struct {
+	fence.Ledger
+	busy atomic.Bool
+}
+
+func (l *turnTaken) Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error) {
+	if l.busy.Load() {
+		return false, nil
+	}
+	return l.Ledger.Exclusive(ctx, chore, fn)
+}
+
+// While another replica keeps a branch's rule, the worker neither reads
+// the record nor asks the forge about that branch: it looks again after
+// a backoff, and keeps the rule once the turn is free.
+func TestPushFenceTakesTurnsWithOtherReplicas(t *testing.T) {
+	w := newWorld(t, true)
+	w.stop()
+	turns := &turnTaken{Ledger: w.Ledger}
+	turns.busy.Store(true)
+	w.ledger = turns
+	w.start(t)
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "a look again after the other replica's turn", func() bool { return w.clock.Timers() >= 1 })
+	if n := w.forge.Calls("BranchRules") + w.forge.Calls("CreateBranchRule"); n != 0 || w.record(t) != nil {
+		t.Fatalf("%d questions to the forge, record %+v, while another replica had the branch's turn", n, w.record(t))
+	}
+	turns.busy.Store(false)
+	w.clock.Advance(time.Second) // the first backoff
+	w.rule(t, []string{"alice"})
+	if w.pushOutcomes.count("failed") != 0 {
+		t.Fatalf("another replica's turn counted as a failure: %v", w.pushOutcomes.got)
+	}
 }
 
 // A change of the admin's rule reaches the sidecar's within Recheck, with

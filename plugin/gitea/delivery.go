@@ -85,8 +85,11 @@ func ParseDelivery(event, delivery string, body []byte) (forge.Event, bool, erro
 			Title: pr.Title, Body: pr.Body, Open: pr.State == "open"}
 		if p.Repository != nil {
 			e.Pull.Repo = p.Repository.FullName
-			// A fork's branch is not the repository's to fence.
-			if pr.Head.RepoID == p.Repository.ID {
+			// A fork's branch is not the repository's to fence, nor is
+			// a ref outside its branches: Gitea gives refs/pull/N/head
+			// for a pull request pushed with AGit or whose head branch
+			// was deleted, and no branch rule can name that.
+			if pr.Head.RepoID == p.Repository.ID && !strings.HasPrefix(pr.Head.Ref, "refs/") {
 				e.Pull.Branch = pr.Head.Ref
 			}
 		}
