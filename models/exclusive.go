@@ -32,11 +32,16 @@ func ChoreOfBranch(repoID int64, branch string) int32 {
 // session advisory lock on a connection of its own while fn runs: the
 // lock goes with the connection, so a replica that dies mid-chore (or
 // loses its database) lets the others take it at once. On SQLite, one
-// process, fn always runs. fn may take long and call the network: the
+// process, fn runs unless another goroutine runs the chore now. fn may take long and call the network: the
 // connection holds no transaction and no lock a ledger operation takes,
 // only the chore's.
 func (s *Store) Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error) {
 	if !s.pg {
+		// One process, but maybe several workers in it: one at a time.
+		if _, busy := s.chores.LoadOrStore(chore, struct{}{}); busy {
+			return false, nil
+		}
+		defer s.chores.Delete(chore)
 		return true, fn(ctx)
 	}
 	sqlDB, err := s.db.DB()

@@ -51,3 +51,29 @@ func TestChoreOfBranch(t *testing.T) {
 		t.Fatalf("branch chores %d, %d, %d", a, b, ChoreOfBranch(4, "work/42"))
 	}
 }
+
+// On SQLite, two workers of one process take turns at a chore too.
+func TestExclusiveTakesTurnsWithinAProcess(t *testing.T) {
+	s, _, _ := openTestStore(t)
+	inside, leave := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Exclusive(bg, ChoreReconcile, func(context.Context) error { close(inside); <-leave; return nil })
+		done <- err
+	}()
+	<-inside
+	ran, err := s.Exclusive(bg, ChoreReconcile, func(context.Context) error { return nil })
+	if err != nil || ran {
+		t.Fatalf("a second run of the chore while the first runs: ran %v, %v", ran, err)
+	}
+	if ran, err := s.Exclusive(bg, ChoreOfBranch(1, "work"), func(context.Context) error { return nil }); err != nil || !ran {
+		t.Fatalf("another chore meanwhile: ran %v, %v", ran, err)
+	}
+	close(leave)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if ran, err := s.Exclusive(bg, ChoreReconcile, func(context.Context) error { return nil }); err != nil || !ran {
+		t.Fatalf("the chore once the first run ended: ran %v, %v", ran, err)
+	}
+}

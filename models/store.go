@@ -87,10 +87,13 @@ type Store struct {
 	// writers queued behind it (group commit, see write). Other processes
 	// still meet the file lock and the busy timeout.
 	writeSlot chan struct{}
-	mu        sync.Mutex
-	queue     []*writeReq  // writes waiting for the slot, oldest first
-	maxBatch  int          // writes per transaction at most; 1: no group commit
-	txns      atomic.Int64 // write transactions begun, retries included (for tests)
+	// chores are the chores (Exclusive) running in this process now, on
+	// SQLite.
+	chores   sync.Map
+	mu       sync.Mutex
+	queue    []*writeReq  // writes waiting for the slot, oldest first
+	maxBatch int          // writes per transaction at most; 1: no group commit
+	txns     atomic.Int64 // write transactions begun, retries included (for tests)
 	// highWater is the latest time (Unix seconds) the ledger has used; see
 	// clockguard.go. warned is the high water last reported to onStep.
 	highWater atomic.Int64

@@ -87,6 +87,7 @@ var notSeen = map[string]string{
 	"models.ErrCooling":       "the lease service answers it as a *lease.ConflictError (cooling)",
 	"models.ErrLimit":         "the lease service answers it as a *lease.ConflictError (limit)",
 	"models.ErrAlreadyHolder": "the lease service answers it as a *lease.TargetHoldsError",
+	"forge.ErrExists":         "only the fence worker meets it, making a branch rule; no request is answered with it",
 	"*models.LimitError":      "the lease service answers it as a *lease.ConflictError (limit)",
 	"*models.CoolingError":    "the lease service answers it as a *lease.ConflictError (cooling)",
 	"models.ErrNoneFree":      "next answers it as a *lease.ConflictError (none)",

@@ -176,6 +176,16 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 			return "", err
 		}
 		made, err := w.forge.CreateBranchRule(ctx, owner, name, want)
+		if errors.Is(err, forge.ErrExists) {
+			// A rule of the branch's name was made between the look at
+			// the forge's rules and this answer, and not by a replica
+			// (they take turns at a branch): an admin's. Taking it for
+			// the one this intent was for would edit it.
+			if w.o.Log != nil {
+				w.o.Log("not fencing pushes to a branch: an admin made a branch protection rule of its exact name (collab-sidecar doctor lists these)", "repo", full, "branch", k.branch)
+			}
+			return "", w.ledger.SaveFenceRule(ctx, models.FenceRule{RepoID: k.repoID, Branch: k.branch, Admin: true})
+		}
 		if err != nil {
 			return "", err
 		}

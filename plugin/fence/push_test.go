@@ -230,15 +230,50 @@ func TestPushFenceOfTwoReplicas(t *testing.T) {
 	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
 }
 
+// An admin's rule of the branch's exact name made between the worker's
+// look at the rules and its create is the admin's: the worker records it
+// so and never edits or removes it.
+func TestPushFenceLeavesARuleAnAdminMadeMeanwhile(t *testing.T) {
+	w := newWorld(t, true)
+	admins := forge.BranchRule{Name: "work", Priority: 9, Push: forge.Allow{Enabled: true}}
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method == "CreateBranchRule" {
+			w.forge.SetHook(nil)
+			w.forge.AddBranchRule("acme/widgets", admins)
+		}
+		return nil
+	})
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "the admin's rule recorded", func() bool { r := w.record(t); return r != nil && r.Admin })
+	if _, err := w.svc.Release(bg, w.As("alice"), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	w.clock.Advance(time.Minute)
+	if r, ok := w.forge.BranchRule("acme/widgets", "work"); !ok || r.Priority != 9 || r.Push.Listed {
+		t.Fatalf("the admin's rule became %+v (there: %v)", r, ok)
+	}
+	if n := w.forge.Calls("EditBranchRule") + w.forge.Calls("DeleteBranchRule"); n != 0 {
+		t.Fatalf("%d edits or deletions of the admin's rule", n)
+	}
+}
+
 // turnTaken is a ledger on which another replica holds every branch's
 // turn while busy is set.
 type turnTaken struct {
 	fence.Ledger
-	busy atomic.Bool
+	busy    atomic.Bool
+	refused atomic.Int64
 }
 
 func (l *turnTaken) Exclusive(ctx context.Context, chore int32, fn func(context.Context) error) (bool, error) {
 	if l.busy.Load() {
+		l.refused.Add(1)
 		return false, nil
 	}
 	return l.Ledger.Exclusive(ctx, chore, fn)
@@ -258,13 +293,19 @@ func TestPushFenceTakesTurnsWithOtherReplicas(t *testing.T) {
 	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	leasetest.WaitFor(t, "a look again after the other replica's turn", func() bool { return w.clock.Timers() >= 1 })
+	leasetest.WaitFor(t, "a turn refused", func() bool { return turns.refused.Load() >= 1 })
 	if n := w.forge.Calls("BranchRules") + w.forge.Calls("CreateBranchRule"); n != 0 || w.record(t) != nil {
 		t.Fatalf("%d questions to the forge, record %+v, while another replica had the branch's turn", n, w.record(t))
 	}
 	turns.busy.Store(false)
-	w.clock.Advance(time.Second) // the first backoff
-	w.rule(t, []string{"alice"})
+	// Looks again after its backoff.
+	leasetest.WaitFor(t, "the rule once the turn is free", func() bool {
+		if r, ok := w.forge.BranchRule("acme/widgets", "work"); ok && slices.Equal(r.Push.Users, []string{"alice"}) {
+			return true
+		}
+		w.clock.Advance(time.Second)
+		return false
+	})
 	if w.pushOutcomes.count("failed") != 0 {
 		t.Fatalf("another replica's turn counted as a failure: %v", w.pushOutcomes.got)
 	}

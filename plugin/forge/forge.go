@@ -33,6 +33,10 @@ var (
 	// share of the address it came from (see Budget); nothing was asked
 	// and nothing done. Retry later (HTTP 429).
 	ErrRateLimited = errors.New("too many requests to the forge from this address")
+	// ErrExists: the forge refused to make something because one of the
+	// same name is there already (a branch protection rule made
+	// meanwhile).
+	ErrExists = errors.New("already exists at the forge")
 )
 
 // User is a forge account that may log in.

@@ -105,7 +105,7 @@ func (f *Forge) CreateBranchRule(ctx context.Context, owner, name string, r forg
 	key := strings.ToLower(owner + "/" + name)
 	for _, have := range f.rules[key] {
 		if have.Name == r.Name {
-			return forge.BranchRule{}, fmt.Errorf("forgetest CreateBranchRule %s: %w: the rule exists", r.Name, forge.ErrUnavailable)
+			return forge.BranchRule{}, fmt.Errorf("forgetest CreateBranchRule %s: %w", r.Name, forge.ErrExists)
 		}
 	}
 	r = cloneRule(r)

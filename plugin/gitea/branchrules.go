@@ -161,7 +161,7 @@ func rulesFor(rules []forge.BranchRule, branch string) forge.BranchRules {
 func (f *Forge) CreateBranchRule(ctx context.Context, owner, name string, r forge.BranchRule) (forge.BranchRule, error) {
 	got, err := f.writeRule(ctx, http.MethodPost, owner, name, f.rulesPath(owner, name), r)
 	if errors.Is(err, forge.ErrConfig) && strings.Contains(err.Error(), "already exist") {
-		return got, fmt.Errorf("branch rule %q of %s/%s: %w: a rule of this name was made meanwhile", r.Name, owner, name, forge.ErrUnavailable)
+		return got, fmt.Errorf("branch rule %q of %s/%s: %w: a rule of this name was made meanwhile", r.Name, owner, name, forge.ErrExists)
 	}
 	return got, err
 }

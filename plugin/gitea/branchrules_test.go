@@ -175,7 +175,7 @@ func TestBranchRulesRefusedIsAConfigurationError(t *testing.T) {
 	}
 	refusal = `{"message":"Branch protection already exist"}`
 	_, err = fg.CreateBranchRule(context.Background(), "acme", "widgets", forge.BranchRule{Name: "x"})
-	if !errors.Is(err, forge.ErrUnavailable) || errors.Is(err, forge.ErrConfig) {
-		t.Fatalf("create of a rule made meanwhile: %v, want one to retry", err)
+	if !errors.Is(err, forge.ErrExists) || errors.Is(err, forge.ErrConfig) {
+		t.Fatalf("create of a rule made meanwhile: %v, want ErrExists", err)
 	}
 }
