@@ -146,6 +146,9 @@ type checkout struct {
 // three's reach Gitea over HTTP through the counting proxy, as the
 // agent's account, and commit as the agent.
 func (f *fleet) checkouts(ctx context.Context, spec modeSpec) ([]checkout, error) {
+	// Its own bound: the modes before it may have taken longer than setup's.
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
 	repo := spec.Repo
 	out := make([]checkout, len(spec.Users))
 	var eg errgroup.Group
@@ -398,6 +401,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			for ; alive > 0; alive-- {
 				res.AgentsCPU += (<-exits).cpu
 			}
+			wall = time.Since(start)
 			if spec.Round3 && spec.Mode == modeAssignees {
 				// A measure, not a failure: what it left open is counted.
 				res.StoppedAt = timeout
@@ -448,7 +452,9 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 	if len(failures) > 0 {
 		res.Err = fmt.Errorf("%s: %s", spec.Title, strings.Join(failures, "\n"))
 	}
-	fmt.Fprintf(f.log, "fleet: %s: done in %.1fs\n", spec.Title, wall.Seconds())
+	fmt.Fprintf(f.log, "fleet: %s: done in %.1fs (last close %.1fs): %d closed, %d worked more than once, %d never closed, %d commits lost, %d zombie commits and %d zombie merges landed; agents' CPU %.1f s, sidecar's %.1f s\n",
+		spec.Title, wall.Seconds(), res.Report.LastClose.Seconds(), res.Report.Closed, len(res.Report.Duplicates), len(res.Report.Unclosed),
+		len(res.Git.Lost), len(res.Git.ZombiePushes), len(res.Git.ZombieMerges), res.AgentsCPU.Seconds(), res.SidecarCPU.Seconds())
 	return res
 }
 

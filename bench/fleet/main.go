@@ -47,6 +47,12 @@ import (
 // four.
 var allModes = []string{"lease", "assignees", "faults", "sessions", "zombies", "assignees-bot", "assignees-accounts"}
 
+// defaultModes are those that run unless -modes names others: round
+// two's. Round three's do not finish within their bounds on a 2-core
+// machine yet (bench/README.md, round three), so they run only when
+// named, and make bench leaves them out until they do.
+var defaultModes = allModes[:3]
+
 type options struct {
 	seed         int64
 	issues       int
@@ -78,7 +84,7 @@ func main() {
 	flag.StringVar(&o.markdown, "md", "", "also write the markdown section for bench/RESULTS.md to this file")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (Gitea, ledger, checkouts) and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "print every agent event")
-	only := flag.String("modes", strings.Join(allModes, ","), "the modes to run, comma-separated (all of them make the benchmark)")
+	only := flag.String("modes", strings.Join(defaultModes, ","), "the modes to run, comma-separated, of "+strings.Join(allModes, ", ")+" (round three's four are not yet part of make bench)")
 	flag.Parse()
 	o.modes = map[string]bool{}
 	for _, m := range strings.Split(*only, ",") {
@@ -238,7 +244,7 @@ func run(ctx context.Context, o options) error {
 	// webhook, no statuses.
 	for _, spec := range specs {
 		if o.modes[spec.Key] && spec.Mode == modeAssignees {
-			cos, err := f.checkouts(setup, spec)
+			cos, err := f.checkouts(ctx, spec)
 			if err != nil {
 				return err
 			}
@@ -254,7 +260,7 @@ func run(ctx context.Context, o options) error {
 			if !o.modes[spec.Key] || spec.Mode == modeAssignees {
 				continue
 			}
-			cos, err := f.checkouts(setup, spec)
+			cos, err := f.checkouts(ctx, spec)
 			if err != nil {
 				return err
 			}
