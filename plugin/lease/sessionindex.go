@@ -22,13 +22,13 @@ import (
 // session's next heartbeat catches it (track).
 type sessionIndex struct {
 	mu     sync.RWMutex
-	open   map[*Session]struct{}
+	open   map[*Session]map[models.Key]struct{} // each open session's claims
 	byKey  map[models.Key]map[*Session]struct{}
 	byRepo map[int64]map[*Session]int // claims of each session per repository
 }
 
 func newSessionIndex() *sessionIndex {
-	return &sessionIndex{open: map[*Session]struct{}{}, byKey: map[models.Key]map[*Session]struct{}{},
+	return &sessionIndex{open: map[*Session]map[models.Key]struct{}{}, byKey: map[models.Key]map[*Session]struct{}{},
 		byRepo: map[int64]map[*Session]int{}}
 }
 
@@ -36,7 +36,7 @@ func newSessionIndex() *sessionIndex {
 func (x *sessionIndex) opened(ss *Session, keys []models.Key) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.open[ss] = struct{}{}
+	x.open[ss] = map[models.Key]struct{}{}
 	for _, k := range keys {
 		x.addLocked(ss, k)
 	}
@@ -46,12 +46,10 @@ func (x *sessionIndex) opened(ss *Session, keys []models.Key) {
 func (x *sessionIndex) closed(ss *Session) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	delete(x.open, ss)
-	for k, set := range x.byKey {
-		if _, ok := set[ss]; ok {
-			x.removeLocked(ss, k)
-		}
+	for k := range x.open[ss] {
+		x.removeLocked(ss, k)
 	}
+	delete(x.open, ss)
 }
 
 // add records k as a claim of ss.
@@ -69,6 +67,11 @@ func (x *sessionIndex) remove(ss *Session, k models.Key) {
 }
 
 func (x *sessionIndex) addLocked(ss *Session, k models.Key) {
+	mine := x.open[ss]
+	if mine == nil {
+		return // closed already: nothing of it is indexed
+	}
+	mine[k] = struct{}{}
 	set := x.byKey[k]
 	if set == nil {
 		set = map[*Session]struct{}{}
@@ -87,6 +90,7 @@ func (x *sessionIndex) addLocked(ss *Session, k models.Key) {
 }
 
 func (x *sessionIndex) removeLocked(ss *Session, k models.Key) {
+	delete(x.open[ss], k)
 	set := x.byKey[k]
 	if _, ok := set[ss]; !ok {
 		return
