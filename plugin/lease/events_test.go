@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
@@ -44,6 +46,83 @@ func TestAcquireAsksTheForgeOnlyWhileTheLedgerDoesNotKnow(t *testing.T) {
 	acquire()
 	if got := w.forge.Calls("Issue"); got != 2 {
 		t.Fatalf("acquire with a stale record: %d calls, want 2", got)
+	}
+}
+
+// issueReads is a ledger that counts the reads of issue records.
+type issueReads struct {
+	lease.Ledger
+	reads atomic.Int64
+}
+
+func (l *issueReads) Issue(ctx context.Context, k models.Key) (*models.IssueState, error) {
+	l.reads.Add(1)
+	return l.Ledger.Issue(ctx, k)
+}
+
+// An acquire of an issue this sidecar saw open lately reads nothing before
+// its write; what another replica recorded since (a close, a deletion)
+// still decides, with the same answer as without the memory, and the
+// forge is asked again once the record it copied has grown stale.
+func TestAcquireRemembersOpenIssuesButTheLedgerDecides(t *testing.T) {
+	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme()})
+	ledger := &issueReads{Ledger: lw.Ledger}
+	svc := leasetest.NewService(t, lw.Forge, ledger, lw.Clock)
+	other := lw.NewService(t) // another replica on the same ledger
+	alice, bob := lw.As("alice"), lw.As("bob")
+	cycle := func(n int64) {
+		t.Helper()
+		if _, err := svc.Acquire(bg, alice, "acme", "widgets", n, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Release(bg, alice, "acme", "widgets", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cycle(1)
+	reads, asked := ledger.reads.Load(), lw.Forge.Calls("Issue")
+	cycle(1)
+	cycle(1)
+	if got := ledger.reads.Load(); got != reads {
+		t.Fatalf("acquires of an issue seen open read its record %d more times, want 0", got-reads)
+	}
+	if lw.Forge.Calls("Issue") != asked {
+		t.Fatal("acquires of an issue seen open asked the forge")
+	}
+
+	lw.Forge.Close("acme/widgets", 1, false)
+	if _, err := other.Apply(bg, forge.Event{Kind: forge.EventClosed, RepoID: 1, Number: 1, Updated: lw.Clock.Now(), Delivery: "d-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := svc.Acquire(bg, bob, "acme", "widgets", 1, time.Hour); !errors.Is(err, lease.ErrIssueClosed) {
+			t.Fatalf("acquire of an issue another replica saw closed: %v, want ErrIssueClosed", err)
+		}
+	}
+	if lw.Forge.Calls("Issue") != asked {
+		t.Fatal("acquire of a recorded-closed issue asked the forge")
+	}
+
+	cycle(4)
+	if _, err := other.Apply(bg, forge.Event{Kind: forge.EventDeleted, RepoID: 1, Number: 4, Updated: lw.Clock.Now(), Delivery: "d-2"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Acquire(bg, alice, "acme", "widgets", 4, time.Hour); !errors.Is(err, lease.ErrIssueNotFound) {
+		t.Fatalf("acquire of an issue another replica saw deleted: %v, want ErrIssueNotFound", err)
+	}
+
+	lw.Forge.AddIssue("acme/widgets", 5, false, false)
+	asked = lw.Forge.Calls("Issue")
+	cycle(5) // the forge is asked, and its answer remembered
+	cycle(5)
+	if got := lw.Forge.Calls("Issue"); got != asked+1 {
+		t.Fatalf("two acquires of a new issue asked the forge %d times, want 1", got-asked)
+	}
+	asked = lw.Forge.Calls("Issue")
+	lw.Clock.Advance(lease.DefaultIssueTTL)
+	cycle(5)
+	if got := lw.Forge.Calls("Issue"); got != asked+1 {
+		t.Fatalf("acquire once the remembered state was stale asked the forge %d times, want 1", got-asked)
 	}
 }
 

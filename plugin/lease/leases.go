@@ -28,22 +28,43 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 		return contract.Tenure{}, err
 	}
 	k := models.Key{RepoID: r.ID, Issue: n}
-	is, obs, err := s.issue(ctx, v, r, n)
-	if err != nil {
-		return contract.Tenure{}, err
+	for remembered := true; ; remembered = false {
+		is, obs, from, err := s.issue(ctx, v, r, n, remembered)
+		if err != nil {
+			return contract.Tenure{}, err
+		}
+		if err := mayAcquire(r, is.Issue); err != nil {
+			return contract.Tenure{}, err
+		}
+		done := v.Session.writing(k)
+		l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, obs)
+		done()
+		switch {
+		case errors.Is(err, models.ErrClosed) && from == fromMemory:
+			// Closed since this process saw it open: decide again from
+			// the ledger's record, as if nothing had been remembered.
+			s.openIssues.forget(k)
+			continue
+		case err != nil:
+			return contract.Tenure{}, conflict(r, n, v, err)
+		case from == fromForge:
+			// The write recorded what the forge said, no earlier than
+			// the time before asking it.
+			s.openIssues.put(k, obs.Kind, is.Checked, s.now(), s.issueTTL)
+		}
+		v.Session.track(r.FullName, l)
+		return tenure(contract.StatusAcquired, r, l), nil
 	}
-	if err := mayAcquire(r, is); err != nil {
-		return contract.Tenure{}, err
-	}
-	done := v.Session.writing(k)
-	l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, obs)
-	done()
-	if err != nil {
-		return contract.Tenure{}, conflict(r, n, v, err)
-	}
-	v.Session.track(r.FullName, l)
-	return tenure(contract.StatusAcquired, r, l), nil
 }
+
+// issueSource says where what acquire knows of an issue came from.
+type issueSource int
+
+const (
+	fromMemory issueSource = iota // openIssues: an open issue seen lately
+	fromLedger                    // the ledger's fresh record
+	fromForge                     // the forge, asked just now
+)
 
 // issue is what acquire needs to know of issue n of r: whether it exists,
 // is open and is a pull request. The ledger's record (kept current by the
@@ -51,26 +72,44 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 // forge; otherwise the forge is asked, as the viewer, and what it said is
 // handed to the ledger with its version (models.Observed), so that a
 // close recorded meanwhile still wins.
-func (s *Service) issue(ctx context.Context, v Viewer, r forge.Repo, n int64) (forge.Issue, models.Observed, error) {
-	st, err := s.ledger.Issue(ctx, models.Key{RepoID: r.ID, Issue: n})
-	if err != nil {
-		return forge.Issue{}, models.Observed{}, err
+//
+// An issue this process saw open within the same bound (openIssues) needs
+// no read of the record at all, when remembered allows it.
+func (s *Service) issue(ctx context.Context, v Viewer, r forge.Repo, n int64, remembered bool) (checkedIssue, models.Observed, issueSource, error) {
+	k := models.Key{RepoID: r.ID, Issue: n}
+	now := s.now()
+	if kind, ok := s.openIssues.get(k, now, s.issueTTL); ok && remembered {
+		return checkedIssue{Issue: forge.Issue{Number: n, IsPull: kind == models.KindPull}}, models.Observed{Kind: kind}, fromMemory, nil
 	}
-	if st != nil && st.Kind != models.KindUnknown && s.now().Sub(st.CheckedAt) < s.issueTTL {
+	st, err := s.ledger.Issue(ctx, k)
+	if err != nil {
+		return checkedIssue{}, models.Observed{}, fromLedger, err
+	}
+	if st != nil && st.Kind != models.KindUnknown && now.Sub(st.CheckedAt) < s.issueTTL {
 		if st.Deleted {
-			return forge.Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+			return checkedIssue{}, models.Observed{}, fromLedger, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
 		}
-		return forge.Issue{Number: n, Closed: st.Closed, IsPull: st.Kind == models.KindPull}, models.Observed{Kind: st.Kind}, nil
+		if !st.Closed {
+			s.openIssues.put(k, st.Kind, st.CheckedAt, now, s.issueTTL)
+		}
+		return checkedIssue{Issue: forge.Issue{Number: n, Closed: st.Closed, IsPull: st.Kind == models.KindPull}}, models.Observed{Kind: st.Kind}, fromLedger, nil
 	}
 	owner, name, _ := strings.Cut(r.FullName, "/")
 	is, err := s.forge.Issue(ctx, v.Login, owner, name, n)
 	switch {
 	case errors.Is(err, forge.ErrNotFound):
-		return forge.Issue{}, models.Observed{}, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
+		return checkedIssue{}, models.Observed{}, fromForge, fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueNotFound)
 	case err != nil:
-		return forge.Issue{}, models.Observed{}, err
+		return checkedIssue{}, models.Observed{}, fromForge, err
 	}
-	return is, models.Observed{Kind: kindOf(is), Version: max(is.Updated.Unix(), 1)}, nil
+	return checkedIssue{Issue: is, Checked: now}, models.Observed{Kind: kindOf(is), Version: max(is.Updated.Unix(), 1)}, fromForge, nil
+}
+
+// checkedIssue is what acquire knows of an issue, and when the forge was
+// asked (zero: it was not).
+type checkedIssue struct {
+	forge.Issue
+	Checked time.Time
 }
 
 // Renew extends v's live lease on issue n of owner/name to now+ttl.

@@ -111,6 +111,9 @@ type Service struct {
 	sessionsOpen, heartbeats atomic.Int64
 	// sessions hands the bus's changes to the sessions they touch.
 	sessions *sessionIndex
+	// openIssues spares an acquire the read of an issue's record that
+	// an acquire of it read lately.
+	openIssues *openIssues
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
@@ -179,7 +182,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	}
 	s := &Service{forge: forge, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
 		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
-		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex()}
+		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex(), openIssues: newOpenIssues(defaultOpenIssues)}
 	for _, o := range opts {
 		o(s)
 	}
