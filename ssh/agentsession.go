@@ -186,8 +186,13 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 		flush()
 		return s.ended(ctx, clean)
 	}
+	// The key's recheck asks the forge, which may be slow; it runs beside
+	// the loop, one at a time, so keepalives and heartbeats never wait
+	// for it.
 	recheck := time.NewTicker(sessionRecheck)
 	defer recheck.Stop()
+	rechecked := make(chan bool, 1)
+	checking := false
 	for {
 		var kept error // what the keeper says, if the session is over
 		select {
@@ -200,7 +205,13 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 		case <-keeper.Tick():
 			kept = keeper.OnTick(runCtx)
 		case <-recheck.C:
-			if s.revoked(ctx) {
+			if !checking {
+				checking = true
+				go func() { rechecked <- s.revoked(runCtx) }()
+			}
+		case revoked := <-rechecked:
+			checking = false
+			if revoked {
 				stopCmds()
 				flush()
 				s.ended(ctx, false)

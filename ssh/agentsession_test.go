@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -263,5 +264,69 @@ func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 	}
 	if cur, _ := w.ledger.Current(context.Background(), models.Key{RepoID: 10, Issue: 42}); cur == nil {
 		t.Fatal("the claim was released; a revoked key's session is lost, not ended cleanly")
+	}
+}
+
+// The key's recheck asks the forge; a slow forge must not hold the
+// session's loop, or its keepalives and heartbeats stop with it and every
+// session is lost at once. While a recheck waits in the forge, the session
+// still answers its lines, and the recheck that then finds the key still
+// its account's changes nothing.
+func TestSessionRecheckDoesNotHoldTheSession(t *testing.T) {
+	old := sessionRecheck
+	sessionRecheck = 50 * time.Millisecond
+	t.Cleanup(func() { sessionRecheck = old })
+	w := newWorld(t)
+	s := w.openSession("bob", "--agent b1")
+	if r := s.do("acquire acme/widgets 42"); r["status"] != "acquired" {
+		t.Fatalf("acquire: %v", r)
+	}
+	var once sync.Once
+	arrived, release := make(chan struct{}), make(chan struct{})
+	var returned atomic.Bool
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method != "UserByKey" {
+			return nil
+		}
+		held := false
+		once.Do(func() { held = true })
+		if !held {
+			return nil
+		}
+		close(arrived)
+		defer returned.Store(true)
+		select {
+		case <-release:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	select {
+	case <-arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no recheck reached the forge within 20s")
+	}
+	r := s.do("help")
+	if returned.Load() {
+		t.Fatal("the session answered only after its recheck came back from the forge")
+	}
+	if r["status"] != "help" || r["exit"] != 0.0 {
+		t.Fatalf("help while the recheck waits: %v", r)
+	}
+	calls := w.forge.Calls("UserByKey")
+	close(release)
+	// Rechecks run one at a time: a later one means the held one is done.
+	for deadline := time.Now().Add(20 * time.Second); w.forge.Calls("UserByKey") < calls+2; {
+		if time.Now().After(deadline) {
+			t.Fatal("no recheck after the held one within 20s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r := s.do("help"); r["status"] != "help" {
+		t.Fatalf("help after the rechecks: %v", r)
+	}
+	if cur, _ := w.ledger.Current(context.Background(), models.Key{RepoID: 10, Issue: 42}); cur == nil {
+		t.Fatal("the claim is gone after a recheck that found the key its account's")
 	}
 }
