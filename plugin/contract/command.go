@@ -541,10 +541,22 @@ func SplitWords(line string) ([]string, error) {
 	controlErr := func(c byte) error {
 		return usageErrorf("command contains a control character (0x%02x)", c)
 	}
+	plain := true // nothing but words and blanks: no quote, backslash or line end
 	for i := 0; i < len(line); i++ {
-		if c := line[i]; (c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f {
+		switch c := line[i]; {
+		case (c < 0x20 && c != '\t' && c != '\r' && c != '\n') || c == 0x7f:
 			return nil, controlErr(c)
+		case c == '\\' || c == '\'' || c == '"' || c == '\r' || c == '\n':
+			plain = false
 		}
+	}
+	if plain {
+		// The common line, split without copying its words.
+		words := strings.FieldsFunc(line, func(r rune) bool { return r == ' ' || r == '\t' })
+		if len(words) == 0 {
+			return nil, nil
+		}
+		return words, nil
 	}
 	isLineEnd := func(c byte) bool { return c == '\r' || c == '\n' }
 
