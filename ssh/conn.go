@@ -28,6 +28,11 @@ type idleConn struct {
 	// stalled is set once the connection was closed because the peer
 	// stopped taking what the server sends.
 	stalled atomic.Bool
+	// lineByLine is set once the connection carries an agent session:
+	// every line the client sends is answered at once, and the answer
+	// carries the ACK, so quickAck's system call before each read buys
+	// nothing there.
+	lineByLine atomic.Bool
 }
 
 func newIdleConn(c net.Conn, idle, write time.Duration) *idleConn {
@@ -42,7 +47,9 @@ func (c *idleConn) arm() {
 }
 
 func (c *idleConn) Read(p []byte) (int, error) {
-	quickAck(c.Conn)
+	if !c.lineByLine.Load() {
+		quickAck(c.Conn)
+	}
 	n, err := c.Conn.Read(p)
 	if n > 0 {
 		c.got.Add(int64(n))

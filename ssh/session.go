@@ -72,6 +72,9 @@ func (s *Server) handleSession(c *serverConn, ch gossh.Channel, reqs <-chan *gos
 // goroutine of watchSession's for each of a thousand idle sessions).
 func (s *Server) serveSession(c *serverConn, ch gossh.Channel, reqs <-chan *gossh.Request, h Sessioned, line string) {
 	defer s.endCommand(c)
+	if c.idle != nil {
+		c.idle.lineByLine.Store(true)
+	}
 	ctx, cancel := context.WithCancel(s.stopping)
 	keepalive := func() error {
 		if c.ssh == nil {
