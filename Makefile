@@ -8,7 +8,7 @@ BIN     := bin
 # -buildvcs=false).
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
-.PHONY: all build install check test fmt-check vet staticcheck unit-short unit e2e gitea gitea-frontend bench fleet fuzz demo clean stress
+.PHONY: all build install check test fmt-check vet staticcheck unit-short unit e2e gitea gitea-frontend git bench fleet fuzz demo clean stress
 
 all: build
 
@@ -42,6 +42,15 @@ check: fmt-check vet staticcheck unit-short
 # integration tests run against.
 gitea:
 	./integration/build-gitea.sh
+
+# git builds (once, cached outside the work tree; a few minutes, from
+# Debian's copy of the upstream source) the git the fleet benchmark's
+# Gitea runs: Gitea tests a pull request's mergeability with git
+# merge-tree only from git 2.40 on, with a temporary clone before, and
+# Debian bookworm has 2.39. Its build needs libcurl's and expat's headers
+# (installed with apt-get when run as root).
+git:
+	./integration/build-git.sh
 
 # gitea-frontend builds (once, cached outside the work tree; about a minute,
 # from the npm registry) Gitea's JS and CSS, which its Go module lacks. Test
@@ -82,7 +91,7 @@ stress: gitea
 # bench runs the benchmarks (ledger, and end to end against a real Gitea)
 # in a few minutes, prints the summary and writes bench/RESULTS.md; see
 # bench/README.md. BENCH_BASELINE=<rev> make bench adds a before/after part.
-bench: gitea
+bench: gitea git
 	GO=$(GO) ./bench/run.sh
 
 # fleet runs the fleet benchmark (bench/fleet, a few minutes on 2
@@ -96,7 +105,7 @@ bench: gitea
 # It prints what each cost; see bench/README.md. make bench runs it too.
 # Flags go in FLEET_FLAGS, e.g. make fleet FLEET_FLAGS='-seed 7 -agents 10 -v'.
 FLEET_FLAGS ?=
-fleet: gitea
+fleet: gitea git
 	CGO_ENABLED=1 $(GO) run ./bench/fleet $(FLEET_FLAGS)
 
 # fuzz runs every fuzz target for FUZZTIME each (their seed corpora also

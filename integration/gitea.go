@@ -42,6 +42,10 @@ type Options struct {
 	// ReadyTimeout bounds the wait for Gitea to answer after `gitea web`
 	// starts. Zero means 60s.
 	ReadyTimeout time.Duration
+	// Git is the git executable Gitea runs (app.ini's [git] PATH). ""
+	// is the first git on PATH. BuildGit builds one recent enough for
+	// Gitea's quick mergeability test.
+	Git string
 }
 
 // Gitea is a running (or stopped) Gitea on 127.0.0.1.
@@ -141,7 +145,7 @@ func StartGitea(ctx context.Context, opts Options) (*Gitea, error) {
 	}
 	g.setAddr(port)
 	g.AdminPassword = randomHex(12) + "Aa1!"
-	if err := g.writeFiles(staticRoot, frontend, port); err != nil {
+	if err := g.writeFiles(staticRoot, frontend, port, opts.Git); err != nil {
 		return nil, fmt.Errorf("start gitea: %w", err)
 	}
 	g.RealFrontend = frontend != ""
@@ -198,7 +202,7 @@ func NewGitea(t testing.TB) *Gitea {
 }
 
 // writeFiles writes app.ini and the frontend's files (see writeAssets).
-func (g *Gitea) writeFiles(staticRoot, frontend string, port int) error {
+func (g *Gitea) writeFiles(staticRoot, frontend string, port int, git string) error {
 	for _, d := range []string{"custom/conf", "data", "repos", "log", "home"} {
 		if err := os.MkdirAll(filepath.Join(g.Dir, d), 0o755); err != nil {
 			return err
@@ -217,6 +221,7 @@ func (g *Gitea) writeFiles(staticRoot, frontend string, port int) error {
 		Port:       port,
 		StaticRoot: staticRoot,
 		SecretKey:  randomHex(32),
+		Git:        git,
 	}
 	// app.ini must be writable: Gitea stores generated secrets in it.
 	return os.WriteFile(g.AppIni, []byte(ini.String()), 0o600)
@@ -273,6 +278,7 @@ type appIni struct {
 	Port       int
 	StaticRoot string
 	SecretKey  string
+	Git        string // [git] PATH; "" leaves it out
 }
 
 func (a appIni) String() string {
@@ -341,6 +347,16 @@ ALLOWED_HOST_LIST = loopback
 MODE = console
 LEVEL = Info
 ROOT_PATH = ` + p("log") + `
+` + a.gitSection()
+}
+
+func (a appIni) gitSection() string {
+	if a.Git == "" {
+		return ""
+	}
+	return `
+[git]
+PATH = ` + a.Git + `
 `
 }
 
@@ -631,21 +647,35 @@ func (g *Gitea) LogTail(n int) string {
 // first (minutes) if the cache has none for the current giteabin module.
 // It runs integration/build-gitea.sh, whose progress goes to stderr.
 func BuildGitea(ctx context.Context) (string, error) {
+	return runBuildScript(ctx, "build-gitea.sh")
+}
+
+// BuildGit returns the path of the cached upstream git that Gitea can
+// run instead of the system's (Options.Git), building it first (minutes)
+// if the cache has none. It runs integration/build-git.sh, whose progress
+// goes to stderr.
+func BuildGit(ctx context.Context) (string, error) {
+	return runBuildScript(ctx, "build-git.sh")
+}
+
+// runBuildScript runs one of this package's build scripts, which print
+// the path of what they built (or found cached) as their last line.
+func runBuildScript(ctx context.Context, script string) (string, error) {
 	dir, err := sourceDir()
 	if err != nil {
 		return "", err
 	}
 	var stdout bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(dir, "build-gitea.sh"))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(dir, script))
 	cmd.Stdout = &stdout
 	cmd.Stderr = os.Stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("build-gitea.sh: %w", err)
+		return "", fmt.Errorf("%s: %w", script, err)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
 	bin := strings.TrimSpace(lines[len(lines)-1])
 	if st, err := os.Stat(bin); err != nil || st.IsDir() {
-		return "", fmt.Errorf("build-gitea.sh printed %q, which is not a file", bin)
+		return "", fmt.Errorf("%s printed %q, which is not a file", script, bin)
 	}
 	return bin, nil
 }

@@ -30,6 +30,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -64,6 +65,7 @@ type options struct {
 	modes        map[string]bool // which modes run, by key
 	keep         bool
 	verbose      bool
+	giteaGit     string // the git Gitea runs; "" is integration/build-git.sh's
 	reproduction string // the command line, for the report
 }
 
@@ -84,6 +86,7 @@ func main() {
 	flag.StringVar(&o.markdown, "md", "", "also write the markdown section for bench/RESULTS.md to this file")
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (Gitea, ledger, checkouts) and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "print every agent event")
+	flag.StringVar(&o.giteaGit, "gitea-git", "", "the git executable Gitea runs; \"\" builds (once, cached) integration/build-git.sh's, recent enough that Gitea tests a pull request's mergeability with git merge-tree")
 	only := flag.String("modes", strings.Join(defaultModes, ","), "the modes to run, comma-separated, of "+strings.Join(allModes, ", ")+" (round three's four are not yet part of make bench)")
 	flag.Parse()
 	o.modes = map[string]bool{}
@@ -108,6 +111,17 @@ func main() {
 	if err := run(ctx, o); err != nil {
 		fail(err)
 	}
+}
+
+// versionOf is what `git version` says of the git Gitea runs, for the
+// report: below 2.40, Gitea tests every pull request's mergeability with
+// a temporary clone instead of git merge-tree, which round three feels.
+func versionOf(ctx context.Context, git string) (string, error) {
+	out, err := exec.CommandContext(ctx, git, "version").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s version: %w", git, err)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 func fail(err error) {
@@ -137,6 +151,9 @@ func reproduction(o options) string {
 	if o.faultTTL != 10*time.Second {
 		flags += " -fault-ttl " + o.faultTTL.String()
 	}
+	if o.giteaGit != "" {
+		flags += " -gitea-git " + o.giteaGit
+	}
 	if flags != "" {
 		cmd += " FLEET_FLAGS='" + flags[1:] + "'"
 	}
@@ -164,10 +181,15 @@ func run(ctx context.Context, o options) error {
 	defer cancel()
 
 	step := time.Now()
-	var sidecarBin string
+	var sidecarBin, giteaGit string
 	var eg errgroup.Group
 	eg.Go(func() (err error) {
-		f.g, err = integration.StartGitea(setup, integration.Options{Dir: filepath.Join(dir, "gitea")})
+		if giteaGit = o.giteaGit; giteaGit == "" {
+			if giteaGit, err = integration.BuildGit(setup); err != nil {
+				return err
+			}
+		}
+		f.g, err = integration.StartGitea(setup, integration.Options{Dir: filepath.Join(dir, "gitea"), Git: giteaGit})
 		return err
 	})
 	eg.Go(func() (err error) { sidecarBin, err = integration.BuildSidecar(setup, dir); return err })
@@ -179,7 +201,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "fleet: Gitea started, collab-sidecar and git-collab built in %.1fs\n", time.Since(step).Seconds())
+	gitVersion, err := versionOf(setup, giteaGit)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "fleet: Gitea (running %s) started, collab-sidecar and git-collab built in %.1fs\n", gitVersion, time.Since(step).Seconds())
 
 	if f.proxy, err = startProxy(f.g.URL, srcSidecar, srcAgents); err != nil {
 		return err
@@ -274,7 +300,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	total := time.Since(began)
-	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage()}
+	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage(), giteaGit: gitVersion}
 	fmt.Print(sum.text())
 	if o.markdown != "" {
 		if err := os.WriteFile(o.markdown, []byte(sum.markdown()), 0o644); err != nil {

@@ -20,6 +20,8 @@ type summary struct {
 	results []ModeResult // lease, assignees, faults
 	total   time.Duration
 	load    string
+	// giteaGit is what the git Gitea ran says of its version.
+	giteaGit string
 }
 
 // row is one measure across the modes.
@@ -370,7 +372,7 @@ func (s summary) text() string {
 			fmt.Fprintf(&b, "- %s\n", l)
 		}
 	}
-	fmt.Fprintf(&b, "\nWhole run, setup included: %.1f s (load average %s). Reproduce: %s\n", s.total.Seconds(), s.load, s.opts.reproduction)
+	fmt.Fprintf(&b, "\nWhole run, setup included: %.1f s (load average %s; Gitea ran %s). Reproduce: %s\n", s.total.Seconds(), s.load, s.giteaGit, s.opts.reproduction)
 	return b.String()
 }
 
@@ -378,8 +380,8 @@ func (s summary) text() string {
 func (s summary) markdown() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Fleet: %s\n\n", s.title())
-	fmt.Fprintf(&b, "Written by `bench/fleet` in this run (`%s`, seed %d; the whole run took %.0f s, setup included; load average at its end %s). Every request to Gitea passed a counting proxy. What each run does: `bench/README.md`.\n",
-		s.opts.reproduction, s.opts.seed, s.total.Seconds(), s.load)
+	fmt.Fprintf(&b, "Written by `bench/fleet` in this run (`%s`, seed %d; the whole run took %.0f s, setup included; load average at its end %s; Gitea ran %s). Every request to Gitea passed a counting proxy. What each run does: `bench/README.md`.\n",
+		s.opts.reproduction, s.opts.seed, s.total.Seconds(), s.load, s.giteaGit)
 	for _, t := range s.tables() {
 		if len(t.results) == 0 {
 			continue
