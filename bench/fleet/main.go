@@ -154,6 +154,15 @@ func reproduction(o options) string {
 	if o.giteaGit != "" {
 		flags += " -gitea-git " + o.giteaGit
 	}
+	var modes []string
+	for _, m := range allModes {
+		if o.modes[m] {
+			modes = append(modes, m)
+		}
+	}
+	if !slices.Equal(modes, defaultModes) {
+		flags += " -modes " + strings.Join(modes, ",")
+	}
 	if flags != "" {
 		cmd += " FLEET_FLAGS='" + flags[1:] + "'"
 	}
