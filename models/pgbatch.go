@@ -483,10 +483,8 @@ func (b *pgBatch) flush(current int) error {
 			k = b.pend[failed].member
 		}
 		if k < 0 {
-			if failed < 0 {
-				b.broken = err
-			}
-			return err // the batch's own: its COMMIT, or an undoing
+			b.broken = err // the connection's, or the batch's own statement's: its COMMIT, an undoing
+			return err
 		}
 		end := failed + 1
 		for end < len(b.pend) && b.pend[end].member == k {
@@ -604,13 +602,10 @@ func (m *memberConn) QueryContext(ctx context.Context, q string, args ...any) (*
 }
 
 func (m *memberConn) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
-	if m.live() != nil {
-		// A row that reports ctx cancelled without a round trip; the
-		// member's outcome is the error live returned (settle).
-		cctx, cancel := context.WithCancel(ctx)
-		cancel()
-		return m.b.c.QueryRowContext(cctx, q, args...)
-	}
+	// If live failed, the statement fails too (the transaction is
+	// aborted, or the connection broke), and the member's outcome is
+	// live's error (settle).
+	_ = m.live()
 	return m.b.c.QueryRowContext(ctx, q, args...)
 }
 

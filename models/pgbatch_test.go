@@ -55,7 +55,9 @@ func oneLeader(s *Store) { s.writeSlot = make(chan struct{}, 1) }
 // In one batch, a refusal, a failure of the member's own (a Go error, and
 // a constraint the database enforces) leave no trace of what they wrote
 // and change nothing of the others' outcomes, which commit together in
-// one transaction.
+// one transaction. The database refuses one write when a later member
+// reads the same issue (erin, who must see #7 as never written), and
+// one with the batch's COMMIT (the member after it, frank, commits).
 func TestPostgresBatchMembersFailAlone(t *testing.T) {
 	s, _, _ := postgresEngine.open(t)
 	oneLeader(s)
@@ -71,15 +73,17 @@ func TestPostgresBatchMembersFailAlone(t *testing.T) {
 			})
 		}
 	}
-	// A second row for #1, which the first member holds: the primary key
-	// refuses it, in the database, after the member's write to #7.
-	duplicate := func() error {
-		return s.write(bg, scope{keys: []Key{{RepoID: 1, Issue: 1}, {RepoID: 1, Issue: 7}}}, func(tx *gorm.DB, now int64) error {
-			if e := store(tx, leaseRow{RepoID: 1, Issue: 7, Holder: new("mallory"), Kind: KindIssue, Token: 1, AcquiredAt: now}, false); e != nil {
-				return e
-			}
-			return store(tx, leaseRow{RepoID: 1, Issue: 1, Holder: new("mallory"), Kind: KindIssue, Token: 1, AcquiredAt: now}, false)
-		})
+	// A second row for held, which an earlier member holds: the primary
+	// key refuses it, in the database, after the member's write to fresh.
+	duplicate := func(held, fresh int64) func() error {
+		return func() error {
+			return s.write(bg, scope{keys: []Key{{RepoID: 1, Issue: held}, {RepoID: 1, Issue: fresh}}}, func(tx *gorm.DB, now int64) error {
+				if e := store(tx, leaseRow{RepoID: 1, Issue: fresh, Holder: new("mallory"), Kind: KindIssue, Token: 1, AcquiredAt: now}, false); e != nil {
+					return e
+				}
+				return store(tx, leaseRow{RepoID: 1, Issue: held, Holder: new("mallory"), Kind: KindIssue, Token: 1, AcquiredAt: now}, false)
+			})
+		}
 	}
 	acquire := func(issue int64, name string) func() error {
 		return func() error {
@@ -88,28 +92,31 @@ func TestPostgresBatchMembersFailAlone(t *testing.T) {
 		}
 	}
 	before := s.txns.Load()
-	errs := queuedOn(t, []*Store{s}, []int{0, 0, 0, 0, 0, 0, 0},
+	errs := queuedOn(t, []*Store{s}, make([]int, 10),
 		acquire(1, "alice"), writeThen(2, &HeldError{Holder: "x"}), acquire(3, "bob"),
-		writeThen(5, boom), duplicate, acquire(6, "carol"), acquire(1, "dave"))
+		writeThen(5, boom), duplicate(1, 7), acquire(6, "carol"), acquire(1, "dave"),
+		acquire(7, "erin"), duplicate(3, 8), acquire(9, "frank"))
 	if n := s.txns.Load() - before; n != 1 {
 		t.Fatalf("%d transactions for one batch, want 1", n)
 	}
 	var held *HeldError
 	switch {
-	case errs[0] != nil || errs[2] != nil || errs[5] != nil:
+	case errs[0] != nil || errs[2] != nil || errs[5] != nil || errs[7] != nil || errs[9] != nil:
 		t.Fatalf("the others' acquires: %v", errs)
 	case !errors.Is(errs[1], ErrHeld):
 		t.Fatalf("refusal in a batch: %v", errs[1])
 	case !errors.Is(errs[3], boom):
 		t.Fatalf("failure in a batch: %v", errs[3])
-	case errs[4] == nil || isRefusal(errs[4]):
-		t.Fatalf("a write the primary key refuses: %v", errs[4])
+	case errs[4] == nil || isRefusal(errs[4]) || errs[8] == nil || isRefusal(errs[8]):
+		t.Fatalf("writes the primary key refuses: %v, %v", errs[4], errs[8])
 	case !errors.As(errs[6], &held) || held.Holder != "alice":
 		t.Fatalf("acquire after alice's in the same batch: %v, want held by alice", errs[6])
 	}
-	wantHolders(t, s, map[int64]string{1: "alice", 2: "", 3: "bob", 5: "", 6: "carol", 7: ""})
-	if h, err := s.History(bg, Key{RepoID: 1, Issue: 1}); err != nil || len(h) != 1 || h[0].Token != 1 {
-		t.Fatalf("history of #1: %+v, %v", h, err)
+	wantHolders(t, s, map[int64]string{1: "alice", 2: "", 3: "bob", 5: "", 6: "carol", 7: "erin", 8: "", 9: "frank"})
+	for _, n := range []int64{1, 7} {
+		if h, err := s.History(bg, Key{RepoID: 1, Issue: n}); err != nil || len(h) != 1 || h[0].Token != 1 {
+			t.Fatalf("history of #%d: %+v, %v", n, h, err)
+		}
 	}
 }
 
