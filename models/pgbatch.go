@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"gorm.io/gorm"
 )
@@ -30,10 +29,10 @@ import (
 // (pgpipe.go):
 //
 //  1. BEGIN, and for each member in turn: the statement that takes its
-//     locks and reads the server's clock (lockSQL), and the reads of its
-//     issue's rows. Its decision then runs here, without asking the
-//     server again (memberConn), and its writes wait.
-//  2. Each member's writes, inside its savepoint, then COMMIT.
+//     locks and reads the server's clock (lockSQL), and the one that
+//     reads its issue's rows. Its decision then runs here, without asking
+//     the server again (memberConn), and its writes wait.
+//  2. The members' writes, then COMMIT.
 //
 // A member that decides after another one of the batch about the same
 // issue reads its rows once that one's writes are sent, in a round trip
@@ -41,19 +40,30 @@ import (
 // A statement not of the hot path (gorm's, the count of a claim cap) goes
 // to the server when the decision makes it, after everything pending.
 //
+// Savepoints. The server's work on the statements is most of what a
+// batch costs on a machine it shares, and a savepoint around each
+// member's statements would double them. So a batch runs first without
+// any; if the server refuses a member's statement (its locks are taken,
+// a constraint refuses its write), the whole transaction is rolled back,
+// nothing decided, and the batch runs again at once with them (careful):
+// each later member's locks, and each member's writes, inside a
+// savepoint of the member's own, which undoes that member alone. A
+// member whose decision sends a statement on its own (memberConn.live)
+// has its savepoint from then on, either way.
+//
 // Locks. A member's locks (its scope, as postgres.go takes them) are
 // transaction-level, held by the batch until its COMMIT. A batch that
 // waited for a lock while holding others could deadlock with another
 // batch (of this replica or another one) doing the same. So only the
 // first member may wait, in the first statement of the transaction: it
 // takes its locks in the one order of postgres.go, bounded by its own
-// deadline (lock_timeout). Every later member only tries its locks,
-// inside a savepoint of its own; if one of them is taken, its statement
-// fails on purpose, so that the server skips the rest of the round trip:
-// that member and those after it are undecided, and go back to the head
+// deadline (lock_timeout). Every later member only tries its locks; if
+// one of them is taken, its statement fails on purpose, so that the
+// server skips the rest of the round trip. In a careful batch, that
+// member and those after it are then undecided, and go back to the head
 // of the queue, in their order, where the first of them is the first
-// member of a next batch. The second round trip begins by rolling back
-// to that savepoint, which lets go of the locks it did take. So a
+// member of a next batch; the next round trip begins by rolling back to
+// that member's savepoint, which lets go of the locks it did take. So a
 // transaction waits only in its first statement, holding only the locks
 // that statement took before, which come earlier in the one order than
 // the one it waits for (a lone write, writePostgres, waits the same way);
@@ -65,14 +75,15 @@ import (
 // Why this keeps every promise of a lone transaction:
 //   - Durability: no member is answered before the COMMIT that contains
 //     it returns (synchronous_commit = on).
-//   - Atomicity per operation: each member's writes go inside a
-//     savepoint of their own; a refusal or a failure of its decision
-//     sends them not at all, or rolls back to it. A write the server
-//     refuses rolls back to that member's savepoint, and the rest of the
-//     round trip goes again: no later member decided on what it would
-//     have written, since one that reads the same issue read it after
-//     that write was sent, and learnt then. A member the server rolled
-//     back (deadlock) is queued again, undecided. A failure of the batch
+//   - Atomicity per operation: a refusal or a failure of a member's
+//     decision sends its writes not at all, or rolls back to its
+//     savepoint if it sent some on its own. A write the server refuses
+//     rolls the batch back, to run again careful; in a careful batch, it
+//     rolls back to that member's savepoint, and the rest of the round
+//     trip goes again: no later member decided on what it would have
+//     written, since one that reads the same issue read it after that
+//     write was sent, and learnt then. A member the server rolled back
+//     (deadlock) is queued again, undecided. A failure of the batch
 //     itself (a connection that broke before COMMIT was sent) decided
 //     nothing, and the batch runs again.
 //   - Linearizability: each member decides under its locks, which it
@@ -91,13 +102,14 @@ import (
 // Round trips: two for a lone acquire, renew or release (three with a
 // round trip for each member's writes, seven with a statement each), two
 // for a batch of them on different issues; one more for each member
-// after another about the same issue, and for each write the server
-// refuses.
+// after another about the same issue. A refusal by the server costs the
+// batch's run without savepoints, and in a careful batch one round trip
+// more for each write refused.
 
 // pgMaxBatch bounds how many writes one PostgreSQL transaction decides:
-// each member is a subtransaction, and one with more than 64 of them that
-// wrote makes every other transaction's snapshot look beyond the shared
-// cache of subtransaction IDs.
+// in a careful batch each member is a subtransaction, and one with more
+// than 64 of them that wrote makes every other transaction's snapshot
+// look beyond the shared cache of subtransaction IDs.
 const pgMaxBatch = 64
 
 // pgLeaders is how many batches one Store runs at once, each on a
@@ -202,9 +214,13 @@ const (
 func (s *Store) runPGBatch(batch []*writeReq) {
 	ctx, cancel := context.WithDeadline(context.Background(), latestDeadline(batch))
 	defer cancel()
-	broken := 0
+	broken, careful := 0, false
 	for delay := time.Millisecond; ; delay = min(2*delay, 32*time.Millisecond) {
-		outs, errs, committing, err := s.pgBatchOnce(ctx, batch)
+		outs, errs, committing, err := s.pgBatchOnce(ctx, batch, careful)
+		if errors.Is(err, errCareful) && !careful {
+			careful = true // nothing was committed: at once, each write in a savepoint
+			continue
+		}
 		if err == nil || committing {
 			var again []*writeReq
 			for i, r := range batch {
@@ -272,7 +288,7 @@ func latestDeadline(batch []*writeReq) time.Time {
 // err is the batch's own failure (nothing of it was committed unless
 // committing says COMMIT was sent); otherwise outs and errs say each
 // member's outcome.
-func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outcome, errs []error, committing bool, err error) {
+func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq, careful bool) (outs []outcome, errs []error, committing bool, err error) {
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return nil, nil, false, err
@@ -285,7 +301,7 @@ func (s *Store) pgBatchOnce(ctx context.Context, batch []*writeReq) (outs []outc
 	// reused by the pool: it checks the transaction status on return.
 	defer c.Close()
 	s.txns.Add(1)
-	b := &pgBatch{s: s, ctx: ctx, c: c, members: make([]*memberConn, len(batch)),
+	b := &pgBatch{s: s, ctx: ctx, c: c, careful: careful, members: make([]*memberConn, len(batch)),
 		outs: make([]outcome, len(batch)), errs: make([]error, len(batch))}
 	committing, err = b.run(batch)
 	return b.outs, b.errs, committing, err
@@ -299,9 +315,12 @@ type pgBatch struct {
 	members []*memberConn // nil: gave up before the batch began
 	outs    []outcome
 	errs    []error
-	// pend is what the next round trip sends: the members' writes, each
-	// member's inside its savepoint, in the batch's order.
+	// pend is what the next round trip sends: the members' writes, in
+	// the batch's order.
 	pend []pgReq
+	// careful: each member's writes go inside a savepoint of their own,
+	// as they must once the server has refused one (see the top).
+	careful bool
 	// broken: the batch failed midway (the connection did, or a statement
 	// of the batch's own); nothing more is sent.
 	broken error
@@ -326,22 +345,25 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 		ls := r.sc.locks()
 		deadline, _ := r.ctx.Deadline()
 		q, args := lockSQL(ls, first < 0, deadline)
-		lockQ := pgReq{sql: q, args: args, member: i, scan: func(row pgx.Row) error { return row.Scan(&micros[i]) }}
+		lockQ := pgReq{sql: q, args: args, member: i, scan: func(row pgRow) error { return row.Scan(&micros[i]) }}
 		if first < 0 {
 			// It holds nothing yet, nor does the transaction: it waits,
 			// and nothing after it does.
 			first, lockAt[i] = i, len(b.pend)
 			b.pend = append(b.pend, lockQ, pgReq{sql: pgNoWait, member: i})
-		} else {
+		} else if b.careful {
 			lockAt[i] = len(b.pend) + 1
 			b.pend = append(b.pend, pgReq{sql: pgSave, member: i}, lockQ, pgReq{sql: pgKeep, member: i})
+		} else {
+			lockAt[i] = len(b.pend)
+			b.pend = append(b.pend, lockQ)
 		}
 		// An earlier member decides about its rows first: what it reads
 		// now would not show that member's writes, sent later. It reads
 		// them when it decides, after them.
 		if m.key.Issue != 0 && !conflict(taken, ls) {
 			m.fetch = true
-			b.pend = append(b.pend, m.reads()...)
+			b.pend = append(b.pend, m.reads())
 		}
 		taken = append(taken, ls...)
 	}
@@ -363,6 +385,10 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 			return false, err
 		case k == first && lockTimedOut(err):
 			b.errs[k] = fmt.Errorf("%w: %v", ErrBusy, oneLine{err})
+		case k != first && locksTaken(err) && !b.careful:
+			// Nothing can undo the locks it took alone.
+			_, _ = roundTrip(b.ctx, b.c, []pgReq{{sql: pgRollback, member: -1}})
+			return false, fmt.Errorf("%w: %w", errCareful, err)
 		case k == first && pgRetry(err), k != first && locksTaken(err):
 			b.outs[k] = deferred
 		default:
@@ -393,15 +419,21 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 		if m == nil {
 			continue
 		}
+		m.start = len(b.pend)
 		if m.fetch {
 			m.read = true
 		} else if m.key.Issue != 0 {
 			// It reads its rows after the members before it wrote theirs,
 			// with them in one round trip.
-			m.save()
-			b.pend = append(b.pend, m.reads()...)
-			if m.live() == nil {
-				m.read = true
+			if b.careful {
+				m.save()
+			}
+			b.pend = append(b.pend, m.reads())
+			err := b.flush(i)
+			m.sent, m.start = m.saved, len(b.pend)
+			m.read = err == nil && m.failed == nil
+			if b.broken != nil {
+				return false, b.broken
 			}
 		}
 		var now int64
@@ -458,11 +490,9 @@ func (b *pgBatch) settle(m *memberConn, ferr error) {
 		// whole batch with it.
 		b.errs[i] = mapDBError(ferr)
 	}
-	if m.saved {
-		b.pend = b.pend[:m.start] // what of it was not sent
-		if m.sent {
-			b.pend = append(b.pend, pgReq{sql: pgUndo, member: -1}, pgReq{sql: pgKeep, member: -1})
-		}
+	b.pend = b.pend[:m.start] // what of it was not sent
+	if m.sent {
+		b.pend = append(b.pend, pgReq{sql: pgUndo, member: -1}, pgReq{sql: pgKeep, member: -1})
 	}
 }
 
@@ -486,6 +516,12 @@ func (b *pgBatch) flush(current int) error {
 			b.broken = err // the connection's, or the batch's own statement's: its COMMIT, an undoing
 			return err
 		}
+		if !b.members[k].saved {
+			// Nothing can undo it alone, and the transaction is aborted.
+			b.broken = fmt.Errorf("%w: %w", errCareful, err)
+			_, _ = roundTrip(b.ctx, b.c, []pgReq{{sql: pgRollback, member: -1}})
+			return b.broken
+		}
 		end := failed + 1
 		for end < len(b.pend) && b.pend[end].member == k {
 			end++
@@ -505,6 +541,11 @@ func (b *pgBatch) flush(current int) error {
 	}
 	return nil
 }
+
+// errCareful: the server refused a member's statement (its locks, or a
+// write) that had no savepoint of its own; the batch is rolled back, and
+// runs again with savepoints.
+var errCareful = errors.New("a member refused in a batch without savepoints")
 
 // lockTimedOut: the first member's wait for its locks reached its deadline.
 func lockTimedOut(err error) bool {
@@ -550,8 +591,8 @@ func prefetched(tx *gorm.DB, k Key, issue bool) (*memberConn, bool) {
 // save opens m's savepoint, before its first statement.
 func (m *memberConn) save() {
 	if !m.saved {
-		m.saved, m.start = true, len(m.b.pend)
-		m.b.pend = append(m.b.pend, pgReq{sql: pgSave, member: m.member})
+		m.saved = true
+		m.b.pend = slices.Insert(m.b.pend, m.start, pgReq{sql: pgSave, member: m.member})
 	}
 }
 
@@ -564,7 +605,9 @@ func (m *memberConn) queue(q stmt, args []any) {
 	default:
 		m.wroteLease, m.wroteIssue = true, true
 	}
-	m.save()
+	if m.b.careful {
+		m.save()
+	}
 	m.b.pend = append(m.b.pend, pgReq{sql: q.postgres, args: args, member: m.member})
 }
 
@@ -618,23 +661,45 @@ func (m *memberConn) PrepareContext(ctx context.Context, q string) (*sql.Stmt, e
 
 var _ gorm.ConnPool = (*memberConn)(nil)
 
-// reads are the statements that read m's issue's rows after its locks.
-func (m *memberConn) reads() []pgReq {
-	k := []any{m.key.RepoID, m.key.Issue}
-	found := func(dst *bool, err error) error {
-		*dst = err == nil
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
+// reads is the statement that reads m's issue's rows after its locks:
+// its lease and its state, in one row whose halves are null for a row
+// that is missing.
+func (m *memberConn) reads() pgReq {
+	return pgReq{sql: loadBothSQL, args: []any{m.key.RepoID, m.key.Issue}, member: m.member, scan: func(r pgRow) error {
+		if r.values == nil {
+			return errors.New("no row for an issue's rows")
 		}
-		return err
+		lease, issue := r.cols(0, leaseFields), r.cols(leaseFields, len(r.values))
+		m.leaseFound, m.issued = !lease.null(0), !issue.null(0)
+		if m.leaseFound {
+			if err := lease.Scan(m.lease.fields()...); err != nil {
+				return err
+			}
+		}
+		if m.issued {
+			i := &m.issue
+			return issue.Scan(&i.RepoID, &i.Issue, &i.Kind, &i.Closed, &i.Deleted, &i.Version, &i.CheckedAt)
+		}
+		return nil
+	}}
+}
+
+// loadBothSQL is loadSQL's row then loadIssueSQL's, of one issue.
+var loadBothSQL = "SELECT " + prefixed("l.", leaseColumns) + ", " + prefixed("i.", issueColumns) +
+	" FROM (SELECT $1::bigint AS repo_id, $2::bigint AS issue) AS k" +
+	" LEFT JOIN leases AS l ON l.repo_id = k.repo_id AND l.issue = k.issue" +
+	" LEFT JOIN issue_states AS i ON i.repo_id = k.repo_id AND i.issue = k.issue"
+
+// leaseFields is how many columns leaseColumns has.
+var leaseFields = len(strings.Split(leaseColumns, ","))
+
+// prefixed is columns (a, b, …) as p+a, p+b, ….
+func prefixed(p, columns string) string {
+	cs := strings.Split(columns, ", ")
+	for i := range cs {
+		cs[i] = p + cs[i]
 	}
-	i := &m.issue
-	return []pgReq{
-		{sql: loadSQL.postgres, args: k, member: m.member, scan: func(r pgx.Row) error { return found(&m.leaseFound, r.Scan(m.lease.fields()...)) }},
-		{sql: loadIssueSQL.postgres, args: k, member: m.member, scan: func(r pgx.Row) error {
-			return found(&m.issued, r.Scan(&i.RepoID, &i.Issue, &i.Kind, &i.Closed, &i.Deleted, &i.Version, &i.CheckedAt))
-		}},
-	}
+	return strings.Join(cs, ", ")
 }
 
 // conflict: some lock of b is one of a's, and not shared by both.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 	"gorm.io/driver/postgres"
 	"gorm.io/gorm"
@@ -96,8 +97,10 @@ func TestPostgresBatchMembersFailAlone(t *testing.T) {
 		acquire(1, "alice"), writeThen(2, &HeldError{Holder: "x"}), acquire(3, "bob"),
 		writeThen(5, boom), duplicate(1, 7), acquire(6, "carol"), acquire(1, "dave"),
 		acquire(7, "erin"), duplicate(3, 8), acquire(9, "frank"))
-	if n := s.txns.Load() - before; n != 1 {
-		t.Fatalf("%d transactions for one batch, want 1", n)
+	// One without savepoints around the members' writes, rolled back
+	// when the database refused one of them; one with them.
+	if n := s.txns.Load() - before; n != 2 {
+		t.Fatalf("%d transactions for one batch, want 2", n)
 	}
 	var held *HeldError
 	switch {
@@ -118,6 +121,61 @@ func TestPostgresBatchMembersFailAlone(t *testing.T) {
 			t.Fatalf("history of #%d: %+v, %v", n, h, err)
 		}
 	}
+}
+
+// A member whose locks another transaction holds does not make its batch
+// wait: the members before it commit, and it goes back to the queue with
+// those after it, in their order, to wait for its locks at the head of a
+// next batch.
+func TestPostgresBatchMemberWhoseLockIsTakenWaitsItsTurn(t *testing.T) {
+	s, _, db := postgresEngine.open(t, WithBusyTimeout(20*time.Second))
+	oneLeader(s)
+	other, err := pgx.Connect(bg, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(bg)
+	hold, err := other.Begin(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hold.Rollback(bg) }()
+	if _, err := hold.Exec(bg, "SELECT pg_advisory_xact_lock($1, $2)", lockIssue, lockKey(1, 2)); err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(issue int64, name string) func() error {
+		return func() error {
+			_, err := s.Acquire(bg, Key{RepoID: 1, Issue: issue}, who(name), 0, Observed{Kind: KindIssue})
+			return err
+		}
+	}
+	// Once alice's acquire is committed, bob's and carol's must still
+	// wait; then the other transaction lets go of #2.
+	released := make(chan struct{})
+	go func() {
+		defer close(released)
+		defer func() { _ = hold.Commit(bg) }()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if cur, err := s.Current(bg, Key{RepoID: 1, Issue: 1}); err != nil || cur != nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Error("alice's acquire waited for bob's lock")
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+		for _, n := range []int64{2, 3} {
+			if cur, err := s.Current(bg, Key{RepoID: 1, Issue: n}); err != nil || cur != nil {
+				t.Errorf("#%d while bob's lock was held: %+v, %v", n, cur, err)
+			}
+		}
+	}()
+	if errs := queuedOn(t, []*Store{s}, make([]int, 3), acquire(1, "alice"), acquire(2, "bob"), acquire(3, "carol")); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	<-released
+	wantHolders(t, s, map[int64]string{1: "alice", 2: "bob", 3: "carol"})
 }
 
 // Two replicas' batches (two Stores on one database) that claim the same

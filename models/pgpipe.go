@@ -34,7 +34,7 @@ type pgReq struct {
 	member int // the batch member whose statement it is; -1: the batch's own
 	// scan reads the statement's first row (Scan gives pgx.ErrNoRows if
 	// it has none); nil: it has none worth reading.
-	scan func(pgx.Row) error
+	scan func(pgRow) error
 }
 
 // pgPreparedKey is where a connection keeps what it prepared for round
@@ -175,3 +175,11 @@ func (r pgRow) Scan(dest ...any) error {
 	}
 	return pgx.ScanRow(r.tm, r.fields, r.values, dest...)
 }
+
+// cols is the row's columns from to to.
+func (r pgRow) cols(from, to int) pgRow {
+	return pgRow{tm: r.tm, fields: r.fields[from:to], values: r.values[from:to]}
+}
+
+// null: column i is NULL.
+func (r pgRow) null(i int) bool { return r.values[i] == nil }
