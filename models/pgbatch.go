@@ -340,6 +340,7 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 	b.pend = []pgReq{{sql: pgBegin, member: -1}}
 	var taken []advisory // by the members before
 	first := -1          // the member that may wait
+	unbounded := false   // the lock timeout of the first member is reset
 	for i, r := range batch {
 		if e := r.ctx.Err(); e != nil {
 			b.errs[i] = fmt.Errorf("%w: %v", ErrBusy, e) // gave up: decide nothing
@@ -351,11 +352,16 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 		deadline, _ := r.ctx.Deadline()
 		q, args := lockSQL(ls, first < 0, deadline)
 		lockQ := pgReq{sql: q, args: args, member: i, scan: func(row pgRow) error { return row.Scan(&micros[i]) }}
+		if first >= 0 && !unbounded {
+			// What follows the first member's locks is not bounded by its
+			// deadline.
+			unbounded, b.pend = true, append(b.pend, pgReq{sql: pgNoWait, member: -1})
+		}
 		if first < 0 {
 			// It holds nothing yet, nor does the transaction: it waits,
 			// and nothing after it does.
 			first, lockAt[i] = i, len(b.pend)
-			b.pend = append(b.pend, lockQ, pgReq{sql: pgNoWait, member: i})
+			b.pend = append(b.pend, lockQ)
 		} else if b.careful {
 			lockAt[i] = len(b.pend) + 1
 			b.pend = append(b.pend, pgReq{sql: pgSave, member: i}, lockQ, pgReq{sql: pgKeep, member: i})
