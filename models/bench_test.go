@@ -69,11 +69,13 @@ func BenchmarkCycle64(b *testing.B) {
 
 // BenchmarkEngines is the ledger alone on SQLite and on PostgreSQL
 // (COLLAB_TEST_POSTGRES; skipped without it), side by side in one run,
-// each as the sidecar opens it: SQLite with group commit, PostgreSQL with
-// a transaction per write and row locks. Each load runs on one engine and
-// then right after on the other: single-threaded acquire+release (its ns/op is
-// the latency of the pair), then BenchmarkCycle64's 64 goroutines.
-// bench/run.sh divides PostgreSQL's ops/s by SQLite's.
+// each as the sidecar opens it: both with group commit, PostgreSQL's
+// batches deciding each write under the advisory locks of what it
+// decides about, in two round trips (pgbatch.go). Each load runs on one
+// engine and then right after on the other: single-threaded
+// acquire+release (its ns/op is the latency of the pair), then
+// BenchmarkCycle64's 64 goroutines. bench/run.sh divides PostgreSQL's
+// ops/s by SQLite's.
 func BenchmarkEngines(b *testing.B) {
 	for _, load := range []struct {
 		name string
@@ -120,30 +122,34 @@ func BenchmarkList10k(b *testing.B) {
 // decisions apart could differ (postgres.go): row-locks, the ledger's
 // (each write locks what it decides about, READ COMMITTED), and
 // serializable (SERIALIZABLE transactions, retried on serialization
-// failure). txns/op counts transactions begun per operation: above 1,
-// retries.
+// failure). txns/op counts transactions begun per operation (below 1:
+// batches; above 1: retries), trips/op the round trips to the server per
+// operation (roundTrips).
 func BenchmarkPostgres(b *testing.B) {
 	modes := []struct {
 		name         string
 		serializable bool
 	}{{"row-locks", false}, {"serializable", true}}
+	var trips *roundTrips
 	open := func(b *testing.B, serializable bool) *Store {
 		s, _, _ := postgresEngine.open(b)
 		s.serializable = serializable
+		trips = traced(b, s)
 		return s
 	}
-	report := func(b *testing.B, s *Store, before int64) {
+	report := func(b *testing.B, s *Store, before, tripsBefore int64) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 		b.ReportMetric(float64(s.txns.Load()-before)/float64(b.N), "txns/op")
+		b.ReportMetric(float64(trips.n.Load()-tripsBefore)/float64(b.N), "trips/op")
 	}
 	b.Run("AcquireRelease", func(b *testing.B) { acquireRelease(b, open(b, false)) })
 	// As BenchmarkCycle64: 64 goroutines, each on an issue of its own.
 	for _, m := range modes {
 		b.Run("Cycle64/"+m.name, func(b *testing.B) {
 			s := open(b, m.serializable)
-			before := s.txns.Load()
+			before, tripsBefore := s.txns.Load(), trips.n.Load()
 			cycle64(b, s)
-			report(b, s, before)
+			report(b, s, before, tripsBefore)
 		})
 	}
 	// Twenty agents race for one issue, over and over: whoever wins
@@ -153,7 +159,7 @@ func BenchmarkPostgres(b *testing.B) {
 			s := open(b, m.serializable)
 			var n atomic.Int64
 			b.SetParallelism((20 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			before := s.txns.Load()
+			before, tripsBefore := s.txns.Load(), trips.n.Load()
 			b.RunParallel(func(pb *testing.PB) {
 				me := who(fmt.Sprint("agent-", n.Add(1)))
 				for pb.Next() {
@@ -166,7 +172,7 @@ func BenchmarkPostgres(b *testing.B) {
 					}
 				}
 			})
-			report(b, s, before)
+			report(b, s, before, tripsBefore)
 		})
 	}
 	// Sixteen agents take the first free of fifty candidates with next
@@ -183,7 +189,7 @@ func BenchmarkPostgres(b *testing.B) {
 			}
 			var n atomic.Int64
 			b.SetParallelism((16 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
-			before := s.txns.Load()
+			before, tripsBefore := s.txns.Load(), trips.n.Load()
 			b.RunParallel(func(pb *testing.PB) {
 				me := who(fmt.Sprint("agent-", n.Add(1)))
 				for pb.Next() {
@@ -196,7 +202,7 @@ func BenchmarkPostgres(b *testing.B) {
 					}
 				}
 			})
-			report(b, s, before)
+			report(b, s, before, tripsBefore)
 		})
 	}
 }

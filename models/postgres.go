@@ -147,10 +147,9 @@ func lockKey(a, b int64) int32 {
 func lock(tx *gorm.DB, sc scope) (int64, error) {
 	c, ctx := conn(tx)
 	deadline, _ := ctx.Deadline()
-	q, args := lockSQL(sc, true, deadline)
-	var got bool
+	q, args := lockSQL(sc.locks(), true, deadline)
 	var micros int64
-	err := c.QueryRowContext(ctx, q, args...).Scan(&got, &micros)
+	err := c.QueryRowContext(ctx, q, args...).Scan(&micros)
 	return micros, err
 }
 

@@ -54,8 +54,14 @@ func (q stmt) in(tx *gorm.DB) string {
 	return q.sqlite
 }
 
+// execSQL runs q, whose result nobody reads; in a PostgreSQL batch, it
+// goes with the batch's next round trip (memberConn).
 func execSQL(tx *gorm.DB, q stmt, args ...any) error {
 	c, ctx := conn(tx)
+	if m, ok := c.(*memberConn); ok {
+		m.queue(q, args)
+		return nil
+	}
 	_, err := c.ExecContext(ctx, q.in(tx), args...)
 	return err
 }
@@ -86,7 +92,7 @@ var (
 
 // load reads k's lease row, if any.
 func load(tx *gorm.DB, k Key) (leaseRow, bool, error) {
-	if m, ok := prefetched(tx, k); ok {
+	if m, ok := prefetched(tx, k, false); ok {
 		return m.lease, m.leaseFound, nil
 	}
 	var r leaseRow
@@ -153,7 +159,7 @@ var (
 
 // loadIssue reads what the ledger knows of k's state at the forge, if any.
 func loadIssue(tx *gorm.DB, k Key) (issueRow, bool, error) {
-	if m, ok := prefetched(tx, k); ok {
+	if m, ok := prefetched(tx, k, true); ok {
 		return m.issue, m.issued, nil
 	}
 	var r issueRow

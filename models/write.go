@@ -76,7 +76,8 @@ func (r *writeReq) finished() bool {
 // must return a refusal (*HeldError, *NotHolderError, *CoolingError, *LimitError) only if it wrote
 // nothing it wants kept; other errors fail the whole transaction. fn may
 // run more than once (alone after a failed batch; again after a
-// serialization failure on PostgreSQL), so it sets its results afresh.
+// serialization failure on PostgreSQL, or in a batch run again with
+// savepoints, pgbatch.go), so it sets its results afresh.
 //
 // sc is all that fn decides about: on PostgreSQL, it is what write locks
 // before fn runs (writePostgres); fn must read and write nothing else
