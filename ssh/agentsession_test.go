@@ -246,10 +246,10 @@ func TestTenSessionsOfOneAccountRace(t *testing.T) {
 	}
 }
 
-// A session that only holds its claims, sending nothing, still learns
-// when its key is revoked: it ends (exit 1, the revoked line), as a loss,
-// its claims left to lapse a grace later.
-func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
+// holdingWithFastRecheck is bob's session holding acme/widgets#42, its key
+// rechecked every 50 ms.
+func holdingWithFastRecheck(t *testing.T) (*world, *sessionClient) {
+	t.Helper()
 	old := sessionRecheck
 	sessionRecheck = 50 * time.Millisecond
 	t.Cleanup(func() { sessionRecheck = old })
@@ -258,6 +258,14 @@ func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 	if r := s.do("acquire acme/widgets 42"); r["status"] != "acquired" {
 		t.Fatalf("acquire: %v", r)
 	}
+	return w, s
+}
+
+// A session that only holds its claims, sending nothing, still learns
+// when its key is revoked: it ends (exit 1, the revoked line), as a loss,
+// its claims left to lapse a grace later.
+func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
+	w, s := holdingWithFastRecheck(t)
 	w.forge.DeleteKey(w.keys["bob"].fp)
 	if code := s.exit(); code != 1 || !strings.Contains(s.cmd.Stderr.(*leasetest.LogBuffer).String(), "no longer belongs") {
 		t.Fatalf("exit %d, stderr %q, want 1 and the revoked line", code, s.cmd.Stderr.(*leasetest.LogBuffer).String())
@@ -273,14 +281,7 @@ func TestSessionEndsWhenItsKeyIsRevoked(t *testing.T) {
 // still answers its lines, and the recheck that then finds the key still
 // its account's changes nothing.
 func TestSessionRecheckDoesNotHoldTheSession(t *testing.T) {
-	old := sessionRecheck
-	sessionRecheck = 50 * time.Millisecond
-	t.Cleanup(func() { sessionRecheck = old })
-	w := newWorld(t)
-	s := w.openSession("bob", "--agent b1")
-	if r := s.do("acquire acme/widgets 42"); r["status"] != "acquired" {
-		t.Fatalf("acquire: %v", r)
-	}
+	w, s := holdingWithFastRecheck(t)
 	var once sync.Once
 	arrived, release := make(chan struct{}), make(chan struct{})
 	var returned atomic.Bool
