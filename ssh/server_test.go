@@ -138,7 +138,25 @@ func (w *world) start(addr string) {
 		}
 	}
 	srv := w.srv
-	w.t.Cleanup(func() { _ = srv.Close() })
+	w.t.Cleanup(func() { closeAndWait(w.t, srv) })
+}
+
+// closeAndWait closes srv and waits for the commands it was running to
+// return: a session ended by the close still writes its end to the ledger,
+// and that write must be over before the ledger closes and the test's
+// directory is removed.
+func closeAndWait(t *testing.T, srv *Server) {
+	_ = srv.Close()
+	done := make(chan struct{})
+	go func() {
+		srv.commands.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Error("commands still running 20s after the server closed")
+	}
 }
 
 // realTime runs the server's lease service on the system clock (the
