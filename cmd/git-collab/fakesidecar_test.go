@@ -29,9 +29,16 @@ import (
 // relayEnv names the fake sidecar's address for the relay.
 const relayEnv = "GIT_COLLAB_TEST_SIDECAR"
 
+// asGitCollabEnv makes the test binary git-collab itself, for the
+// commands git collab run runs in the tests.
+const asGitCollabEnv = "GIT_COLLAB_TEST_AS_GIT_COLLAB"
+
 func TestMain(m *testing.M) {
 	if addr := os.Getenv(relayEnv); addr != "" {
 		os.Exit(relaySSH(addr, os.Args[1:]))
+	}
+	if os.Getenv(asGitCollabEnv) != "" {
+		main()
 	}
 	// Short enough that the tests wait for them, long enough to tell.
 	killDelay = 300 * time.Millisecond

@@ -46,7 +46,9 @@ SIGKILL 10s later, and exits 4: the work must not land. A dropped
 connection is reopened within --grace (default 30s), and the claim kept.
 --ttl caps the claim's whole life; --wait waits for a held issue.
 Inside the command, git collab check with no arguments checks the claim,
-and every git collab command acts as the same agent. The agent is
+and every git collab command acts as the same agent; check, claims and
+history ride the session (COLLAB_RUN_SOCKET names its private socket)
+instead of an ssh of their own. The agent is
 --agent, else COLLAB_AGENT, else <short host name>-<pid>. SIGINT, SIGTERM
 and SIGHUP are passed on to the command. ssh runs without a terminal: use
 a key without a passphrase, or an agent.`,

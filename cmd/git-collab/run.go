@@ -178,7 +178,7 @@ func (a *app) runCommand(inv Invocation) int {
 		fmt.Fprint(a.stderr, out.stdout+out.stderr)
 		return contract.ExitConflict
 	}
-	return a.runClaimed(k, tenure, agent, inv.Command, sigs)
+	return a.runClaimed(k, t.sidecar, tenure, agent, inv.Command, sigs)
 }
 
 // orSaid is an error reply's line, or one that says it had none.
@@ -208,11 +208,14 @@ func (a *app) sessionFailed(err error, t target) int {
 	return se.code
 }
 
-// runClaimed runs argv under the claim tenure of session k, and stops it
-// if the claim is lost.
-func (a *app) runClaimed(k *keptSession, tenure *contract.Tenure, agent string, argv []string, sigs <-chan os.Signal) int {
+// runClaimed runs argv under the claim tenure of session k (on sidecar
+// sc), and stops it if the claim is lost. The command's own git collab
+// calls that read ride the session (ride.go).
+func (a *app) runClaimed(k *keptSession, sc Sidecar, tenure *contract.Tenure, agent string, argv []string, sigs <-chan os.Signal) int {
 	name := named(tenure.Repo, tenure.Issue)
 	opened := k.Opened()
+	riders, stopRiders := serveRiders(k, sc, agent)
+	defer stopRiders()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(slices.Clone(a.env),
 		"COLLAB_REPO="+tenure.Repo,
@@ -220,7 +223,8 @@ func (a *app) runClaimed(k *keptSession, tenure *contract.Tenure, agent string, 
 		"COLLAB_TOKEN="+strconv.FormatInt(tenure.Token, 10),
 		"COLLAB_HOLDER="+tenure.Holder,
 		"COLLAB_AGENT="+agent,
-		"COLLAB_SESSION="+opened.Session)
+		"COLLAB_SESSION="+opened.Session,
+		riders)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
 	cmd.WaitDelay = time.Second // a process left holding its pipes keeps no one waiting
 	ownGroup(cmd)

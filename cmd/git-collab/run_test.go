@@ -355,3 +355,59 @@ func TestDefaultAgent(t *testing.T) {
 		}
 	}
 }
+
+// The command's own git collab calls that read ride run's session: no
+// ssh of their own, and the same answer as over ssh (--json: the exec's
+// line, without the session's "exit"). A stale token is exit 4 as ever.
+// Another agent's call, and one that writes, go over ssh.
+func TestRunsCommandReadsOverItsSession(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.setenv(asGitCollabEnv+"=1", "GORACE=atexit_sleep_ms=0", "REPO="+h.repo, "BIN="+bin)
+	script := `cd "$REPO" || exit 9
+"$BIN" check --json; echo "json: $?"
+"$BIN" check 42 --token 7; echo "stale: $?"
+"$BIN" claims --json; echo "claims: $?"
+"$BIN" check --agent other 2>/dev/null; echo "other agent: $?"
+"$BIN" renew 42 --ttl 1m 2>/dev/null; echo "renew: $?"`
+	r := h.run("run", "42", "--agent", "a1", "--", "sh", "-c", script)
+	want := `{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}
+json: 0
+stale: 4
+{"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}]}
+claims: 0
+other agent: 1
+renew: 1
+`
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", r.code, r.stdout, want, r.stderr)
+	}
+	if got, want := f.received(), []string{"acquire 'acme/widgets' '42'", "check 'acme/widgets' '42' --token '1'",
+		"check 'acme/widgets' '42' --token '7'", "list 'acme/widgets'", "release 'acme/widgets' '42'"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the session received %q, want %q", got, want)
+	}
+	// The session's ssh, and one each for the other agent's check and the
+	// renew (which the fake sidecar, a sidecar of sessions only, refuses).
+	if f.runs() != 3 {
+		t.Fatalf("%d ssh runs, want 3", f.runs())
+	}
+}
+
+func TestExecStdout(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"status":"current","token":3,"exit":0}`:         `{"status":"current","token":3}` + "\n",
+		`{"status":"stale","token":null,"exit":4}` + "\n": `{"status":"stale","token":null}` + "\n",
+		`{"exit":0}`:                    `{}` + "\n",
+		`{"note":"\"exit\":1 x","a":1}`: `{"note":"\"exit\":1 x","a":1}` + "\n",
+		`not json`:                      "not json\n",
+	} {
+		if got := string(execStdout([]byte(in))); got != want {
+			t.Errorf("execStdout(%s) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// The command `git collab run` runs often calls git collab itself, most
+// often `git collab check` right before each push and the merge. Those
+// calls ride run's session instead of an ssh of their own: run listens on
+// a Unix socket in a directory only its user may enter, names it in
+// COLLAB_RUN_SOCKET, and sends each line it is given over the session it
+// already holds. A check then costs no ssh process and no handshake.
+//
+// Only the verbs that read ride it (check, list, history), and only for
+// the sidecar and agent of the run: a claim taken over the session would
+// live as long as the session does, not as its --ttl says. Anything the
+// socket does not answer (another sidecar, another verb, a run that has
+// ended, a session that is reconnecting) goes over ssh as before.
+
+// runSocketEnv names run's socket in its command's environment.
+const runSocketEnv = "COLLAB_RUN_SOCKET"
+
+// runRequest is one line a command asks run to send.
+type runRequest struct {
+	Sidecar string `json:"sidecar"` // user@host:port of the sidecar it is meant for
+	Agent   string `json:"agent"`   // the agent it acts as
+	Line    string `json:"line"`    // the session line
+}
+
+// runAnswer is the session's answer, or why run did not send it.
+type runAnswer struct {
+	Exit int    `json:"exit"`
+	Body string `json:"body,omitempty"` // the answer line
+	Said string `json:"said,omitempty"` // the error line of an exit 1 or 75
+	// Refused: nothing was sent; the caller uses ssh.
+	Refused string `json:"refused,omitempty"`
+}
+
+// ridingVerbs are the verbs that may ride a run's session.
+var ridingVerbs = []contract.Verb{contract.VerbCheck, contract.VerbList, contract.VerbHistory}
+
+// rideWait bounds one command that rides a run's session, from the caller's side and run's.
+var rideWait = time.Minute
+
+// rideLimit bounds a request line (a command line is at most 4096 bytes).
+const rideLimit = 3 * contract.MaxCommandLen
+
+// sidecarKey is how a request names the sidecar it is meant for.
+func sidecarKey(sc Sidecar) string { return sc.User + "@" + sc.Addr() }
+
+// serveRiders listens for the commands of run's command and sends them
+// over k, the session of agent on sidecar sc. It returns the environment
+// entry that names the socket and the function that stops it; with no
+// socket (a temporary directory that cannot be made, a path too long for
+// one), the entry names none and the command's calls use ssh.
+func serveRiders(k *keptSession, sc Sidecar, agent string) (env string, stop func()) {
+	// An empty entry hides the socket of a run this one runs under.
+	none := runSocketEnv + "="
+	dir, err := os.MkdirTemp("", "git-collab-run-")
+	if err != nil {
+		return none, func() {}
+	}
+	path := filepath.Join(dir, "session")
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		os.RemoveAll(dir)
+		return none, func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Go(func() {
+				defer c.Close()
+				answerRider(ctx, c, k, sidecarKey(sc), agent)
+			})
+		}
+	})
+	return runSocketEnv + "=" + path, func() {
+		cancel()
+		l.Close()
+		os.RemoveAll(dir)
+		wg.Wait()
+	}
+}
+
+// answerRider answers one connection to run's socket: one request, one answer.
+func answerRider(ctx context.Context, c net.Conn, k *keptSession, sidecar, agent string) {
+	_ = c.SetDeadline(time.Now().Add(rideWait))
+	answer := func(a runAnswer) {
+		b, _ := json.Marshal(a)
+		_, _ = c.Write(append(b, '\n'))
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, rideLimit)).ReadBytes('\n')
+	if err != nil {
+		return
+	}
+	var req runRequest
+	if err := json.Unmarshal(line, &req); err != nil {
+		answer(runAnswer{Refused: "not a request"})
+		return
+	}
+	verb, _, _ := strings.Cut(req.Line, " ")
+	switch {
+	case req.Sidecar != sidecar:
+		answer(runAnswer{Refused: "another sidecar"})
+		return
+	case req.Agent != agent:
+		answer(runAnswer{Refused: "another agent"})
+		return
+	case !slices.Contains(ridingVerbs, contract.Verb(verb)) || strings.ContainsAny(req.Line, "\r\n"):
+		answer(runAnswer{Refused: "not a command that reads"})
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, rideWait)
+	defer cancel()
+	r, err := k.Do(ctx, req.Line, nil)
+	if err != nil {
+		// A read may be sent again: the caller asks over ssh.
+		answer(runAnswer{Refused: err.Error()})
+		return
+	}
+	answer(runAnswer{Exit: r.code, Body: string(r.body), Said: r.said})
+}
+
+// rideRun sends command v over the session of the git collab run this
+// process runs under, if it may (see the top of this file); ok is false
+// when the caller must send it over ssh. The exchange is as ssh's would
+// be: the exec's stdout, and the sidecar's error line on stderr.
+func (a *app) rideRun(ctx context.Context, t target, v contract.Verb, issue int64, flags []Flag, stderr io.Writer) (x exchange, ok bool) {
+	path := a.getenv(runSocketEnv)
+	if path == "" || !slices.Contains(ridingVerbs, v) {
+		return exchange{}, false
+	}
+	agent := a.getenv("COLLAB_AGENT")
+	var rest []Flag
+	for _, f := range flags {
+		if f.Name == "--agent" {
+			agent = f.Value
+			continue
+		}
+		rest = append(rest, f)
+	}
+	line, req, err := sessionLine(v, t.repo, issue, rest)
+	if err != nil {
+		return exchange{}, false // ssh's path says what is wrong with it
+	}
+	ans, err := askRun(ctx, path, runRequest{Sidecar: sidecarKey(t.sidecar), Agent: agent, Line: line})
+	if err != nil || ans.Refused != "" {
+		return exchange{}, false
+	}
+	x = exchange{req: req, code: ans.Exit}
+	switch ans.Exit {
+	case contract.ExitOK, contract.ExitConflict:
+		x.stdout = execStdout([]byte(ans.Body))
+		x.reply, x.replyErr = decodeReply(req, x.code, x.stdout)
+	default:
+		if ans.Said != "" {
+			fmt.Fprintln(stderr, ans.Said)
+		}
+	}
+	return x, true
+}
+
+// askRun sends req to run's socket at path and reads the answer.
+func askRun(ctx context.Context, path string, req runRequest) (runAnswer, error) {
+	ctx, cancel := context.WithTimeout(ctx, rideWait)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return runAnswer{}, err
+	}
+	defer c.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(dl)
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return runAnswer{}, err
+	}
+	if _, err := c.Write(append(b, '\n')); err != nil {
+		return runAnswer{}, err
+	}
+	line, err := bufio.NewReader(io.LimitReader(c, 1<<20)).ReadBytes('\n')
+	if err != nil {
+		return runAnswer{}, err
+	}
+	var ans runAnswer
+	if err := json.Unmarshal(line, &ans); err != nil {
+		return runAnswer{}, err
+	}
+	if ans.Refused == "" && ans.Exit < 0 {
+		return runAnswer{}, errors.New("an answer that is not a reply")
+	}
+	return ans, nil
+}
+
+// execStdout is a session's answer line as the exec would have printed
+// it: without the "exit" the session adds, ending in a line end.
+func execStdout(body []byte) []byte {
+	body = bytes.TrimRight(body, "\n")
+	if i := bytes.LastIndex(body, []byte(`"exit":`)); i > 0 && body[len(body)-1] == '}' &&
+		len(bytes.Trim(body[i+len(`"exit":`):len(body)-1], "-0123456789 ")) == 0 {
+		head := bytes.TrimRight(body[:i], " ")
+		switch {
+		case bytes.HasSuffix(head, []byte(",")):
+			body = append(head[:len(head)-1:len(head)-1], '}')
+		case bytes.HasSuffix(head, []byte("{")):
+			body = append(head[:len(head):len(head)], '}')
+		}
+	}
+	return append(body[:len(body):len(body)], '\n')
+}
