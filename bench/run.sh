@@ -53,10 +53,15 @@ import (
 	"net/http"
 	_ "net/http/pprof"
 	"os"
+	"runtime"
 )
 
 func init() {
 	if addr := os.Getenv("BENCH_SIDECAR_PPROF"); addr != "" {
+		// Where goroutines wait: every blocking event of 10 µs or more,
+		// one mutex contention in 10.
+		runtime.SetBlockProfileRate(10000)
+		runtime.SetMutexProfileFraction(10)
 		go func() { _ = http.ListenAndServe(addr, nil) }()
 	}
 }
@@ -74,6 +79,10 @@ GO
 	for idx in alloc_space alloc_objects; do
 		"$go" tool pprof -top -sample_index="$idx" -base "$dir/sidecar-allocs-before.pprof" \
 			"$dir/sidecar-allocs-after.pprof" >"$dir/sidecar-$idx.top" 2>&1
+	done
+	for p in block mutex; do
+		"$go" tool pprof -top -cum -base "$dir/sidecar-$p-before.pprof" \
+			"$dir/sidecar-$p-after.pprof" >"$dir/sidecar-$p.top" 2>&1
 	done
 	step "profiling the ledger alone under the same load (models/, BenchmarkCycle64/group-commit)"
 	"$go" test -run '^$' -bench 'Cycle64/group-commit' -benchtime 2s -benchmem -o "$dir/models.test" \

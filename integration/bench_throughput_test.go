@@ -191,18 +191,30 @@ func sidecarProfile(b *testing.B, d time.Duration) func() {
 		}
 		return f.Close()
 	}
-	if err := save("allocs", "sidecar-allocs-before.pprof"); err != nil {
-		b.Fatalf("sidecar profile: %v", err)
-	}
-	secs := max(int(d/time.Second), 1)
-	done := make(chan error, 1)
-	go func() { done <- save(fmt.Sprintf("profile?seconds=%d", secs), "sidecar-cpu.pprof") }()
-	return func() {
-		if err := <-done; err != nil {
+	for _, p := range []string{"allocs", "block", "mutex"} {
+		if err := save(p, "sidecar-"+p+"-before.pprof"); err != nil {
 			b.Fatalf("sidecar profile: %v", err)
 		}
-		if err := save("allocs", "sidecar-allocs-after.pprof"); err != nil {
-			b.Fatalf("sidecar profile: %v", err)
+	}
+	secs := max(int(d/time.Second), 1)
+	done := make(chan error, 2)
+	go func() { done <- save(fmt.Sprintf("profile?seconds=%d", secs), "sidecar-cpu.pprof") }()
+	// Where the sidecar's goroutines wait, halfway through the load.
+	halfway := time.AfterFunc(d/2, func() { done <- save("goroutine?debug=1", "sidecar-goroutines.txt") })
+	return func() {
+		waits := 1
+		if halfway.Stop() {
+			waits = 0 // the load ended first: no goroutine dump
+		}
+		for range 1 + waits {
+			if err := <-done; err != nil {
+				b.Fatalf("sidecar profile: %v", err)
+			}
+		}
+		for _, p := range []string{"allocs", "block", "mutex"} {
+			if err := save(p, "sidecar-"+p+"-after.pprof"); err != nil {
+				b.Fatalf("sidecar profile: %v", err)
+			}
 		}
 		b.Logf("sidecar profiles (%d s of CPU under load; allocations before and after) in %s", secs, dir)
 	}
