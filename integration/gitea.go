@@ -311,6 +311,20 @@ SQLITE_TIMEOUT = 5000
 [repository]
 ROOT = ` + p("repos") + `
 DEFAULT_BRANCH = main
+; git's hooks run through sh rather than bash: one process fewer per hook
+SCRIPT_TYPE = sh
+
+[queue.pr_patch_checker]
+; Gitea tests pull requests for mergeability with NumCPU/2 workers, one on
+; 2 cores, 20 pull requests taken at a time; with pull requests being
+; pushed and merged by many agents at once, that one worker is where they
+; wait. Two workers, one pull request at a time each.
+MAX_WORKERS = 2
+BATCH_LENGTH = 1
+
+[actions]
+; no workflows run here: do not look for them on every push
+ENABLED = false
 
 [security]
 INSTALL_LOCK = true

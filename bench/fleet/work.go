@@ -313,15 +313,9 @@ func (w *work) check(ctx context.Context) error {
 
 // giteaPull is what the work reads of a pull request.
 type giteaPull struct {
-	Number int64  `json:"number"`
-	State  string `json:"state"`
-	Merged bool   `json:"merged"`
-	// Mergeable is false until Gitea has tested the merge of the
-	// latest push.
-	Mergeable bool `json:"mergeable"`
-	Head      struct {
+	Number int64 `json:"number"`
+	Head   struct {
 		Ref string `json:"ref"`
-		SHA string `json:"sha"`
 	} `json:"head"`
 }
 
@@ -365,44 +359,42 @@ const mergeDeadline = 90 * time.Second
 // merge merges pull request pr: under a claim once the required status
 // says success and the token checks out; if someone merged it first, the
 // work's later commits go in a pull request of their own.
+//
+// It never polls the pull request itself: Gitea 1.26 answers a GET of one
+// pull request that is being tested for mergeability by queueing the test
+// again, and drops the result of a test whose pull request is queued
+// again, so twenty agents polling keep every pull request "checking".
+// The merge's own answer says what the pull request's state is ("Please
+// try again later" while it is tested; "already merged"; 404 once closed).
 func (w *work) merge(ctx context.Context, pr int64) error {
 	deadline := time.Now().Add(mergeDeadline)
-	path := fmt.Sprintf("/repos/%s/pulls/%d", w.cfg.Repo, pr)
-	for {
-		var p giteaPull
-		if err := w.api.Do(ctx, "GET", path, nil, &p); err != nil {
+	wait := pollMerge
+	again := func(why string) error {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pull request #%d: not merged within %s: %s", pr, mergeDeadline, why)
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, maxPollMerge)
+		return nil
+	}
+	if w.cfg.Check {
+		head, err := w.git(ctx, "rev-parse", "HEAD")
+		if err != nil {
 			return err
 		}
-		if p.Merged || p.State == "closed" {
-			if !p.Merged {
-				return fmt.Errorf("pull request #%d was closed unmerged", pr)
-			}
-			// Merged by someone else; what this work pushed since needs
-			// a pull request of its own, unless it is all in main already.
-			next, err := w.pullRequest(ctx)
-			var apiErr *integration.APIError
-			if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
-				w.emit(Event{Kind: evClosed, Detail: "merged by another"})
-				return nil
-			}
-			if err != nil {
+		// Wait for the required status before checking the token and
+		// merging: Gitea refuses the merge until then.
+		for !w.statusSuccess(ctx, head) {
+			if err := again("the required status never said success"); err != nil {
 				return err
 			}
-			pr, path = next, fmt.Sprintf("/repos/%s/pulls/%d", w.cfg.Repo, next)
-			continue
 		}
-		// Wait for what the merge needs before checking the token: each
-		// check is a git collab process and an SSH handshake.
-		if !p.Mergeable || w.cfg.Check && !w.statusSuccess(ctx, p.Head.SHA) {
-			if time.Now().After(deadline) {
-				return fmt.Errorf("pull request #%d: never mergeable with the required status (mergeable %v)", pr, p.Mergeable)
-			}
-			time.Sleep(pollMerge)
-			continue
-		}
+	}
+	for {
 		if err := w.check(ctx); err != nil {
 			return err
 		}
+		path := fmt.Sprintf("/repos/%s/pulls/%d", w.cfg.Repo, pr)
 		w.mu.Lock()
 		err := w.api.Do(ctx, "POST", path+"/merge", map[string]any{"Do": "merge"}, nil)
 		if err == nil {
@@ -414,34 +406,60 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			return nil
 		}
 		var apiErr *integration.APIError
-		if !errors.As(err, &apiErr) || time.Now().After(deadline) {
+		switch {
+		case !errors.As(err, &apiErr):
+			return err
+		case apiErr.Status == http.StatusMethodNotAllowed && strings.Contains(apiErr.Body, "already merged"):
+			// Merged by someone else; what this work pushed since needs
+			// a pull request of its own, unless it is all in main already.
+			next, err := w.pullRequest(ctx)
+			if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
+				w.emit(Event{Kind: evClosed, Detail: "merged by another"})
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			pr, wait = next, pollMerge
+		case apiErr.Status == http.StatusNotFound:
+			return fmt.Errorf("pull request #%d was closed unmerged", pr)
+		case apiErr.Status == http.StatusMethodNotAllowed || apiErr.Status == http.StatusConflict:
+			// Being tested (a push, or main moved), or not ready yet.
+			if err := again(err.Error()); err != nil {
+				w.emit(Event{Kind: evRefused, Detail: err.Error()})
+				return err
+			}
+		default:
 			w.emit(Event{Kind: evRefused, Detail: err.Error()})
 			return err
 		}
-		// Not mergeable yet (a status on its way, Gitea still testing
-		// the merge), or merged meanwhile: look again.
-		time.Sleep(pollMerge)
 	}
 }
 
-// pollMerge is how often a merge that cannot happen yet looks again.
-const pollMerge = 300 * time.Millisecond
+// pollMerge is the first wait before a merge that cannot happen yet is
+// tried again; each wait doubles, up to maxPollMerge.
+const (
+	pollMerge    = 250 * time.Millisecond
+	maxPollMerge = 2 * time.Second
+)
 
-// statusSuccess says whether the required status on sha says success.
+// statusSuccess says whether the latest required status on sha says
+// success. It reads the list of statuses, which Gitea answers from its
+// database alone (the combined status reads the commit with git).
 func (w *work) statusSuccess(ctx context.Context, sha string) bool {
-	var st struct {
-		Statuses []struct {
-			Context string `json:"context"`
-			Status  string `json:"status"`
-		} `json:"statuses"`
+	var st []struct {
+		ID      int64  `json:"id"`
+		Context string `json:"context"`
+		Status  string `json:"status"`
 	}
-	if err := w.api.Do(ctx, "GET", fmt.Sprintf("/repos/%s/commits/%s/status", w.cfg.Repo, sha), nil, &st); err != nil {
+	if err := w.api.Do(ctx, "GET", fmt.Sprintf("/repos/%s/statuses/%s?limit=50", w.cfg.Repo, sha), nil, &st); err != nil {
 		return false
 	}
-	for _, s := range st.Statuses {
-		if s.Context == fence.StatusContext {
-			return s.Status == "success"
+	latest, state := int64(-1), ""
+	for _, s := range st {
+		if s.Context == fence.StatusContext && s.ID > latest {
+			latest, state = s.ID, s.Status
 		}
 	}
-	return false
+	return state == "success"
 }
