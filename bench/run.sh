@@ -197,7 +197,7 @@ step "end-to-end benchmarks (integration/, real Gitea and sidecar, -bench $e2e_b
 : >"$work/fleet.md"
 : >"$work/fleet.txt"
 if [ -z "$only_pg" ]; then
-	step "fleet benchmark (bench/fleet: agents drain a backlog with collab-lease, with Gitea's assignees alone, and with faults; round three's modes only when named, see bench/README.md)"
+	step "fleet benchmark (bench/fleet: agents drain a backlog with collab-lease, with Gitea's assignees alone and with faults; round three: one account, real pushes and merges, zombies; see bench/README.md)"
 	# It fails (and so does this script, writing nothing) if an agent's loop
 	# failed or a collab-lease run worked an issue twice or left one open.
 	"$go" run ./bench/fleet -md "$work/fleet.md" | tee "$work/fleet.txt" >&2

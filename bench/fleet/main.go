@@ -48,11 +48,9 @@ import (
 // four.
 var allModes = []string{"lease", "assignees", "faults", "sessions", "zombies", "assignees-bot", "assignees-accounts"}
 
-// defaultModes are those that run unless -modes names others: round
-// two's. Round three's do not finish within their bounds on a 2-core
-// machine yet (bench/README.md, round three), so they run only when
-// named, and make bench leaves them out until they do.
-var defaultModes = allModes[:3]
+// defaultModes are those that run unless -modes names others: all of
+// them, as make bench runs them.
+var defaultModes = allModes
 
 type options struct {
 	seed         int64
@@ -87,7 +85,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the working directory (Gitea, ledger, checkouts) and print where it is")
 	flag.BoolVar(&o.verbose, "v", false, "print every agent event")
 	flag.StringVar(&o.giteaGit, "gitea-git", "", "the git executable Gitea runs; \"\" builds (once, cached) integration/build-git.sh's, recent enough that Gitea tests a pull request's mergeability with git merge-tree")
-	only := flag.String("modes", strings.Join(defaultModes, ","), "the modes to run, comma-separated, of "+strings.Join(allModes, ", ")+" (round three's four are not yet part of make bench)")
+	only := flag.String("modes", strings.Join(defaultModes, ","), "the modes to run, comma-separated, of "+strings.Join(allModes, ", ")+")")
 	flag.Parse()
 	o.modes = map[string]bool{}
 	for _, m := range strings.Split(*only, ",") {

@@ -353,8 +353,11 @@ func (w *work) openPull(ctx context.Context) (int64, error) {
 }
 
 // mergeDeadline bounds the wait for a pull request to become mergeable
-// (its required status posted).
-const mergeDeadline = 90 * time.Second
+// (its required status posted, Gitea's test of its merge done). Gitea
+// tests the open pull requests again after every merge into main, and
+// under twenty agents one can wait minutes for its turn; work that gave
+// up would leave its issue to be worked again.
+const mergeDeadline = 5 * time.Minute
 
 // merge merges pull request pr: under a claim once the required status
 // says success and the token checks out; if someone merged it first, the
