@@ -426,8 +426,10 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			pr, wait = next, pollMerge
 		case apiErr.Status == http.StatusNotFound:
 			return fmt.Errorf("pull request #%d was closed unmerged", pr)
-		case apiErr.Status == http.StatusMethodNotAllowed || apiErr.Status == http.StatusConflict:
-			// Being tested (a push, or main moved), or not ready yet.
+		case apiErr.Status == http.StatusMethodNotAllowed && strings.Contains(apiErr.Body, "try again later") ||
+			apiErr.Status == http.StatusConflict:
+			// Being tested (a push, or main moved), or main moved by
+			// another merge at that instant.
 			if err := again(err.Error()); err != nil {
 				w.emit(Event{Kind: evRefused, Detail: err.Error()})
 				return err

@@ -196,6 +196,14 @@ func (k *keptSession) Do(ctx context.Context, line string, late func(sessionRepl
 	}
 }
 
+// Connected says whether a connection is up now: Do would send at once
+// rather than wait for a reconnection.
+func (k *keptSession) Connected() bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cur != nil && k.goneWhy == "" && !k.closed
+}
+
 // Close ends the session cleanly (its claims are released) and stops
 // reconnecting.
 func (k *keptSession) Close() {

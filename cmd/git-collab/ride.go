@@ -30,7 +30,10 @@ import (
 // the sidecar and agent of the run: a claim taken over the session would
 // live as long as the session does, not as its --ttl says. Anything the
 // socket does not answer (another sidecar, another verb, a run that has
-// ended, a session that is reconnecting) goes over ssh as before.
+// ended, a session that is reconnecting) goes over ssh as before. A caller
+// rides only if the socket's directory is its own user's and no one
+// else's to enter: once run has ended, another user must not be able to
+// put a socket of theirs where the name points and answer "current".
 
 // runSocketEnv names run's socket in its command's environment.
 const runSocketEnv = "COLLAB_RUN_SOCKET"
@@ -57,8 +60,12 @@ var ridingVerbs = []contract.Verb{contract.VerbCheck, contract.VerbList, contrac
 // rideWait bounds one command that rides a run's session, from the caller's side and run's.
 var rideWait = time.Minute
 
-// rideLimit bounds a request line (a command line is at most 4096 bytes).
-const rideLimit = 3 * contract.MaxCommandLen
+// rideLimit bounds a request line (a command line is at most 4096 bytes);
+// answerLimit an answer (a session's answer line, escaped, and more).
+const (
+	rideLimit   = 3 * contract.MaxCommandLen
+	answerLimit = 32 << 20
+)
 
 // sidecarKey is how a request names the sidecar it is meant for.
 func sidecarKey(sc Sidecar) string { return sc.User + "@" + sc.Addr() }
@@ -82,15 +89,37 @@ func serveRiders(k *keptSession, sc Sidecar, agent string) (env string, stop fun
 		return none, func() {}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		open  = map[net.Conn]bool{}
+		ended bool
+	)
 	wg.Go(func() {
 		for {
 			c, err := l.Accept()
-			if err != nil {
+			if errors.Is(err, net.ErrClosed) {
 				return
 			}
+			if err != nil {
+				time.Sleep(acceptPause) // out of descriptors, say: the next may do
+				continue
+			}
+			mu.Lock()
+			if ended {
+				mu.Unlock()
+				c.Close()
+				return
+			}
+			open[c] = true
+			mu.Unlock()
 			wg.Go(func() {
-				defer c.Close()
+				defer func() {
+					mu.Lock()
+					delete(open, c)
+					mu.Unlock()
+					c.Close()
+				}()
 				answerRider(ctx, c, k, sidecarKey(sc), agent)
 			})
 		}
@@ -98,10 +127,19 @@ func serveRiders(k *keptSession, sc Sidecar, agent string) (env string, stop fun
 	return runSocketEnv + "=" + path, func() {
 		cancel()
 		l.Close()
+		mu.Lock()
+		ended = true
+		for c := range open {
+			_ = c.SetDeadline(time.Now()) // a caller that never wrote keeps nobody waiting
+		}
+		mu.Unlock()
 		os.RemoveAll(dir)
 		wg.Wait()
 	}
 }
+
+// acceptPause is the pause after a failed accept.
+const acceptPause = 50 * time.Millisecond
 
 // answerRider answers one connection to run's socket: one request, one answer.
 func answerRider(ctx context.Context, c net.Conn, k *keptSession, sidecar, agent string) {
@@ -131,6 +169,11 @@ func answerRider(ctx context.Context, c net.Conn, k *keptSession, sidecar, agent
 		answer(runAnswer{Refused: "not a command that reads"})
 		return
 	}
+	if !k.Connected() {
+		// Reconnecting: the caller asks over ssh rather than wait.
+		answer(runAnswer{Refused: "the session is reconnecting"})
+		return
+	}
 	ctx, cancel := context.WithTimeout(ctx, rideWait)
 	defer cancel()
 	r, err := k.Do(ctx, req.Line, nil)
@@ -148,7 +191,7 @@ func answerRider(ctx context.Context, c net.Conn, k *keptSession, sidecar, agent
 // be: the exec's stdout, and the sidecar's error line on stderr.
 func (a *app) rideRun(ctx context.Context, t target, v contract.Verb, issue int64, flags []Flag, stderr io.Writer) (x exchange, ok bool) {
 	path := a.getenv(runSocketEnv)
-	if path == "" || !slices.Contains(ridingVerbs, v) {
+	if path == "" || !slices.Contains(ridingVerbs, v) || !privateDir(filepath.Dir(path)) {
 		return exchange{}, false
 	}
 	agent := a.getenv("COLLAB_AGENT")
@@ -201,7 +244,7 @@ func askRun(ctx context.Context, path string, req runRequest) (runAnswer, error)
 	if _, err := c.Write(append(b, '\n')); err != nil {
 		return runAnswer{}, err
 	}
-	line, err := bufio.NewReader(io.LimitReader(c, 1<<20)).ReadBytes('\n')
+	line, err := bufio.NewReader(io.LimitReader(c, answerLimit)).ReadBytes('\n')
 	if err != nil {
 		return runAnswer{}, err
 	}
