@@ -556,14 +556,18 @@ func (sw *sessionWorld) runningHeld(t *testing.T, n int64, pids []int) map[strin
 // git collab run's happy path: the command runs with the claim in its
 // environment (and git collab check with no arguments, inside it, says
 // the token is current), its exit status is run's, and the claim is
-// released when it exits.
+// released when it exits. The check inside rides run's session: it
+// answers with ssh unusable, and its bytes are those of a check over ssh.
 func TestGitCollabRunPassesTheExitStatusThroughAgainstGitea(t *testing.T) {
 	sw := newSessionWorld(t)
 	n := sw.issue()
 	c := newCheckout(t, sw.s, sw.bot, "git@127.0.0.1:"+sw.repo.FullName()+".git", viaEnv)
 	dir := t.TempDir()
 	r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
-		`env | grep '^COLLAB_' >"$1/env"; git collab check --json >"$1/check"; echo $? >>"$1/check"; exit 3`, "sh", dir)
+		`env | grep '^COLLAB_' >"$1/env"; git collab check --json >"$1/check"; echo $? >>"$1/check"
+COLLAB_RUN_SOCKET= git collab check --json >"$1/check-ssh"; echo $? >>"$1/check-ssh"
+COLLAB_SSH_COMMAND=false git collab check --json >"$1/check-no-ssh" 2>/dev/null; echo $? >>"$1/check-no-ssh"
+exit 3`, "sh", dir)
 	if code := r.wait(t, 60*time.Second); code != 3 {
 		t.Fatalf("git collab run of a command that exits 3: exit %d, stderr %q", code, r.stderr.String())
 	}
@@ -601,5 +605,14 @@ func TestGitCollabRunPassesTheExitStatusThroughAgainstGitea(t *testing.T) {
 	out := string(b)
 	if !strings.HasSuffix(out, "\n0\n") || !strings.Contains(out, `"status":"current"`) || !strings.Contains(out, fmt.Sprintf(`"token":%v`, tn["token"])) {
 		t.Errorf("git collab check inside the command: %q, want current with the run's token, exit 0", out)
+	}
+	for _, name := range []string{"check-ssh", "check-no-ssh"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != out {
+			t.Errorf("%s: %q, want the same as the check that rode the session, %q", name, b, out)
+		}
 	}
 }
