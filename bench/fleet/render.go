@@ -257,6 +257,10 @@ func (s summary) notes() []string {
 			out = append(out, fmt.Sprintf("%s: the sidecar was restarted (SIGTERM, then started on the same ledger and addresses) after the %dth close, %.1f s into the run; it was back %.2f s later.",
 				r.Spec.Title, r.Restart.AfterCloses, r.Restart.At.Seconds(), r.Restart.Took.Seconds()))
 		}
+		if len(r.WorkErrors) > 0 {
+			out = append(out, fmt.Sprintf("%s: %d pieces of work failed, e.g. %s", r.Spec.Title, len(r.WorkErrors),
+				firstLines(strings.Join(r.WorkErrors, "\n"), 3)))
+		}
 		if r.Err != nil {
 			out = append(out, fmt.Sprintf("%s: FAILED: %s", r.Spec.Title, firstLines(r.Err.Error(), 5)))
 		}
