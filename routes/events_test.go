@@ -297,6 +297,9 @@ func TestEventStreamResumes(t *testing.T) {
 	st.close()
 	s.streamsDown(0)
 	s.acquire("alice", 2, 0)
+	// The feed reads the issues a change names in issue order, so it
+	// tells this lease before the release below only once it has read it.
+	s.svc.Settle()
 	s.release("alice", 1)
 
 	again, _ := s.open(eventsPath, "Last-Event-ID: "+first.id)
