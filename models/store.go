@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -214,9 +215,14 @@ func openSQLite(path string, o options) (*Store, error) {
 	// timeout, it tries again.
 	ctx, cancel := context.WithTimeout(context.Background(), o.busyTimeout)
 	defer cancel()
+	sqlDB, err := sql.Open(sqlite.DriverName, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
+	}
+	pool := newStmtPool(sqlDB)
 	var db *gorm.DB
 	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
-		db, err = gorm.Open(sqlite.Open(dsn), &gorm.Config{
+		db, err = gorm.Open(sqlite.New(sqlite.Config{Conn: pool}), &gorm.Config{
 			Logger:                 logger.Default.LogMode(logger.Silent),
 			SkipDefaultTransaction: true, // every write is already in our own transaction
 			NowFunc:                func() time.Time { return o.clock.Now().UTC() },
@@ -230,11 +236,8 @@ func openSQLite(path string, o options) (*Store, error) {
 		}
 	}
 	if err != nil {
+		_ = pool.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, mapDBError(err))
-	}
-	sqlDB, err := db.DB()
-	if err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
@@ -242,11 +245,11 @@ func openSQLite(path string, o options) (*Store, error) {
 		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), busyTimeout: o.busyTimeout,
 		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
 	if err := s.migrate(); err != nil {
-		_ = sqlDB.Close()
+		_ = pool.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	if err := s.loadHighWater(context.Background()); err != nil {
-		_ = sqlDB.Close()
+		_ = pool.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	return s, nil
@@ -295,6 +298,9 @@ func (s *Store) migrate() error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.stopAnnouncing()
+	if p, ok := s.db.ConnPool.(*stmtPool); ok {
+		return p.Close()
+	}
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
