@@ -22,7 +22,7 @@ type Leases interface {
 	Release(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
 	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
 	List(ctx context.Context, v lease.Viewer, owner, name string) (contract.List, error)
-	Next(ctx context.Context, v lease.Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (contract.Tenure, error)
+	NextWait(ctx context.Context, v lease.Viewer, owner, name string, f forge.IssueFilter, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error)
 	Check(ctx context.Context, v lease.Viewer, owner, name string, n, token int64) (contract.Tenure, error)
 	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
@@ -58,9 +58,7 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	)
 	switch cmd.Verb {
 	case contract.VerbAcquire:
-		out, err = leases.AcquireWaitTold(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait, func(ahead int) {
-			fmt.Fprintf(stderr, "waiting: %d ahead of you\n", ahead)
-		})
+		out, err = leases.AcquireWaitTold(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait, tellWaiting(stderr))
 		outcome = contract.StatusAcquired
 	case contract.VerbRenew:
 		out, err = leases.Renew(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
@@ -76,7 +74,8 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 		out, err = leases.List(ctx, v, cmd.Owner, cmd.Name)
 		outcome = "listed"
 	case contract.VerbNext:
-		out, err = leases.Next(ctx, v, cmd.Owner, cmd.Name, forge.IssueFilter{Labels: cmd.Labels, Pulls: cmd.Pulls, Oldest: cmd.Oldest}, cmd.TTL)
+		out, err = leases.NextWait(ctx, v, cmd.Owner, cmd.Name, forge.IssueFilter{Labels: cmd.Labels, Pulls: cmd.Pulls, Oldest: cmd.Oldest},
+			cmd.TTL, cmd.Wait, tellWaiting(stderr))
 		outcome = contract.StatusAcquired
 	case contract.VerbCheck:
 		out, err = leases.Check(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.Token)
@@ -94,6 +93,11 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 		return exitCode(err), v.Login
 	}
 	return jsonReply(contract.ExitOK, outcome, out), v.Login
+}
+
+// tellWaiting writes a waiter's place to stderr: "waiting: 2 ahead of you".
+func tellWaiting(stderr io.Writer) func(ahead int) {
+	return func(ahead int) { fmt.Fprintf(stderr, "waiting: %d ahead of you\n", ahead) }
 }
 
 func jsonReply(code int, outcome string, v any) Reply {

@@ -52,7 +52,7 @@ func (o option) scoped() bool { return o.sidecar || o.session }
 // options are every option of git collab, in the order help lists them.
 var options = []option{
 	{name: "--ttl", meta: "<dur>", sidecar: true, text: "claim length: seconds (300) or a duration (90s, 30m, 2h)"},
-	{name: "--wait", meta: "<dur>", sidecar: true, text: "claim: if it is held, wait up to <dur> for it to free up"},
+	{name: "--wait", meta: "<dur>", sidecar: true, text: "claim, next: wait up to <dur> for one to free up"},
 	{name: "--label", meta: "<name>", sidecar: true, text: "next: only issues with this label (repeat: with all of them)"},
 	{name: "--pulls", sidecar: true, text: "next: pull requests instead of issues"},
 	{name: "--oldest", sidecar: true, text: "next: the oldest issue, whatever the priority labels"},
@@ -328,8 +328,6 @@ func parseRun(inv Invocation, v *verb, pos []string) (Invocation, error) {
 		switch {
 		case (f.Name == "--label" || f.Name == "--pulls") && !inv.Next:
 			return inv, usagef("%s goes with --next; usage: %s", f.Name, v.synopsis)
-		case f.Name == "--wait" && inv.Next:
-			return inv, usagef("--wait goes with <issue>, not --next; usage: %s", v.synopsis)
 		}
 	}
 	if _, _, err := RemoteCommand(verb, checkRepo, inv.Issue, inv.Flags); err != nil {

@@ -102,7 +102,7 @@ var parseArgsCases = []struct {
 	{args: "claim 42 --wait 1m --wait 2m", error: "--wait given more than once"},
 	{args: "renew 42 --wait 5m --ttl 5m", error: "renew takes no --wait"},
 	{args: "next 42", error: `unexpected argument "42"; usage: git collab next [--label <name>]...`},
-	{args: "next --wait 5m", error: "next takes no --wait"},
+	{args: "next --wait 0", error: `--wait "0" must be at least 1s`},
 	{args: "next --label", error: "--label needs a value"},
 	{args: "next --label=", error: "--label is empty; expected a label name"},
 	{args: "next --label a,b", error: `--label "a,b" may not contain a comma; give --label once per label`},

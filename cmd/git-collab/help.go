@@ -44,7 +44,8 @@ deleted, handed off, or the connection gone for longer than --grace),
 git collab says why, sends the command's process group SIGTERM, and
 SIGKILL 10s later, and exits 4: the work must not land. A dropped
 connection is reopened within --grace (default 30s), and the claim kept.
---ttl caps the claim's whole life; --wait waits for a held issue.
+--ttl caps the claim's whole life; --wait waits for a held issue, or
+with --next for one to come free (nothing claimed when it runs out).
 Inside the command, git collab check with no arguments checks the claim,
 and every git collab command acts as the same agent; check, claims and
 history ride the session (COLLAB_RUN_SOCKET names its private socket)
@@ -54,8 +55,9 @@ and SIGHUP are passed on to the command. ssh runs without a terminal: use
 a key without a passphrase, or an agent.`,
 	},
 	{
-		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--oldest", "--ttl", "--agent"},
-		synopsis: "git collab next [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>] [--remote <name>] [--json]",
+		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--oldest", "--ttl", "--wait", "--agent"},
+		synopsis: "git collab next [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>] [--remote <name>] [--json]",
+		brief:    "next [--label <name>]... [--pulls] [--oldest] [<options>]",
 		summary:  "claim the oldest issue nobody holds",
 		detail: `Claim the oldest (lowest-numbered) open issue of this repository that
 nobody holds, that carries every --label given, and that no open issue it
@@ -64,7 +66,10 @@ as for claim. Agents running next at the same time never get the same
 issue. If the sidecar has priority labels, next takes the oldest issue
 of the highest priority there is first; --oldest takes the oldest
 whatever its labels. If nothing qualifies, git collab says so, exit 4:
-that is an answer, not a failure to retry at once.`,
+that is an answer, not a failure to retry at once. With --wait, the
+sidecar first waits up to <dur> for an issue to come free (a claim
+released, lapsed or lost, an issue opened) and claims it; agents waiting
+together are served first come, first served.`,
 	},
 	{
 		name: "claim", remote: contract.VerbAcquire, issue: true, flags: []string{"--ttl", "--wait", "--agent"},

@@ -76,6 +76,7 @@ type nextArgs struct {
 	Pulls  bool     `json:"pulls,omitempty" jsonschema:"pull requests instead of issues"`
 	Oldest bool     `json:"oldest,omitempty" jsonschema:"the oldest free issue, whatever the sidecar's priority labels (without it, the highest priority first)"`
 	TTL    string   `json:"ttl,omitempty" jsonschema:"how long the claim may last at most, from now: seconds (\"300\") or a duration (\"90s\", \"30m\", \"2h\"); omit it and the claim lasts as long as this server runs, with no renewing"`
+	Wait   string   `json:"wait,omitempty" jsonschema:"if nothing qualifies now, wait up to this long (e.g. \"5m\") for an issue to come free before answering none"`
 }
 
 func (a nextArgs) words() (int64, []Flag) {
@@ -89,7 +90,7 @@ func (a nextArgs) words() (int64, []Flag) {
 	if a.Oldest {
 		flags = append(flags, Flag{Name: "--oldest"})
 	}
-	return 0, append(flags, flagsOf("--ttl", a.TTL)...)
+	return 0, append(flags, flagsOf("--ttl", a.TTL, "--wait", a.Wait)...)
 }
 
 type checkArgs struct {
@@ -207,7 +208,7 @@ type mcpTool struct {
 }
 
 var mcpTools = []mcpTool{
-	{name: "next", add: addTool[nextArgs], outcomes: []outcome{outAcquired, outNone, outLimit}, description: `Claim the oldest open issue (with pulls: pull request) of this repository that nobody holds, that carries every one of labels, and that no open issue blocks. Agents calling next at the same time never get the same issue. Answers status acquired with the issue, its token and expires_at, exactly like claim; or status none when nothing qualifies, which is an answer, not an error: look again later. The claim lasts as long as this server runs, with no renewing; a ttl caps it.`},
+	{name: "next", add: addTool[nextArgs], outcomes: []outcome{outAcquired, outNone, outLimit}, description: `Claim the oldest open issue (with pulls: pull request) of this repository that nobody holds, that carries every one of labels, and that no open issue blocks. Agents calling next at the same time never get the same issue. Answers status acquired with the issue, its token and expires_at, exactly like claim; or status none when nothing qualifies, which is an answer, not an error: look again later, or call with wait to have the sidecar wait for an issue to come free. The claim lasts as long as this server runs, with no renewing; a ttl caps it.`},
 	{name: "claim", add: addTool[claimArgs], idempotent: true, outcomes: []outcome{outAcquired, outHeld, outCooling, outLimit}, description: `Claim an issue or pull request of this repository before working on it. This server keeps the claim alive for as long as it runs, with no renewing, and releases it when it ends; with ttl the claim lapses that long from now at the latest. Answers status acquired with the token that fences your work; claiming what you already hold succeeds again with the same token. If someone else holds it, answers status held with holder and expires_at: an answer, not an error, so pick other work or claim again later. With wait, the sidecar first waits up to that long for the claim to be released or to lapse.`},
 	{name: "renew", add: addTool[renewArgs], idempotent: true, outcomes: []outcome{outRenewed, outNotHolder}, description: `Extend your live claim: it now lapses ttl from now, with the same token. A claim made through this server needs no renewing while it runs; renew sets how long it lasts at most. Answers status renewed, or status not_holder when the claim is no longer yours (it lapsed, was released, or was taken over: holder says by whom, null if by nobody): then stop working under its token, claim again before going on, and do not assume earlier work is still yours to finish.`},
 	{name: "check", add: addTool[checkArgs], readOnly: true, outcomes: []outcome{outCurrent, outStale}, description: `Check that token is still the live claim on the issue. Call it right before every action your claim must fence, such as a merge or a push: a claim can lapse between two calls. Answers status current (go ahead) or status stale (the claim was released, lapsed or taken over since; token is the live claim's, null if nobody holds the issue): an answer, not an error, and the action must not happen. Needs only read access.`},

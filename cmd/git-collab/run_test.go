@@ -319,7 +319,7 @@ func TestRunUsageMistakes(t *testing.T) {
 		{[]string{"run", "--", "make"}, "run needs <issue> or --next"},
 		{[]string{"run", "42", "--next", "--", "make"}, "run takes <issue> or --next, not both"},
 		{[]string{"run", "42", "--label", "x", "--", "make"}, "--label goes with --next"},
-		{[]string{"run", "--next", "--wait", "1m", "--", "make"}, "--wait goes with <issue>, not --next"},
+		{[]string{"run", "--next", "--wait", "1.5s", "--", "make"}, `--wait "1.5s" must be a whole number of seconds`},
 		{[]string{"run", "42", "--ttl", "1.5s", "--", "make"}, `--ttl "1.5s" must be a whole number of seconds`},
 		{[]string{"run", "42", "--grace", "2s", "--", "make"}, `--grace "2s" is less than the minimum of 5s`},
 		{[]string{"run", "42", "--json", "--", "make"}, "run takes no --json"},

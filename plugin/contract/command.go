@@ -15,7 +15,7 @@ const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait
 collab-lease renew   <owner>/<repo> <issue> --ttl <dur> [--agent <name>]
 collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]
 collab-lease list    <owner>/<repo> [--agent <name>]
-collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>]
+collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]
 collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
 collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
 collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]
@@ -71,8 +71,9 @@ type Command struct {
 	// TTL is 0 when no --ttl was given (an open-ended acquire or next, and
 	// always for the other verbs); otherwise whole seconds in [1s, maxTTL].
 	TTL time.Duration
-	// Wait (acquire --wait): how long to wait for a held issue to free
-	// up; 0 means do not wait. Whole seconds in [1s, maxTTL].
+	// Wait (acquire --wait, next --wait): how long to wait for a held
+	// issue, or for any issue next may take, to free up; 0 means do not
+	// wait. Whole seconds in [1s, maxTTL].
 	Wait time.Duration
 	// Force (release --force): release another account's lease, as a
 	// repository admin.
@@ -387,7 +388,7 @@ var grammars = map[Verb]grammar{
 	VerbRenew:   {2, "--ttl --agent ", "--ttl", "collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]"},
 	VerbRelease: {2, "--force --agent ", "", "collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]"},
 	VerbList:    {1, "--agent ", "", "collab-lease list <owner>/<repo> [--agent <name>]"},
-	VerbNext:    {1, "--label --pulls --oldest --ttl --agent ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--agent <name>]"},
+	VerbNext:    {1, "--label --pulls --oldest --ttl --wait --agent ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
 	VerbCheck:   {2, "--token --agent ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]"},
 	VerbHistory: {2, "--limit --agent ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
 	VerbHandoff: {2, "--to --agent ", "--to", "collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]"},

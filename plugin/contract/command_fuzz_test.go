@@ -61,7 +61,7 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("ParseCommand(%q) = %+v: renew without ttl", line, cmd)
 		case cmd.Verb != VerbAcquire && cmd.Verb != VerbRenew && cmd.Verb != VerbNext && cmd.TTL != 0:
 			t.Fatalf("ParseCommand(%q) = %+v: ttl on %s", line, cmd, cmd.Verb)
-		case cmd.Wait != 0 && (cmd.Verb != VerbAcquire || cmd.Wait < time.Second || cmd.Wait%time.Second != 0 || (limit > 0 && cmd.Wait > limit)):
+		case cmd.Wait != 0 && (cmd.Verb != VerbAcquire && cmd.Verb != VerbNext || cmd.Wait < time.Second || cmd.Wait%time.Second != 0 || (limit > 0 && cmd.Wait > limit)):
 			t.Fatalf("ParseCommand(%q, %v) = %+v: bad wait", line, limit, cmd)
 		case (cmd.Labels != nil || cmd.Pulls) && cmd.Verb != VerbNext, len(cmd.Labels) > MaxLabels:
 			t.Fatalf("ParseCommand(%q) = %+v: bad labels", line, cmd)

@@ -88,16 +88,17 @@ func (v Viewer) holder() models.Holder {
 // (committed.go), which publishes every write on the change bus, and it
 // makes no network call while a ledger call is in progress.
 type Service struct {
-	forge    Forge
-	ledger   committed
-	now      func() time.Time
-	after    func(time.Duration) (<-chan time.Time, func() bool)
-	issueTTL time.Duration
-	waits    *waits
-	next     *nextCache
-	bus      *changes.Bus
-	hub      *live.Hub
-	liveOpts live.Options
+	forge     Forge
+	ledger    committed
+	now       func() time.Time
+	after     func(time.Duration) (<-chan time.Time, func() bool)
+	issueTTL  time.Duration
+	waits     *waits[models.Key]
+	nextWaits *waits[nextKey] // next --wait
+	next      *nextCache
+	bus       *changes.Bus
+	hub       *live.Hub
+	liveOpts  live.Options
 	// priorities are the labels next prefers, highest first
 	// (WithPriorityLabels).
 	priorities []string
@@ -147,9 +148,10 @@ func WithBus(b *changes.Bus) Option { return func(s *Service) { s.bus = b } }
 func WithLive(o live.Options) Option { return func(s *Service) { s.liveOpts = o } }
 
 // WithWaiters bounds the waiters of acquire --wait, per issue and in all
-// (defaults DefaultWaitersPerIssue and DefaultWaiters).
+// (defaults DefaultWaitersPerIssue and DefaultWaiters), and those of next
+// --wait, in all.
 func WithWaiters(perIssue, total int) Option {
-	return func(s *Service) { s.waits = newWaits(perIssue, total) }
+	return func(s *Service) { s.waits, s.nextWaits = newWaits(perIssue, total), newNextWaits(total) }
 }
 
 // WithPriorityLabels has next take the oldest candidate carrying the
@@ -181,7 +183,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 		return nil, errors.New("lease: the service needs a forge and a ledger")
 	}
 	s := &Service{forge: forge, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
-		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
+		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), nextWaits: newNextWaits(DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
 		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex(), openIssues: newOpenIssues(defaultOpenIssues)}
 	for _, o := range opts {
 		o(s)
@@ -193,6 +195,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	s.liveOpts = s.liveOpts.WithDefaults()
 	s.hub = live.New(ledger, s.bus, s.now, s.after, s.liveOpts)
 	s.bus.Subscribe(s.waits.heard)
+	s.bus.Subscribe(s.nextWaits.heard)
 	s.bus.Subscribe(s.sessions.heard)
 	return s, nil
 }

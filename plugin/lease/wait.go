@@ -37,24 +37,37 @@ type waiter struct {
 	moved chan struct{} // buffered 1: "your place in the queue changed"
 }
 
-type waits struct {
-	mu       sync.Mutex
-	queues   map[models.Key][]*waiter
-	total    int
-	perIssue int
-	max      int
+// waits are queues of waiters, one per key K, first come, first served.
+// match says whether a change of the ledger's key c may free what k's
+// waiters wait for.
+type waits[K comparable] struct {
+	mu     sync.Mutex
+	queues map[K][]*waiter
+	total  int
+	perKey int
+	max    int
+	match  func(k K, c models.Key) bool
 }
 
-func newWaits(perIssue, total int) *waits {
-	return &waits{queues: map[models.Key][]*waiter{}, perIssue: perIssue, max: total}
+func newWaits(perIssue, total int) *waits[models.Key] {
+	return &waits[models.Key]{queues: map[models.Key][]*waiter{}, perKey: perIssue, max: total, match: sameIssue}
+}
+
+// sameIssue: a change of c may free issue k (a key of Issue 0 stands for
+// every issue of its repository, the zero key for every issue).
+func sameIssue(k, c models.Key) bool {
+	if c.Issue != 0 {
+		return k == c
+	}
+	return c.RepoID == 0 || k.RepoID == c.RepoID
 }
 
 // join queues a waiter on k; the first of a queue is woken at once.
-func (ws *waits) join(k models.Key) (*waiter, error) {
+func (ws *waits[K]) join(k K) (*waiter, error) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	q := ws.queues[k]
-	if len(q) >= ws.perIssue || ws.total >= ws.max {
+	if len(q) >= ws.perKey || ws.total >= ws.max {
 		return nil, ErrTooManyWaiters
 	}
 	w := &waiter{wake: make(chan struct{}, 1), moved: make(chan struct{}, 1)}
@@ -67,7 +80,7 @@ func (ws *waits) join(k models.Key) (*waiter, error) {
 }
 
 // leave takes w off k's queue; if it was the head, the next is woken.
-func (ws *waits) leave(k models.Key, w *waiter) {
+func (ws *waits[K]) leave(k K, w *waiter) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	q := ws.queues[k]
@@ -96,14 +109,14 @@ func (ws *waits) leave(k models.Key, w *waiter) {
 }
 
 // ahead returns how many wait before w in k's queue.
-func (ws *waits) ahead(k models.Key, w *waiter) int {
+func (ws *waits[K]) ahead(k K, w *waiter) int {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return slices.Index(ws.queues[k], w)
 }
 
 // head reports whether w is first in k's queue.
-func (ws *waits) head(k models.Key, w *waiter) bool {
+func (ws *waits[K]) head(k K, w *waiter) bool {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	q := ws.queues[k]
@@ -111,26 +124,19 @@ func (ws *waits) head(k models.Key, w *waiter) bool {
 }
 
 // heard is the waiters' subscription to the change bus: the head of each
-// queue whose lease changed is woken (a key of Issue 0 stands for every
-// issue of its repository, the zero key for every issue). Not only an
-// ended lease wakes it: a renewal moves the expiry the head waits for,
-// and only a new look (its acquire, answered held with the new expiry)
-// puts that instant on the bus's queue.
-func (ws *waits) heard(set changes.Set) {
+// queue whose wait the change may end is woken. Not only an ended lease
+// wakes it: a renewal moves the expiry the head waits for, and only a
+// new look (its acquire, answered held with the new expiry) puts that
+// instant on the bus's queue.
+func (ws *waits[K]) heard(set changes.Set) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if len(ws.queues) == 0 {
 		return
 	}
 	for _, c := range set.Changes {
-		if c.Key.Issue != 0 {
-			if q := ws.queues[c.Key]; len(q) > 0 {
-				notify(q[0])
-			}
-			continue
-		}
 		for k, q := range ws.queues {
-			if (c.Key.RepoID == 0 || k.RepoID == c.Key.RepoID) && len(q) > 0 {
+			if len(q) > 0 && ws.match(k, c.Key) {
 				notify(q[0])
 			}
 		}
@@ -138,7 +144,7 @@ func (ws *waits) heard(set changes.Set) {
 }
 
 // count returns the waiters of k's queue (for tests and metrics).
-func (ws *waits) count(k models.Key) int {
+func (ws *waits[K]) count(k K) int {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	return len(ws.queues[k])

@@ -1,0 +1,135 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
+)
+
+// next --wait: a caller that finds nothing free waits for something to be,
+// instead of asking again and again. The callers of this sidecar waiting
+// on one repository with one filter queue first come, first served, as
+// acquire --wait's do; only the queue's head looks again, so a release
+// costs one look, not one per waiter. It looks whenever the change bus
+// says a lease of the repository changed (released, expired, lost with its
+// session, ended by a forge event, through this replica or another), and
+// at least every NextRecheck, for what the bus does not carry: an issue
+// opened or labelled, a dependency closed, a lock-delay ending. When the
+// head gets an issue it leaves the queue, and the next one looks at once
+// (one change can free several issues).
+
+// NextRecheck is how often the head of a next --wait queue looks again
+// when the bus has said nothing.
+const NextRecheck = 2 * time.Second
+
+// nextKey is a queue of next waiters: a repository and a filter.
+type nextKey struct {
+	repoID int64
+	filter string // canonical: sorted labels, then the flags
+}
+
+func keyOfNext(repoID int64, f forge.IssueFilter) nextKey {
+	labels := slices.Sorted(slices.Values(f.Labels))
+	return nextKey{repoID: repoID, filter: fmt.Sprintf("%q pulls=%t oldest=%t", strings.Join(labels, "\x00"), f.Pulls, f.Oldest)}
+}
+
+// newNextWaits: queues of any length, total waiters at most total.
+func newNextWaits(total int) *waits[nextKey] {
+	return &waits[nextKey]{queues: map[nextKey][]*waiter{}, perKey: total, max: total,
+		match: func(k nextKey, c models.Key) bool { return c.RepoID == 0 || k.repoID == c.RepoID }}
+}
+
+// NextWaiting returns how many callers wait in next --wait on the
+// repository with this ID, whatever their filter (for tests and metrics).
+func (s *Service) NextWaiting(repoID int64) int {
+	s.nextWaits.mu.Lock()
+	defer s.nextWaits.mu.Unlock()
+	n := 0
+	for k, q := range s.nextWaits.queues {
+		if k.repoID == repoID {
+			n += len(q)
+		}
+	}
+	return n
+}
+
+// NextWait is Next that, when nothing is free, waits up to wait for
+// something to be: it returns the acquired tenure, or none once the wait
+// is over. A wait of 0 is Next. told, if not nil, is told how many
+// callers of this sidecar wait before this one, once when it starts
+// waiting and again whenever that changes (on the caller's goroutine).
+// The caller's context ending ends the wait at once with its error.
+func (s *Service) NextWait(ctx context.Context, v Viewer, owner, name string, f forge.IssueFilter, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error) {
+	t, err := s.Next(ctx, v, owner, name, f, ttl)
+	none, ok := isNone(err)
+	if wait <= 0 || !ok {
+		return t, err
+	}
+	r, err := s.repo(ctx, v, owner, name)
+	if err != nil {
+		return contract.Tenure{}, err
+	}
+	k := keyOfNext(r.ID, f)
+	w, err := s.nextWaits.join(k)
+	if err != nil {
+		return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, err)
+	}
+	defer s.nextWaits.leave(k, w)
+	deadline, stopDeadline := s.after(wait)
+	defer stopDeadline()
+	place := -1
+	tell := func() {
+		if ahead := s.nextWaits.ahead(k, w); told != nil && ahead != place {
+			place = ahead
+			told(ahead)
+		}
+	}
+	tell()
+	for {
+		recheck, stopRecheck := s.after(NextRecheck)
+		select {
+		case <-w.moved:
+			stopRecheck()
+			tell()
+			continue
+		case <-w.wake:
+		case <-recheck:
+		case <-deadline:
+			stopRecheck()
+			return contract.Tenure{}, none
+		case <-ctx.Done():
+			stopRecheck()
+			return contract.Tenure{}, ctx.Err()
+		}
+		stopRecheck()
+		if !s.nextWaits.head(k, w) {
+			continue
+		}
+		t, err := s.Next(ctx, v, owner, name, f, ttl)
+		if err != nil && ctx.Err() != nil {
+			return contract.Tenure{}, ctx.Err() // the caller went away meanwhile
+		}
+		if again, ok := isNone(err); ok {
+			none = again
+			continue
+		}
+		return t, err
+	}
+}
+
+// isNone says whether err is next's answer that nothing is free.
+func isNone(err error) (*ConflictError, bool) {
+	var c *ConflictError
+	if !errors.As(err, &c) {
+		return nil, false
+	}
+	_, ok := c.Reply.(contract.None)
+	return c, ok
+}

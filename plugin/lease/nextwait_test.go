@@ -1,0 +1,148 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
+	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
+)
+
+// takeAll has alice hold every issue next could take in acme/queue
+// (1, 2, 4 and 5; 3 is blocked by 5).
+func takeAll(t *testing.T, w *world) {
+	t.Helper()
+	for range 4 {
+		if _, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Callers of next --wait queue first come, first served: each release
+// gives the oldest waiter the issue it frees, and the others wait on.
+func TestNextWaitersAreServedInOrder(t *testing.T) {
+	w := nextWorld(t)
+	takeAll(t, w)
+	results := map[string]chan outcome{}
+	for i, who := range []string{"bob", "dave"} {
+		results[who] = make(chan outcome, 1)
+		go func() {
+			r, err := w.svc.NextWait(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, 0, time.Hour, nil)
+			results[who] <- outcome{r, err}
+		}()
+		leasetest.WaitFor(t, who+" in the queue", func() bool { return w.svc.NextWaiting(10) == i+1 })
+	}
+	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 4); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-results["bob"]; o.err != nil || o.t.Holder != "bob" || o.t.Issue != 4 {
+		t.Fatalf("first in line after the release of #4: %+v %v, want bob on #4", o.t, o.err)
+	}
+	if n := w.svc.NextWaiting(10); n != 1 {
+		t.Fatalf("%d waiting after bob got #4, want dave", n)
+	}
+	// An admin forces alice off #1: dave gets it.
+	w.forge.Grant("acme/queue", "eve", forgetest.Admin)
+	if _, err := w.svc.ForceRelease(bg, w.as("eve"), "acme", "queue", 1); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-results["dave"]; o.err != nil || o.t.Holder != "dave" || o.t.Issue != 1 {
+		t.Fatalf("after the force release of #1: %+v %v, want dave on #1", o.t, o.err)
+	}
+	if n := w.svc.NextWaiting(10); n != 0 {
+		t.Fatalf("%d still waiting", n)
+	}
+}
+
+// Two issues freed one right after the other serve two waiters, even when
+// the head looks only after both: the one that got the first hands the
+// look on to the next, with no further change to wake it.
+func TestNextWaitersShareWhatOneChangeFrees(t *testing.T) {
+	w := nextWorld(t)
+	takeAll(t, w)
+	done := make(chan outcome, 2)
+	for i, who := range []string{"bob", "dave"} {
+		go func() {
+			r, err := w.svc.NextWait(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, 0, time.Hour, nil)
+			done <- outcome{r, err}
+		}()
+		leasetest.WaitFor(t, who+" in the queue", func() bool { return w.svc.NextWaiting(10) == i+1 })
+	}
+	for _, n := range []int64{2, 4} {
+		if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first, second := <-done, <-done
+	got := map[string]int64{first.t.Holder: first.t.Issue, second.t.Holder: second.t.Issue}
+	if first.err != nil || second.err != nil || got["bob"] != 2 || got["dave"] != 4 {
+		t.Fatalf("after #2 and #4 came free: %+v %v, %+v %v; want bob on #2, dave on #4", first.t, first.err, second.t, second.err)
+	}
+}
+
+// An issue opened while everything is held has no lease to change: the
+// head of the queue finds it when it looks again on its own, once the
+// list of open issues is no longer reused.
+func TestNextWaiterFindsANewIssueByLookingAgain(t *testing.T) {
+	w := nextWorld(t)
+	takeAll(t, w)
+	told := make(chan int, 4)
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := w.svc.NextWait(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0, time.Hour, func(ahead int) { told <- ahead })
+		done <- outcome{r, err}
+	}()
+	if ahead := <-told; ahead != 0 {
+		t.Fatalf("bob told %d ahead, want 0", ahead)
+	}
+	leasetest.WaitFor(t, "bob waiting with his timers", func() bool { return w.svc.NextWaiting(10) == 1 && w.clock.Timers() == 2 })
+	w.forge.AddIssue("acme/queue", 8, false, false)
+	w.clock.Advance(lease.DefaultNextListTTL)
+	if o := <-done; o.err != nil || o.t.Holder != "bob" || o.t.Issue != 8 {
+		t.Fatalf("after #8 opened: %+v %v, want bob on #8", o.t, o.err)
+	}
+}
+
+// A wait ends with none when its time is up, and at once when its caller
+// goes away; either way the caller leaves the queue.
+func TestNextWaitEnds(t *testing.T) {
+	w := nextWorld(t)
+	takeAll(t, w)
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := w.svc.NextWait(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0, time.Minute, nil)
+		done <- outcome{r, err}
+	}()
+	leasetest.WaitFor(t, "bob waiting with his timers", func() bool { return w.svc.NextWaiting(10) == 1 && w.clock.Timers() == 2 })
+	w.clock.Advance(time.Minute)
+	if o := <-done; status(o.t, o.err) != contract.StatusNone {
+		t.Fatalf("after the wait: %+v %v, want none", o.t, o.err)
+	}
+	if n := w.svc.NextWaiting(10); n != 0 {
+		t.Fatalf("%d waiting after the wait ended", n)
+	}
+
+	ctx, cancel := context.WithCancel(bg)
+	go func() {
+		r, err := w.svc.NextWait(ctx, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0, time.Hour, nil)
+		done <- outcome{r, err}
+	}()
+	leasetest.WaitFor(t, "bob waiting", func() bool { return w.svc.NextWaiting(10) == 1 })
+	cancel() // the client disconnected
+	if o := <-done; !errors.Is(o.err, context.Canceled) {
+		t.Fatalf("cancelled waiter: %+v %v", o.t, o.err)
+	}
+	if n := w.svc.NextWaiting(10); n != 0 {
+		t.Fatalf("%d waiting after the caller went away", n)
+	}
+	// Without a wait, next answers at once.
+	if r, err := w.svc.NextWait(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0, 0, nil); status(r, err) != contract.StatusNone {
+		t.Fatalf("no wait: %+v %v, want none", r, err)
+	}
+}
