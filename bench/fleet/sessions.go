@@ -17,17 +17,22 @@ import (
 // releases it; the session keeps the claim alive however long the work
 // takes, and when the claim is lost it stops the work.
 
-// runSessions loops `git collab run --next --grace G --agent <name> --
-// <work>` until nothing is left: twice in a row nothing to claim while
-// nobody holds anything (a claim that lapses between the two looks is
-// claimed by the second).
+// nextWait is how long an agent's `git collab run --next` waits for an
+// issue to come free: the sidecar wakes it when a claim ends, so an idle
+// agent costs one waiting session, not a call every second or two.
+const nextWait = 10 * time.Second
+
+// runSessions loops `git collab run --next --wait W --grace G --agent
+// <name> -- <work>` until nothing is left: twice in a row nothing came
+// free while nobody holds anything (a claim that lapses between the two
+// looks is claimed by the second).
 func (a *agent) runSessions(ctx context.Context) error {
 	grace := a.cfg.Grace.String()
 	idle := false
 	delay := 100 * time.Millisecond
 	for {
-		claimed, r, err := a.runWork(ctx, "git collab run", 0, "git", "collab", "run", "--next", "--grace", grace,
-			"--agent", agentLogin(a.cfg.Index), "--", a.cfg.Self, workCommand)
+		claimed, r, err := a.runWork(ctx, "git collab run", 0, "git", "collab", "run", "--next", "--wait", nextWait.String(),
+			"--grace", grace, "--agent", agentLogin(a.cfg.Index), "--", a.cfg.Self, workCommand)
 		if err != nil {
 			return err
 		}
@@ -50,8 +55,7 @@ func (a *agent) runSessions(ctx context.Context) error {
 				idle = true
 				continue
 			}
-			idle = false
-			a.pause(pollMin, pollMax)
+			idle = false // the next run waits for what they hold
 		case contract.ExitTempFail, exitSSH:
 			a.emit(Event{Kind: evRetry, Detail: fmt.Sprintf("git collab run: exit %d: %s", r.Code, lastLine(r.Stderr))})
 			time.Sleep(delay)
