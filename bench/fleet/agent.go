@@ -32,6 +32,7 @@ const (
 	modeLease     = "lease"     // git collab next / renew / check
 	modeAssignees = "assignees" // Gitea's assignees alone
 	modeSession   = "session"   // git collab run --next: a session per claim (round three)
+	modeChain     = "chain"     // round three's work, claimed with git collab next / renew / check / unclaim
 )
 
 type agentConfig struct {
@@ -116,6 +117,8 @@ func agentMain(stdin io.Reader, stdout io.Writer) int {
 		err = a.runAssignees(ctx)
 	case modeSession:
 		err = a.runSessions(ctx)
+	case modeChain:
+		err = a.runChain(ctx)
 	default:
 		err = fmt.Errorf("unknown mode %q", cfg.Mode)
 	}

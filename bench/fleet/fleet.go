@@ -470,9 +470,11 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 
 // verdict is why a collab-lease run fails the benchmark: it worked an
 // issue twice, left one open, or (round three) landed a zombie's push or
-// merge or lost a commit. Baselines only measure.
+// merge or lost a commit. Baselines only measure: the assignees runs, and
+// round three's claims without sessions (TTL claims that a loaded
+// machine's late renewal can let lapse; it is there for its CPU).
 func (r ModeResult) verdict() error {
-	if r.Spec.Mode == modeAssignees {
+	if r.Spec.Mode == modeAssignees || r.Spec.Mode == modeChain {
 		return nil
 	}
 	g := r.Git

@@ -46,7 +46,7 @@ import (
 
 // allModes are the modes, by key: round two's three, then round three's
 // four.
-var allModes = []string{"lease", "assignees", "faults", "sessions", "zombies", "assignees-bot", "assignees-accounts"}
+var allModes = []string{"lease", "assignees", "faults", "sessions", "chain", "zombies", "assignees-bot", "assignees-accounts"}
 
 // defaultModes are those that run unless -modes names others: all of
 // them, as make bench runs them.
@@ -247,6 +247,7 @@ func run(ctx context.Context, o options) error {
 		{Key: "faults", Title: "collab-lease, faults", Mode: modeLease, TTL: o.faultTTL,
 			Kill: faults(o.seed, o.agents), RestartAfter: max(1, o.issues/2)},
 		{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys},
+		{Key: "chain", Title: "collab-lease, one account, no sessions", Mode: modeChain, Round3: true, Users: botUsers, Keys: botKeys, TTL: chainTTL},
 		{Key: "zombies", Title: "collab-lease, 3 zombies", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
 			Zombies: pickZombies(o.seed, o.agents)},
 		{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true, Users: botUsers, Keys: botKeys},
@@ -261,7 +262,7 @@ func run(ctx context.Context, o options) error {
 		}
 		if o.modes[sp.Key] {
 			eg.Go(func() (err error) {
-				sp.Repo, err = seedRepo(setup, f.g, org, "backlog-"+sp.Key, sp.Backlog, sp.Round3, sp.Mode == modeSession, f.agents, bot)
+				sp.Repo, err = seedRepo(setup, f.g, org, "backlog-"+sp.Key, sp.Backlog, sp.Round3, sp.Mode == modeSession || sp.Mode == modeChain, f.agents, bot)
 				return err
 			})
 		}
@@ -284,7 +285,7 @@ func run(ctx context.Context, o options) error {
 			results[spec.Key] = f.runMode(ctx, spec, cos)
 		}
 	}
-	if o.modes["lease"] || o.modes["faults"] || o.modes["sessions"] || o.modes["zombies"] {
+	if o.modes["lease"] || o.modes["faults"] || o.modes["sessions"] || o.modes["chain"] || o.modes["zombies"] {
 		if err := f.startSidecar(setup, sidecarBin); err != nil {
 			return err
 		}

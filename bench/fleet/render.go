@@ -124,6 +124,11 @@ func (s summary) notes3() []string {
 		}
 	}
 	if sess, ok := byKey["sessions"]; ok {
+		if chain, ok := byKey["chain"]; ok {
+			claim, chained := sess.AgentsCPU-sess.Report.WorkCPU, chain.AgentsCPU-chain.Report.WorkCPU
+			out = append(out, fmt.Sprintf("Agents' CPU for claiming per closed issue (git collab run and the checks), beside %s (git collab next, renew, check and unclaim, each a process chain and an SSH handshake): %s against %s, %.2f× (goal ≤ 0.2×).",
+				chain.Spec.Title, cpuPerClosed(claim, sess), cpuPerClosed(chained, chain), ratio(float64(claim)/perClosed(sess), float64(chained)/perClosed(chain))))
+		}
 		if old, ok := byKey["lease"]; ok {
 			claim := sess.AgentsCPU - sess.Report.WorkCPU
 			out = append(out, fmt.Sprintf("Agents' CPU for claiming per closed issue (git collab run and the checks), beside round two's collab-lease (a git collab process chain and an SSH handshake per call): %s against %s, %.2f× (goal ≤ 0.2×).",

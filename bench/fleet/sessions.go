@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"strings"
 	"time"
@@ -78,13 +79,19 @@ type workResult struct {
 // work began (it claimed something) and how the process ended. kind
 // names the call in the agent's call counts.
 func (a *agent) runWork(ctx context.Context, kind string, issue int64, argv ...string) (bool, workResult, error) {
+	return a.runWorkWith(ctx, kind, issue, nil, nil, argv...)
+}
+
+// runWorkWith is runWork with env added to the process's environment and
+// started called with its process once it has started.
+func (a *agent) runWorkWith(ctx context.Context, kind string, issue int64, env []string, started func(*os.Process), argv ...string) (bool, workResult, error) {
 	cfg, err := json.Marshal(workConfig{Agent: a.cfg.Index, Seed: a.cfg.Seed, Repo: a.cfg.Repo, API: a.cfg.API,
-		Token: a.cfg.Token, Issue: issue, Check: a.cfg.Mode == modeSession})
+		Token: a.cfg.Token, Issue: issue, Check: a.cfg.Mode == modeSession || a.cfg.Mode == modeChain})
 	if err != nil {
 		return false, workResult{}, err
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env = a.cfg.Dir, append(append([]string(nil), a.cfg.Env...), workEnv+"="+string(cfg))
+	cmd.Dir, cmd.Env = a.cfg.Dir, append(append(append([]string(nil), a.cfg.Env...), env...), workEnv+"="+string(cfg))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
@@ -94,6 +101,9 @@ func (a *agent) runWork(ctx context.Context, kind string, issue int64, argv ...s
 	start := time.Now()
 	if err := cmd.Start(); err != nil {
 		return false, workResult{}, fmt.Errorf("%s: %w", kind, err)
+	}
+	if started != nil {
+		started(cmd.Process)
 	}
 	claimed := false
 	sc := bufio.NewScanner(stdout)
