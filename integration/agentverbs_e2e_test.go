@@ -161,6 +161,43 @@ func TestAcquireWaitGetsTheIssueOnReleaseAgainstGitea(t *testing.T) {
 	waitThenRelease(t, a.ctx, a.s, a.s, holder, waiter, a.repo, n, 100*time.Millisecond)
 }
 
+// An agent whose next finds nothing free waits in the sidecar, and gets
+// the issue its holder releases within a second: woken by the release,
+// not by its own look again 2 s later.
+func TestNextWaitGetsTheIssueOnReleaseAgainstGitea(t *testing.T) {
+	a := newAgentWorld(t, 2)
+	n := a.issues(1)[0]
+	holder, waiter := a.agents[0], a.agents[1]
+	expect(t, run(t, a.s, holder, "collab-lease next "+a.repo.FullName()), 0, "next")
+
+	done := make(chan time.Time, 1)
+	var res SSHResult
+	go func() {
+		res = a.s.SSH(a.ctx, waiter.Key.Path, "collab-lease next "+a.repo.FullName()+" --wait 2m")
+		done <- time.Now()
+	}()
+	waitMetric(t, a.s, "collab_lease_waiters", 1)
+	released := run(t, a.s, holder, lease("release", a.repo, n))
+	at := time.Now()
+	expect(t, released, 0, "release")
+	var got time.Time
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not get the issue within 30 s of the release")
+	}
+	p := parseMaybe(res)
+	if h := p.Holder; res.Code != 0 || h == nil || *h != waiter.Login || p.Issue != n {
+		t.Fatalf("the waiter: %s", show(res))
+	}
+	took := got.Sub(at)
+	t.Logf("the waiter's ssh exited %s after the release's did", took.Round(time.Millisecond))
+	if took >= time.Second {
+		t.Fatalf("the waiter got #%d %s after the release, want within 1s", n, took)
+	}
+	waitMetric(t, a.s, "collab_lease_waiters", 0)
+}
+
 // waitThenRelease has waiter run acquire --wait of issue n of repo through
 // waitOn (OpenSSH), and once it waits, holder release the issue through
 // releaseOn (the same sidecar, or another replica); the waiter must get

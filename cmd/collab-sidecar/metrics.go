@@ -132,11 +132,12 @@ func (m *metrics) observe(verb contract.Verb, outcome string, d time.Duration) {
 	m.opSeconds.WithLabelValues(v).Observe(d.Seconds())
 }
 
-// watchWaiters exports the lease service's count of acquire --wait callers.
+// watchWaiters exports the lease service's count of acquire --wait and
+// next --wait callers.
 func (m *metrics) watchWaiters(count func() int) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "collab_lease_waiters",
-		Help: "Callers of acquire --wait now waiting for an issue to free up.",
+		Help: "Callers of acquire --wait and next --wait now waiting for an issue to free up.",
 	}, func() float64 { return float64(count()) }))
 }
 

@@ -174,11 +174,15 @@ func (s *Service) Waiting(repoID, n int64) int {
 	return s.waits.count(models.Key{RepoID: repoID, Issue: n})
 }
 
-// Waiters returns how many callers wait, on all issues.
+// Waiters returns how many callers wait, on all issues: acquire --wait's
+// and next --wait's.
 func (s *Service) Waiters() int {
 	s.waits.mu.Lock()
-	defer s.waits.mu.Unlock()
-	return s.waits.total
+	n := s.waits.total
+	s.waits.mu.Unlock()
+	s.nextWaits.mu.Lock()
+	defer s.nextWaits.mu.Unlock()
+	return n + s.nextWaits.total
 }
 
 // AcquireWait is Acquire that, when another holds the issue, waits up to
