@@ -60,7 +60,7 @@ type agentConfig struct {
 
 	// Round three: the work is a process of its own (Self workCommand)
 	// that pushes, opens a pull request and merges; in session mode it
-	// runs under `git collab run --next --wait 10s --grace Grace --agent <name>`.
+	// runs under `git collab run --next --wait 30s --grace Grace --agent <name>`.
 	Work  bool
 	Self  string
 	Grace time.Duration

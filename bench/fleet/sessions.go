@@ -21,12 +21,13 @@ import (
 // nextWait is how long an agent's `git collab run --next` waits for an
 // issue to come free: the sidecar wakes it when a claim ends, so an idle
 // agent costs one waiting session, not a call every second or two.
-const nextWait = 10 * time.Second
+const nextWait = 30 * time.Second
 
 // runSessions loops `git collab run --next --wait W --grace G --agent
-// <name> -- <work>` until nothing is left: twice in a row nothing came
-// free while nobody holds anything (a claim that lapses between the two
-// looks is claimed by the second).
+// <name> -- <work>` until nothing is left: nothing came free while nobody
+// holds anything, and either Gitea has no open issue left or the same
+// happened twice in a row (a claim that lapses between the two looks is
+// claimed by the second).
 func (a *agent) runSessions(ctx context.Context) error {
 	grace := a.cfg.Grace.String()
 	idle := false
@@ -49,14 +50,18 @@ func (a *agent) runSessions(ctx context.Context) error {
 			if err := a.collabJSON(ctx, &l, "claims", "--json"); err != nil {
 				return err
 			}
-			if len(l.Leases) == 0 {
-				if idle {
-					return nil
-				}
-				idle = true
+			if len(l.Leases) > 0 {
+				idle = false // the next run waits for what they hold
 				continue
 			}
-			idle = false // the next run waits for what they hold
+			var open []giteaIssue
+			if _, err := a.call(ctx, "GET", fmt.Sprintf("/repos/%s/issues?state=open&type=issues&limit=1", a.cfg.Repo), nil, &open); err != nil {
+				return err
+			}
+			if idle || len(open) == 0 {
+				return nil
+			}
+			idle = true
 		case contract.ExitTempFail, exitSSH:
 			a.emit(Event{Kind: evRetry, Detail: fmt.Sprintf("git collab run: exit %d: %s", r.Code, lastLine(r.Stderr))})
 			time.Sleep(delay)
