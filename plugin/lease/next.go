@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
@@ -136,7 +137,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 			// Ask about the first free candidates together: callers that
 			// lose the race for the first find the next ones checked.
 			ask := unverified.Issues[:min(len(unverified.Issues), nextMaxAsks-asks)]
-			blocked, n, err := s.next.askAll(ctx, s, r, ask)
+			blocked, n, err := s.next.askAll(ctx, s, r, v.Login, ask)
 			asks += len(ask)
 			st.Requests += n
 			if err != nil {
@@ -206,6 +207,14 @@ type nextCache struct {
 	gen     map[int64]uint64 // per repository: bumped by forget
 	lists   map[string]listEntry
 	deps    map[models.Key]blockedEntry
+	// ended: when a claim on the issue last ended other than by expiry
+	// (released, force-released, lost with its session, or a change on
+	// another replica), heard on the bus. A holder that lets go has often
+	// just finished: merged the pull request that closed the issue, whose
+	// webhook is still on its way, while a list read before still shows
+	// the issue open. So until the lists are read again, such an issue is
+	// handed out only once the forge has said it is still open.
+	ended map[models.Key]time.Time
 }
 
 type listEntry struct {
@@ -223,7 +232,47 @@ type blockedEntry struct {
 const nextCacheMax = 10000
 
 func newNextCache(listTTL, ttl time.Duration) *nextCache {
-	return &nextCache{listTTL: listTTL, ttl: ttl, gen: map[int64]uint64{}, lists: map[string]listEntry{}, deps: map[models.Key]blockedEntry{}}
+	return &nextCache{listTTL: listTTL, ttl: ttl, gen: map[int64]uint64{}, lists: map[string]listEntry{}, deps: map[models.Key]blockedEntry{},
+		ended: map[models.Key]time.Time{}}
+}
+
+// heard is the cache's subscription to the change bus: it notes when
+// claims ended other than by expiry (ended).
+func (c *nextCache) heard(s *Service) func(changes.Set) {
+	return func(set changes.Set) {
+		if set.Origin == changes.Expired {
+			return
+		}
+		var now time.Time
+		for _, ch := range set.Changes {
+			if !ch.Ended || ch.Key.Issue == 0 {
+				continue
+			}
+			if now.IsZero() {
+				now = s.now()
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				if len(c.ended) >= nextCacheMax {
+					for k, at := range c.ended {
+						if !c.freshList(s, at) {
+							delete(c.ended, k)
+						}
+					}
+					if len(c.ended) >= nextCacheMax/2 {
+						clear(c.ended) // churn beyond the bound: back to trusting the lists
+					}
+				}
+			}
+			c.ended[ch.Key] = now
+		}
+	}
+}
+
+// endedAfter says whether a claim on k ended after at, recently enough
+// that a list of open issues may predate it (under c.mu).
+func (c *nextCache) endedAfter(s *Service, k models.Key, at time.Time) bool {
+	e, ok := c.ended[k]
+	return ok && e.After(at) && c.freshList(s, e)
 }
 
 // forget drops the answers about dependencies of the repository with this
@@ -315,8 +364,9 @@ func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.
 func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.deps[models.Key{RepoID: repoID, Issue: n}]
-	if !ok || !c.fresh(s, repoID, e.at, e.gen) {
+	k := models.Key{RepoID: repoID, Issue: n}
+	e, ok := c.deps[k]
+	if !ok || !c.fresh(s, repoID, e.at, e.gen) || c.endedAfter(s, k, e.at) {
 		return false, false
 	}
 	return e.blocked, true
@@ -325,18 +375,18 @@ func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bo
 // askAll asks the forge about these issues of r at once, and returns
 // which are blocked (every one asked is a key) and how many requests it
 // made (an answer another caller was already waiting for costs none).
-func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues []int64) (map[int64]bool, int, error) {
+func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, login string, issues []int64) (map[int64]bool, int, error) {
 	type answer struct {
-		n       int64
-		blocked bool
-		asked   bool
-		err     error
+		n        int64
+		blocked  bool
+		requests int
+		err      error
 	}
 	out := make(chan answer, len(issues))
 	for _, n := range issues {
 		go func() {
-			b, asked, err := c.ask(ctx, s, r, n)
-			out <- answer{n, b, asked, err}
+			b, requests, err := c.ask(ctx, s, r, login, n)
+			out <- answer{n, b, requests, err}
 		}()
 	}
 	blocked := make(map[int64]bool, len(issues))
@@ -344,9 +394,7 @@ func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues
 	var first error
 	for range issues {
 		a := <-out
-		if a.asked {
-			requests++
-		}
+		requests += a.requests
 		if a.err != nil {
 			first = cmp.Or(first, a.err)
 			continue
@@ -357,24 +405,40 @@ func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues
 }
 
 // ask asks the forge whether issue n of r has an open dependency (one
-// question at a time per issue: concurrent callers share it), caches the
-// answer, and says whether this call asked.
-func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, n int64) (bool, bool, error) {
+// question at a time per issue: concurrent callers share it), and, if a
+// claim on it ended lately (ended), whether it is still open as login
+// sees it (closed or gone counts as blocked); caches the answer, and says
+// how many requests this call made.
+func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, login string, n int64) (bool, int, error) {
 	k := models.Key{RepoID: r.ID, Issue: n}
-	asked := false
+	requests := 0
 	ch := c.flight.DoChan("deps/"+strconv.FormatInt(r.ID, 10)+"/"+strconv.FormatInt(n, 10), func() (any, error) {
 		if b, known := c.knownBlocked(s, r.ID, n); known {
 			return b, nil
 		}
-		asked = true
 		c.mu.Lock()
 		gen := c.gen[r.ID]
+		endedAt, ended := c.ended[k]
+		verify := ended && c.freshList(s, endedAt)
 		c.mu.Unlock()
 		at := s.now()
 		owner, name, _ := strings.Cut(r.FullName, "/")
+		requests++
 		b, err := s.forge.Blocked(context.WithoutCancel(ctx), owner, name, n)
 		if err != nil {
 			return false, err
+		}
+		if !b && verify {
+			requests++
+			is, err := s.forge.Issue(context.WithoutCancel(ctx), login, owner, name, n)
+			switch {
+			case errors.Is(err, forge.ErrNotFound):
+				b = true // gone, or no longer to be seen: not to hand out
+			case err != nil:
+				return false, err
+			default:
+				b = is.Closed
+			}
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -391,10 +455,10 @@ func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, n int64) 
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return false, asked, res.Err
+			return false, requests, res.Err
 		}
-		return res.Val.(bool), asked, nil
+		return res.Val.(bool), requests, nil
 	case <-ctx.Done():
-		return false, false, ctx.Err()
+		return false, 0, ctx.Err()
 	}
 }

@@ -146,3 +146,37 @@ func TestNextWaitEnds(t *testing.T) {
 		t.Fatalf("no wait: %+v %v, want none", r, err)
 	}
 }
+
+// A holder that lets go has often just merged the pull request that
+// closed the issue, and its webhook is still on its way: next asks the
+// forge whether such an issue is still open before handing it out again,
+// instead of trusting the list of open issues it read before.
+func TestNextDoesNotHandOutAnIssueClosedRightBeforeItsRelease(t *testing.T) {
+	w := nextWorld(t)
+	r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, 0)
+	if err != nil || r.Issue != 1 {
+		t.Fatalf("alice's next: %+v %v, want #1", r, err)
+	}
+	w.forge.Close("acme/queue", 1, false) // merged; no webhook yet
+	w.clock.Advance(time.Second)
+	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 1); err != nil {
+		t.Fatal(err)
+	}
+	before := w.forge.Calls("Issue")
+	r, err = w.svc.Next(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0)
+	if err != nil || r.Issue != 2 {
+		t.Fatalf("bob's next after #1 closed and was released: %+v %v, want #2", r, err)
+	}
+	if n := w.forge.Calls("Issue") - before; n != 1 {
+		t.Fatalf("the forge was asked about %d issues, want 1 (#1)", n)
+	}
+	// An issue released while still open is handed out again, once the
+	// forge has said so.
+	w.clock.Advance(time.Second)
+	if _, err := w.svc.Release(bg, w.as("bob"), "acme", "queue", 2); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := w.svc.Next(bg, w.as("dave"), "acme", "queue", forge.IssueFilter{}, 0); err != nil || r.Issue != 2 {
+		t.Fatalf("dave's next after #2 was released open: %+v %v, want #2", r, err)
+	}
+}

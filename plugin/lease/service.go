@@ -196,6 +196,7 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	s.hub = live.New(ledger, s.bus, s.now, s.after, s.liveOpts)
 	s.bus.Subscribe(s.waits.heard)
 	s.bus.Subscribe(s.nextWaits.heard)
+	s.bus.Subscribe(s.next.heard(s))
 	s.bus.Subscribe(s.sessions.heard)
 	return s, nil
 }
