@@ -47,10 +47,14 @@ type waits[K comparable] struct {
 	perKey int
 	max    int
 	match  func(k K, c models.Key) bool
+	// exact, if set, names the one queue a change of c concerns, when
+	// there is one: a lookup instead of a look at every queue.
+	exact func(c models.Key) (K, bool)
 }
 
 func newWaits(perIssue, total int) *waits[models.Key] {
-	return &waits[models.Key]{queues: map[models.Key][]*waiter{}, perKey: perIssue, max: total, match: sameIssue}
+	return &waits[models.Key]{queues: map[models.Key][]*waiter{}, perKey: perIssue, max: total, match: sameIssue,
+		exact: func(c models.Key) (models.Key, bool) { return c, c.Issue != 0 }}
 }
 
 // sameIssue: a change of c may free issue k (a key of Issue 0 stands for
@@ -135,6 +139,14 @@ func (ws *waits[K]) heard(set changes.Set) {
 		return
 	}
 	for _, c := range set.Changes {
+		if ws.exact != nil {
+			if k, ok := ws.exact(c.Key); ok {
+				if q := ws.queues[k]; len(q) > 0 {
+					notify(q[0])
+				}
+				continue
+			}
+		}
 		for k, q := range ws.queues {
 			if len(q) > 0 && ws.match(k, c.Key) {
 				notify(q[0])
