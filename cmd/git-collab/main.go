@@ -99,6 +99,9 @@ func (a *app) run(args []string) int {
 		if inv, err = a.runsClaim(inv); err != nil {
 			return a.fail(err)
 		}
+		if x, ok := a.rideOwnCheck(context.Background(), inv, a.stderr); ok {
+			return a.report(inv, target{repo: inv.Repo}, x)
+		}
 	}
 	return a.call(findVerb(inv.Verb), inv)
 }
@@ -116,7 +119,11 @@ func (a *app) call(v *verb, inv Invocation) int {
 	if err != nil {
 		return a.fail(err)
 	}
+	return a.report(inv, t, x)
+}
 
+// report writes what x, the exchange of inv with the sidecar of t, says.
+func (a *app) report(inv Invocation, t target, x exchange) int {
 	switch x.code {
 	case contract.ExitOK, contract.ExitConflict:
 	case contract.ExitError, contract.ExitTempFail:
@@ -136,7 +143,11 @@ func (a *app) call(v *verb, inv Invocation) int {
 		// Whatever happened on the sidecar happened: show its reply as it
 		// is, keep its exit status, and say why there is no summary.
 		a.stdout.Write(x.stdout)
-		fmt.Fprintf(a.stderr, "git-collab: could not read the reply of the sidecar at %s: %v\n", t.sidecar.Addr(), x.replyErr)
+		at := "of git collab run's sidecar" // a check that rode run's session
+		if t.sidecar.Host != "" {
+			at = "of the sidecar at " + t.sidecar.Addr()
+		}
+		fmt.Fprintf(a.stderr, "git-collab: could not read the reply %s: %v\n", at, x.replyErr)
 		return x.code
 	}
 	out := renderReply(x.req, x.reply, a.now())

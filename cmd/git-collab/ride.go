@@ -43,6 +43,17 @@ type runRequest struct {
 	Sidecar string `json:"sidecar"` // user@host:port of the sidecar it is meant for
 	Agent   string `json:"agent"`   // the agent it acts as
 	Line    string `json:"line"`    // the session line
+	// Own: a check of run's own claim (git collab check with no
+	// arguments), meant for run's sidecar whatever the caller's checkout
+	// says, so the caller need not read its git remote and config first.
+	// Run answers it only for its claim's repository and issue.
+	Own bool `json:"own,omitempty"`
+}
+
+// runClaim is the claim a run holds: what a check of its own may ask about.
+type runClaim struct {
+	repo  string // owner/name
+	issue int64
 }
 
 // runAnswer is the session's answer, or why run did not send it.
@@ -75,7 +86,7 @@ func sidecarKey(sc Sidecar) string { return sc.User + "@" + sc.Addr() }
 // entry that names the socket and the function that stops it; with no
 // socket (a temporary directory that cannot be made, a path too long for
 // one), the entry names none and the command's calls use ssh.
-func serveRiders(k *keptSession, sc Sidecar, agent string) (env string, stop func()) {
+func serveRiders(k *keptSession, sc Sidecar, agent string, own runClaim) (env string, stop func()) {
 	// An empty entry hides the socket of a run this one runs under.
 	none := runSocketEnv + "="
 	dir, err := os.MkdirTemp("", "git-collab-run-")
@@ -120,7 +131,7 @@ func serveRiders(k *keptSession, sc Sidecar, agent string) (env string, stop fun
 					mu.Unlock()
 					c.Close()
 				}()
-				answerRider(ctx, c, k, sidecarKey(sc), agent)
+				answerRider(ctx, c, k, sidecarKey(sc), agent, own)
 			})
 		}
 	})
@@ -138,11 +149,17 @@ func serveRiders(k *keptSession, sc Sidecar, agent string) (env string, stop fun
 	}
 }
 
+// checkedBy says whether line is a check of claim c.
+func (c runClaim) checkedBy(line string) bool {
+	cmd, err := contract.ParseCommand("collab-lease "+line, 0)
+	return err == nil && cmd.Verb == contract.VerbCheck && cmd.Owner+"/"+cmd.Name == c.repo && cmd.Issue == c.issue
+}
+
 // acceptPause is the pause after a failed accept.
 const acceptPause = 50 * time.Millisecond
 
 // answerRider answers one connection to run's socket: one request, one answer.
-func answerRider(ctx context.Context, c net.Conn, k *keptSession, sidecar, agent string) {
+func answerRider(ctx context.Context, c net.Conn, k *keptSession, sidecar, agent string, own runClaim) {
 	_ = c.SetDeadline(time.Now().Add(rideWait))
 	answer := func(a runAnswer) {
 		b, _ := json.Marshal(a)
@@ -159,7 +176,10 @@ func answerRider(ctx context.Context, c net.Conn, k *keptSession, sidecar, agent
 	}
 	verb, _, _ := strings.Cut(req.Line, " ")
 	switch {
-	case req.Sidecar != sidecar:
+	case req.Own && !own.checkedBy(req.Line):
+		answer(runAnswer{Refused: "not a check of this run's claim"})
+		return
+	case !req.Own && req.Sidecar != sidecar:
 		answer(runAnswer{Refused: "another sidecar"})
 		return
 	case req.Agent != agent:
@@ -207,8 +227,44 @@ func (a *app) rideRun(ctx context.Context, t target, v contract.Verb, issue int6
 	if err != nil {
 		return exchange{}, false // ssh's path says what is wrong with it
 	}
-	ans, err := askRun(ctx, path, runRequest{Sidecar: sidecarKey(t.sidecar), Agent: agent, Line: line})
+	return a.askRunExchange(ctx, path, runRequest{Sidecar: sidecarKey(t.sidecar), Agent: agent, Line: line}, req, stderr)
+}
+
+// rideOwnCheck sends inv, a check of the claim of the git collab run this
+// process runs under (runsClaim), over run's session without reading the
+// checkout's remote and config first: the claim is run's, and so is the
+// sidecar. ok is false when the caller must go the usual way.
+func (a *app) rideOwnCheck(ctx context.Context, inv Invocation, stderr io.Writer) (x exchange, ok bool) {
+	path := a.getenv(runSocketEnv)
+	if path == "" || inv.Repo == "" || !privateDir(filepath.Dir(path)) {
+		return exchange{}, false
+	}
+	agent := a.getenv("COLLAB_AGENT")
+	var rest []Flag
+	for _, f := range inv.Flags {
+		if f.Name == "--agent" {
+			agent = f.Value
+			continue
+		}
+		rest = append(rest, f)
+	}
+	line, req, err := sessionLine(contract.VerbCheck, inv.Repo, inv.Issue, rest)
+	if err != nil {
+		return exchange{}, false
+	}
+	return a.askRunExchange(ctx, path, runRequest{Agent: agent, Line: line, Own: true}, req, stderr)
+}
+
+// askRunExchange asks run's socket at path and makes its answer the
+// exchange ssh's would have been; ok is false if run did not send it.
+func (a *app) askRunExchange(ctx context.Context, path string, r runRequest, req contract.Command, stderr io.Writer) (x exchange, ok bool) {
+	ans, err := askRun(ctx, path, r)
 	if err != nil || ans.Refused != "" {
+		return exchange{}, false
+	}
+	if r.Own && !slices.Contains([]int{contract.ExitOK, contract.ExitConflict, contract.ExitError, contract.ExitTempFail}, ans.Exit) {
+		// Not a sidecar's answer (an ssh failure of the session): the
+		// usual way, with the checkout's sidecar, says what went wrong.
 		return exchange{}, false
 	}
 	x = exchange{req: req, code: ans.Exit}

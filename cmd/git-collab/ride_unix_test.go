@@ -38,3 +38,23 @@ func TestPrivateDir(t *testing.T) {
 		}
 	}
 }
+
+// A run answers a check of its own claim only: its repository, its
+// issue, the verb check.
+func TestRunClaimIsCheckedOnlyByACheckOfIt(t *testing.T) {
+	c := runClaim{repo: "acme/widgets", issue: 42}
+	for line, want := range map[string]bool{
+		"check acme/widgets 42 --token 3":               true,
+		"check acme/widgets 42 --token 3 --agent a1":    true,
+		"check acme/widgets 43 --token 3":               false,
+		"check acme/gadgets 42 --token 3":               false,
+		"history acme/widgets 42":                       false,
+		"acquire acme/widgets 42":                       false,
+		"check acme/widgets 42":                         false, // no token: not a check
+		"check acme/widgets 42 --token 3\nrelease x 42": false,
+	} {
+		if got := c.checkedBy(line); got != want {
+			t.Errorf("checkedBy(%q) = %v, want %v", line, got, want)
+		}
+	}
+}

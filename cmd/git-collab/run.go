@@ -214,7 +214,7 @@ func (a *app) sessionFailed(err error, t target) int {
 func (a *app) runClaimed(k *keptSession, sc Sidecar, tenure *contract.Tenure, agent string, argv []string, sigs <-chan os.Signal) int {
 	name := named(tenure.Repo, tenure.Issue)
 	opened := k.Opened()
-	riders, stopRiders := serveRiders(k, sc, agent)
+	riders, stopRiders := serveRiders(k, sc, agent, runClaim{repo: tenure.Repo, issue: tenure.Issue})
 	defer stopRiders()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(slices.Clone(a.env),

@@ -374,7 +374,9 @@ func TestRunsCommandReadsOverItsSession(t *testing.T) {
 "$BIN" check 42 --token 7; echo "stale: $?"
 "$BIN" claims --json; echo "claims: $?"
 "$BIN" check --agent other 2>/dev/null; echo "other agent: $?"
-"$BIN" renew 42 --ttl 1m 2>/dev/null; echo "renew: $?"`
+"$BIN" renew 42 --ttl 1m 2>/dev/null; echo "renew: $?"
+cd / && "$BIN" check --json; echo "own claim, outside the checkout: $?"
+COLLAB_ISSUE=43 "$BIN" check --json 2>/dev/null; echo "not the run's claim, outside the checkout: $?"`
 	r := h.run("run", "42", "--agent", "a1", "--", "sh", "-c", script)
 	want := `{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}
 json: 0
@@ -383,16 +385,21 @@ stale: 4
 claims: 0
 other agent: 1
 renew: 1
+{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}
+own claim, outside the checkout: 0
+not the run's claim, outside the checkout: 1
 `
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s\nstderr: %s", r.code, r.stdout, want, r.stderr)
 	}
 	if got, want := f.received(), []string{"acquire 'acme/widgets' '42'", "check 'acme/widgets' '42' --token '1'",
-		"check 'acme/widgets' '42' --token '7'", "list 'acme/widgets'", "release 'acme/widgets' '42'"}; !reflect.DeepEqual(got, want) {
+		"check 'acme/widgets' '42' --token '7'", "list 'acme/widgets'", "check 'acme/widgets' '42' --token '1'", "release 'acme/widgets' '42'"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("the session received %q, want %q", got, want)
 	}
 	// The session's ssh, and one each for the other agent's check and the
-	// renew (which the fake sidecar, a sidecar of sessions only, refuses).
+	// renew (which the fake sidecar, a sidecar of sessions only, refuses);
+	// the check of another issue outside the checkout has no remote to
+	// reach a sidecar by.
 	if f.runs() != 3 {
 		t.Fatalf("%d ssh runs, want 3", f.runs())
 	}
