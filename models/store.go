@@ -2,7 +2,6 @@ package models
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net/url"
@@ -215,14 +214,9 @@ func openSQLite(path string, o options) (*Store, error) {
 	// timeout, it tries again.
 	ctx, cancel := context.WithTimeout(context.Background(), o.busyTimeout)
 	defer cancel()
-	sqlDB, err := sql.Open(sqlite.DriverName, dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open ledger %s: %w", path, err)
-	}
-	pool := newStmtPool(sqlDB)
 	var db *gorm.DB
 	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
-		db, err = gorm.Open(sqlite.New(sqlite.Config{Conn: pool}), &gorm.Config{
+		db, err = gorm.Open(sqlite.Open(dsn), &gorm.Config{
 			Logger:                 logger.Default.LogMode(logger.Silent),
 			SkipDefaultTransaction: true, // every write is already in our own transaction
 			NowFunc:                func() time.Time { return o.clock.Now().UTC() },
@@ -236,8 +230,11 @@ func openSQLite(path string, o options) (*Store, error) {
 		}
 	}
 	if err != nil {
-		_ = pool.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, mapDBError(err))
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
@@ -245,11 +242,11 @@ func openSQLite(path string, o options) (*Store, error) {
 		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), busyTimeout: o.busyTimeout,
 		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
 	if err := s.migrate(); err != nil {
-		_ = pool.Close()
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	if err := s.loadHighWater(context.Background()); err != nil {
-		_ = pool.Close()
+		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
 	}
 	return s, nil
@@ -298,9 +295,6 @@ func (s *Store) migrate() error {
 // Close closes the database.
 func (s *Store) Close() error {
 	s.stopAnnouncing()
-	if p, ok := s.db.ConnPool.(*stmtPool); ok {
-		return p.Close()
-	}
 	sqlDB, err := s.db.DB()
 	if err != nil {
 		return err
