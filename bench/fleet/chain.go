@@ -45,14 +45,10 @@ func (a *agent) runChain(ctx context.Context) error {
 			if err := a.collabJSON(ctx, &l, "claims", "--json"); err != nil {
 				return err
 			}
-			if len(l.Leases) == 0 {
-				if idle {
-					return nil
-				}
-				idle = true
-				continue
+			if len(l.Leases) == 0 && idle {
+				return nil
 			}
-			idle = false
+			idle = len(l.Leases) == 0
 			a.pause(pollMin, pollMax)
 			continue
 		default:
@@ -78,22 +74,26 @@ func (a *agent) workChained(ctx context.Context, t contract.Tenure, name, ttl st
 	var (
 		mu      sync.Mutex
 		proc    *os.Process
+		lost    bool
 		renewed = make(chan error, 1)
 		done    = make(chan struct{})
 	)
+	stop := func() { signalTree(syscall.SIGTERM, proc.Pid) } // the claim is lost: the work must not land
 	go func() {
 		renewed <- a.renewWhile(ctx, done, n, ttl, func() {
 			mu.Lock()
 			defer mu.Unlock()
-			if proc != nil {
-				signalTree(syscall.SIGTERM, proc.Pid) // the claim is lost: the work must not land
+			if lost = true; proc != nil {
+				stop()
 			}
 		})
 	}()
 	_, res, err := a.runWorkWith(ctx, "fleet work", 0, env, func(p *os.Process) {
 		mu.Lock()
-		proc = p
-		mu.Unlock()
+		defer mu.Unlock()
+		if proc = p; lost {
+			stop()
+		}
 	}, a.cfg.Self, workCommand)
 	close(done)
 	if rerr := <-renewed; err == nil {

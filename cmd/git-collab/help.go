@@ -66,10 +66,10 @@ as for claim. Agents running next at the same time never get the same
 issue. If the sidecar has priority labels, next takes the oldest issue
 of the highest priority there is first; --oldest takes the oldest
 whatever its labels. If nothing qualifies, git collab says so, exit 4:
-that is an answer, not a failure to retry at once. With --wait, the
-sidecar first waits up to <dur> for an issue to come free (a claim
-released, lapsed or lost, an issue opened) and claims it; agents waiting
-together are served first come, first served.`,
+that is an answer, not a failure to retry at once. With --wait, when
+nothing qualifies the sidecar waits up to <dur> for an issue to come free
+(a claim released, lapsed or lost, an issue opened) and claims it; agents
+waiting together are served first come, first served.`,
 	},
 	{
 		name: "claim", remote: contract.VerbAcquire, issue: true, flags: []string{"--ttl", "--wait", "--agent"},

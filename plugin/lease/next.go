@@ -208,12 +208,15 @@ type nextCache struct {
 	lists   map[string]listEntry
 	deps    map[models.Key]blockedEntry
 	// ended: when a claim on the issue last ended other than by expiry
-	// (released, force-released, lost with its session, or a change on
-	// another replica), heard on the bus. A holder that lets go has often
-	// just finished: merged the pull request that closed the issue, whose
-	// webhook is still on its way, while a list read before still shows
-	// the issue open. So until the lists are read again, such an issue is
-	// handed out only once the forge has said it is still open.
+	// (released, force-released, lost with its session, or any change on
+	// another replica: those come without a cause), heard on the bus. A
+	// holder that lets go has often just finished: merged the pull
+	// request that closed the issue, whose webhook is still on its way,
+	// while a list read before still shows the issue open. So for
+	// endedWindow, while a list read before may still be in use, such an
+	// issue is handed out only once the forge has said it is still open.
+	// Past nextCacheMax/2 such ends within the window (a churn no fleet
+	// makes), it is forgotten and the lists trusted as before.
 	ended map[models.Key]time.Time
 }
 
@@ -254,7 +257,7 @@ func (c *nextCache) heard(s *Service) func(changes.Set) {
 				defer c.mu.Unlock()
 				if len(c.ended) >= nextCacheMax {
 					for k, at := range c.ended {
-						if !c.freshList(s, at) {
+						if !c.endedLately(s, at) {
 							delete(c.ended, k)
 						}
 					}
@@ -272,8 +275,14 @@ func (c *nextCache) heard(s *Service) func(changes.Set) {
 // that a list of open issues may predate it (under c.mu).
 func (c *nextCache) endedAfter(s *Service, k models.Key, at time.Time) bool {
 	e, ok := c.ended[k]
-	return ok && e.After(at) && c.freshList(s, e)
+	return ok && e.After(at) && c.endedLately(s, e)
 }
+
+// endedLately: an end at e is recent enough that a list in use may
+// predate it. A list is used listTTL from its arrival, and may have been
+// asked for before the end: twice that, for a list that took as long
+// to come.
+func (c *nextCache) endedLately(s *Service, e time.Time) bool { return s.now().Sub(e) < 2*c.listTTL }
 
 // forget drops the answers about dependencies of the repository with this
 // ID that an event may have made wrong: a close (or deletion) can only
@@ -419,7 +428,7 @@ func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, login str
 		c.mu.Lock()
 		gen := c.gen[r.ID]
 		endedAt, ended := c.ended[k]
-		verify := ended && c.freshList(s, endedAt)
+		verify := ended && c.endedLately(s, endedAt)
 		c.mu.Unlock()
 		at := s.now()
 		owner, name, _ := strings.Cut(r.FullName, "/")

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
@@ -18,12 +18,16 @@ import (
 // on one repository with one filter queue first come, first served, as
 // acquire --wait's do; only the queue's head looks again, so a release
 // costs one look, not one per waiter. It looks whenever the change bus
-// says a lease of the repository changed (released, expired, lost with its
-// session, ended by a forge event, through this replica or another), and
-// at least every NextRecheck, for what the bus does not carry: an issue
-// opened or labelled, a dependency closed, a lock-delay ending. When the
-// head gets an issue it leaves the queue, and the next one looks at once
-// (one change can free several issues).
+// says a claim of the repository ended (released, lost with its session,
+// ended by a forge event, through this replica or another), and at least
+// every NextRecheck, for what the bus does not carry here: a claim that
+// lapsed (nobody asked the bus for its expiry instant), an issue opened or
+// labelled, a dependency closed, a lock-delay ending. When the head gets
+// an issue it leaves the queue, and the next one looks at once (one change
+// can free several issues). Waiters are queued by repository and filter,
+// not by who waits: an issue that only the head may not take (cooling
+// after its own claim lapsed is the lapsed holder's alone) waits for the
+// head's look again.
 
 // NextRecheck is how often the head of a next --wait queue looks again
 // when the bus has said nothing.
@@ -43,7 +47,10 @@ func keyOfNext(repoID int64, f forge.IssueFilter) nextKey {
 // newNextWaits: queues of any length, total waiters at most total.
 func newNextWaits(total int) *waits[nextKey] {
 	return &waits[nextKey]{queues: map[nextKey][]*waiter{}, perKey: total, max: total,
-		match: func(k nextKey, c models.Key) bool { return c.RepoID == 0 || k.repoID == c.RepoID }}
+		match: func(k nextKey, c changes.Change) bool {
+			// A claim that began or was renewed frees nothing.
+			return (c.Ended || c.Key.Issue == 0) && (c.Key.RepoID == 0 || k.repoID == c.Key.RepoID)
+		}}
 }
 
 // NextWaiting returns how many callers wait in next --wait on the

@@ -180,3 +180,31 @@ func TestNextDoesNotHandOutAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 		t.Fatalf("dave's next after #2 was released open: %+v %v, want #2", r, err)
 	}
 }
+
+// A waiter woken by the release of an issue its holder has just closed
+// (the webhook not yet in) is not handed that issue: it waits on, and
+// gets the next one that comes free open.
+func TestNextWaiterIsNotHandedAnIssueClosedRightBeforeItsRelease(t *testing.T) {
+	w := nextWorld(t)
+	takeAll(t, w)
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := w.svc.NextWait(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0, time.Hour, nil)
+		done <- outcome{r, err}
+	}()
+	leasetest.WaitFor(t, "bob waiting with his timers", func() bool { return w.svc.NextWaiting(10) == 1 && w.clock.Timers() == 2 })
+	// Within the life of what next knows of #1's dependencies.
+	w.clock.Advance(time.Second)
+	w.forge.Close("acme/queue", 1, false)
+	before := w.forge.Calls("Issue")
+	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 1); err != nil {
+		t.Fatal(err)
+	}
+	leasetest.WaitFor(t, "bob asking the forge about #1", func() bool { return w.forge.Calls("Issue") > before })
+	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 2); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-done; o.err != nil || o.t.Holder != "bob" || o.t.Issue != 2 {
+		t.Fatalf("bob after #2 came free: %+v %v, want #2", o.t, o.err)
+	}
+}

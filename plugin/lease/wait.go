@@ -46,7 +46,7 @@ type waits[K comparable] struct {
 	total  int
 	perKey int
 	max    int
-	match  func(k K, c models.Key) bool
+	match  func(k K, c changes.Change) bool
 	// exact, if set, names the one queue a change of c concerns, when
 	// there is one: a lookup instead of a look at every queue.
 	exact func(c models.Key) (K, bool)
@@ -59,11 +59,11 @@ func newWaits(perIssue, total int) *waits[models.Key] {
 
 // sameIssue: a change of c may free issue k (a key of Issue 0 stands for
 // every issue of its repository, the zero key for every issue).
-func sameIssue(k, c models.Key) bool {
-	if c.Issue != 0 {
-		return k == c
+func sameIssue(k models.Key, c changes.Change) bool {
+	if c.Key.Issue != 0 {
+		return k == c.Key
 	}
-	return c.RepoID == 0 || k.RepoID == c.RepoID
+	return c.Key.RepoID == 0 || k.RepoID == c.Key.RepoID
 }
 
 // join queues a waiter on k; the first of a queue is woken at once.
@@ -148,7 +148,7 @@ func (ws *waits[K]) heard(set changes.Set) {
 			}
 		}
 		for k, q := range ws.queues {
-			if len(q) > 0 && ws.match(k, c.Key) {
+			if len(q) > 0 && ws.match(k, c) {
 				notify(q[0])
 			}
 		}
