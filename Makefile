@@ -94,12 +94,12 @@ stress: gitea
 bench: gitea git
 	GO=$(GO) ./bench/run.sh
 
-# fleet runs the fleet benchmark (bench/fleet, about 20 minutes on 2
+# fleet runs the fleet benchmark (bench/fleet, about 24 minutes on 2
 # cores): 20 agents drain backlogs in a real Gitea. Round two: a loop of
 # real git collab processes each, 200 issues, with collab-lease, with
 # Gitea's assignees alone, and with faults. Round three: one bot account,
 # a 60-issue backlog with real pushes, pull requests and merges under git
-# collab run, with 3 frozen agents, and with assignees alone (one account,
+# collab run, without sessions, with 3 frozen agents, and with assignees alone (one account,
 # twenty). It prints what each cost; see bench/README.md. make bench runs
 # it too. Flags go in FLEET_FLAGS, e.g. make fleet FLEET_FLAGS='-seed 7 -agents 10 -v'
 # or FLEET_FLAGS='-modes sessions,zombies' for part of it.
