@@ -22,14 +22,24 @@ import (
 // letting exactly want push (nil: no rule at all), and returns it.
 func (w *fenceWorld) rule(t *testing.T, want []string) forge.BranchRule {
 	t.Helper()
+	return w.ruleMoving(t, want, 0)
+}
+
+// ruleMoving is rule that moves the clock on by step each time it looks
+// (0: never), for a rule that comes with a retry after a backoff.
+func (w *fenceWorld) ruleMoving(t *testing.T, want []string, step time.Duration) forge.BranchRule {
+	t.Helper()
 	var got forge.BranchRule
 	var ok bool
 	leasetest.WaitFor(t, "the rule of branch work letting "+strings.Join(want, ",")+" push", func() bool {
 		got, ok = w.forge.BranchRule("acme/widgets", "work")
-		if want == nil {
-			return !ok
+		if want == nil && !ok || ok && got.Push.Enabled && got.Push.Listed && slices.Equal(got.Push.Users, want) {
+			return true
 		}
-		return ok && got.Push.Enabled && got.Push.Listed && slices.Equal(got.Push.Users, want)
+		if step > 0 {
+			w.clock.Advance(step)
+		}
+		return false
 	})
 	return got
 }
@@ -179,9 +189,10 @@ func TestPushFenceIsRetriedAndReconciledAfterARestart(t *testing.T) {
 		t.Fatalf("the intent recorded before the creation: %+v", rec)
 	}
 	w.forge.SetHook(nil)
-	leasetest.WaitFor(t, "the retry timer", func() bool { return w.clock.Timers() >= 1 })
-	w.clock.Advance(time.Second) // the first backoff
-	w.rule(t, []string{"alice"})
+	// The retry comes after its backoff: 1 s after one failure, longer
+	// if the worker tried again meanwhile (woken by another change). The
+	// clock moves a second at a time until it does.
+	w.ruleMoving(t, []string{"alice"}, time.Second)
 
 	// Down while the claim ends.
 	w.stop()
