@@ -33,7 +33,7 @@ func (w *fenceWorld) ruleMoving(t *testing.T, want []string, step time.Duration)
 	var ok bool
 	leasetest.WaitFor(t, "the rule of branch work letting "+strings.Join(want, ",")+" push", func() bool {
 		got, ok = w.forge.BranchRule("acme/widgets", "work")
-		if want == nil && !ok || ok && got.Push.Enabled && got.Push.Listed && slices.Equal(got.Push.Users, want) {
+		if want == nil && !ok || want != nil && ok && got.Push.Enabled && got.Push.Listed && slices.Equal(got.Push.Users, want) {
 			return true
 		}
 		if step > 0 {
@@ -224,8 +224,8 @@ func TestPushFenceOfTwoReplicas(t *testing.T) {
 		if _, err := w.svc.Acquire(bg, w.As(who), "acme", "widgets", 1, time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		w.rule(t, []string{who})
 		// Retries after a lost race come from the backoff timers.
+		w.ruleMoving(t, []string{who}, time.Second)
 		leasetest.WaitFor(t, "the record of the sidecar's rule", func() bool {
 			if r := w.record(t); r != nil && !r.Admin && r.Created != 0 {
 				return true
