@@ -94,7 +94,7 @@ stress: gitea
 bench: gitea git
 	GO=$(GO) ./bench/run.sh
 
-# fleet runs the fleet benchmark (bench/fleet, about 24 minutes on 2
+# fleet runs the fleet benchmark (bench/fleet, about 20 minutes on 2
 # cores): 20 agents drain backlogs in a real Gitea. Round two: a loop of
 # real git collab processes each, 200 issues, with collab-lease, with
 # Gitea's assignees alone, and with faults. Round three: one bot account,
