@@ -237,3 +237,52 @@ func TestHandoffThroughTheService(t *testing.T) {
 		t.Fatalf("history %+v %v", h, err)
 	}
 }
+
+// An issue let go that a priority list put first, further down the open
+// issues than the plain list next reads again reaches, is asked about on
+// its own: closed before its release, it is not handed out; open, it is.
+func TestNextChecksAPriorityIssueLetGoBeyondTheList(t *testing.T) {
+	f := leasetest.Acme()
+	for n := int64(10); n <= 130; n++ {
+		f.AddIssue("acme/widgets", n, false, false)
+	}
+	f.Label("acme/widgets", 120, "p/high")
+	f.Label("acme/widgets", 125, "p/high")
+	lw := leasetest.New(t, leasetest.Options{Forge: f, Service: []lease.Option{lease.WithPriorityLabels("p/high")}})
+	next := func(who string) int64 {
+		t.Helper()
+		tn, err := lw.Service.Next(bg, lw.As(who), "acme", "widgets", forge.IssueFilter{}, 0)
+		if err != nil {
+			t.Fatalf("%s's next: %v", who, err)
+		}
+		return tn.Issue
+	}
+	release := func(who string, n int64) {
+		t.Helper()
+		if _, err := lw.Service.Release(bg, lw.As(who), "acme", "widgets", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := next("alice"); n != 120 {
+		t.Fatalf("alice's next: #%d, want #120", n)
+	}
+	lw.Clock.Advance(time.Second)
+	f.Close("acme/widgets", 120, false) // merged; no webhook yet
+	release("alice", 120)
+	if n := next("bob"); n != 125 {
+		t.Fatalf("bob's next after #120 was closed and let go: #%d, want #125", n)
+	}
+	if n := f.Calls("Issue"); n != 1 {
+		t.Fatalf("%d questions about single issues, want 1 (#120)", n)
+	}
+	lw.Clock.Advance(time.Second)
+	release("bob", 125)
+	if n := next("alice"); n != 125 {
+		t.Fatalf("alice's next after #125 was let go open: #%d, want #125", n)
+	}
+	// #120 again (the priority list in use was read before its release)
+	// and #125.
+	if n := f.Calls("Issue"); n != 3 {
+		t.Fatalf("%d questions about single issues, want 3", n)
+	}
+}

@@ -97,19 +97,27 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 		return contract.Tenure{}, err
 	}
 	asks := 0
-	for _, limit := range []int{nextShortList, nextLongList} {
-		list, all, n, err := s.candidates(ctx, r, f, limit)
+	for _, size := range []int{nextShortList, nextLongList} {
+		list, asked, all, n, err := s.candidates(ctx, r, f, size)
 		st.Requests += n
 		if err != nil {
 			return contract.Tenure{}, err
 		}
+		// stale: the candidates whose claim ended after the list was
+		// asked for (nextCache.ended), handed out only once a list asked
+		// for since (or the forge) says they are still open; depsKnown:
+		// those whose dependencies the forge answered for lately.
+		stale := s.next.endedSince(s, r.ID, list, asked)
+		depsKnown := map[int64]bool{}
 		cands := make([]models.Candidate, 0, len(list))
 		for _, is := range list {
 			blocked, known := s.next.knownBlocked(s, r.ID, is.Number)
 			if known && blocked {
 				continue
 			}
-			cands = append(cands, models.Candidate{Issue: is.Number, Verified: known,
+			depsKnown[is.Number] = known
+			_, isStale := stale[is.Number]
+			cands = append(cands, models.Candidate{Issue: is.Number, Verified: known && !isStale,
 				Observed: models.Observed{Kind: kind, Version: max(is.Updated.Unix(), 1)}})
 		}
 		for {
@@ -137,23 +145,54 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 			// Ask about the first free candidates together: callers that
 			// lose the race for the first find the next ones checked.
 			ask := unverified.Issues[:min(len(unverified.Issues), nextMaxAsks-asks)]
-			blocked, n, err := s.next.askAll(ctx, s, r, v.Login, ask)
 			asks += len(ask)
+			drop := map[int64]bool{}
+			var recheck []int64
+			var since time.Time
+			for _, n := range ask {
+				if e, ok := stale[n]; ok {
+					recheck = append(recheck, n)
+					if e.After(since) {
+						since = e
+					}
+				}
+			}
+			if len(recheck) > 0 {
+				open, n, err := s.next.stillOpen(ctx, s, r, v.Login, f, size, recheck, since)
+				st.Requests += n
+				if err != nil {
+					return contract.Tenure{}, err
+				}
+				for _, n := range recheck {
+					delete(stale, n)
+					drop[n] = !open[n]
+				}
+			}
+			var deps []int64
+			for _, n := range ask {
+				if !drop[n] && !depsKnown[n] {
+					deps = append(deps, n)
+				}
+			}
+			blocked, n, err := s.next.askAll(ctx, s, r, deps)
 			st.Requests += n
 			if err != nil {
 				return contract.Tenure{}, err
 			}
-			cands = slices.DeleteFunc(cands, func(c models.Candidate) bool { return blocked[c.Issue] })
+			for n, b := range blocked {
+				depsKnown[n] = true
+				drop[n] = drop[n] || b
+			}
+			cands = slices.DeleteFunc(cands, func(c models.Candidate) bool { return drop[c.Issue] })
 			for i := range cands {
-				if _, asked := blocked[cands[i].Issue]; asked {
-					cands[i].Verified = true
-				}
+				_, isStale := stale[cands[i].Issue]
+				cands[i].Verified = depsKnown[cands[i].Issue] && !isStale
 			}
 		}
-		if all < limit {
+		if all < size {
 			break // that was every open issue
 		}
-		if limit == nextLongList {
+		if size == nextLongList {
 			return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
 		}
 	}
@@ -164,11 +203,12 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 // order next takes them: with priority labels (and not f.Oldest), the
 // oldest of those carrying the first label, then of the second, and so
 // on, then the rest, each issue once; all is how many match f in all (up
-// to limit), and requests what the lists cost.
-func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFilter, limit int) (list []forge.Issue, all, requests int, err error) {
-	plain, requests, err := s.next.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit)
+// to limit), asked when the oldest of the lists was asked for, and
+// requests what the lists cost.
+func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFilter, limit int) (list []forge.Issue, asked time.Time, all, requests int, err error) {
+	plain, asked, requests, err := s.next.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit, time.Time{})
 	if err != nil || len(s.priorities) == 0 || f.Oldest {
-		return plain, len(plain), requests, err
+		return plain, asked, len(plain), requests, err
 	}
 	seen := map[int64]bool{}
 	for _, p := range s.priorities {
@@ -176,10 +216,13 @@ func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFil
 			continue // every candidate carries it: the plain order serves
 		}
 		pf := forge.IssueFilter{Pulls: f.Pulls, Labels: append(slices.Clone(f.Labels), p)}
-		ps, n, err := s.next.list(ctx, s, r, pf, limit)
+		ps, at, n, err := s.next.list(ctx, s, r, pf, limit, time.Time{})
 		requests += n
 		if err != nil {
-			return nil, 0, requests, err
+			return nil, asked, 0, requests, err
+		}
+		if at.Before(asked) {
+			asked = at
 		}
 		for _, is := range ps {
 			if !seen[is.Number] {
@@ -193,7 +236,7 @@ func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFil
 			list = append(list, is)
 		}
 	}
-	return list, len(plain), requests, nil
+	return list, asked, len(plain), requests, nil
 }
 
 // nextCache keeps what the forge said for next, per repository: lists of
@@ -213,15 +256,17 @@ type nextCache struct {
 	// holder that lets go has often just finished: merged the pull
 	// request that closed the issue, whose webhook is still on its way,
 	// while a list read before still shows the issue open. So for
-	// endedWindow, while a list read before may still be in use, such an
-	// issue is handed out only once the forge has said it is still open.
+	// a while (endedLately), while a list read before may still be in
+	// use, such an issue is handed out only once a list asked for since
+	// (or the forge, of that one issue) has said it is still open.
 	// Past nextCacheMax/2 such ends within the window (a churn no fleet
 	// makes), it is forgotten and the lists trusted as before.
 	ended map[models.Key]time.Time
 }
 
 type listEntry struct {
-	at     time.Time
+	asked  time.Time // when its request was sent
+	at     time.Time // when it arrived
 	issues []forge.Issue
 }
 
@@ -278,6 +323,62 @@ func (c *nextCache) endedAfter(s *Service, k models.Key, at time.Time) bool {
 	return ok && e.After(at) && c.endedLately(s, e)
 }
 
+// endedSince returns those of these issues of the repository with this
+// ID whose claim ended after at, lately (endedAfter), with when.
+func (c *nextCache) endedSince(s *Service, repoID int64, issues []forge.Issue, at time.Time) map[int64]time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ended) == 0 {
+		return nil
+	}
+	var out map[int64]time.Time
+	for _, is := range issues {
+		k := models.Key{RepoID: repoID, Issue: is.Number}
+		if c.endedAfter(s, k, at) {
+			if out == nil {
+				out = map[int64]time.Time{}
+			}
+			out[is.Number] = c.ended[k]
+		}
+	}
+	return out
+}
+
+// stillOpen says which of these issues of r, whose claims ended by since,
+// are open as login sees them: those on a list of open issues matching f
+// asked for since (shared by every caller, and kept for the next), and,
+// for an issue not on it while the list was full (limit issues, so the
+// issue may be further down), the forge's answer about that one issue. A
+// gone or hidden issue is not open.
+func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, login string, f forge.IssueFilter, limit int, issues []int64, since time.Time) (map[int64]bool, int, error) {
+	list, _, requests, err := c.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit, since)
+	if err != nil {
+		return nil, requests, err
+	}
+	listed := make(map[int64]bool, len(list))
+	for _, is := range list {
+		listed[is.Number] = true
+	}
+	open := make(map[int64]bool, len(issues))
+	owner, name, _ := strings.Cut(r.FullName, "/")
+	for _, n := range issues {
+		if listed[n] || len(list) < limit {
+			open[n] = listed[n]
+			continue
+		}
+		requests++
+		is, err := s.forge.Issue(context.WithoutCancel(ctx), login, owner, name, n)
+		switch {
+		case errors.Is(err, forge.ErrNotFound):
+		case err != nil:
+			return nil, requests, err
+		default:
+			open[n] = !is.Closed
+		}
+	}
+	return open, requests, nil
+}
+
 // endedLately: an end at e is recent enough that a list in use may
 // predate it. A list is used listTTL from its arrival, and may have been
 // asked for before the end: twice that, for a list that took as long
@@ -309,62 +410,75 @@ func (c *nextCache) fresh(s *Service, repoID int64, at time.Time, gen uint64) bo
 
 func (c *nextCache) freshList(s *Service, at time.Time) bool { return s.now().Sub(at) < c.listTTL }
 
-// list returns the oldest limit open issues of r that match f, and how
-// many requests to the forge it made for them (0 when cached, or when
-// another caller's request was shared).
-func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.IssueFilter, limit int) ([]forge.Issue, int, error) {
+// list returns the oldest limit open issues of r that match f, when
+// their request was sent, and how many requests to the forge it made for
+// them (0 when cached, or when another caller's request was shared). The
+// list was asked for no earlier than since: a cached list, or one already
+// on its way, that was asked for before is not used.
+func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.IssueFilter, limit int, since time.Time) ([]forge.Issue, time.Time, int, error) {
 	key := strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatBool(f.Pulls) + "/" + strconv.Itoa(limit) + "/" + strings.Join(f.Labels, ",")
-	cached := func() ([]forge.Issue, bool) {
+	cached := func() (listEntry, bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e, ok := c.lists[key]
-		return e.issues, ok && c.freshList(s, e.at)
-	}
-	if issues, ok := cached(); ok {
-		return issues, 0, nil
+		return e, ok && c.freshList(s, e.at) && !e.asked.Before(since)
 	}
 	requests := 0
-	ch := c.flight.DoChan(key, func() (any, error) {
-		if issues, ok := cached(); ok { // stored by a flight that ended meanwhile
-			return issues, nil
+	for {
+		if e, ok := cached(); ok {
+			return e.issues, e.asked, requests, nil
 		}
-		owner, name, _ := strings.Cut(r.FullName, "/")
-		issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
-		if errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, forge.ErrRateLimited) {
-			// Every next waiting for this list shares its failure (a
-			// dozen agents at once in a busy fleet): one failed request
-			// (a reset connection, a 5xx of an overloaded forge) is
-			// asked once more before they are all told to try again.
-			var m int
-			issues, m, err = s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
-			n += m
-		}
-		requests = n
-		if err != nil {
-			return nil, err
-		}
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if len(c.lists) >= nextCacheMax {
-			for k, e := range c.lists {
-				if !c.freshList(s, e.at) {
-					delete(c.lists, k)
+		mine := 0
+		ch := c.flight.DoChan(key, func() (any, error) {
+			if e, ok := cached(); ok { // stored by a flight that ended meanwhile
+				return e, nil
+			}
+			asked := s.now()
+			owner, name, _ := strings.Cut(r.FullName, "/")
+			issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
+			if errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, forge.ErrRateLimited) {
+				// Every next waiting for this list shares its failure (a
+				// dozen agents at once in a busy fleet): one failed request
+				// (a reset connection, a 5xx of an overloaded forge) is
+				// asked once more before they are all told to try again.
+				var m int
+				issues, m, err = s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
+				n += m
+			}
+			mine = n
+			if err != nil {
+				return nil, err
+			}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(c.lists) >= nextCacheMax {
+				for k, e := range c.lists {
+					if !c.freshList(s, e.at) {
+						delete(c.lists, k)
+					}
 				}
 			}
+			// Its age counts from when it arrived: a list that took longer
+			// to read than the interval would otherwise never be reused.
+			e := listEntry{asked: asked, at: s.now(), issues: issues}
+			if old, ok := c.lists[key]; !ok || !e.asked.Before(old.asked) {
+				c.lists[key] = e
+			}
+			return e, nil
+		})
+		select {
+		case res := <-ch:
+			requests += mine
+			if res.Err != nil {
+				return nil, time.Time{}, requests, res.Err
+			}
+			if e := res.Val.(listEntry); !e.asked.Before(since) {
+				return e.issues, e.asked, requests, nil
+			}
+			// Shared a request sent before since: ask again.
+		case <-ctx.Done():
+			return nil, time.Time{}, requests, ctx.Err() // mine is the flight's until it ends
 		}
-		// Its age counts from when it arrived: a list that took longer
-		// to read than the interval would otherwise never be reused.
-		c.lists[key] = listEntry{at: s.now(), issues: issues}
-		return issues, nil
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return nil, requests, res.Err
-		}
-		return res.Val.([]forge.Issue), requests, nil
-	case <-ctx.Done():
-		return nil, 0, ctx.Err() // requests is the flight's until it ends
 	}
 }
 
@@ -375,7 +489,7 @@ func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bo
 	defer c.mu.Unlock()
 	k := models.Key{RepoID: repoID, Issue: n}
 	e, ok := c.deps[k]
-	if !ok || !c.fresh(s, repoID, e.at, e.gen) || c.endedAfter(s, k, e.at) {
+	if !ok || !c.fresh(s, repoID, e.at, e.gen) {
 		return false, false
 	}
 	return e.blocked, true
@@ -384,7 +498,7 @@ func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bo
 // askAll asks the forge about these issues of r at once, and returns
 // which are blocked (every one asked is a key) and how many requests it
 // made (an answer another caller was already waiting for costs none).
-func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, login string, issues []int64) (map[int64]bool, int, error) {
+func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues []int64) (map[int64]bool, int, error) {
 	type answer struct {
 		n        int64
 		blocked  bool
@@ -394,7 +508,7 @@ func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, login 
 	out := make(chan answer, len(issues))
 	for _, n := range issues {
 		go func() {
-			b, requests, err := c.ask(ctx, s, r, login, n)
+			b, requests, err := c.ask(ctx, s, r, n)
 			out <- answer{n, b, requests, err}
 		}()
 	}
@@ -414,11 +528,9 @@ func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, login 
 }
 
 // ask asks the forge whether issue n of r has an open dependency (one
-// question at a time per issue: concurrent callers share it), and, if a
-// claim on it ended lately (ended), whether it is still open as login
-// sees it (closed or gone counts as blocked); caches the answer, and says
-// how many requests this call made.
-func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, login string, n int64) (bool, int, error) {
+// question at a time per issue: concurrent callers share it), caches the
+// answer, and says how many requests this call made.
+func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, n int64) (bool, int, error) {
 	k := models.Key{RepoID: r.ID, Issue: n}
 	requests := 0
 	ch := c.flight.DoChan("deps/"+strconv.FormatInt(r.ID, 10)+"/"+strconv.FormatInt(n, 10), func() (any, error) {
@@ -427,8 +539,6 @@ func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, login str
 		}
 		c.mu.Lock()
 		gen := c.gen[r.ID]
-		endedAt, ended := c.ended[k]
-		verify := ended && c.endedLately(s, endedAt)
 		c.mu.Unlock()
 		at := s.now()
 		owner, name, _ := strings.Cut(r.FullName, "/")
@@ -436,18 +546,6 @@ func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, login str
 		b, err := s.forge.Blocked(context.WithoutCancel(ctx), owner, name, n)
 		if err != nil {
 			return false, err
-		}
-		if !b && verify {
-			requests++
-			is, err := s.forge.Issue(context.WithoutCancel(ctx), login, owner, name, n)
-			switch {
-			case errors.Is(err, forge.ErrNotFound):
-				b = true // gone, or no longer to be seen: not to hand out
-			case err != nil:
-				return false, err
-			default:
-				b = is.Closed
-			}
 		}
 		c.mu.Lock()
 		defer c.mu.Unlock()

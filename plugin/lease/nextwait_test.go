@@ -3,6 +3,7 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -148,9 +149,9 @@ func TestNextWaitEnds(t *testing.T) {
 }
 
 // A holder that lets go has often just merged the pull request that
-// closed the issue, and its webhook is still on its way: next asks the
-// forge whether such an issue is still open before handing it out again,
-// instead of trusting the list of open issues it read before.
+// closed the issue, and its webhook is still on its way: next hands such
+// an issue out again only once a list of open issues asked for after the
+// release still shows it, instead of trusting the list it read before.
 func TestNextDoesNotHandOutAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 	w := nextWorld(t)
 	r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, 0)
@@ -162,13 +163,16 @@ func TestNextDoesNotHandOutAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 1); err != nil {
 		t.Fatal(err)
 	}
-	before := w.forge.Calls("Issue")
+	before := w.forge.Calls("OpenIssues")
 	r, err = w.svc.Next(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0)
 	if err != nil || r.Issue != 2 {
 		t.Fatalf("bob's next after #1 closed and was released: %+v %v, want #2", r, err)
 	}
-	if n := w.forge.Calls("Issue") - before; n != 1 {
-		t.Fatalf("the forge was asked about %d issues, want 1 (#1)", n)
+	if n := w.forge.Calls("OpenIssues") - before; n != 1 {
+		t.Fatalf("the forge was asked for %d lists, want 1", n)
+	}
+	if n := w.forge.Calls("Issue"); n != 0 {
+		t.Fatalf("the forge was asked about %d single issues, want none (the list says)", n)
 	}
 	// An issue released while still open is handed out again, once the
 	// forge has said so.
@@ -196,15 +200,51 @@ func TestNextWaiterIsNotHandedAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 	// Within the life of what next knows of #1's dependencies.
 	w.clock.Advance(time.Second)
 	w.forge.Close("acme/queue", 1, false)
-	before := w.forge.Calls("Issue")
+	before := w.forge.Calls("OpenIssues")
 	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 1); err != nil {
 		t.Fatal(err)
 	}
-	leasetest.WaitFor(t, "bob asking the forge about #1", func() bool { return w.forge.Calls("Issue") > before })
+	leasetest.WaitFor(t, "bob asking the forge for a new list", func() bool { return w.forge.Calls("OpenIssues") > before })
 	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 2); err != nil {
 		t.Fatal(err)
 	}
 	if o := <-done; o.err != nil || o.t.Holder != "bob" || o.t.Issue != 2 {
 		t.Fatalf("bob after #2 came free: %+v %v, want #2", o.t, o.err)
+	}
+}
+
+// Releases by a churning fleet cost the forge one list between them, not
+// a question per issue: every issue let go before the list was asked for
+// is known open (or closed) from it.
+func TestNextChecksIssuesLetGoWithOneList(t *testing.T) {
+	w := nextWorld(t)
+	takeAll(t, w) // alice holds 1, 2, 4 and 5
+	w.clock.Advance(time.Second)
+	w.forge.Close("acme/queue", 2, false) // merged; no webhook yet
+	for _, n := range []int64{1, 2, 4, 5} {
+		if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lists, deps := w.forge.Calls("OpenIssues"), w.forge.Calls("Blocked")
+	var got []int64
+	for _, who := range []string{"bob", "dave", "eve"} {
+		r, err := w.svc.Next(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, 0)
+		if err != nil {
+			t.Fatalf("%s's next: %v", who, err)
+		}
+		got = append(got, r.Issue)
+	}
+	if want := []int64{1, 4, 5}; !slices.Equal(got, want) {
+		t.Fatalf("handed out %v, want %v (#2 was closed before its release)", got, want)
+	}
+	if n := w.forge.Calls("OpenIssues") - lists; n != 1 {
+		t.Fatalf("%d lists asked for, want 1", n)
+	}
+	if n := w.forge.Calls("Blocked") - deps; n != 0 {
+		t.Fatalf("%d questions about dependencies, want none (still known)", n)
+	}
+	if n := w.forge.Calls("Issue"); n != 0 {
+		t.Fatalf("%d questions about single issues, want none", n)
 	}
 }
