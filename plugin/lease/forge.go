@@ -45,7 +45,8 @@ type Forge interface {
 	RepoName(ctx context.Context, id int64) (string, error)
 	// ClosedSince returns the issues and pull requests of owner/name that
 	// are closed and were updated at or after since, as the admin sees
-	// them (for the reconcile of missed webhook deliveries).
+	// them (for the reconcile of missed webhook deliveries, and for next
+	// to know an issue let go lately is still open).
 	ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, error)
 	// OpenIssues returns the oldest (lowest-numbered) open issues of
 	// owner/name (f.Pulls: open pull requests) that carry every label of

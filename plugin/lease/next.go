@@ -158,7 +158,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 				}
 			}
 			if len(recheck) > 0 {
-				open, n, err := s.next.stillOpen(ctx, s, r, v.Login, f, size, recheck, since)
+				open, n, err := s.next.stillOpen(ctx, s, r, recheck, asked, since)
 				st.Requests += n
 				if err != nil {
 					return contract.Tenure{}, err
@@ -206,7 +206,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 // to limit), asked when the oldest of the lists was asked for, and
 // requests what the lists cost.
 func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFilter, limit int) (list []forge.Issue, asked time.Time, all, requests int, err error) {
-	plain, asked, requests, err := s.next.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit, time.Time{})
+	plain, asked, requests, err := s.next.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit)
 	if err != nil || len(s.priorities) == 0 || f.Oldest {
 		return plain, asked, len(plain), requests, err
 	}
@@ -216,7 +216,7 @@ func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFil
 			continue // every candidate carries it: the plain order serves
 		}
 		pf := forge.IssueFilter{Pulls: f.Pulls, Labels: append(slices.Clone(f.Labels), p)}
-		ps, at, n, err := s.next.list(ctx, s, r, pf, limit, time.Time{})
+		ps, at, n, err := s.next.list(ctx, s, r, pf, limit)
 		requests += n
 		if err != nil {
 			return nil, asked, 0, requests, err
@@ -250,6 +250,7 @@ type nextCache struct {
 	gen     map[int64]uint64 // per repository: bumped by forget
 	lists   map[string]listEntry
 	deps    map[models.Key]blockedEntry
+	closed  map[int64]closedEntry // per repository ID (stillOpen)
 	// ended: when a claim on the issue last ended other than by expiry
 	// (released, force-released, lost with its session, or any change on
 	// another replica: those come without a cause), heard on the bus. A
@@ -281,7 +282,7 @@ const nextCacheMax = 10000
 
 func newNextCache(listTTL, ttl time.Duration) *nextCache {
 	return &nextCache{listTTL: listTTL, ttl: ttl, gen: map[int64]uint64{}, lists: map[string]listEntry{}, deps: map[models.Key]blockedEntry{},
-		ended: map[models.Key]time.Time{}}
+		closed: map[int64]closedEntry{}, ended: map[models.Key]time.Time{}}
 }
 
 // heard is the cache's subscription to the change bus: it notes when
@@ -344,41 +345,6 @@ func (c *nextCache) endedSince(s *Service, repoID int64, issues []forge.Issue, a
 	return out
 }
 
-// stillOpen says which of these issues of r, whose claims ended by since,
-// are open as login sees them: those on a list of open issues matching f
-// asked for since (shared by every caller, and kept for the next), and,
-// for an issue not on it while the list was full (limit issues, so the
-// issue may be further down), the forge's answer about that one issue. A
-// gone or hidden issue is not open.
-func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, login string, f forge.IssueFilter, limit int, issues []int64, since time.Time) (map[int64]bool, int, error) {
-	list, _, requests, err := c.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit, since)
-	if err != nil {
-		return nil, requests, err
-	}
-	listed := make(map[int64]bool, len(list))
-	for _, is := range list {
-		listed[is.Number] = true
-	}
-	open := make(map[int64]bool, len(issues))
-	owner, name, _ := strings.Cut(r.FullName, "/")
-	for _, n := range issues {
-		if listed[n] || len(list) < limit {
-			open[n] = listed[n]
-			continue
-		}
-		requests++
-		is, err := s.forge.Issue(context.WithoutCancel(ctx), login, owner, name, n)
-		switch {
-		case errors.Is(err, forge.ErrNotFound):
-		case err != nil:
-			return nil, requests, err
-		default:
-			open[n] = !is.Closed
-		}
-	}
-	return open, requests, nil
-}
-
 // endedLately: an end at e is recent enough that a list in use may
 // predate it. A list is used listTTL from its arrival, and may have been
 // asked for before the end: twice that, for a list that took as long
@@ -412,27 +378,17 @@ func (c *nextCache) freshList(s *Service, at time.Time) bool { return s.now().Su
 
 // list returns the oldest limit open issues of r that match f, when
 // their request was sent, and how many requests to the forge it made for
-// them (0 when cached, or when another caller's request was shared). The
-// list was asked for no earlier than since: a cached list, or one already
-// on its way, that was asked for before is not used.
-func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.IssueFilter, limit int, since time.Time) ([]forge.Issue, time.Time, int, error) {
+// them (0 when cached, or when another caller's request was shared).
+func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.IssueFilter, limit int) ([]forge.Issue, time.Time, int, error) {
 	key := strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatBool(f.Pulls) + "/" + strconv.Itoa(limit) + "/" + strings.Join(f.Labels, ",")
 	cached := func() (listEntry, bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e, ok := c.lists[key]
-		return e, ok && c.freshList(s, e.at) && !e.asked.Before(since)
+		return e, ok && c.freshList(s, e.at)
 	}
-	requests := 0
-	for {
-		if e, ok := cached(); ok {
-			return e.issues, e.asked, requests, nil
-		}
-		mine := 0
-		ch := c.flight.DoChan(key, func() (any, error) {
-			if e, ok := cached(); ok { // stored by a flight that ended meanwhile
-				return e, nil
-			}
+	e, requests, err := shared(ctx, &c.flight, key, time.Time{}, cached, func(e listEntry) time.Time { return e.asked },
+		func() (listEntry, int, error) {
 			asked := s.now()
 			owner, name, _ := strings.Cut(r.FullName, "/")
 			issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
@@ -445,9 +401,8 @@ func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.
 				issues, m, err = s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
 				n += m
 			}
-			mine = n
 			if err != nil {
-				return nil, err
+				return listEntry{}, n, err
 			}
 			c.mu.Lock()
 			defer c.mu.Unlock()
@@ -461,23 +416,111 @@ func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.
 			// Its age counts from when it arrived: a list that took longer
 			// to read than the interval would otherwise never be reused.
 			e := listEntry{asked: asked, at: s.now(), issues: issues}
-			if old, ok := c.lists[key]; !ok || !e.asked.Before(old.asked) {
-				c.lists[key] = e
+			c.lists[key] = e
+			return e, n, nil
+		})
+	return e.issues, e.asked, requests, err
+}
+
+// closedSlack is how much earlier than a list was asked for next asks
+// which issues were closed since: the forge stamps a close with its own
+// clock, in whole seconds.
+const closedSlack = 10 * time.Second
+
+// closedEntry is the forge's latest answer, for one repository, about
+// the issues closed since a time.
+type closedEntry struct {
+	asked  time.Time // when its request was sent
+	since  time.Time // what it covers
+	closed map[int64]bool
+}
+
+// stillOpen says which of these issues of r, each on a list of open
+// issues asked for at listed and each let go before after, are still
+// open: those not on the forge's list of issues closed since listed, as
+// the forge answered it after after. One such answer serves every caller
+// asking about the repository while it is the latest, however many
+// issues they ask about.
+func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, issues []int64, listed, after time.Time) (map[int64]bool, int, error) {
+	since := listed.Add(-closedSlack)
+	cached := func() (closedEntry, bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		e, ok := c.closed[r.ID]
+		return e, ok && !e.since.After(since) && !e.asked.Before(after)
+	}
+	key := "closed/" + strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatInt(since.UnixNano(), 10)
+	e, requests, err := shared(ctx, &c.flight, key, after, cached, func(e closedEntry) time.Time {
+		if e.since.After(since) {
+			return time.Time{} // covers too little: asked for again
+		}
+		return e.asked
+	}, func() (closedEntry, int, error) {
+		asked := s.now()
+		owner, name, _ := strings.Cut(r.FullName, "/")
+		list, err := s.forge.ClosedSince(context.WithoutCancel(ctx), owner, name, since)
+		n := 1 + len(list)/50
+		if err != nil {
+			return closedEntry{}, n, err
+		}
+		e := closedEntry{asked: asked, since: since, closed: make(map[int64]bool, len(list))}
+		for _, is := range list {
+			e.closed[is.Number] = true
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if old, ok := c.closed[r.ID]; !ok || !e.asked.Before(old.asked) {
+			if len(c.closed) >= nextCacheMax {
+				clear(c.closed)
 			}
-			return e, nil
+			c.closed[r.ID] = e
+		}
+		return e, n, nil
+	})
+	if err != nil {
+		return nil, requests, err
+	}
+	open := make(map[int64]bool, len(issues))
+	for _, n := range issues {
+		open[n] = !e.closed[n]
+	}
+	return open, requests, nil
+}
+
+// shared returns what fetch answers (and the requests it made for this
+// caller), once for all callers of key at a time: a cached answer if
+// there is one asked for no earlier than after, or else the answer of a
+// request sent no earlier than after, this caller's or one it joins. A
+// joined request sent before after is waited for, then a new one sent.
+func shared[T any](ctx context.Context, g *singleflight.Group, key string, after time.Time,
+	cached func() (T, bool), asked func(T) time.Time, fetch func() (T, int, error)) (T, int, error) {
+	requests := 0
+	var zero T
+	for {
+		if e, ok := cached(); ok {
+			return e, requests, nil
+		}
+		mine := 0
+		ch := g.DoChan(key, func() (any, error) {
+			if e, ok := cached(); ok { // stored by a flight that ended meanwhile
+				return e, nil
+			}
+			e, n, err := fetch()
+			mine = n
+			return e, err
 		})
 		select {
 		case res := <-ch:
 			requests += mine
 			if res.Err != nil {
-				return nil, time.Time{}, requests, res.Err
+				return zero, requests, res.Err
 			}
-			if e := res.Val.(listEntry); !e.asked.Before(since) {
-				return e.issues, e.asked, requests, nil
+			if e := res.Val.(T); !asked(e).IsZero() && !asked(e).Before(after) {
+				return e, requests, nil
 			}
-			// Shared a request sent before since: ask again.
+			// Shared a request sent before after: ask again.
 		case <-ctx.Done():
-			return nil, time.Time{}, requests, ctx.Err() // mine is the flight's until it ends
+			return zero, requests, ctx.Err() // mine is the flight's until it ends
 		}
 	}
 }

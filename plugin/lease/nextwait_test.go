@@ -150,8 +150,9 @@ func TestNextWaitEnds(t *testing.T) {
 
 // A holder that lets go has often just merged the pull request that
 // closed the issue, and its webhook is still on its way: next hands such
-// an issue out again only once a list of open issues asked for after the
-// release still shows it, instead of trusting the list it read before.
+// an issue out again only once the forge's list of issues closed since
+// the list of open issues was read, asked for after the release, does
+// not show it, instead of trusting the list of open issues alone.
 func TestNextDoesNotHandOutAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 	w := nextWorld(t)
 	r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, 0)
@@ -163,13 +164,13 @@ func TestNextDoesNotHandOutAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 1); err != nil {
 		t.Fatal(err)
 	}
-	before := w.forge.Calls("OpenIssues")
+	lists, closed := w.forge.Calls("OpenIssues"), w.forge.Calls("ClosedSince")
 	r, err = w.svc.Next(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0)
 	if err != nil || r.Issue != 2 {
 		t.Fatalf("bob's next after #1 closed and was released: %+v %v, want #2", r, err)
 	}
-	if n := w.forge.Calls("OpenIssues") - before; n != 1 {
-		t.Fatalf("the forge was asked for %d lists, want 1", n)
+	if n, m := w.forge.Calls("OpenIssues")-lists, w.forge.Calls("ClosedSince")-closed; n != 0 || m != 1 {
+		t.Fatalf("the forge was asked for %d lists of open issues and %d of closed ones, want 0 and 1", n, m)
 	}
 	if n := w.forge.Calls("Issue"); n != 0 {
 		t.Fatalf("the forge was asked about %d single issues, want none (the list says)", n)
@@ -200,11 +201,11 @@ func TestNextWaiterIsNotHandedAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 	// Within the life of what next knows of #1's dependencies.
 	w.clock.Advance(time.Second)
 	w.forge.Close("acme/queue", 1, false)
-	before := w.forge.Calls("OpenIssues")
+	before := w.forge.Calls("ClosedSince")
 	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 1); err != nil {
 		t.Fatal(err)
 	}
-	leasetest.WaitFor(t, "bob asking the forge for a new list", func() bool { return w.forge.Calls("OpenIssues") > before })
+	leasetest.WaitFor(t, "bob asking the forge what was closed", func() bool { return w.forge.Calls("ClosedSince") > before })
 	if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", 2); err != nil {
 		t.Fatal(err)
 	}
@@ -213,9 +214,9 @@ func TestNextWaiterIsNotHandedAnIssueClosedRightBeforeItsRelease(t *testing.T) {
 	}
 }
 
-// Releases by a churning fleet cost the forge one list between them, not
-// a question per issue: every issue let go before the list was asked for
-// is known open (or closed) from it.
+// Releases by a churning fleet cost the forge one question between them,
+// not one per issue: every issue let go before the forge was asked which
+// issues were closed is known open (or closed) from its answer.
 func TestNextChecksIssuesLetGoWithOneList(t *testing.T) {
 	w := nextWorld(t)
 	takeAll(t, w) // alice holds 1, 2, 4 and 5
@@ -226,7 +227,7 @@ func TestNextChecksIssuesLetGoWithOneList(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lists, deps := w.forge.Calls("OpenIssues"), w.forge.Calls("Blocked")
+	lists, closed, deps := w.forge.Calls("OpenIssues"), w.forge.Calls("ClosedSince"), w.forge.Calls("Blocked")
 	var got []int64
 	for _, who := range []string{"bob", "dave", "eve"} {
 		r, err := w.svc.Next(bg, w.as(who), "acme", "queue", forge.IssueFilter{}, 0)
@@ -238,8 +239,8 @@ func TestNextChecksIssuesLetGoWithOneList(t *testing.T) {
 	if want := []int64{1, 4, 5}; !slices.Equal(got, want) {
 		t.Fatalf("handed out %v, want %v (#2 was closed before its release)", got, want)
 	}
-	if n := w.forge.Calls("OpenIssues") - lists; n != 1 {
-		t.Fatalf("%d lists asked for, want 1", n)
+	if n, m := w.forge.Calls("OpenIssues")-lists, w.forge.Calls("ClosedSince")-closed; n != 0 || m != 1 {
+		t.Fatalf("%d lists of open issues and %d of closed ones asked for, want 0 and 1", n, m)
 	}
 	if n := w.forge.Calls("Blocked") - deps; n != 0 {
 		t.Fatalf("%d questions about dependencies, want none (still known)", n)
