@@ -10,6 +10,7 @@
 package forgetest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -78,6 +79,7 @@ type Forge struct {
 	down      bool
 	hang      bool
 	hook      Hook
+	closedCap int // SetClosedCap
 	calls     map[string]int
 	asked     map[string][]string // method -> the logins it was asked as
 	clock     func() time.Time    // the update times of Close and Reopen
@@ -473,10 +475,11 @@ func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
 	return "", fmt.Errorf("repository %d: %w", id, forge.ErrNotFound)
 }
 
-// ClosedSince implements lease.Forge.
-func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, error) {
+// ClosedSince implements lease.Forge: newest first, in pages of 50, at
+// most SetClosedCap of them (unbounded by default).
+func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, int, bool, error) {
 	if err := f.enter(ctx, "ClosedSince"); err != nil {
-		return nil, err
+		return nil, 1, false, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -487,7 +490,19 @@ func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.
 			out = append(out, is)
 		}
 	}
-	return out, nil
+	slices.SortFunc(out, func(a, b forge.Issue) int { return cmp.Compare(b.Number, a.Number) })
+	if f.closedCap > 0 && len(out) > f.closedCap {
+		return out[:f.closedCap], (f.closedCap + 49) / 50, false, nil
+	}
+	return out, len(out)/50 + 1, true, nil
+}
+
+// SetClosedCap makes ClosedSince return at most n issues, and say it
+// was cut short when there were more (0: no cap).
+func (f *Forge) SetClosedCap(n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closedCap = n
 }
 
 // Label puts labels on issue (or pull request) n of fullName.

@@ -406,35 +406,36 @@ func (f *Forge) RepoName(ctx context.Context, id int64) (string, error) {
 const maxClosedPages = 10
 
 // ClosedSince lists the issues and pull requests of owner/name closed and
-// updated at or after since, as the admin sees them, newest first, at most
-// maxClosedPages pages.
-func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, error) {
+// updated at or after since, as the admin sees them, newest first (Gitea
+// sorts them by creation), at most maxClosedPages pages; complete is false
+// when there were more.
+func (f *Forge) ClosedSince(ctx context.Context, owner, name string, since time.Time) (closed []forge.Issue, requests int, complete bool, err error) {
 	what := fmt.Sprintf("closed issues of %s/%s", owner, name)
 	if !validName(owner) || !validName(name) {
-		return nil, fmt.Errorf("%s: %w", what, forge.ErrNotFound)
+		return nil, 0, false, fmt.Errorf("%s: %w", what, forge.ErrNotFound)
 	}
 	ctx, cancel := f.within(ctx)
 	defer cancel()
 	who := f.asAdmin()
-	var out []forge.Issue
 	for page := 1; page <= maxClosedPages; page++ {
+		requests++
 		list, resp, err := f.sdk(ctx, who).ListRepoIssues(owner, name, sdk.ListIssueOption{
 			ListOptions: sdk.ListOptions{Page: page, PageSize: 50},
 			State:       sdk.StateClosed, Type: sdk.IssueTypeAll, Since: since,
 		})
 		if err := sdkErr(fmt.Sprintf("GET /api/v1/repos/%s/%s/issues", owner, name), who, resp, err); err != nil {
-			return nil, fmt.Errorf("%s: %w", what, err)
+			return nil, requests, false, fmt.Errorf("%s: %w", what, err)
 		}
 		for _, is := range list {
 			if is != nil && is.State == sdk.StateClosed {
-				out = append(out, issueOf(is))
+				closed = append(closed, issueOf(is))
 			}
 		}
 		if len(list) < 50 {
-			break
+			return closed, requests, true, nil
 		}
 	}
-	return out, nil
+	return closed, requests, false, nil
 }
 
 // Check verifies the configured token: Gitea answers, the token is valid and

@@ -771,9 +771,12 @@ func testReconcileQuestions(t *testing.T, f *Forge, w *integration.World) {
 	if _, err := f.RepoName(ctx, 1<<40); !errors.Is(err, forge.ErrNotFound) {
 		t.Fatalf("RepoName of no repository: %v, want ErrNotFound", err)
 	}
-	closed, err := f.ClosedSince(ctx, w.Widgets.Owner, w.Widgets.Name, time.Now().Add(-time.Hour))
+	closed, requests, complete, err := f.ClosedSince(ctx, w.Widgets.Owner, w.Widgets.Name, time.Now().Add(-time.Hour))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if requests != 1 || !complete {
+		t.Fatalf("ClosedSince of a few issues: %d requests, complete %v; want 1, true", requests, complete)
 	}
 	found := false
 	for _, is := range closed {
@@ -785,7 +788,7 @@ func testReconcileQuestions(t *testing.T, f *Forge, w *integration.World) {
 	if !found {
 		t.Fatalf("ClosedSince = %+v, want the seeded closed issue #%d", closed, w.ClosedIssue)
 	}
-	if later, err := f.ClosedSince(ctx, w.Widgets.Owner, w.Widgets.Name, time.Now().Add(time.Hour)); err != nil || len(later) != 0 {
-		t.Fatalf("ClosedSince an hour from now = %+v %v, want nothing", later, err)
+	if later, _, complete, err := f.ClosedSince(ctx, w.Widgets.Owner, w.Widgets.Name, time.Now().Add(time.Hour)); err != nil || len(later) != 0 || !complete {
+		t.Fatalf("ClosedSince an hour from now = %+v %v %v, want nothing, complete", later, complete, err)
 	}
 }

@@ -756,3 +756,39 @@ func TestNonsenseAnswersAreUnavailable(t *testing.T) {
 		t.Errorf("UserByToken: %v, want ErrUnavailable", err)
 	}
 }
+
+// ClosedSince reads pages of 50 until a short one, and says when it
+// stopped at its bound with more to read.
+func TestClosedSinceSaysWhenItWasCutShort(t *testing.T) {
+	for _, tc := range []struct {
+		total, requests int
+		complete        bool
+	}{{0, 1, true}, {49, 1, true}, {120, 3, true}, {maxClosedPages * 50, maxClosedPages, false}, {maxClosedPages*50 + 1, maxClosedPages, false}} {
+		g := newFake(t, map[string]http.HandlerFunc{
+			"GET /api/v1/repos/acme/widgets/issues": func(w http.ResponseWriter, r *http.Request) {
+				var page int
+				fmt.Sscan(r.URL.Query().Get("page"), &page)
+				var list []map[string]any
+				for n := (page-1)*50 + 1; n <= min(page*50, tc.total); n++ {
+					list = append(list, map[string]any{"number": tc.total + 1 - n, "state": "closed"})
+				}
+				if list == nil {
+					list = []map[string]any{}
+				}
+				jsonBody(list)(w, r)
+			},
+		})
+		f := newTestForge(t, g.srv.URL, clocktest.New(), time.Second)
+		closed, requests, complete, err := f.ClosedSince(context.Background(), "acme", "widgets", time.Unix(1e9, 0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := min(tc.total, maxClosedPages*50); len(closed) != want || requests != tc.requests || complete != tc.complete {
+			t.Errorf("%d closed: got %d, %d requests, complete %v; want %d, %d, %v", tc.total, len(closed), requests, complete, want, tc.requests, tc.complete)
+		}
+		reqs := g.requests()
+		if len(reqs) != tc.requests || !strings.Contains(reqs[0].RawQuery, "state=closed") || !strings.Contains(reqs[0].RawQuery, "since=") {
+			t.Errorf("%d closed: requests %+v", tc.total, reqs)
+		}
+	}
+}

@@ -147,7 +147,10 @@ func (s *Service) reconcileRepo(ctx context.Context, id int64, since time.Time) 
 		live[l.Issue] = true
 	}
 	owner, name, _ := strings.Cut(full, "/")
-	closed, err := s.forge.ClosedSince(ctx, owner, name, since)
+	// A list cut short (more closed than one call reads) still ends what
+	// it names; a close beyond it waits for its webhook, or for a sweep
+	// that finds fewer.
+	closed, _, _, err := s.forge.ClosedSince(ctx, owner, name, since)
 	if err != nil {
 		return 0, fmt.Errorf("reconcile %s: %w", full, err)
 	}

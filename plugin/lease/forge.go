@@ -46,8 +46,10 @@ type Forge interface {
 	// ClosedSince returns the issues and pull requests of owner/name that
 	// are closed and were updated at or after since, as the admin sees
 	// them (for the reconcile of missed webhook deliveries, and for next
-	// to know an issue let go lately is still open).
-	ClosedSince(ctx context.Context, owner, name string, since time.Time) ([]forge.Issue, error)
+	// to know an issue let go lately is still open); requests is how many
+	// requests to the forge it made, and complete false when there were
+	// more than it reads in one call.
+	ClosedSince(ctx context.Context, owner, name string, since time.Time) (closed []forge.Issue, requests int, complete bool, err error)
 	// OpenIssues returns the oldest (lowest-numbered) open issues of
 	// owner/name (f.Pulls: open pull requests) that carry every label of
 	// f, oldest first, at most limit of them, as the sidecar's admin sees

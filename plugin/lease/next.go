@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/sync/singleflight"
 
 	"github.com/collab-lease/collab-lease/models"
@@ -50,14 +51,16 @@ const (
 	// if none of those is free, a long one (50 to a page of the forge's).
 	nextShortList = 100
 	nextLongList  = 1000
-	// nextMaxAsks bounds the dependency questions to the forge per call.
+	// nextMaxAsks bounds the questions to the forge per call: one per
+	// issue whose dependencies are asked about, and one per round that
+	// asks which issues were closed.
 	nextMaxAsks = 32
 )
 
 // NextStats is what one next cost, for metrics.
 type NextStats struct {
 	Attempts int    // ledger transactions that tried to claim a candidate
-	Requests int    // requests to the forge (list pages and dependencies)
+	Requests int    // requests to the forge (list pages, dependencies, closed issues)
 	Outcome  string // acquired, none, try_again or error
 }
 
@@ -103,12 +106,12 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 		if err != nil {
 			return contract.Tenure{}, err
 		}
-		// stale: the candidates whose claim ended after the list was
-		// asked for (nextCache.ended), handed out only once a list asked
-		// for since (or the forge) says they are still open; depsKnown:
-		// those whose dependencies the forge answered for lately.
-		stale := s.next.endedSince(s, r.ID, list, asked)
+		// depsKnown: the candidates whose dependencies the forge answered
+		// for lately; checked: when the forge was asked the answer that
+		// says a candidate let go since the list was asked for is still
+		// open (nextCache.ended).
 		depsKnown := map[int64]bool{}
+		checked := map[int64]time.Time{}
 		cands := make([]models.Candidate, 0, len(list))
 		for _, is := range list {
 			blocked, known := s.next.knownBlocked(s, r.ID, is.Number)
@@ -116,11 +119,18 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 				continue
 			}
 			depsKnown[is.Number] = known
-			_, isStale := stale[is.Number]
-			cands = append(cands, models.Candidate{Issue: is.Number, Verified: known && !isStale,
+			cands = append(cands, models.Candidate{Issue: is.Number,
 				Observed: models.Observed{Kind: kind, Version: max(is.Updated.Unix(), 1)}})
 		}
 		for {
+			// stale: the candidates let go since the list was asked for
+			// (during this call too) that no answer since has said are
+			// still open; they are handed out only once one has.
+			stale := s.next.letGo(s, r.ID, cands, asked, checked)
+			for i := range cands {
+				_, isStale := stale[cands[i].Issue]
+				cands[i].Verified = depsKnown[cands[i].Issue] && !isStale
+			}
 			st.Attempts++
 			l, err := s.ledger.AcquireFirst(ctx, r.ID, cands, v.holder(), ttl)
 			var unverified *models.UnverifiedError
@@ -145,27 +155,29 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 			// Ask about the first free candidates together: callers that
 			// lose the race for the first find the next ones checked.
 			ask := unverified.Issues[:min(len(unverified.Issues), nextMaxAsks-asks)]
-			asks += len(ask)
 			drop := map[int64]bool{}
-			var recheck []int64
-			var since time.Time
-			for _, n := range ask {
-				if e, ok := stale[n]; ok {
+			if slices.ContainsFunc(ask, func(n int64) bool { _, ok := stale[n]; return ok }) {
+				// One question checks every candidate let go, not only these.
+				recheck := make([]int64, 0, len(stale))
+				var after time.Time
+				for n, e := range stale {
 					recheck = append(recheck, n)
-					if e.After(since) {
-						since = e
+					if e.After(after) {
+						after = e
 					}
 				}
-			}
-			if len(recheck) > 0 {
-				open, n, err := s.next.stillOpen(ctx, s, r, recheck, asked, since)
+				asks++
+				open, at, n, err := s.next.stillOpen(ctx, s, r, v.Login, recheck, asked, after)
 				st.Requests += n
 				if err != nil {
 					return contract.Tenure{}, err
 				}
-				for _, n := range recheck {
-					delete(stale, n)
-					drop[n] = !open[n]
+				for n, isOpen := range open {
+					if isOpen {
+						checked[n] = at
+					} else {
+						drop[n] = true
+					}
 				}
 			}
 			var deps []int64
@@ -174,6 +186,7 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 					deps = append(deps, n)
 				}
 			}
+			asks += len(deps)
 			blocked, n, err := s.next.askAll(ctx, s, r, deps)
 			st.Requests += n
 			if err != nil {
@@ -184,10 +197,6 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 				drop[n] = drop[n] || b
 			}
 			cands = slices.DeleteFunc(cands, func(c models.Candidate) bool { return drop[c.Issue] })
-			for i := range cands {
-				_, isStale := stale[cands[i].Issue]
-				cands[i].Verified = depsKnown[cands[i].Issue] && !isStale
-			}
 		}
 		if all < size {
 			break // that was every open issue
@@ -258,8 +267,9 @@ type nextCache struct {
 	// request that closed the issue, whose webhook is still on its way,
 	// while a list read before still shows the issue open. So for
 	// a while (endedLately), while a list read before may still be in
-	// use, such an issue is handed out only once a list asked for since
-	// (or the forge, of that one issue) has said it is still open.
+	// use, such an issue is handed out only once the forge's list of
+	// issues closed since, asked for after the end, has said it is still
+	// open (stillOpen).
 	// Past nextCacheMax/2 such ends within the window (a churn no fleet
 	// makes), it is forgotten and the lists trusted as before.
 	ended map[models.Key]time.Time
@@ -317,30 +327,29 @@ func (c *nextCache) heard(s *Service) func(changes.Set) {
 	}
 }
 
-// endedAfter says whether a claim on k ended after at, recently enough
-// that a list of open issues may predate it (under c.mu).
-func (c *nextCache) endedAfter(s *Service, k models.Key, at time.Time) bool {
-	e, ok := c.ended[k]
-	return ok && e.After(at) && c.endedLately(s, e)
-}
-
-// endedSince returns those of these issues of the repository with this
-// ID whose claim ended after at, lately (endedAfter), with when.
-func (c *nextCache) endedSince(s *Service, repoID int64, issues []forge.Issue, at time.Time) map[int64]time.Time {
+// letGo returns those of these candidates of the repository with this ID
+// whose claim ended after listed, lately (endedLately), and after the
+// forge was asked the answer that said they are still open (checked),
+// with when.
+func (c *nextCache) letGo(s *Service, repoID int64, cands []models.Candidate, listed time.Time, checked map[int64]time.Time) map[int64]time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.ended) == 0 {
 		return nil
 	}
 	var out map[int64]time.Time
-	for _, is := range issues {
-		k := models.Key{RepoID: repoID, Issue: is.Number}
-		if c.endedAfter(s, k, at) {
-			if out == nil {
-				out = map[int64]time.Time{}
-			}
-			out[is.Number] = c.ended[k]
+	for _, cand := range cands {
+		e, ok := c.ended[models.Key{RepoID: repoID, Issue: cand.Issue}]
+		if !ok || !e.After(listed) || !c.endedLately(s, e) {
+			continue
 		}
+		if at, ok := checked[cand.Issue]; ok && !at.Before(e) {
+			continue
+		}
+		if out == nil {
+			out = map[int64]time.Time{}
+		}
+		out[cand.Issue] = e
 	}
 	return out
 }
@@ -430,40 +439,46 @@ const closedSlack = 10 * time.Second
 // closedEntry is the forge's latest answer, for one repository, about
 // the issues closed since a time.
 type closedEntry struct {
-	asked  time.Time // when its request was sent
-	since  time.Time // what it covers
-	closed map[int64]bool
+	asked    time.Time // when its request was sent
+	since    time.Time // what it covers
+	closed   map[int64]bool
+	complete bool // false: more were closed than the answer holds
 }
 
 // stillOpen says which of these issues of r, each on a list of open
-// issues asked for at listed and each let go before after, are still
-// open: those not on the forge's list of issues closed since listed, as
-// the forge answered it after after. One such answer serves every caller
-// asking about the repository while it is the latest, however many
-// issues they ask about.
-func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, issues []int64, listed, after time.Time) (map[int64]bool, int, error) {
-	since := listed.Add(-closedSlack)
+// issues asked for at listed and each let go no later than after, are
+// still open: those not on the forge's list of issues closed since
+// listed, as the forge answered it after after (at: when that answer was
+// asked for), and, where that list was cut short, those the forge says
+// are open when asked about each (as login). The answer serves every
+// caller asking about the repository while it is the latest: it reaches
+// back as far as any list in use may (endedLately), whatever the list of
+// the caller that asked for it.
+func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, login string, issues []int64, listed, after time.Time) (open map[int64]bool, at time.Time, requests int, err error) {
+	need := listed.Add(-closedSlack)
 	cached := func() (closedEntry, bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e, ok := c.closed[r.ID]
-		return e, ok && !e.since.After(since) && !e.asked.Before(after)
+		return e, ok && !e.since.After(need) && !e.asked.Before(after)
 	}
-	key := "closed/" + strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatInt(since.UnixNano(), 10)
-	e, requests, err := shared(ctx, &c.flight, key, after, cached, func(e closedEntry) time.Time {
-		if e.since.After(since) {
+	owner, name, _ := strings.Cut(r.FullName, "/")
+	e, requests, err := shared(ctx, &c.flight, "closed/"+strconv.FormatInt(r.ID, 10), after, cached, func(e closedEntry) time.Time {
+		if e.since.After(need) {
 			return time.Time{} // covers too little: asked for again
 		}
 		return e.asked
 	}, func() (closedEntry, int, error) {
 		asked := s.now()
-		owner, name, _ := strings.Cut(r.FullName, "/")
-		list, err := s.forge.ClosedSince(context.WithoutCancel(ctx), owner, name, since)
-		n := 1 + len(list)/50
+		since := asked.Add(-2*c.listTTL - closedSlack)
+		if need.Before(since) {
+			since = need
+		}
+		list, n, complete, err := s.forge.ClosedSince(context.WithoutCancel(ctx), owner, name, since)
 		if err != nil {
 			return closedEntry{}, n, err
 		}
-		e := closedEntry{asked: asked, since: since, closed: make(map[int64]bool, len(list))}
+		e := closedEntry{asked: asked, since: since, closed: make(map[int64]bool, len(list)), complete: complete}
 		for _, is := range list {
 			e.closed[is.Number] = true
 		}
@@ -478,13 +493,40 @@ func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, iss
 		return e, n, nil
 	})
 	if err != nil {
-		return nil, requests, err
+		return nil, time.Time{}, requests, err
 	}
-	open := make(map[int64]bool, len(issues))
+	open = make(map[int64]bool, len(issues))
+	var unsure []int64
 	for _, n := range issues {
 		open[n] = !e.closed[n]
+		if open[n] && !e.complete {
+			unsure = append(unsure, n)
+		}
 	}
-	return open, requests, nil
+	if len(unsure) == 0 {
+		return open, e.asked, requests, nil
+	}
+	// More were closed than one list holds: ask about each (an issue
+	// gone, or no longer visible, is not handed out).
+	var mu sync.Mutex
+	var g errgroup.Group
+	for _, n := range unsure {
+		g.Go(func() error {
+			is, err := s.forge.Issue(ctx, login, owner, name, n)
+			if err != nil && !errors.Is(err, forge.ErrNotFound) {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			open[n] = err == nil && !is.Closed
+			return nil
+		})
+	}
+	requests += len(unsure)
+	if err := g.Wait(); err != nil {
+		return nil, time.Time{}, requests, err
+	}
+	return open, e.asked, requests, nil
 }
 
 // shared returns what fetch answers (and the requests it made for this

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -247,5 +248,104 @@ func TestNextChecksIssuesLetGoWithOneList(t *testing.T) {
 	}
 	if n := w.forge.Calls("Issue"); n != 0 {
 		t.Fatalf("%d questions about single issues, want none", n)
+	}
+}
+
+// An issue let go while next is asking the forge about others (its list
+// read before) is checked like one let go before the call: closed before
+// its release, it is not handed out.
+func TestNextChecksAnIssueLetGoDuringTheCall(t *testing.T) {
+	w := nextWorld(t)
+	if r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, 0); err != nil || r.Issue != 1 {
+		t.Fatalf("alice's next: %+v %v, want #1", r, err)
+	}
+	// Past what next knows of dependencies, within the list's life: bob's
+	// next asks about the free ones, and meanwhile alice merges and lets go.
+	w.clock.Advance(lease.DefaultNextCacheTTL + time.Second)
+	var once sync.Once
+	var released error
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method == "Blocked" {
+			once.Do(func() {
+				w.forge.Close("acme/queue", 1, false) // merged; no webhook yet
+				_, released = w.svc.Release(bg, w.as("alice"), "acme", "queue", 1)
+			})
+		}
+		return nil
+	})
+	lists, closed := w.forge.Calls("OpenIssues"), w.forge.Calls("ClosedSince")
+	r, err := w.svc.Next(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0)
+	if released != nil {
+		t.Fatal(released)
+	}
+	if err != nil || r.Issue != 2 {
+		t.Fatalf("bob's next, #1 closed and let go during it: %+v %v, want #2", r, err)
+	}
+	if n, m := w.forge.Calls("OpenIssues")-lists, w.forge.Calls("ClosedSince")-closed; n != 0 || m != 1 {
+		t.Fatalf("%d lists of open issues and %d of closed ones asked for, want 0 and 1", n, m)
+	}
+}
+
+// When more issues were closed than the forge's answer holds, an issue
+// let go that is not on it is asked about alone: closed, it is not handed
+// out; open, it is.
+func TestNextAsksAboutEachIssueLetGoWhenTheClosedListIsCutShort(t *testing.T) {
+	w := nextWorld(t)
+	takeAll(t, w) // alice holds 1, 2, 4 and 5
+	w.clock.Advance(time.Second)
+	w.forge.SetClosedCap(1)
+	w.forge.Close("acme/queue", 1, false) // merged; no webhook yet
+	w.forge.Reopen("acme/queue", 6)
+	w.forge.Close("acme/queue", 6, false) // newer: the one on the answer
+	for _, n := range []int64{1, 2} {
+		if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed, single := w.forge.Calls("ClosedSince"), w.forge.Calls("Issue")
+	r, err := w.svc.Next(bg, w.as("bob"), "acme", "queue", forge.IssueFilter{}, 0)
+	if err != nil || r.Issue != 2 {
+		t.Fatalf("bob's next: %+v %v, want #2 (#1 was closed before its release)", r, err)
+	}
+	if n, m := w.forge.Calls("ClosedSince")-closed, w.forge.Calls("Issue")-single; n != 1 || m != 2 {
+		t.Fatalf("%d lists of closed issues and %d single issues asked for, want 1 and 2", n, m)
+	}
+	if asked := w.forge.Asked("Issue"); len(asked) < 2 || asked[len(asked)-1] != "bob" {
+		t.Fatalf("single issues asked as %v, want as bob", asked)
+	}
+}
+
+// One answer about the issues closed lately serves callers whose lists
+// of open issues were read at different times: it reaches back as far
+// as any list in use may.
+func TestNextCallersWithListsOfDifferentAgesShareOneAnswer(t *testing.T) {
+	w := nextWorld(t)
+	for _, want := range []int64{1, 2} { // the list of all open issues is read now
+		if r, err := w.svc.Next(bg, w.as("alice"), "acme", "queue", forge.IssueFilter{}, 0); err != nil || r.Issue != want {
+			t.Fatalf("alice's next: %+v %v, want #%d", r, err, want)
+		}
+	}
+	w.clock.Advance(5 * time.Second)
+	bugs := forge.IssueFilter{Labels: []string{"bug"}}
+	if r, err := w.svc.Next(bg, w.as("eve"), "acme", "queue", bugs, 0); status(r, err) != contract.StatusNone {
+		t.Fatalf("eve's next of bugs while alice holds #2: %+v %v, want none", r, err)
+	}
+	w.clock.Advance(time.Second)
+	for _, n := range []int64{1, 2} {
+		if _, err := w.svc.Release(bg, w.as("alice"), "acme", "queue", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closed := w.forge.Calls("ClosedSince")
+	w.clock.Advance(time.Second)
+	if r, err := w.svc.Next(bg, w.as("bob"), "acme", "queue", bugs, 0); err != nil || r.Issue != 2 {
+		t.Fatalf("bob's next of bugs (a list 2 s old): %+v %v, want #2", r, err)
+	}
+	w.clock.Advance(time.Second)
+	if r, err := w.svc.Next(bg, w.as("dave"), "acme", "queue", forge.IssueFilter{}, 0); err != nil || r.Issue != 1 {
+		t.Fatalf("dave's next (a list 8 s old): %+v %v, want #1", r, err)
+	}
+	if n := w.forge.Calls("ClosedSince") - closed; n != 1 {
+		t.Fatalf("%d lists of closed issues asked for, want 1 for both", n)
 	}
 }
