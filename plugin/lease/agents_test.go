@@ -281,3 +281,40 @@ func TestNextChecksAPriorityIssueLetGoBeyondTheList(t *testing.T) {
 		t.Fatalf("%d lists of closed issues and %d single issues asked for, want 2 and 0", n, m)
 	}
 }
+
+// When Gitea's answer about closed issues is cut short and many issues
+// were let go, next asks about a bounded number of them alone, the
+// oldest first, not about every one.
+func TestNextAsksAboutFewIssuesLetGoWhenTheClosedListIsCutShort(t *testing.T) {
+	f := leasetest.Acme()
+	for n := int64(10); n <= 69; n++ {
+		f.AddIssue("acme/widgets", n, false, false)
+	}
+	lw := leasetest.New(t, leasetest.Options{Forge: f})
+	var held []int64
+	for range 60 {
+		tn, err := lw.Service.Next(bg, lw.As("alice"), "acme", "widgets", forge.IssueFilter{}, 0)
+		if err != nil {
+			t.Fatalf("alice's next: %v", err)
+		}
+		held = append(held, tn.Issue)
+	}
+	lw.Clock.Advance(time.Second)
+	f.SetClosedCap(1)
+	f.Close("acme/widgets", held[0], false) // merged; no webhook yet
+	f.Reopen("acme/widgets", 3)
+	f.Close("acme/widgets", 3, false) // newer: the one on the answer
+	for _, n := range held {
+		if _, err := lw.Service.Release(bg, lw.As("alice"), "acme", "widgets", n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	single := f.Calls("Issue")
+	tn, err := lw.Service.Next(bg, lw.As("bob"), "acme", "widgets", forge.IssueFilter{}, 0)
+	if err != nil || tn.Issue != held[1] {
+		t.Fatalf("bob's next: %+v %v, want #%d (#%d was closed before its release)", tn, err, held[1], held[0])
+	}
+	if n := f.Calls("Issue") - single; n < 2 || n > 32 {
+		t.Fatalf("%d single issues asked about, want 2 to 32 of the 60 let go", n)
+	}
+}

@@ -52,9 +52,12 @@ const (
 	nextShortList = 100
 	nextLongList  = 1000
 	// nextMaxAsks bounds the questions to the forge per call: one per
-	// issue whose dependencies are asked about, and one per round that
-	// asks which issues were closed.
+	// issue whose dependencies are asked about, and per round that asks
+	// which issues were closed, the requests it made (at least one).
 	nextMaxAsks = 32
+	// nextAskers bounds the questions about single issues one call has
+	// in flight at once.
+	nextAskers = 8
 )
 
 // NextStats is what one next cost, for metrics.
@@ -157,18 +160,26 @@ func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forg
 			ask := unverified.Issues[:min(len(unverified.Issues), nextMaxAsks-asks)]
 			drop := map[int64]bool{}
 			if slices.ContainsFunc(ask, func(n int64) bool { _, ok := stale[n]; return ok }) {
-				// One question checks every candidate let go, not only these.
+				// One question checks every candidate let go, not only
+				// these (which come first, should each need a question).
 				recheck := make([]int64, 0, len(stale))
 				var after time.Time
+				for _, n := range ask {
+					if _, ok := stale[n]; ok {
+						recheck = append(recheck, n)
+					}
+				}
 				for n, e := range stale {
-					recheck = append(recheck, n)
+					if !slices.Contains(ask, n) {
+						recheck = append(recheck, n)
+					}
 					if e.After(after) {
 						after = e
 					}
 				}
-				asks++
 				open, at, n, err := s.next.stillOpen(ctx, s, r, v.Login, recheck, asked, after)
 				st.Requests += n
+				asks += max(n, 1)
 				if err != nil {
 					return contract.Tenure{}, err
 				}
@@ -450,7 +461,8 @@ type closedEntry struct {
 // still open: those not on the forge's list of issues closed since
 // listed, as the forge answered it after after (at: when that answer was
 // asked for), and, where that list was cut short, those the forge says
-// are open when asked about each (as login). The answer serves every
+// are open when asked about each (as login): the first
+// nextMaxAsks of them, the rest left out of open, unknown. The answer serves every
 // caller asking about the repository while it is the latest: it reaches
 // back as far as any list in use may (endedLately), whatever the list of
 // the caller that asked for it.
@@ -506,10 +518,15 @@ func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, log
 	if len(unsure) == 0 {
 		return open, e.asked, requests, nil
 	}
-	// More were closed than one list holds: ask about each (an issue
-	// gone, or no longer visible, is not handed out).
+	// More were closed than one list holds: ask about each, a few at a
+	// time (an issue gone, or no longer visible, is not handed out).
+	for _, n := range unsure[min(len(unsure), nextMaxAsks):] {
+		delete(open, n)
+	}
+	unsure = unsure[:min(len(unsure), nextMaxAsks)]
 	var mu sync.Mutex
 	var g errgroup.Group
+	g.SetLimit(nextAskers)
 	for _, n := range unsure {
 		g.Go(func() error {
 			is, err := s.forge.Issue(ctx, login, owner, name, n)
