@@ -314,6 +314,13 @@ DEFAULT_BRANCH = main
 ; git's hooks run through sh rather than bash: one process fewer per hook
 SCRIPT_TYPE = sh
 
+[queue]
+; in memory: a persistent (level) queue that ran dry looks for new work
+; every 50 ms, backing off to 2 s, so each queue a change passes through
+; (a push, its webhook, a pull request's mergeability test) adds up to 2 s
+; on a quiet instance; a channel hands work over at once
+TYPE = channel
+
 [queue.pr_patch_checker]
 ; Gitea tests pull requests for mergeability with NumCPU/2 workers, one on
 ; 2 cores, 20 pull requests taken at a time; with pull requests being

@@ -64,6 +64,10 @@ type agentConfig struct {
 	Work  bool
 	Self  string
 	Grace time.Duration
+	// Lock is the issue of the merge-lock repository LockRepo that the
+	// work holds while it merges (0: none).
+	Lock     int64
+	LockRepo string
 }
 
 // Bounds of an agent's waiting.

@@ -65,6 +65,8 @@ type fleet struct {
 	agents  []*integration.User
 	backlog backlog
 	gitBin  string // the directory of git-collab
+	// lockRepo holds the merge locks of round three (owner/name).
+	lockRepo string
 
 	sidecar *integration.Sidecar
 	// retiredCPU is the CPU time of sidecar processes that have stopped.
@@ -94,6 +96,8 @@ type modeSpec struct {
 	Users   []*integration.User
 	Keys    []string
 	Zombies map[int]bool
+	// Lock is its issue in the merge-lock repository (round three).
+	Lock int64
 }
 
 // ModeResult is what one mode measured.
@@ -160,15 +164,20 @@ func (f *fleet) checkouts(ctx context.Context, spec modeSpec) ([]checkout, error
 		eg.Go(func() error {
 			home := checkoutHome(f.dir, i)
 			c := checkout{Dir: filepath.Join(home, repo.Name), Env: integration.CheckoutEnv(home, f.gitBin)}
-			remote := "git@127.0.0.1:" + repo.FullName() + ".git"
+			remote := func(repo string) string { return "git@127.0.0.1:" + repo + ".git" }
 			if spec.Round3 {
-				remote = strings.Replace(f.proxy.urls[srcAgents], "://", "://"+u.Login+":"+u.Token+"@", 1) + "/" + repo.FullName() + ".git"
+				remote = func(repo string) string {
+					return strings.Replace(f.proxy.urls[srcAgents], "://", "://"+u.Login+":"+u.Token+"@", 1) + "/" + repo + ".git"
+				}
 			}
 			cmds := [][]string{
 				{"init", "-q", c.Dir},
-				{"-C", c.Dir, "remote", "add", "origin", remote},
+				{"-C", c.Dir, "remote", "add", "origin", remote(repo.FullName())},
 				{"-C", c.Dir, "config", "user.name", agentLogin(i)},
 				{"-C", c.Dir, "config", "user.email", agentLogin(i) + "@fleet.invalid"},
+			}
+			if spec.Round3 {
+				cmds = append(cmds, []string{"-C", c.Dir, "remote", "add", lockRemote, remote(f.lockRepo)})
 			}
 			if f.sidecar != nil {
 				cmds = append(cmds,
@@ -271,7 +280,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			Index: i, Login: u.Login, Mode: spec.Mode, Seed: f.seed, Repo: spec.Repo.FullName(),
 			API: f.proxy.urls[srcAgents], Token: u.Token, TTL: spec.TTL, DieAt: spec.Kill[i],
 			Spread: len(spec.Users), Stall: assigneesStall,
-			Work: spec.Round3, Self: f.self, Grace: sessionGrace,
+			Work: spec.Round3, Self: f.self, Grace: sessionGrace, Lock: spec.Lock, LockRepo: f.lockRepo,
 		}
 		if cos != nil {
 			cfg.Dir, cfg.Env = cos[i].Dir, cos[i].Env

@@ -270,6 +270,11 @@ func run(ctx context.Context, o options) error {
 	if err := eg.Wait(); err != nil {
 		return err
 	}
+	locks, err := seedLocks(setup, f.g, org, specs, o.modes, f.agents, bot)
+	if err != nil {
+		return err
+	}
+	f.lockRepo = locks.FullName()
 	fmt.Fprintf(os.Stderr, "fleet: seeded %d agents, the account bot with %d keys and %d backlogs (%d issues for round two, %d for round three) in %.1fs\n",
 		o.agents, len(botKeys), len(o.modes), o.issues, o.gitIssues, time.Since(step).Seconds())
 

@@ -32,10 +32,14 @@ type traffic struct {
 	// Deps counts the questions about an issue's dependencies, by source
 	// and issue number.
 	Deps map[string]map[int64]int
+	// Merges are the agents' merge requests (POST …/pulls/{n}/merge) by
+	// Gitea's answer: 200 merged, 409 main moved while Gitea built the
+	// merge, 405 not yet (being tested, or a status missing).
+	Merges map[int]*CallStat
 }
 
 func newTraffic() traffic {
-	return traffic{Routes: map[string]*CallStat{}, Deps: map[string]map[int64]int{}}
+	return traffic{Routes: map[string]*CallStat{}, Deps: map[string]map[int64]int{}, Merges: map[int]*CallStat{}}
 }
 
 // CallStat counts and times calls of one kind.
@@ -87,9 +91,10 @@ func startProxy(target string, sources ...string) (*proxy, error) {
 		srv := &http.Server{
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				start := time.Now()
-				rp.ServeHTTP(w, r)
+				sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+				rp.ServeHTTP(sw, r)
 				// Canceled while it was served: the caller gave up.
-				p.record(src, r.Method, r.URL.Path, time.Since(start), r.Context().Err() != nil)
+				p.record(src, r.Method, r.URL.Path, sw.code, time.Since(start), r.Context().Err() != nil)
 			}),
 			ReadHeaderTimeout: 10 * time.Second,
 		}
@@ -99,7 +104,21 @@ func startProxy(target string, sources ...string) (*proxy, error) {
 	return p, nil
 }
 
-func (p *proxy) record(src, method, path string, d time.Duration, canceled bool) {
+// statusWriter remembers the status of the answer it writes.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets the reverse proxy flush git's streamed answers.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (p *proxy) record(src, method, path string, code int, d time.Duration, canceled bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	rt := route(path)
@@ -108,6 +127,14 @@ func (p *proxy) record(src, method, path string, d time.Duration, canceled bool)
 	if s == nil {
 		s = &CallStat{}
 		p.traffic.Routes[key] = s
+	}
+	if method == http.MethodPost && rt == mergeRoute {
+		m := p.traffic.Merges[code]
+		if m == nil {
+			m = &CallStat{}
+			p.traffic.Merges[code] = m
+		}
+		m.add(d)
 	}
 	if m := depsPath.FindStringSubmatch(path); m != nil && method == http.MethodGet {
 		n, _ := strconv.ParseInt(m[1], 10, 64)
@@ -148,6 +175,9 @@ var (
 	agentPart  = regexp.MustCompile(`/fleet[0-9]+(/|$)`)
 	depsPath   = regexp.MustCompile(`^/api/v1/repos/[^/]+/[^/]+/issues/([0-9]+)/dependencies$`)
 )
+
+// mergeRoute is the route of a merge request.
+const mergeRoute = "/repos/{o}/{r}/pulls/{n}/merge"
 
 // route is a request path with its variable parts named:
 // /repos/{o}/{r}/issues/{n}/dependencies, /repos/{o}/{r}/commits/{sha}/status.

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -69,12 +70,34 @@ func (s summary) rows3() []row {
 			sc, ag := float64(r.Requests[srcSidecar]), float64(r.Requests[srcAgents])
 			return fmt.Sprintf("%.1f (%.1f + %.1f)", (sc+ag)/perClosed(r), sc/perClosed(r), ag/perClosed(r))
 		}},
+		{"merge requests per closed issue (merged + main moved meanwhile + not yet)", func(r ModeResult) string {
+			n := func(code int) float64 {
+				if m := r.Traffic.Merges[code]; m != nil {
+					return float64(m.N)
+				}
+				return 0
+			}
+			all := 0.0
+			for _, m := range r.Traffic.Merges {
+				all += float64(m.N)
+			}
+			return fmt.Sprintf("%.1f (%.1f + %.1f + %.1f)", all/perClosed(r), n(http.StatusOK)/perClosed(r),
+				n(http.StatusConflict)/perClosed(r), n(http.StatusMethodNotAllowed)/perClosed(r))
+		}},
+		{"merge lock: mean wait / mean hold", func(r ModeResult) string {
+			if r.Report.Locks == 0 {
+				return "not taken"
+			}
+			return fmt.Sprintf("%.1f s / %.2f s", r.Report.LockWait.Seconds()/float64(r.Report.Locks),
+				r.Report.LockHeld.Seconds()/float64(max(r.Report.Unlocks, 1)))
+		}},
 		{"sidecar CPU per closed issue", func(r ModeResult) string {
 			if !r.UsesSidecar {
 				return "no sidecar"
 			}
 			return cpuPerClosed(r.SidecarCPU, r)
 		}},
+		{"Gitea CPU per closed issue", func(r ModeResult) string { return cpuPerClosed(r.GiteaCPU, r) }},
 		{"agents' CPU per closed issue (everything they ran)", func(r ModeResult) string { return cpuPerClosed(r.AgentsCPU, r) }},
 		{"of it, claiming (git collab run, claims; the agent's loop)", func(r ModeResult) string {
 			return cpuPerClosed(r.AgentsCPU-r.Report.WorkCPU-r.Report.CheckCPU, r)
@@ -136,8 +159,12 @@ func (s summary) notes3() []string {
 		}
 		for _, key := range []string{"assignees-bot", "assignees-accounts"} {
 			if a, ok := byKey[key]; ok {
-				out = append(out, fmt.Sprintf("Wall time to the last close, %s against %s: %.1f s against %.1f s, %.2f× (goal ≤ 0.5×).",
-					sess.Spec.Title, a.Spec.Title, sess.Report.LastClose.Seconds(), a.Report.LastClose.Seconds(),
+				unfinished := ""
+				if n := len(a.Report.Unclosed); n > 0 {
+					unfinished = fmt.Sprintf(" (it left %d issues open, so its time to close them all is longer still)", n)
+				}
+				out = append(out, fmt.Sprintf("Wall time to the last close, %s against %s: %.1f s against %.1f s%s, %.2f× (goal ≤ 0.5×).",
+					sess.Spec.Title, a.Spec.Title, sess.Report.LastClose.Seconds(), a.Report.LastClose.Seconds(), unfinished,
 					ratio(sess.Report.LastClose.Seconds(), a.Report.LastClose.Seconds())))
 			}
 		}

@@ -76,6 +76,10 @@ type Report struct {
 	// (their git, their API requests), and of the git collab check each
 	// ran before a push or merge.
 	WorkCPU, CheckCPU time.Duration
+	// The merge lock (round three): how often it was taken and let go,
+	// the time spent waiting for it, and the time it was held.
+	Locks, Unlocks     int
+	LockWait, LockHeld time.Duration
 }
 
 // Duplicate is an issue worked more than once.
@@ -139,6 +143,12 @@ func summarize(issues, agents int, wall time.Duration, events []Event) Report {
 		case evWorkCPU:
 			r.WorkCPU += e.Took
 			r.CheckCPU += e.CPU
+		case evLocked:
+			r.Locks++
+			r.LockWait += e.Took
+		case evUnlocked:
+			r.Unlocks++
+			r.LockHeld += e.Took
 		}
 	}
 	for n, who := range worked {

@@ -185,3 +185,17 @@ func TestRoundThreePlan(t *testing.T) {
 		}
 	}
 }
+
+// The merge lock's waits and holds add up per mode; a lock taken and
+// never let go (the work killed) counts its wait and no hold.
+func TestSummarizeCountsTheMergeLock(t *testing.T) {
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	r := summarize(2, 2, s(10), []Event{
+		{Agent: 0, Kind: evLocked, Issue: 1, Took: s(3)},
+		{Agent: 0, Kind: evUnlocked, Issue: 1, Took: s(1)},
+		{Agent: 1, Kind: evLocked, Issue: 2, Took: s(5)},
+	})
+	if r.Locks != 2 || r.Unlocks != 1 || r.LockWait != s(8) || r.LockHeld != s(1) {
+		t.Errorf("locks %d, unlocks %d, wait %s, held %s; want 2, 1, 8s, 1s", r.Locks, r.Unlocks, r.LockWait, r.LockHeld)
+	}
+}

@@ -213,3 +213,47 @@ func openIssues(ctx context.Context, g *integration.Gitea, repo integration.Repo
 
 // checkoutHome is where agent i's checkouts (and HOME) are.
 func checkoutHome(dir string, i int) string { return filepath.Join(dir, "agents", agentLogin(i)) }
+
+// lockRepoName is the repository of the merge locks: one issue for each
+// round-three mode's backlog, which its agents hold while they merge.
+const lockRepoName = "merge-locks"
+
+// seedLocks creates org/merge-locks, with every agent (and bot) a write
+// collaborator, and in it the merge lock of each round-three mode that
+// runs (the issue "Merge lock of backlog-<key>", in spec.Lock). It
+// returns the repository.
+func seedLocks(ctx context.Context, g *integration.Gitea, org string, specs []modeSpec, runs map[string]bool, agents []*integration.User, bot *integration.User) (integration.Repo, error) {
+	admin := g.Admin()
+	repo := integration.Repo{Owner: org, Name: lockRepoName}
+	var out struct{ ID int64 }
+	if err := admin.Do(ctx, "POST", "/orgs/"+org+"/repos", map[string]any{"name": repo.Name}, &out); err != nil {
+		return repo, err
+	}
+	repo.ID = out.ID
+	path := "/repos/" + repo.FullName()
+	var eg errgroup.Group
+	eg.SetLimit(seedWidth)
+	for _, u := range append(slices.Clone(agents), bot) {
+		eg.Go(func() error {
+			return admin.Do(ctx, "PUT", path+"/collaborators/"+u.Login, map[string]any{"permission": "write"}, nil)
+		})
+	}
+	for i := range specs {
+		if !specs[i].Round3 || !runs[specs[i].Key] {
+			continue
+		}
+		eg.Go(func() error {
+			var out struct{ Number int64 }
+			err := admin.Do(ctx, "POST", path+"/issues", map[string]any{
+				"title": "Merge lock of backlog-" + specs[i].Key,
+				"body":  "Held by the agent of the fleet benchmark that is merging into main.",
+			}, &out)
+			specs[i].Lock = out.Number
+			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return repo, fmt.Errorf("seed %s: %w", repo.FullName(), err)
+	}
+	return repo, nil
+}

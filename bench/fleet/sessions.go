@@ -90,8 +90,14 @@ func (a *agent) runWork(ctx context.Context, kind string, issue int64, argv ...s
 // runWorkWith is runWork with env added to the process's environment and
 // started called with its process once it has started.
 func (a *agent) runWorkWith(ctx context.Context, kind string, issue int64, env []string, started func(*os.Process), argv ...string) (bool, workResult, error) {
+	claims := a.cfg.Mode == modeSession || a.cfg.Mode == modeChain
+	lockWith := lockAssignee
+	if claims {
+		lockWith = lockClaim
+	}
 	cfg, err := json.Marshal(workConfig{Agent: a.cfg.Index, Seed: a.cfg.Seed, Repo: a.cfg.Repo, API: a.cfg.API,
-		Token: a.cfg.Token, Issue: issue, Check: a.cfg.Mode == modeSession || a.cfg.Mode == modeChain})
+		Token: a.cfg.Token, Issue: issue, Check: claims,
+		Lock: a.cfg.Lock, LockRepo: a.cfg.LockRepo, LockWith: lockWith, Login: a.cfg.Login})
 	if err != nil {
 		return false, workResult{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,6 +53,14 @@ type workConfig struct {
 	// Check: check COLLAB_TOKEN before every push and the merge, and
 	// merge only once the required status says success.
 	Check bool
+	// The merge lock: the work holds issue Lock of the repository
+	// LockRepo while it merges, taken the way its agent claims issues
+	// (LockWith: lockClaim or lockAssignee); 0 none. Login is the
+	// agent's account, the assignee it sets.
+	Lock     int64
+	LockRepo string
+	LockWith string
+	Login    string
 }
 
 // The kinds of Event only round three's work emits.
@@ -63,6 +72,8 @@ const (
 	evTerminated = "terminated" // it was stopped by SIGTERM (git collab run: the claim was lost)
 	evWorkCPU    = "workcpu"    // its last line: its CPU time (Took) and its git collab check's (CPU)
 	evSkipped    = "skipped"    // the issue was closed already: it did nothing
+	evLocked     = "locked"     // it took the merge lock (Took: how long it waited)
+	evUnlocked   = "unlocked"   // it let the merge lock go (Took: how long it held it)
 )
 
 // errStale is a check that said the token is stale: the work stops and
@@ -90,6 +101,14 @@ type work struct {
 	out      *json.Encoder
 	checkCPU time.Duration
 	branch   string
+	// lockMu makes letting the merge lock go one step at a time: the
+	// SIGTERM handler lets go of a lock the work still holds, after
+	// whatever letting go was under way when the signal came.
+	lockMu   sync.Mutex
+	lockedAt time.Time // when it took the merge lock; zero: not held
+	// A test's clock (nil: the real one): sleeping moves it on.
+	clockNow   func() time.Time
+	clockSleep func(time.Duration)
 }
 
 // workMain runs one piece of work and returns its exit status: 0 done,
@@ -117,6 +136,12 @@ func workMain(stdout io.Writer) int {
 		<-term
 		w.mu.Lock() // never released: the process ends here
 		w.emitLocked(Event{Kind: evTerminated, Issue: w.n})
+		// The merge that closed the issue ends the claim, and with it
+		// the work, a moment after it: often while the work lets the
+		// merge lock go, whose git collab the same signal stopped.
+		if held, ok := w.unlock(context.Background()); ok {
+			w.emitLocked(Event{Kind: evUnlocked, Issue: w.n, Took: held})
+		}
 		os.Exit(143)
 	}()
 	err := w.run(context.Background())
@@ -392,8 +417,18 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 				return err
 			}
 		}
+		wait = pollMerge
+	}
+	if w.cfg.Lock != 0 {
+		defer w.letGo(ctx)
 	}
 	for {
+		if w.cfg.Lock != 0 && !w.holdsLock() {
+			if err := w.takeLock(ctx, deadline); err != nil {
+				w.emit(Event{Kind: evRefused, Detail: err.Error()})
+				return err
+			}
+		}
 		if err := w.check(ctx); err != nil {
 			return err
 		}
@@ -414,7 +449,15 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			return err
 		case apiErr.Status == http.StatusMethodNotAllowed && strings.Contains(apiErr.Body, "already merged"):
 			// Merged by someone else; what this work pushed since needs
-			// a pull request of its own, unless it is all in main already.
+			// a pull request of its own, unless it is all in main already
+			// (Gitea opens a pull request of a branch main holds, and
+			// answers its merge "try again later" for good).
+			if in, err := w.inMain(ctx); err != nil || in {
+				if in {
+					w.emit(Event{Kind: evClosed, Detail: "merged by another"})
+				}
+				return err
+			}
 			next, err := w.pullRequest(ctx)
 			if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
 				w.emit(Event{Kind: evClosed, Detail: "merged by another"})
@@ -429,7 +472,18 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 		case apiErr.Status == http.StatusMethodNotAllowed && strings.Contains(apiErr.Body, "try again later") ||
 			apiErr.Status == http.StatusConflict:
 			// Being tested (a push, or main moved), or main moved by
-			// another merge at that instant.
+			// another merge at that instant. Holding the merge lock,
+			// the test is the one the last merge began, and the answer
+			// costs Gitea a read: look again soon; but a pull request
+			// that will not merge must not keep the others waiting, so
+			// past lockHold the lock goes to them and this work queues
+			// again.
+			if held, ok := w.heldFor(); ok {
+				wait = pollMerge
+				if held >= lockHold {
+					w.letGo(ctx)
+				}
+			}
 			if err := again(err.Error()); err != nil {
 				w.emit(Event{Kind: evRefused, Detail: err.Error()})
 				return err
@@ -467,4 +521,227 @@ func (w *work) statusSuccess(ctx context.Context, sha string) bool {
 		}
 	}
 	return state == "success"
+}
+
+// The merge lock. Gitea merges a pull request by building the merge in a
+// temporary repository and pushing it to main; when two merges into main
+// overlap, the later push is refused ("merge push out of date", 409) and
+// its work is wasted, and every open pull request is tested again after
+// each merge that lands. Twenty agents that merge whenever they are ready
+// spend most of Gitea's time on merges that lose. So the work takes its
+// repository's merge lock, an issue of a repository of its own, before it
+// merges, and lets it go after: taken the way its agent claims issues (a
+// collab-lease claim with --wait, or Gitea's assignee), the lock only
+// spares Gitea merges that would lose; what keeps a merge safe is the
+// fence, as before.
+const (
+	lockClaim    = "claim"    // git collab claim --wait, through the checkout's remote "locks"
+	lockAssignee = "assignee" // assign oneself, read again, let go if someone else is assigned too
+	lockRemote   = "locks"
+	// lockTTL bounds a claim of the lock whose holder died before it let
+	// go; the merge under it takes a second or two.
+	lockTTL = 20 * time.Second
+	// lockHold is how long a work holds the lock while Gitea answers
+	// its merge "not yet": then it lets the others go first.
+	lockHold = 10 * time.Second
+)
+
+// takeLock takes the merge lock, waiting for its turn until deadline,
+// and says so.
+func (w *work) takeLock(ctx context.Context, deadline time.Time) error {
+	start := time.Now()
+	if err := w.lock(ctx, deadline); err != nil {
+		return err
+	}
+	w.emit(Event{Kind: evLocked, Took: time.Since(start)})
+	return nil
+}
+
+// letGo lets the merge lock go if the work holds it, and says so.
+func (w *work) letGo(ctx context.Context) {
+	if held, ok := w.unlock(ctx); ok {
+		w.emit(Event{Kind: evUnlocked, Took: held})
+	}
+}
+
+// lock takes the merge lock, waiting for its turn until deadline.
+func (w *work) lock(ctx context.Context, deadline time.Time) error {
+	var err error
+	switch w.cfg.LockWith {
+	case lockClaim:
+		err = w.claimLock(ctx, deadline)
+	case lockAssignee:
+		err = w.assignLock(ctx, deadline)
+	default:
+		err = fmt.Errorf("unknown merge lock %q", w.cfg.LockWith)
+	}
+	if err != nil {
+		return fmt.Errorf("merge lock %s#%d: %w", w.cfg.LockRepo, w.cfg.Lock, err)
+	}
+	w.lockMu.Lock()
+	w.lockedAt = time.Now()
+	w.lockMu.Unlock()
+	return nil
+}
+
+func (w *work) holdsLock() bool {
+	_, ok := w.heldFor()
+	return ok
+}
+
+// heldFor says how long the work has held the merge lock, if it does.
+func (w *work) heldFor() (time.Duration, bool) {
+	w.lockMu.Lock()
+	defer w.lockMu.Unlock()
+	if w.lockedAt.IsZero() {
+		return 0, false
+	}
+	return time.Since(w.lockedAt), true
+}
+
+// unlock lets the merge lock go if the work holds it, and says how long
+// it held it; ok is false if it did not hold it or could not let go
+// (a claim then lapses after lockTTL).
+func (w *work) unlock(ctx context.Context) (held time.Duration, ok bool) {
+	w.lockMu.Lock()
+	defer w.lockMu.Unlock()
+	if w.lockedAt.IsZero() {
+		return 0, false
+	}
+	var err error
+	switch w.cfg.LockWith {
+	case lockClaim:
+		err = w.collabLock(ctx, "unclaim")
+	case lockAssignee:
+		err = w.unassignLock(ctx)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleet work: let go of merge lock %s#%d: %v\n", w.cfg.LockRepo, w.cfg.Lock, err)
+		return 0, false
+	}
+	held = time.Since(w.lockedAt)
+	w.lockedAt = time.Time{}
+	return held, true
+}
+
+// claimLock claims the lock with collab-lease, waiting in the sidecar,
+// which hands it to its waiters first come, first served.
+func (w *work) claimLock(ctx context.Context, deadline time.Time) error {
+	wait := max(time.Until(deadline).Truncate(time.Second), time.Second)
+	return w.collabLock(ctx, "claim", "--ttl", lockTTL.String(), "--wait", wait.String())
+}
+
+// collabLock runs git collab <verb> on the lock issue as the work's
+// agent; a claim succeeds with exit 0, and letting go with exit 4 too
+// (the claim lapsed already).
+func (w *work) collabLock(ctx context.Context, verb string, flags ...string) error {
+	args := append([]string{"collab", verb, strconv.FormatInt(w.cfg.Lock, 10), "--remote", lockRemote,
+		"--agent", agentLogin(w.cfg.Agent)}, flags...)
+	r, err := integration.RunCommand(exec.CommandContext(ctx, "git", args...))
+	switch {
+	case err != nil:
+		return err
+	case r.Code == contract.ExitOK, verb == "unclaim" && r.Code == contract.ExitConflict:
+		return nil
+	}
+	return fmt.Errorf("git collab %s: exit %d: %s", verb, r.Code, lastLine(r.Stderr))
+}
+
+// lockPath is the lock issue's API path.
+func (w *work) lockPath() string {
+	return fmt.Sprintf("/repos/%s/issues/%d", w.cfg.LockRepo, w.cfg.Lock)
+}
+
+// assignLock takes the lock the way the assignees loop takes an issue:
+// free (nobody assigned, or only its own account), assign itself, read
+// again, and let go if someone else is assigned too. Under one account
+// every agent sees only itself, so nothing waits. Gitea's assignees
+// never lapse, and two agents that assign themselves at once can both
+// stay assigned after both let go; so, as an agent author would, it
+// takes over a lock whose assignees have not changed for lockTTL.
+func (w *work) assignLock(ctx context.Context, deadline time.Time) error {
+	me := []string{w.cfg.Login}
+	pause := pollMerge
+	var seen []string // the assignees other than it, and since when unchanged
+	var since time.Time
+	for {
+		var is giteaIssue
+		if err := w.api.Do(ctx, "GET", w.lockPath(), nil, &is); err != nil {
+			return err
+		}
+		who := is.assignees()
+		free := len(who) == 0 || slices.Equal(who, me)
+		if !free && (seen == nil || !slices.Equal(who, seen)) {
+			seen, since = who, w.now()
+		} else if !free && w.now().Sub(since) >= lockTTL {
+			free = true // nobody has let go of it for that long
+		}
+		if free {
+			if err := w.api.Do(ctx, "PATCH", w.lockPath(), map[string]any{"assignees": me}, nil); err != nil {
+				return err
+			}
+			if err := w.api.Do(ctx, "GET", w.lockPath(), nil, &is); err != nil {
+				return err
+			}
+			if slices.Equal(is.assignees(), me) {
+				return nil
+			}
+			if err := w.unassignLock(ctx); err != nil {
+				return err
+			}
+			seen = nil
+		}
+		if w.now().After(deadline) {
+			return errors.New("not free in time")
+		}
+		w.sleep(pause)
+		pause = min(2*pause, maxPollMerge)
+	}
+}
+
+// now and sleep are the work's clock: the real one unless a test sets
+// clockNow and clockSleep.
+func (w *work) now() time.Time {
+	if w.clockNow != nil {
+		return w.clockNow()
+	}
+	return time.Now()
+}
+
+func (w *work) sleep(d time.Duration) {
+	if w.clockSleep != nil {
+		w.clockSleep(d)
+		return
+	}
+	time.Sleep(d)
+}
+
+// unassignLock takes its account off the lock issue's assignees.
+func (w *work) unassignLock(ctx context.Context) error {
+	var is giteaIssue
+	if err := w.api.Do(ctx, "GET", w.lockPath(), nil, &is); err != nil {
+		return err
+	}
+	others := slices.DeleteFunc(is.assignees(), func(l string) bool { return l == w.cfg.Login })
+	if others == nil {
+		others = []string{}
+	}
+	return w.api.Do(ctx, "PATCH", w.lockPath(), map[string]any{"assignees": others}, nil)
+}
+
+// inMain says whether main holds the work's HEAD: everything it pushed
+// has been merged.
+func (w *work) inMain(ctx context.Context) (bool, error) {
+	if _, err := w.git(ctx, "fetch", "-q", "origin", "main"); err != nil {
+		return false, err
+	}
+	err := exec.CommandContext(ctx, "git", "merge-base", "--is-ancestor", "HEAD", "origin/main").Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.As(err, &exit) && exit.ExitCode() == 1:
+		return false, nil
+	}
+	return false, fmt.Errorf("git merge-base --is-ancestor HEAD origin/main: %w", err)
 }

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/collab-lease/collab-lease/integration"
+	"github.com/collab-lease/collab-lease/plugin/clocktest"
+)
+
+// fakeLockIssue is a Gitea with one issue, o/locks#1, whose assignees a
+// PATCH replaces, as Gitea's does, each request made as the account its
+// token names.
+type fakeLockIssue struct {
+	mu        sync.Mutex
+	assignees []string
+	gets      map[string]int // GETs of the issue, by account
+}
+
+func (f *fakeLockIssue) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/api/v1/repos/o/locks/issues/1" {
+		http.NotFound(w, r)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch r.Method {
+	case http.MethodGet:
+		f.gets[r.Header.Get("Authorization")]++
+	case http.MethodPatch:
+		var in struct{ Assignees []string }
+		if err := json.NewDecoder(r.Body).Decode(&in); err != nil || in.Assignees == nil {
+			http.Error(w, "bad body", http.StatusUnprocessableEntity)
+			return
+		}
+		f.assignees = in.Assignees
+	}
+	type user struct {
+		Login string `json:"login"`
+	}
+	out := struct {
+		Number    int64  `json:"number"`
+		State     string `json:"state"`
+		Assignees []user `json:"assignees"`
+	}{Number: 1, State: "open"}
+	for _, l := range f.assignees {
+		out.Assignees = append(out.Assignees, user{l})
+	}
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func (f *fakeLockIssue) state() ([]string, map[string]int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.assignees), maps.Clone(f.gets)
+}
+
+func lockWork(url, login string) *work {
+	return &work{cfg: workConfig{LockRepo: "o/locks", Lock: 1, LockWith: lockAssignee, Login: login},
+		api: &integration.API{URL: url, Token: login, HTTP: &http.Client{Timeout: 10 * time.Second}}}
+}
+
+// Under two accounts the assignee lock excludes: the second waits, looking
+// again, until the first lets go, and letting go leaves others assigned.
+func TestAssigneeLockWaitsForAnotherAccount(t *testing.T) {
+	f := &fakeLockIssue{gets: map[string]int{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	alice, bob := lockWork(srv.URL, "alice"), lockWork(srv.URL, "bob")
+	if err := alice.lock(ctx, deadline); err != nil {
+		t.Fatal(err)
+	}
+	if who, _ := f.state(); !slices.Equal(who, []string{"alice"}) {
+		t.Fatalf("assignees %v after alice took the lock", who)
+	}
+	got := make(chan error, 1)
+	go func() { got <- bob.lock(ctx, deadline) }()
+	for wait := time.Now().Add(30 * time.Second); ; {
+		if _, gets := f.state(); gets["token bob"] >= 2 {
+			break // bob has looked twice, and is waiting
+		}
+		if time.Now().After(wait) {
+			t.Fatal("bob never looked at the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case err := <-got:
+		t.Fatalf("bob took the lock alice holds (%v)", err)
+	default:
+	}
+	if who, _ := f.state(); !slices.Equal(who, []string{"alice"}) {
+		t.Fatalf("assignees %v while bob waits", who)
+	}
+	if _, ok := alice.unlock(ctx); !ok {
+		t.Fatal("alice could not let go")
+	}
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("bob never took the lock alice let go")
+	}
+	if who, _ := f.state(); !slices.Equal(who, []string{"bob"}) {
+		t.Errorf("assignees %v after bob took the lock", who)
+	}
+	if !bob.holdsLock() || alice.holdsLock() {
+		t.Errorf("bob holds %v, alice holds %v", bob.holdsLock(), alice.holdsLock())
+	}
+	if _, ok := alice.unlock(ctx); ok {
+		t.Error("alice let go of a lock she no longer holds")
+	}
+}
+
+// Under one account every agent sees only itself assigned: the lock
+// excludes nobody, which is what the one-account baseline measures.
+func TestAssigneeLockUnderOneAccountExcludesNobody(t *testing.T) {
+	f := &fakeLockIssue{gets: map[string]int{}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	ctx := context.Background()
+	deadline := time.Now().Add(time.Minute)
+	one, two := lockWork(srv.URL, "bot"), lockWork(srv.URL, "bot")
+	if err := one.lock(ctx, deadline); err != nil {
+		t.Fatal(err)
+	}
+	if err := two.lock(ctx, deadline); err != nil {
+		t.Fatal(err)
+	}
+	if !one.holdsLock() || !two.holdsLock() {
+		t.Error("both agents of bot should hold the lock at once")
+	}
+}
+
+// Two agents that assigned themselves at once and both let go can leave
+// both assigned, and Gitea never lapses an assignee: a lock whose
+// assignees have not changed for lockTTL is taken over, and not before.
+func TestAssigneeLockTakesOverWhatNobodyLetGo(t *testing.T) {
+	f := &fakeLockIssue{gets: map[string]int{}, assignees: []string{"alice", "bob"}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c := clocktest.New()
+	start := c.Now()
+	carol := lockWork(srv.URL, "carol")
+	carol.clockNow, carol.clockSleep = c.Now, c.Advance
+	if err := carol.lock(context.Background(), start.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if who, _ := f.state(); !slices.Equal(who, []string{"carol"}) {
+		t.Fatalf("assignees %v after carol took the lock over", who)
+	}
+	if waited := c.Now().Sub(start); waited < lockTTL || waited > lockTTL+maxPollMerge {
+		t.Errorf("carol took the lock over after %s, want between %s and %s", waited, lockTTL, lockTTL+maxPollMerge)
+	}
+}
+
+// A lock whose assignees change is held by someone: it is never taken
+// over, and the wait ends at its deadline.
+func TestAssigneeLockWaitsWhileItsAssigneesChange(t *testing.T) {
+	f := &fakeLockIssue{gets: map[string]int{}, assignees: []string{"alice"}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c := clocktest.New()
+	start := c.Now()
+	carol := lockWork(srv.URL, "carol")
+	// Each time carol looks again, the lock has gone from alice to bob
+	// or back.
+	carol.clockNow, carol.clockSleep = c.Now, func(d time.Duration) {
+		c.Advance(d)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if slices.Equal(f.assignees, []string{"alice"}) {
+			f.assignees = []string{"bob"}
+		} else {
+			f.assignees = []string{"alice"}
+		}
+	}
+	err := carol.lock(context.Background(), start.Add(time.Minute))
+	if err == nil || !strings.Contains(err.Error(), "not free in time") {
+		t.Fatalf("lock: %v, want not free in time", err)
+	}
+	if who, _ := f.state(); slices.Contains(who, "carol") {
+		t.Errorf("assignees %v: carol took a lock that was in use", who)
+	}
+}
