@@ -397,6 +397,7 @@ const mergeDeadline = 5 * time.Minute
 func (w *work) merge(ctx context.Context, pr int64) error {
 	deadline := time.Now().Add(mergeDeadline)
 	wait := pollMerge
+	nudges := 0
 	again := func(why string) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("pull request #%d: not merged within %s: %s", pr, mergeDeadline, why)
@@ -405,19 +406,26 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 		wait = min(2*wait, maxPollMerge)
 		return nil
 	}
-	if w.cfg.Check {
+	// Under a claim, wait for the required status on the head before
+	// checking the token and merging: Gitea refuses the merge until then.
+	awaitStatus := func() error {
+		if !w.cfg.Check {
+			return nil
+		}
 		head, err := w.git(ctx, "rev-parse", "HEAD")
 		if err != nil {
 			return err
 		}
-		// Wait for the required status before checking the token and
-		// merging: Gitea refuses the merge until then.
 		for !w.statusSuccess(ctx, head) {
 			if err := again("the required status never said success"); err != nil {
 				return err
 			}
 		}
 		wait = pollMerge
+		return nil
+	}
+	if err := awaitStatus(); err != nil {
+		return err
 	}
 	if w.cfg.Lock != 0 {
 		defer w.letGo(ctx)
@@ -481,7 +489,19 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			if held, ok := w.heldFor(); ok {
 				wait = pollMerge
 				if held >= lockHold {
+					// A test Gitea never finished (it failed, or nothing
+					// queued it again) leaves the pull request "not yet"
+					// until its branch moves: push a commit more, and
+					// queue again once its status is in.
 					w.letGo(ctx)
+					nudges++
+					if err := w.commitAndPush(ctx, 2+nudges); err != nil {
+						return err
+					}
+					if err := awaitStatus(); err != nil {
+						return err
+					}
+					continue
 				}
 			}
 			if err := again(err.Error()); err != nil {
@@ -542,7 +562,8 @@ const (
 	// go; the merge under it takes a second or two.
 	lockTTL = 20 * time.Second
 	// lockHold is how long a work holds the lock while Gitea answers
-	// its merge "not yet": then it lets the others go first.
+	// its merge "not yet": then it lets the others go first, and pushes
+	// a commit more so that Gitea tests its pull request again.
 	lockHold = 10 * time.Second
 )
 
