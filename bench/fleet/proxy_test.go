@@ -47,3 +47,26 @@ func TestProxyCountsMergesByAnswer(t *testing.T) {
 		t.Errorf("POST /repos/{o}/{r}/issues/{n} counted %d times, want 1", n)
 	}
 }
+
+// The report's merge row adds up: answers other than merged, main moved
+// and not yet are shown as their own part.
+func TestMergeRowShowsEveryAnswer(t *testing.T) {
+	var cell func(ModeResult) string
+	for _, r := range (summary{}).rows3() {
+		if strings.HasPrefix(r.label, "merge requests per closed issue") {
+			cell = r.cell
+		}
+	}
+	if cell == nil {
+		t.Fatal("no merge row in round three's table")
+	}
+	r := ModeResult{Report: Report{Closed: 10}, Traffic: traffic{Merges: map[int]*CallStat{
+		http.StatusOK: {N: 10}, http.StatusConflict: {N: 5}, http.StatusMethodNotAllowed: {N: 20}}}}
+	if got, want := cell(r), "3.5 (1.0 + 0.5 + 2.0)"; got != want {
+		t.Errorf("merge row %q, want %q", got, want)
+	}
+	r.Traffic.Merges[http.StatusInternalServerError] = &CallStat{N: 3}
+	if got, want := cell(r), "3.8 (1.0 + 0.5 + 2.0 + 0.3 other)"; got != want {
+		t.Errorf("merge row with 5xx answers %q, want %q", got, want)
+	}
+}

@@ -70,7 +70,7 @@ func (s summary) rows3() []row {
 			sc, ag := float64(r.Requests[srcSidecar]), float64(r.Requests[srcAgents])
 			return fmt.Sprintf("%.1f (%.1f + %.1f)", (sc+ag)/perClosed(r), sc/perClosed(r), ag/perClosed(r))
 		}},
-		{"merge requests per closed issue (merged + main moved meanwhile + not yet)", func(r ModeResult) string {
+		{"merge requests per closed issue (merged + main moved meanwhile + not yet, + other answers)", func(r ModeResult) string {
 			n := func(code int) float64 {
 				if m := r.Traffic.Merges[code]; m != nil {
 					return float64(m.N)
@@ -81,8 +81,13 @@ func (s summary) rows3() []row {
 			for _, m := range r.Traffic.Merges {
 				all += float64(m.N)
 			}
-			return fmt.Sprintf("%.1f (%.1f + %.1f + %.1f)", all/perClosed(r), n(http.StatusOK)/perClosed(r),
-				n(http.StatusConflict)/perClosed(r), n(http.StatusMethodNotAllowed)/perClosed(r))
+			ok, moved, notYet := n(http.StatusOK), n(http.StatusConflict), n(http.StatusMethodNotAllowed)
+			out := fmt.Sprintf("%.1f (%.1f + %.1f + %.1f", all/perClosed(r), ok/perClosed(r), moved/perClosed(r), notYet/perClosed(r))
+			if other := all - ok - moved - notYet; other > 0 {
+				// Any other answer (a 5xx, a 404): the parts add up.
+				out += fmt.Sprintf(" + %.1f other", other/perClosed(r))
+			}
+			return out + ")"
 		}},
 		{"merge lock: mean wait / mean hold", func(r ModeResult) string {
 			if r.Report.Locks == 0 {
