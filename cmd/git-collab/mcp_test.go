@@ -175,7 +175,7 @@ func TestMCPToolsAnswerAsGitCollabDoes(t *testing.T) {
 					t.Fatalf("exit %s: the session received %q; git collab sends %q", r.code, got, want)
 				}
 				if args := f.conn(1).args; args[len(args)-1] != "collab-lease session --agent 'box-4242'" || args[len(args)-2] != "alice@forge.example" ||
-					!slices.Contains(args, "ServerAliveInterval=5") {
+					!slices.Contains(args, "ServerAliveInterval=10") {
 					t.Fatalf("ssh ran with %q", args)
 				}
 				txt := texts(res)

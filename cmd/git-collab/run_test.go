@@ -100,7 +100,7 @@ func TestRunPassesTheCommandsStatusAndReleases(t *testing.T) {
 				t.Fatalf("%d ssh runs; still claimed: %v", f.runs(), f.claimed(42))
 			}
 			args := f.conn(1).args
-			if got, want := args[len(args)-1], "collab-lease session --agent 'box-4242'"; got != want || args[0] != "-o" || args[len(args)-3] != "2222" || !slices.Contains(args, "ServerAliveCountMax=3") {
+			if got, want := args[len(args)-1], "collab-lease session --agent 'box-4242'"; got != want || args[0] != "-o" || args[len(args)-3] != "2222" || !slices.Contains(args, "ServerAliveCountMax=1") {
 				t.Fatalf("ssh ran with %q, want the exec %q", args, want)
 			}
 		})
@@ -352,6 +352,24 @@ func TestDefaultAgent(t *testing.T) {
 	} {
 		if got := defaultAgent(c.host, 4242); got != c.want {
 			t.Errorf("%q: %q, want %q", c.host, got, c.want)
+		}
+	}
+}
+
+// ssh asks after a third of the grace without a word from the sidecar
+// (rounded, at least a second) and gives up a third later: about two
+// thirds of the grace from the last sign of life to a resume.
+func TestAliveOptionsAskEveryThirdOfTheGrace(t *testing.T) {
+	for _, c := range []struct {
+		grace string
+		every string
+	}{
+		{"", "10"}, {"30s", "10"}, {"5s", "2"}, {"7s", "2"}, {"8s", "3"}, {"2s", "1"}, {"1h", "1200"}, {"bad", "10"},
+	} {
+		got := sessionArgs{grace: c.grace}.aliveOptions()
+		want := []string{"-o", "ServerAliveInterval=" + c.every, "-o", "ServerAliveCountMax=1"}
+		if !slices.Equal(got, want) {
+			t.Errorf("grace %q: %q, want %q", c.grace, got, want)
 		}
 	}
 }

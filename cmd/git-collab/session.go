@@ -102,19 +102,22 @@ type sessionArgs struct {
 	resume string // a session id to take over, or ""
 }
 
-// aliveOptions have ssh itself ask the sidecar, every sixth of the
-// grace, whether it is still there, and give up after three unanswered:
-// a connection that stopped answering without closing (a partition, a
-// suspended machine) ends ssh within half the grace, so the session is
-// resumed, or its loss noticed and the command stopped, before the
-// sidecar lets its claims go.
+// aliveOptions have ssh itself ask the sidecar whether it is still there
+// once it has heard nothing for about a third of the grace (whole
+// seconds, at least one), and give up when the next third passes
+// unanswered: a connection that stopped answering without closing (a
+// partition, a suspended machine) ends ssh about two thirds of the grace
+// after its last sign of life, so the session is resumed, or its loss
+// noticed and the command stopped, before the sidecar lets its claims go.
+// Each ask costs the client a wakeup and a round trip for as long as the
+// session lives, so it asks no more often than that needs.
 func (s sessionArgs) aliveOptions() []string {
 	grace := 30 * time.Second
 	if d, err := contract.ParseDuration(s.grace, 168*time.Hour); err == nil && d > 0 {
 		grace = d
 	}
-	every := max(int(grace/time.Second)/6, 1)
-	return []string{"-o", fmt.Sprintf("ServerAliveInterval=%d", every), "-o", "ServerAliveCountMax=3"}
+	every := max((grace+1500*time.Millisecond)/(3*time.Second), 1) // a third, rounded
+	return []string{"-o", fmt.Sprintf("ServerAliveInterval=%d", every), "-o", "ServerAliveCountMax=1"}
 }
 
 // line is the exec's command line, each value quoted as RemoteCommand's.
