@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"slices"
@@ -63,4 +66,62 @@ func TestSignalTreeFreezesEveryDescendant(t *testing.T) {
 	waitState("T")
 	signalTree(syscall.SIGCONT, cmd.Process.Pid)
 	waitState("running again")
+}
+
+// A work that git collab run stops (SIGTERM, as when the merge's close
+// ends its claim) still reports its CPU as its last event: what it does
+// not report, the report counts as claiming.
+func TestStoppedWorkReportsItsCPU(t *testing.T) {
+	if os.Getenv("FLEET_TEST_WORK") != "" {
+		os.Exit(workMain(os.Stdout))
+	}
+	// A Gitea that never answers: the work waits in its first request.
+	asked := make(chan struct{}, 1)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- struct{}{}
+		<-r.Context().Done()
+	}))
+	defer hang.Close()
+	cfg, err := json.Marshal(workConfig{Repo: "o/r", API: hang.URL, Issue: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStoppedWorkReportsItsCPU$")
+	cmd.Env = append(os.Environ(), "FLEET_TEST_WORK=1", workEnv+"="+string(cfg))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-asked:
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("the work never asked Gitea")
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	var last Event
+	dec := json.NewDecoder(out)
+	for {
+		var e Event
+		if err := dec.Decode(&e); err != nil {
+			break
+		}
+		kinds = append(kinds, e.Kind)
+		last = e
+	}
+	if err := cmd.Wait(); !killedBy(err, syscall.SIGTERM) && (cmd.ProcessState == nil || cmd.ProcessState.ExitCode() != 143) {
+		t.Fatalf("the work ended with %v, want exit status 143", err)
+	}
+	if want := []string{evClaimed, evTerminated, evWorkCPU}; !slices.Equal(kinds, want) {
+		t.Fatalf("events %q, want %q", kinds, want)
+	}
+	if last.Issue != 7 || last.Took <= 0 {
+		t.Fatalf("the CPU event %+v: want issue 7 and a CPU time", last)
+	}
 }

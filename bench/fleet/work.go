@@ -99,7 +99,7 @@ type work struct {
 	// the event of a push or merge already accepted.
 	mu       sync.Mutex
 	out      *json.Encoder
-	checkCPU time.Duration
+	checkCPU time.Duration // guarded by mu
 	branch   string
 	// lockMu makes letting the merge lock go one step at a time: the
 	// SIGTERM handler lets go of a lock the work still holds, after
@@ -142,6 +142,11 @@ func workMain(stdout io.Writer) int {
 		if held, ok := w.unlock(context.Background()); ok {
 			w.emitLocked(Event{Kind: evUnlocked, Issue: w.n, Took: held})
 		}
+		// Its CPU is the work's too: git collab run stops most pieces
+		// of work this way (the merge's close ends the claim a moment
+		// before the work ends), and what a work does not report the
+		// report counts as claiming.
+		w.emitCPU()
 		os.Exit(143)
 	}()
 	err := w.run(context.Background())
@@ -150,8 +155,7 @@ func workMain(stdout io.Writer) int {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	cpu := selfCPU()
-	w.emitLocked(Event{Kind: evWorkCPU, Issue: w.n, Took: cpu - w.checkCPU, CPU: w.checkCPU})
+	w.emitCPU()
 	switch {
 	case errors.Is(err, errStale):
 		return contract.ExitConflict
@@ -160,6 +164,12 @@ func workMain(stdout io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// emitCPU reports the work's CPU time so far, its checks' apart, as its
+// last event; w.mu is held.
+func (w *work) emitCPU() {
+	w.emitLocked(Event{Kind: evWorkCPU, Issue: w.n, Took: selfCPU() - w.checkCPU, CPU: w.checkCPU})
 }
 
 func (w *work) emit(e Event) {
@@ -316,7 +326,9 @@ func (w *work) check(ctx context.Context) error {
 	for attempt := 1; ; attempt++ {
 		r, err := integration.RunCommand(cmd)
 		if cmd.ProcessState != nil {
+			w.mu.Lock()
 			w.checkCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			w.mu.Unlock()
 		}
 		if err != nil {
 			return err
