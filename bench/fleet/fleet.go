@@ -229,6 +229,20 @@ func (f *fleet) restartSidecar(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// keepEvents writes a mode's events, one JSON line each, to
+// events-<key>.jsonl in the working directory: with the Gitea log and
+// database beside them, what a failed run leaves to look into.
+func (f *fleet) keepEvents(key string, events []Event) error {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	for _, e := range events {
+		if err := enc.Encode(e); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(f.dir, "events-"+key+".jsonl"), b.Bytes(), 0o644)
+}
+
 // agentExit is how an agent process ended.
 type agentExit struct {
 	agent  int
@@ -448,6 +462,9 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 		res.SidecarCPU = cpu - cpuBefore
 	}
 	res.Report = summarize(spec.Backlog.Issues, len(spec.Users), wall, all)
+	if err := f.keepEvents(spec.Key, all); err != nil {
+		failures = append(failures, err.Error())
+	}
 	if spec.Mode == modeAssignees && spec.Round3 {
 		// Uncoordinated agents merging one pull request at once make
 		// Gitea fail some merges (HTTP 500): what the baseline measures,

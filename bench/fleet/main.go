@@ -167,7 +167,7 @@ func reproduction(o options) string {
 	return cmd
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options) (err error) {
 	began := time.Now()
 	self, err := os.Executable()
 	if err != nil {
@@ -179,9 +179,18 @@ func run(ctx context.Context, o options) error {
 	}
 	if o.keep {
 		fmt.Fprintln(os.Stderr, "fleet: working directory", dir)
-	} else {
-		defer os.RemoveAll(dir)
 	}
+	defer func() {
+		switch {
+		case o.keep:
+		case err != nil:
+			// What a failure leaves (Gitea's log and database, the
+			// ledger, each mode's events) is kept to look into.
+			fmt.Fprintln(os.Stderr, "fleet: the run failed; its working directory is kept:", dir)
+		default:
+			os.RemoveAll(dir)
+		}
+	}()
 	f := &fleet{seed: o.seed, dir: dir, self: self, verbose: o.verbose, log: os.Stderr,
 		backlog: planBacklog(o.seed, o.issues), gitBin: filepath.Join(dir, "bin")}
 	setup, cancel := context.WithTimeout(ctx, 15*time.Minute)
