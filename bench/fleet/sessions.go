@@ -23,14 +23,20 @@ import (
 // agent costs one waiting session, not a call every second or two.
 const nextWait = 30 * time.Second
 
+// idleWaits is how many waits in a row may find nothing free before an
+// agent stops while Gitea still lists open issues: what holds them is not
+// letting go (a frozen agent's claim lapses within one wait).
+const idleWaits = 4
+
 // runSessions loops `git collab run --next --wait W --grace G --agent
-// <name> -- <work>` until nothing is left: nothing came free while nobody
-// holds anything, and either Gitea has no open issue left or the same
-// happened twice in a row (a claim that lapses between the two looks is
-// claimed by the second).
+// <name> -- <work>` until nothing is left: nothing came free and Gitea
+// lists no open issue, or nothing came free idleWaits times in a row.
+// While an issue is open, what holds it may let it go (a frozen agent's
+// session lapses), so an agent waits again. Who holds them it does not
+// ask: that would be a git collab claims, a process chain and a handshake.
 func (a *agent) runSessions(ctx context.Context) error {
 	grace := a.cfg.Grace.String()
-	idle := false
+	idle := 0
 	delay := 100 * time.Millisecond
 	for {
 		claimed, r, err := a.runWork(ctx, "git collab run", 0, "git", "collab", "run", "--next", "--wait", nextWait.String(),
@@ -41,27 +47,18 @@ func (a *agent) runSessions(ctx context.Context) error {
 		if claimed {
 			// Whatever the exit (0, or 4 when the merge's close ended the
 			// claim or it was lost), the work's events say what it did.
-			idle, delay = false, 100*time.Millisecond
+			idle, delay = 0, 100*time.Millisecond
 			continue
 		}
 		switch r.Code {
 		case contract.ExitConflict:
-			var l contract.List
-			if err := a.collabJSON(ctx, &l, "claims", "--json"); err != nil {
-				return err
-			}
-			if len(l.Leases) > 0 {
-				idle = false // the next run waits for what they hold
-				continue
-			}
 			var open []giteaIssue
 			if _, err := a.call(ctx, "GET", fmt.Sprintf("/repos/%s/issues?state=open&type=issues&limit=1", a.cfg.Repo), nil, &open); err != nil {
 				return err
 			}
-			if idle || len(open) == 0 {
+			if idle++; len(open) == 0 || idle == idleWaits {
 				return nil
 			}
-			idle = true
 		case contract.ExitTempFail, exitSSH:
 			a.emit(Event{Kind: evRetry, Detail: fmt.Sprintf("git collab run: exit %d: %s", r.Code, lastLine(r.Stderr))})
 			time.Sleep(delay)
