@@ -80,6 +80,9 @@ type Report struct {
 	// the time spent waiting for it, and the time it was held.
 	Locks, Unlocks     int
 	LockWait, LockHeld time.Duration
+	// Replaced are the pull requests a work replaced because Gitea no
+	// longer tested them ("#old by #new").
+	Replaced []string
 }
 
 // Duplicate is an issue worked more than once.
@@ -149,6 +152,8 @@ func summarize(issues, agents int, wall time.Duration, events []Event) Report {
 		case evUnlocked:
 			r.Unlocks++
 			r.LockHeld += e.Took
+		case evReplaced:
+			r.Replaced = append(r.Replaced, e.Detail)
 		}
 	}
 	for n, who := range worked {

@@ -74,6 +74,7 @@ const (
 	evSkipped    = "skipped"    // the issue was closed already: it did nothing
 	evLocked     = "locked"     // it took the merge lock (Took: how long it waited)
 	evUnlocked   = "unlocked"   // it let the merge lock go (Took: how long it held it)
+	evReplaced   = "replaced"   // it replaced a pull request Gitea no longer tested (Detail: "#old by #new")
 )
 
 // errStale is a check that said the token is stale: the work stops and
@@ -389,6 +390,27 @@ func (w *work) openPull(ctx context.Context) (int64, error) {
 	}
 }
 
+// replacePull closes pull request pr and opens another from the same
+// branch. Gitea's in-memory queue of mergeability tests (the fleet's
+// Gitea runs its queues in memory) can lose a pull request for good: its
+// PushItem (modules/queue/base_channel.go, Gitea 1.26) hands an item to a
+// worker and only then adds it to its set of queued items, so a worker
+// that takes it at once leaves it in the set, and every later test of that
+// pull request is dropped as already queued. Its merge then answers "try
+// again later" whatever is pushed, until the pull request is replaced.
+func (w *work) replacePull(ctx context.Context, pr int64) (int64, error) {
+	path := fmt.Sprintf("/repos/%s/pulls/%d", w.cfg.Repo, pr)
+	if err := w.api.Do(ctx, "PATCH", path, map[string]any{"state": "closed"}, nil); err != nil {
+		return 0, fmt.Errorf("close pull request #%d, which Gitea no longer tests: %w", pr, err)
+	}
+	next, err := w.pullRequest(ctx)
+	if err != nil {
+		return 0, err
+	}
+	w.emit(Event{Kind: evReplaced, Detail: fmt.Sprintf("#%d by #%d", pr, next)})
+	return next, nil
+}
+
 // mergeDeadline bounds the wait for a pull request to become mergeable
 // (its required status posted, Gitea's test of its merge done). Gitea
 // tests the open pull requests again after every merge into main, and
@@ -407,14 +429,13 @@ const mergeDeadline = 5 * time.Minute
 // The merge's own answer says what the pull request's state is ("Please
 // try again later" while it is tested; "already merged"; 404 once closed).
 func (w *work) merge(ctx context.Context, pr int64) error {
-	deadline := time.Now().Add(mergeDeadline)
+	deadline := w.now().Add(mergeDeadline)
 	wait := pollMerge
-	nudges := 0
 	again := func(why string) error {
-		if time.Now().After(deadline) {
+		if w.now().After(deadline) {
 			return fmt.Errorf("pull request #%d: not merged within %s: %s", pr, mergeDeadline, why)
 		}
-		time.Sleep(wait)
+		w.sleep(wait)
 		wait = min(2*wait, maxPollMerge)
 		return nil
 	}
@@ -501,18 +522,15 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			if held, ok := w.heldFor(); ok {
 				wait = pollMerge
 				if held >= lockHold {
-					// A test Gitea never finished (it failed, or nothing
-					// queued it again) leaves the pull request "not yet"
-					// until its branch moves: push a commit more, and
-					// queue again once its status is in.
+					// Gitea has stopped testing it (see replacePull):
+					// let the others merge, and queue again with a
+					// pull request of the same branch that it tests.
 					w.letGo(ctx)
-					nudges++
-					if err := w.commitAndPush(ctx, 2+nudges); err != nil {
+					next, err := w.replacePull(ctx, pr)
+					if err != nil {
 						return err
 					}
-					if err := awaitStatus(); err != nil {
-						return err
-					}
+					pr = next
 					continue
 				}
 			}
@@ -582,11 +600,11 @@ const (
 // takeLock takes the merge lock, waiting for its turn until deadline,
 // and says so.
 func (w *work) takeLock(ctx context.Context, deadline time.Time) error {
-	start := time.Now()
+	start := w.now()
 	if err := w.lock(ctx, deadline); err != nil {
 		return err
 	}
-	w.emit(Event{Kind: evLocked, Took: time.Since(start)})
+	w.emit(Event{Kind: evLocked, Took: w.now().Sub(start)})
 	return nil
 }
 
@@ -612,7 +630,7 @@ func (w *work) lock(ctx context.Context, deadline time.Time) error {
 		return fmt.Errorf("merge lock %s#%d: %w", w.cfg.LockRepo, w.cfg.Lock, err)
 	}
 	w.lockMu.Lock()
-	w.lockedAt = time.Now()
+	w.lockedAt = w.now()
 	w.lockMu.Unlock()
 	return nil
 }
@@ -629,7 +647,7 @@ func (w *work) heldFor() (time.Duration, bool) {
 	if w.lockedAt.IsZero() {
 		return 0, false
 	}
-	return time.Since(w.lockedAt), true
+	return w.now().Sub(w.lockedAt), true
 }
 
 // unlock lets the merge lock go if the work holds it, and says how long
@@ -652,7 +670,7 @@ func (w *work) unlock(ctx context.Context) (held time.Duration, ok bool) {
 		fmt.Fprintf(os.Stderr, "fleet work: let go of merge lock %s#%d: %v\n", w.cfg.LockRepo, w.cfg.Lock, err)
 		return 0, false
 	}
-	held = time.Since(w.lockedAt)
+	held = w.now().Sub(w.lockedAt)
 	w.lockedAt = time.Time{}
 	return held, true
 }

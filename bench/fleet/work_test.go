@@ -195,3 +195,81 @@ func TestAssigneeLockWaitsWhileItsAssigneesChange(t *testing.T) {
 		t.Errorf("assignees %v: carol took a lock that was in use", who)
 	}
 }
+
+// fakePulls is a Gitea whose pull request #1 never becomes mergeable (its
+// test was lost, as Gitea's in-memory queue can lose one) and whose next
+// one merges; o/locks#1 is the merge lock, as fakeLockIssue serves it.
+type fakePulls struct {
+	lock *fakeLockIssue
+	mu   sync.Mutex
+	log  []string // "METHOD path" of each pull request request
+}
+
+func (f *fakePulls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/v1/repos/o/locks/") {
+		f.lock.ServeHTTP(w, r)
+		return
+	}
+	f.mu.Lock()
+	f.log = append(f.log, r.Method+" "+strings.TrimPrefix(r.URL.Path, "/api/v1/repos/o/r"))
+	f.mu.Unlock()
+	switch r.Method + " " + r.URL.Path {
+	case "POST /api/v1/repos/o/r/pulls/1/merge":
+		http.Error(w, `{"message":"Please try again later"}`, http.StatusMethodNotAllowed)
+	case "PATCH /api/v1/repos/o/r/pulls/1":
+		_, _ = w.Write([]byte(`{"number":1,"state":"closed"}`))
+	case "POST /api/v1/repos/o/r/pulls":
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"number":2,"head":{"ref":"work/7"}}`))
+	case "POST /api/v1/repos/o/r/pulls/2/merge":
+		w.WriteHeader(http.StatusOK)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// A pull request that stays "try again later" while its work holds the
+// merge lock for lockHold is one Gitea no longer tests: the work lets the
+// lock go, replaces the pull request with another of the same branch, and
+// merges that one, holding the lock again.
+func TestMergeReplacesAPullRequestGiteaNoLongerTests(t *testing.T) {
+	f := &fakePulls{lock: &fakeLockIssue{gets: map[string]int{}}}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c := clocktest.New()
+	var events strings.Builder
+	w := &work{cfg: workConfig{Repo: "o/r", LockRepo: "o/locks", Lock: 1, LockWith: lockAssignee, Login: "bot"},
+		n: 7, branch: "work/7", out: json.NewEncoder(&events),
+		api:      &integration.API{URL: srv.URL, Token: "bot", HTTP: &http.Client{Timeout: 10 * time.Second}},
+		clockNow: c.Now, clockSleep: c.Advance}
+	start := c.Now()
+	if err := w.merge(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	log := slices.Clone(f.log)
+	f.mu.Unlock()
+	if i := slices.Index(log, "PATCH /pulls/1"); i < 0 || !slices.Equal(log[i:], []string{"PATCH /pulls/1", "POST /pulls", "POST /pulls/2/merge"}) {
+		t.Fatalf("requests %q: want #1 closed, another opened and merged", log)
+	}
+	if held := c.Now().Sub(start); held < lockHold || held > lockHold+maxPollMerge {
+		t.Errorf("replaced after %s, want between %s and %s", held, lockHold, lockHold+maxPollMerge)
+	}
+	var kinds []string
+	for _, line := range strings.Split(strings.TrimSpace(events.String()), "\n") {
+		var e Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, e.Kind)
+		if e.Kind == evReplaced && e.Detail != "#1 by #2" {
+			t.Errorf("replaced event says %q", e.Detail)
+		}
+	}
+	if want := []string{evLocked, evUnlocked, evReplaced, evLocked, evMerged, evClosed, evUnlocked}; !slices.Equal(kinds, want) {
+		t.Errorf("events %q, want %q", kinds, want)
+	}
+	if who, _ := f.lock.state(); len(who) != 0 {
+		t.Errorf("the lock is still assigned to %v", who)
+	}
+}
