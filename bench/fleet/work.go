@@ -351,8 +351,11 @@ func (w *work) check(ctx context.Context) error {
 
 // giteaPull is what the work reads of a pull request.
 type giteaPull struct {
-	Number int64 `json:"number"`
-	Head   struct {
+	Number    int64  `json:"number"`
+	State     string `json:"state"`
+	Mergeable bool   `json:"mergeable"`
+	Merged    bool   `json:"merged"`
+	Head      struct {
 		Ref string `json:"ref"`
 	} `json:"head"`
 }
@@ -388,6 +391,24 @@ func (w *work) openPull(ctx context.Context) (int64, error) {
 			return 0, fmt.Errorf("no open pull request from %s, although creating one said it exists", w.branch)
 		}
 	}
+}
+
+// awaitMergeable reads pull request pr every pollMerge until Gitea says
+// it is mergeable (or merged, or closed: the merge's answer will say), for
+// at most budget; false when the budget ran out first.
+func (w *work) awaitMergeable(ctx context.Context, pr int64, budget time.Duration) (bool, error) {
+	end := w.now().Add(budget)
+	for w.now().Before(end) {
+		w.sleep(pollMerge)
+		var p giteaPull
+		if err := w.api.Do(ctx, "GET", fmt.Sprintf("/repos/%s/pulls/%d", w.cfg.Repo, pr), nil, &p); err != nil {
+			return false, err
+		}
+		if p.Mergeable || p.Merged || p.State != "open" {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // replacePull closes pull request pr and opens another from the same
@@ -521,10 +542,18 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			// again.
 			if held, ok := w.heldFor(); ok {
 				wait = pollMerge
-				if held >= lockHold {
-					// Gitea has stopped testing it (see replacePull):
-					// let the others merge, and queue again with a
-					// pull request of the same branch that it tests.
+				// Wait for the test reading the pull request, a read
+				// for Gitea, where another try would be a check and a
+				// merge Gitea refuses.
+				ready, err := w.awaitMergeable(ctx, pr, lockHold-held)
+				if err != nil {
+					return err
+				}
+				if !ready {
+					// Gitea tests it late, or has stopped testing it
+					// (see replacePull): let the others merge, and
+					// queue again with a pull request of the same
+					// branch, whose test runs meanwhile.
 					w.letGo(ctx)
 					next, err := w.replacePull(ctx, pr)
 					if err != nil {
@@ -592,9 +621,13 @@ const (
 	// go; the merge under it takes a second or two.
 	lockTTL = 20 * time.Second
 	// lockHold is how long a work holds the lock while Gitea answers
-	// its merge "not yet": then it lets the others go first, and pushes
-	// a commit more so that Gitea tests its pull request again.
-	lockHold = 10 * time.Second
+	// its merge "not yet". The merge before it sent every open pull
+	// request back to Gitea's test, this one among them, which takes a
+	// second or two; a test still not done by then is far behind in
+	// Gitea's queue or lost (replacePull). The work lets the others go
+	// first and queues again with a pull request of the same branch,
+	// whose test runs while it waits for its turn.
+	lockHold = 3 * time.Second
 )
 
 // takeLock takes the merge lock, waiting for its turn until deadline,

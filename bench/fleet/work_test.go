@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
@@ -203,7 +204,12 @@ type fakePulls struct {
 	lock *fakeLockIssue
 	mu   sync.Mutex
 	log  []string // "METHOD path" of each pull request request
+	// readyAfter, if not 0: #1's test is done after that many reads of
+	// it, and then it merges.
+	readyAfter, reads int
 }
+
+func (f *fakePulls) ready() bool { return f.readyAfter > 0 && f.reads >= f.readyAfter }
 
 func (f *fakePulls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/api/v1/repos/o/locks/") {
@@ -211,10 +217,17 @@ func (f *fakePulls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.log = append(f.log, r.Method+" "+strings.TrimPrefix(r.URL.Path, "/api/v1/repos/o/r"))
-	f.mu.Unlock()
 	switch r.Method + " " + r.URL.Path {
+	case "GET /api/v1/repos/o/r/pulls/1":
+		f.reads++
+		_ = json.NewEncoder(w).Encode(map[string]any{"number": 1, "state": "open", "mergeable": f.ready()})
 	case "POST /api/v1/repos/o/r/pulls/1/merge":
+		if f.ready() {
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		http.Error(w, `{"message":"Please try again later"}`, http.StatusMethodNotAllowed)
 	case "PATCH /api/v1/repos/o/r/pulls/1":
 		_, _ = w.Write([]byte(`{"number":1,"state":"closed"}`))
@@ -271,5 +284,28 @@ func TestMergeReplacesAPullRequestGiteaNoLongerTests(t *testing.T) {
 	}
 	if who, _ := f.lock.state(); len(who) != 0 {
 		t.Errorf("the lock is still assigned to %v", who)
+	}
+}
+
+// Holding the lock, a work whose merge is "not yet" reads the pull
+// request until Gitea's test is done, and merges then: one more merge
+// request, no replacement.
+func TestMergeWaitsForTheTestHoldingTheLock(t *testing.T) {
+	f := &fakePulls{lock: &fakeLockIssue{gets: map[string]int{}}, readyAfter: 4}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	c := clocktest.New()
+	w := &work{cfg: workConfig{Repo: "o/r", LockRepo: "o/locks", Lock: 1, LockWith: lockAssignee, Login: "bot"},
+		n: 7, branch: "work/7", out: json.NewEncoder(io.Discard),
+		api:      &integration.API{URL: srv.URL, Token: "bot", HTTP: &http.Client{Timeout: 10 * time.Second}},
+		clockNow: c.Now, clockSleep: c.Advance}
+	if err := w.merge(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	want := []string{"POST /pulls/1/merge", "GET /pulls/1", "GET /pulls/1", "GET /pulls/1", "GET /pulls/1", "POST /pulls/1/merge"}
+	if !slices.Equal(f.log, want) {
+		t.Fatalf("requests %q, want %q", f.log, want)
 	}
 }
