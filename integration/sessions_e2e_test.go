@@ -499,10 +499,13 @@ func TestGitCollabRunStopsItsCommandOnForceReleaseAgainstGitea(t *testing.T) {
 // (its ssh dies too, so the session is lost, not ended) but ends
 // session_lost a grace after the kill, as for any agent killed. The ssh
 // is git-collab's own child here, as plain ssh or GIT_SSH is (a
-// GIT_SSH_COMMAND runs under sh, which the kernel kills instead).
+// GIT_SSH_COMMAND runs under sh, which the kernel kills instead). The
+// kernel closes git-collab's end of ssh's input a moment before it kills
+// ssh, and once in a while ssh reads that end first and ends the session
+// cleanly (docs/agents.md says so): such a try is logged and made again
+// on another issue, up to three times.
 func TestGitCollabRunKilledStopsItsCommandAndLosesItsClaimAgainstGitea(t *testing.T) {
 	sw := newSessionWorld(t)
-	n := sw.issue()
 	const grace = 5 * time.Second
 	c := newCheckout(t, sw.s, nil, "git@127.0.0.1:"+sw.repo.FullName()+".git", viaEnv)
 	wrapper := filepath.Join(t.TempDir(), "ssh")
@@ -510,32 +513,41 @@ func TestGitCollabRunKilledStopsItsCommandAndLosesItsClaimAgainstGitea(t *testin
 		t.Fatal(err)
 	}
 	c.env = append(c.env, "GIT_SSH="+wrapper)
-	dir := t.TempDir()
-	// $PPID is git-collab itself (git runs it as a child).
-	r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
-		`echo "$$ $PPID" >"$1/pids.tmp"; mv "$1/pids.tmp" "$1/pids"; sleep 60`, "sh", dir)
-	pids := waitPIDs(t, r, filepath.Join(dir, "pids"))
-	token := int64(sw.runningHeld(t, n, pids)["token"].(float64))
-	if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
-	for running(t, pids[0]) {
-		if time.Since(killed) > 2*time.Second {
-			t.Fatalf("the command's shell still runs %s after git-collab was killed", time.Since(killed))
+	for try := 1; ; try++ {
+		n := sw.issue()
+		dir := t.TempDir()
+		// $PPID is git-collab itself (git runs it as a child).
+		r := startRun(t, c, "run", fmt.Sprint(n), "--grace", "5s", "--", "sh", "-c",
+			`echo "$$ $PPID" >"$1/pids.tmp"; mv "$1/pids.tmp" "$1/pids"; sleep 60`, "sh", dir)
+		pids := waitPIDs(t, r, filepath.Join(dir, "pids"))
+		token := int64(sw.runningHeld(t, n, pids)["token"].(float64))
+		if err := syscall.Kill(pids[1], syscall.SIGKILL); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if l := sw.listed(n); l == nil || l["token"] != float64(token) {
-		t.Fatalf("list right after git-collab was killed: %v, want tenure %d still live until its grace", l, token)
-	}
-	ended, ok := sw.waitEnded(n, token, killed.Add(grace+time.Second))
-	if !ok {
-		t.Fatalf("the claim of the killed run is still current %s after the kill (grace %s)", ended.Sub(killed), grace)
-	}
-	t.Logf("the command's shell ended with git-collab; the claim ended %s after the kill", ended.Sub(killed).Round(10*time.Millisecond))
-	if tn := sw.lastTenure(n); tn["token"] != float64(token) || tn["ended_by"] != "session_lost" {
-		t.Fatalf("history: %v, want tenure %d ended_by session_lost", tn, token)
+		killed := time.Now()
+		for running(t, pids[0]) {
+			if time.Since(killed) > 2*time.Second {
+				t.Fatalf("the command's shell still runs %s after git-collab was killed", time.Since(killed))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if l := sw.listed(n); l == nil || l["token"] != float64(token) {
+			tn := sw.lastTenure(n)
+			if tn["token"] == float64(token) && tn["ended_by"] == "released" && try < 3 {
+				t.Logf("try %d: ssh read the end of its input before the kernel killed it, and the claim was released", try)
+				continue
+			}
+			t.Fatalf("list right after git-collab was killed: %v (history: %v), want tenure %d still live until its grace", l, tn, token)
+		}
+		ended, ok := sw.waitEnded(n, token, killed.Add(grace+time.Second))
+		if !ok {
+			t.Fatalf("the claim of the killed run is still current %s after the kill (grace %s)", ended.Sub(killed), grace)
+		}
+		t.Logf("the command's shell ended with git-collab; the claim ended %s after the kill", ended.Sub(killed).Round(10*time.Millisecond))
+		if tn := sw.lastTenure(n); tn["token"] != float64(token) || tn["ended_by"] != "session_lost" {
+			t.Fatalf("history: %v, want tenure %d ended_by session_lost", tn, token)
+		}
+		return
 	}
 }
 
