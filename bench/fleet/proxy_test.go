@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -68,5 +69,25 @@ func TestMergeRowShowsEveryAnswer(t *testing.T) {
 	r.Traffic.Merges[http.StatusInternalServerError] = &CallStat{N: 3}
 	if got, want := cell(r), "3.8 (1.0 + 0.5 + 2.0 + 0.3 other)"; got != want {
 		t.Errorf("merge row with 5xx answers %q, want %q", got, want)
+	}
+}
+
+// The note of replaced pull requests names the first ten and counts the
+// rest: a baseline whose agents replace each other's makes hundreds.
+func TestReplacedNoteNamesTenAndCountsTheRest(t *testing.T) {
+	var replaced []string
+	for i := range 12 {
+		replaced = append(replaced, fmt.Sprintf("#%d by #%d", i+1, i+100))
+	}
+	s := summary{results: []ModeResult{{Spec: modeSpec{Title: "t"}, Report: Report{Replaced: replaced}}}}
+	var got []string
+	for _, n := range s.notes() {
+		if strings.Contains(n, "replaced") {
+			got = append(got, n)
+		}
+	}
+	if len(got) != 1 || !strings.HasPrefix(got[0], "t: 12 pull requests replaced") ||
+		!strings.Contains(got[0], "#10 by #109 and 2 more.") || strings.Contains(got[0], "#11 by") {
+		t.Fatalf("notes %q", got)
 	}
 }

@@ -294,9 +294,14 @@ func (s summary) notes() []string {
 			out = append(out, fmt.Sprintf("%s: the sidecar was restarted (SIGTERM, then started on the same ledger and addresses) after the %dth close, %.1f s into the run; it was back %.2f s later.",
 				r.Spec.Title, r.Restart.AfterCloses, r.Restart.At.Seconds(), r.Restart.Took.Seconds()))
 		}
-		if len(r.Report.Replaced) > 0 {
-			out = append(out, fmt.Sprintf("%s: pull requests Gitea had stopped testing (its in-memory queue lost them), replaced: %s.",
-				r.Spec.Title, strings.Join(r.Report.Replaced, ", ")))
+		if n := len(r.Report.Replaced); n > 0 {
+			shown := r.Report.Replaced[:min(n, 10)]
+			more := ""
+			if n > len(shown) {
+				more = fmt.Sprintf(" and %d more", n-len(shown))
+			}
+			out = append(out, fmt.Sprintf("%s: %d pull requests replaced that stayed \"not yet\" for %s while their work held the merge lock (Gitea tested them late, or its in-memory queue lost their test): %s%s.",
+				r.Spec.Title, n, lockHold, strings.Join(shown, ", "), more))
 		}
 		if len(r.WorkErrors) > 0 {
 			out = append(out, fmt.Sprintf("%s: %d pieces of work failed, e.g. %s", r.Spec.Title, len(r.WorkErrors),
