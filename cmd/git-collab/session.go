@@ -107,10 +107,11 @@ type sessionArgs struct {
 // seconds, at least one), and give up when the next third passes
 // unanswered: a connection that stopped answering without closing (a
 // partition, a suspended machine) ends ssh about two thirds of the grace
-// after its last sign of life, so the session is resumed, or its loss
-// noticed and the command stopped, before the sidecar lets its claims go.
-// Each ask costs the client a wakeup and a round trip for as long as the
-// session lives, so it asks no more often than that needs.
+// after its last sign of life (4 s of a 5 s grace, 20 s of 30 s, as with
+// an ask every sixth and three unanswered), so the session is resumed,
+// or its loss noticed and the command stopped, before the sidecar lets
+// its claims go. Each ask costs the client a wakeup and a round trip for
+// as long as the session lives, so it asks no more often than that needs.
 func (s sessionArgs) aliveOptions() []string {
 	grace := 30 * time.Second
 	if d, err := contract.ParseDuration(s.grace, 168*time.Hour); err == nil && d > 0 {
