@@ -318,7 +318,12 @@ SCRIPT_TYPE = sh
 ; in memory: a persistent (level) queue that ran dry looks for new work
 ; every 50 ms, backing off to 2 s, so each queue a change passes through
 ; (a push, its webhook, a pull request's mergeability test) adds up to 2 s
-; on a quiet instance; a channel hands work over at once
+; on a quiet instance; a channel hands work over at once. Its unique
+; queues (a pull request's mergeability test) can lose an item for good,
+; in Gitea 1.26: PushItem records an item as queued after handing it to a
+; worker, so one taken at once stays recorded and every later push of it
+; is dropped; the pull request's merge then answers "try again later"
+; until it is replaced (bench/fleet/work.go replacePull)
 TYPE = channel
 
 [queue.pr_patch_checker]

@@ -684,8 +684,11 @@ func (w *work) heldFor() (time.Duration, bool) {
 }
 
 // unlock lets the merge lock go if the work holds it, and says how long
-// it held it; ok is false if it did not hold it or could not let go
-// (a claim then lapses after lockTTL).
+// it held it; ok is false if it did not hold it or could not let go. The
+// work counts itself let go either way: a claim it could not let go
+// lapses after lockTTL, an assignee it could not take off is taken over
+// after as long, and either way the work takes the lock anew before it
+// merges again.
 func (w *work) unlock(ctx context.Context) (held time.Duration, ok bool) {
 	w.lockMu.Lock()
 	defer w.lockMu.Unlock()
@@ -699,19 +702,19 @@ func (w *work) unlock(ctx context.Context) (held time.Duration, ok bool) {
 	case lockAssignee:
 		err = w.unassignLock(ctx)
 	}
+	held = w.now().Sub(w.lockedAt)
+	w.lockedAt = time.Time{}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fleet work: let go of merge lock %s#%d: %v\n", w.cfg.LockRepo, w.cfg.Lock, err)
 		return 0, false
 	}
-	held = w.now().Sub(w.lockedAt)
-	w.lockedAt = time.Time{}
 	return held, true
 }
 
 // claimLock claims the lock with collab-lease, waiting in the sidecar,
 // which hands it to its waiters first come, first served.
 func (w *work) claimLock(ctx context.Context, deadline time.Time) error {
-	wait := max(time.Until(deadline).Truncate(time.Second), time.Second)
+	wait := max(deadline.Sub(w.now()).Truncate(time.Second), time.Second)
 	return w.collabLock(ctx, "claim", "--ttl", lockTTL.String(), "--wait", wait.String())
 }
 

@@ -241,6 +241,15 @@ func (f *fakePulls) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// pullsWork is bot's work on o/r#7 against fakePulls, on c's clock,
+// writing its events to out.
+func pullsWork(url string, c *clocktest.Clock, out io.Writer) *work {
+	w := lockWork(url, "bot")
+	w.cfg.Repo, w.n, w.branch, w.out = "o/r", 7, "work/7", json.NewEncoder(out)
+	w.clockNow, w.clockSleep = c.Now, c.Advance
+	return w
+}
+
 // A pull request that stays "try again later" while its work holds the
 // merge lock for lockHold is one Gitea no longer tests: the work lets the
 // lock go, replaces the pull request with another of the same branch, and
@@ -251,10 +260,7 @@ func TestMergeReplacesAPullRequestGiteaNoLongerTests(t *testing.T) {
 	defer srv.Close()
 	c := clocktest.New()
 	var events strings.Builder
-	w := &work{cfg: workConfig{Repo: "o/r", LockRepo: "o/locks", Lock: 1, LockWith: lockAssignee, Login: "bot"},
-		n: 7, branch: "work/7", out: json.NewEncoder(&events),
-		api:      &integration.API{URL: srv.URL, Token: "bot", HTTP: &http.Client{Timeout: 10 * time.Second}},
-		clockNow: c.Now, clockSleep: c.Advance}
+	w := pullsWork(srv.URL, c, &events)
 	start := c.Now()
 	if err := w.merge(context.Background(), 1); err != nil {
 		t.Fatal(err)
@@ -295,10 +301,7 @@ func TestMergeWaitsForTheTestHoldingTheLock(t *testing.T) {
 	srv := httptest.NewServer(f)
 	defer srv.Close()
 	c := clocktest.New()
-	w := &work{cfg: workConfig{Repo: "o/r", LockRepo: "o/locks", Lock: 1, LockWith: lockAssignee, Login: "bot"},
-		n: 7, branch: "work/7", out: json.NewEncoder(io.Discard),
-		api:      &integration.API{URL: srv.URL, Token: "bot", HTTP: &http.Client{Timeout: 10 * time.Second}},
-		clockNow: c.Now, clockSleep: c.Advance}
+	w := pullsWork(srv.URL, c, io.Discard)
 	if err := w.merge(context.Background(), 1); err != nil {
 		t.Fatal(err)
 	}
