@@ -111,7 +111,8 @@ fleet: gitea git
 # run as plain tests in make test).
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./plugin/contract:FuzzParseCommand ./plugin/contract:FuzzParseDuration ./plugin/contract:FuzzSplitWords \
-	./cmd/git-collab:FuzzParseRemoteURL ./cmd/git-collab:FuzzParseArgs ./cmd/collab-sidecar:FuzzConfig
+	./cmd/git-collab:FuzzParseRemoteURL ./cmd/git-collab:FuzzParseArgs ./cmd/collab-sidecar:FuzzConfig \
+	./plugin/gitea/branchglob:FuzzRuleName
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \

@@ -3,11 +3,14 @@ package integration
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/gitea/branchglob"
 )
 
 // Fenced pushes (serve --fence-pushes): after a takeover, how long until
@@ -139,13 +142,14 @@ func BenchmarkPushFence(b *testing.B) {
 // channel is closed without a value if that does not happen in time.
 func watchAllowlist(ctx context.Context, g *Gitea, r Repo, branch, login string, since time.Time) <-chan time.Duration {
 	out := make(chan time.Duration, 1)
+	name, _ := branchglob.RuleName(branch)
 	go func() {
 		defer close(out)
 		for end := since.Add(webhookDeadline); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 			var rule struct {
 				Users []string `json:"push_whitelist_usernames"`
 			}
-			err := g.Admin().Do(ctx, "GET", "/repos/"+r.FullName()+"/branch_protections/"+branch, nil, &rule)
+			err := g.Admin().Do(ctx, "GET", "/repos/"+r.FullName()+"/branch_protections/"+url.PathEscape(name), nil, &rule)
 			if err == nil && len(rule.Users) == 1 && rule.Users[0] == login {
 				out <- time.Since(since)
 				return

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/gitea/branchglob"
 )
 
 // Fenced pushes against the real Gitea, with real `git push` over HTTP:
@@ -124,7 +125,17 @@ func (c *clone) mustBeRefused(branch string, force bool) {
 	}
 }
 
-// pushAllowlist is who the rule named exactly branch lets push (nil,
+// fenceRuleName is the name of the sidecar's rule for branch.
+func fenceRuleName(tb testing.TB, branch string) string {
+	tb.Helper()
+	name, ok := branchglob.RuleName(branch)
+	if !ok {
+		tb.Fatalf("no rule name for branch %q", branch)
+	}
+	return name
+}
+
+// pushAllowlist is who the sidecar's rule for branch lets push (nil,
 // false: no such rule).
 func pushAllowlist(tb testing.TB, ctx context.Context, g *Gitea, r Repo, branch string) ([]string, bool) {
 	tb.Helper()
@@ -133,7 +144,7 @@ func pushAllowlist(tb testing.TB, ctx context.Context, g *Gitea, r Repo, branch 
 		Listed     bool     `json:"enable_push_whitelist"`
 		Users      []string `json:"push_whitelist_usernames"`
 	}
-	err := g.Admin().Do(ctx, "GET", "/repos/"+r.FullName()+"/branch_protections/"+branch, nil, &rule)
+	err := g.Admin().Do(ctx, "GET", "/repos/"+r.FullName()+"/branch_protections/"+url.PathEscape(fenceRuleName(tb, branch)), nil, &rule)
 	var api *APIError
 	if errors.As(err, &api) && api.Status == 404 {
 		return nil, false
@@ -276,13 +287,14 @@ func TestFencedPushThroughAnIssueAgainstGitea(t *testing.T) {
 	}
 	a.api("GET", "/repos/"+a.repo.FullName()+"/branch_protections", nil, &rules)
 	prio := map[string]int64{}
+	ours := fenceRuleName(t, branch)
 	for _, r := range rules {
 		prio[r.Name] = r.Priority
-		if r.Name == branch && (r.Approvals != 1 || !r.Checks || !slices.Equal(r.Contexts, []string{"ci/build"})) {
+		if r.Name == ours && (r.Approvals != 1 || !r.Checks || !slices.Equal(r.Contexts, []string{"ci/build"})) {
 			t.Fatalf("the sidecar's rule %+v does not carry the admin's approvals and status check", r)
 		}
 	}
-	if prio[branch] >= prio["fix-*"] {
+	if p, ok := prio[ours]; !ok || p >= prio["fix-*"] {
 		t.Fatalf("priorities %v: the sidecar's rule must apply first", prio)
 	}
 	// Gitea applies the carried settings: a merge into the fenced branch
@@ -351,10 +363,11 @@ func TestFencedPushRuleOfADeadSidecarIsRemovedAgainstGitea(t *testing.T) {
 	a.s = s
 	waitAllowlist(t, a.ctx, a.g, a.s, a.repo, branch)
 
-	// An admin's rule named for another claimed pull request's branch
-	// stands as the admin made it, and doctor names its branch.
+	// An admin's rule of the name the sidecar would give its own, for
+	// another claimed pull request's branch, stands as the admin made it,
+	// and doctor names its branch.
 	other, _ := a.openPull(bob, "admins-own", "Other work")
-	a.api("POST", "/repos/"+a.repo.FullName()+"/branch_protections", map[string]any{"rule_name": "admins-own", "enable_push": true}, nil)
+	a.api("POST", "/repos/"+a.repo.FullName()+"/branch_protections", map[string]any{"rule_name": fenceRuleName(t, "admins-own"), "enable_push": true}, nil)
 	expect(t, run(t, a.s, bob, lease("acquire", a.repo, other, "--ttl", "30m")), 0, "bob claims")
 	for end := time.Now().Add(webhookDeadline); !strings.Contains(a.s.Logs(), "branch=admins-own"); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(end) {
@@ -364,16 +377,70 @@ func TestFencedPushRuleOfADeadSidecarIsRemovedAgainstGitea(t *testing.T) {
 	var admins struct {
 		Listed bool `json:"enable_push_whitelist"`
 	}
-	a.api("GET", "/repos/"+a.repo.FullName()+"/branch_protections/admins-own", nil, &admins)
+	a.api("GET", "/repos/"+a.repo.FullName()+"/branch_protections/"+url.PathEscape(fenceRuleName(t, "admins-own")), nil, &admins)
 	if admins.Listed {
 		t.Fatal("the admin's rule got an allowlist")
 	}
 	_, _, bin := shared(t)
 	out, _ := doctorRun(t, bin, a.g.AdminToken, "--gitea-url", a.g.URL, "--data-dir", a.s.DataDir, "--fence-pushes")
 	for _, want := range []string{"ok   pushes     on; the token may manage branch protection", "0 branch(es) fenced now",
-		"left alone, because an admin's rule has their exact name: " + a.repo.FullName() + " (admins-own)"} {
+		"left alone, because an admin's rule has the name the sidecar gives its own: " + a.repo.FullName() + " (admins-own)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor's report lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+// effectiveRule is the name of the protection rule Gitea applies to
+// branch ("": none), as Gitea's own branch API says.
+func effectiveRule(tb testing.TB, ctx context.Context, g *Gitea, r Repo, branch string) string {
+	tb.Helper()
+	var b struct {
+		Rule string `json:"effective_branch_protection_name"`
+	}
+	if err := g.Admin().Do(ctx, "GET", "/repos/"+r.FullName()+"/branches/"+url.PathEscape(branch), nil, &b); err != nil {
+		tb.Fatal(err)
+	}
+	return b.Rule
+}
+
+// A claimed branch fences that branch and no other, whatever the case of
+// their names: Gitea takes a plain rule name without regard to case, so
+// a rule named MAIN would apply to main too. bob claims pull requests
+// from MAIN and from Dev; main stays under the admin's rule (no pushes,
+// an approval, a status check), and dev, unprotected, stays open to
+// every writer.
+func TestFencedPushReachesNoBranchOfAnotherCaseAgainstGitea(t *testing.T) {
+	a := newAgentWorld(t, 2, "--fence-pushes")
+	alice, bob := a.agents[0], a.agents[1]
+	a.api("POST", "/repos/"+a.repo.FullName()+"/branch_protections", map[string]any{
+		"rule_name": "ma*", "enable_push": false, "required_approvals": 1,
+		"enable_status_check": true, "status_check_contexts": []string{"ci/build"},
+	}, nil)
+	a.api("POST", "/repos/"+a.repo.FullName()+"/branches", map[string]any{"new_branch_name": "dev", "old_branch_name": "main"}, nil)
+	upper, _ := a.openPull(bob, "MAIN", "Work")
+	camel, _ := a.openPull(bob, "Dev", "Other work")
+	ca, cb := cloneAs(t, a.ctx, a.g, a.repo, alice), cloneAs(t, a.ctx, a.g, a.repo, bob)
+	cb.sync("main")
+	cb.mustBeRefused("main", false)
+
+	expect(t, run(t, a.s, bob, lease("acquire", a.repo, upper, "--ttl", "30m")), 0, "bob claims the pull request from MAIN")
+	expect(t, run(t, a.s, bob, lease("acquire", a.repo, camel, "--ttl", "30m")), 0, "bob claims the pull request from Dev")
+	waitAllowlist(t, a.ctx, a.g, a.s, a.repo, "MAIN", bob.Login)
+	waitAllowlist(t, a.ctx, a.g, a.s, a.repo, "Dev", bob.Login)
+	for branch, want := range map[string]string{
+		"MAIN": fenceRuleName(t, "MAIN"), "Dev": fenceRuleName(t, "Dev"), "main": "ma*", "dev": "",
+	} {
+		if got := effectiveRule(t, a.ctx, a.g, a.repo, branch); got != want {
+			t.Errorf("Gitea applies rule %q to %s, want %q", got, branch, want)
+		}
+	}
+	cb.sync("main")
+	cb.mustBeRefused("main", false)
+	ca.sync("dev")
+	ca.mustPush("dev")
+	cb.sync("MAIN")
+	cb.mustPush("MAIN")
+	ca.sync("MAIN")
+	ca.mustBeRefused("MAIN", false)
 }

@@ -14,8 +14,8 @@ import (
 // same name, so the ledger remembers which are the sidecar's: the fence
 // worker edits or removes only those, and after a restart removes those
 // whose claim ended while it was down. A branch where an admin's rule
-// already has the exact name is remembered too (Admin), for doctor: the
-// sidecar leaves it alone.
+// already has the name the sidecar gives its own is remembered too
+// (Admin), for doctor: the sidecar leaves it alone.
 //
 // The rows change nothing about any lease, so no change is published for
 // them.
@@ -25,16 +25,19 @@ import (
 const MaxBranchLen = 255
 
 // fenceRuleRow is one branch the sidecar fences, or found an admin's rule
-// of the exact name on.
+// of the name the sidecar gives its own on.
 type fenceRuleRow struct {
 	RepoID int64  `gorm:"primaryKey;autoIncrement:false"`
 	Branch string `gorm:"primaryKey;size:255"`
-	// Admin: the branch has an admin's rule of its exact name, which the
-	// sidecar leaves alone; otherwise the rule is the sidecar's.
+	// Admin: the branch has an admin's rule of the sidecar's name, which
+	// the sidecar leaves alone; otherwise the rule is the sidecar's.
 	Admin bool `gorm:"not null"`
 	// Created is the forge's creation time of the sidecar's rule (Unix
 	// seconds): a rule of the same name made later is not the sidecar's.
-	// 0 while the creation is not known to have happened.
+	// Below 0 while the creation is not known to have happened: -1, or
+	// -T while the rule replaces an earlier sidecar's of the name it gave
+	// (the branch itself), made at T. 0: an earlier sidecar was making
+	// its rule of that name.
 	Created int64 `gorm:"not null"`
 }
 
@@ -85,7 +88,7 @@ func (s *Store) IntendFenceRule(ctx context.Context, repoID int64, branch string
 		return fmt.Errorf("intend fence rule of %d:%s: %w", repoID, branch, err)
 	}
 	err := s.write(ctx, repoScope(repoID), func(tx *gorm.DB, _ int64) error {
-		return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&fenceRuleRow{RepoID: repoID, Branch: branch}).Error
+		return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&fenceRuleRow{RepoID: repoID, Branch: branch, Created: -1}).Error
 	})
 	if err != nil {
 		return fmt.Errorf("intend fence rule of %d:%s: %w", repoID, branch, err)
@@ -94,7 +97,7 @@ func (s *Store) IntendFenceRule(ctx context.Context, repoID int64, branch string
 }
 
 // SaveFenceRule records r as it is now: the sidecar's rule and its
-// creation time, or an admin's rule of the exact name.
+// creation time, or an admin's rule of the sidecar's name.
 func (s *Store) SaveFenceRule(ctx context.Context, r FenceRule) error {
 	if err := validFenceRule(r.RepoID, r.Branch); err != nil {
 		return fmt.Errorf("save fence rule of %d:%s: %w", r.RepoID, r.Branch, err)

@@ -17,7 +17,7 @@ func TestFenceRulesAreRememberedAndForgotten(t *testing.T) {
 		if err := s.IntendFenceRule(bg, 1, "feature"); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.FenceRuleOf(bg, 1, "feature"); err != nil || got == nil || *got != (FenceRule{RepoID: 1, Branch: "feature"}) {
+		if got, err := s.FenceRuleOf(bg, 1, "feature"); err != nil || got == nil || *got != (FenceRule{RepoID: 1, Branch: "feature", Created: -1}) {
 			t.Fatalf("after the intent: %+v %v", got, err)
 		}
 		if err := s.SaveFenceRule(bg, FenceRule{RepoID: 1, Branch: "feature", Created: 1700000000}); err != nil {

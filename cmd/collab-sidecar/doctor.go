@@ -200,7 +200,7 @@ func checkFencing(ctx context.Context, fg *gitea.Forge) (string, error) {
 // checkPushFence says whether the token may manage branch protection,
 // which serve --fence-pushes needs (a failure only when it is on), and
 // names the branches the push fence leaves alone because an admin's rule
-// has their exact name.
+// has the name the sidecar gives its own.
 func checkPushFence(ctx context.Context, fg *gitea.Forge, cfg Config) (string, error) {
 	state := "off (serve --fence-pushes turns it on)"
 	if cfg.FencePushes {
@@ -251,7 +251,7 @@ func fencedBranches(ctx context.Context, fg *gitea.Forge, cfg Config) (string, e
 	}
 	out := fmt.Sprintf("; %d branch(es) fenced now", made)
 	if len(alone) > 0 {
-		out += fmt.Sprintf("; %d claimed branch(es) left alone, because an admin's rule has their exact name: %s", len(alone), strings.Join(alone, ", "))
+		out += fmt.Sprintf("; %d claimed branch(es) left alone, because an admin's rule has the name the sidecar gives its own: %s", len(alone), strings.Join(alone, ", "))
 	}
 	return out, nil
 }

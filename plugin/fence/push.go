@@ -18,9 +18,10 @@ import (
 
 // The push fence. While an open pull request whose head is in its own
 // repository, or an issue it closes, is claimed, its head branch carries
-// a branch protection rule of the sidecar's, named exactly for the
-// branch and applied before every other rule that matches the branch,
-// that lets only the holders' accounts push. No live claim: no rule.
+// a branch protection rule of the sidecar's, named so that the forge
+// applies it to that branch and no other (forge.BranchRules.Name) and
+// applied before every other rule that matches the branch, that lets
+// only the holders' accounts push. No live claim: no rule.
 //
 // The rule adds a restriction and removes none: it carries every other
 // setting of the rule that would apply to the branch without it (the
@@ -33,8 +34,8 @@ import (
 // The forge cannot tell the sidecar's rules from an admin's, so the
 // ledger records which rules the sidecar made (models.FenceRule),
 // before it asks the forge to make one: the worker edits and removes
-// only those, and where an admin's rule already has the branch's exact
-// name it leaves the branch alone (and records that, for doctor).
+// only those, and where an admin's rule already has the name it would
+// give its own it leaves the branch alone (and records that, for doctor).
 
 // branchKey is one branch of one repository.
 type branchKey struct {
@@ -140,8 +141,26 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 	// A rule of the exact name is the sidecar's if the ledger says it
 	// made it: with the same creation time, or an unknown one (the
 	// sidecar stopped between making it and recording when).
-	ours := rules.Exact != nil && rec != nil && !rec.Admin && (rec.Created == 0 || rec.Created == rules.Exact.Created.Unix())
-	if len(holders) == 0 {
+	ours := rules.Exact != nil && rec != nil && !rec.Admin && (rec.Created <= 0 || rec.Created == rules.Exact.Created.Unix())
+	// Earlier sidecars named their rule as the branch itself, which the
+	// forge may apply to the branch's namesakes in other cases too
+	// (MAIN's rule to main). Such a rule, if the ledger says it is the
+	// sidecar's, is replaced by one of the new name: made first, so that
+	// the branch is never unfenced between, then removed.
+	legacy := rules.Legacy != nil && rec != nil && !rec.Admin && legacyIntent(rec.Created, rules.Legacy)
+	if legacy {
+		rules.Match = rules.MatchBesideLegacy
+	}
+	dropLegacy := func() error {
+		if !legacy {
+			return nil
+		}
+		return w.forge.DeleteBranchRule(ctx, owner, name, rules.Legacy.Name)
+	}
+	if len(holders) == 0 || rules.Name == "" {
+		if len(holders) > 0 && w.o.Log != nil {
+			w.o.Log("not fencing pushes to a branch: no rule name applies to it alone (its name is not valid UTF-8, or holds U+FFFD)", "repo", full, "branch", k.branch)
+		}
 		outcome := ""
 		if ours {
 			if err := w.forge.DeleteBranchRule(ctx, owner, name, rules.Exact.Name); err != nil {
@@ -149,12 +168,21 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 			}
 			outcome = "removed"
 		}
+		if legacy {
+			if err := dropLegacy(); err != nil {
+				return "", err
+			}
+			outcome = "removed"
+		}
 		return outcome, w.ledger.DropFenceRule(ctx, k.repoID, k.branch)
 	}
 	if rules.Exact != nil && !ours {
+		if err := dropLegacy(); err != nil {
+			return "", err
+		}
 		if rec == nil || !rec.Admin {
 			if w.o.Log != nil {
-				w.o.Log("not fencing pushes to a branch: an admin's branch protection rule has its exact name (collab-sidecar doctor lists these)", "repo", full, "branch", k.branch)
+				w.o.Log("not fencing pushes to a branch: an admin's branch protection rule has the name the sidecar gives its own (collab-sidecar doctor lists these)", "repo", full, "branch", k.branch, "rule", rules.Name)
 			}
 			return "", w.ledger.SaveFenceRule(ctx, models.FenceRule{RepoID: k.repoID, Branch: k.branch, Admin: true})
 		}
@@ -170,7 +198,11 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 		if rec == nil {
 			err = w.ledger.IntendFenceRule(ctx, k.repoID, k.branch)
 		} else {
-			err = w.ledger.SaveFenceRule(ctx, models.FenceRule{RepoID: k.repoID, Branch: k.branch})
+			var replaced *forge.BranchRule
+			if legacy {
+				replaced = rules.Legacy
+			}
+			err = w.ledger.SaveFenceRule(ctx, models.FenceRule{RepoID: k.repoID, Branch: k.branch, Created: intent(replaced)})
 		}
 		if err != nil {
 			return "", err
@@ -181,12 +213,18 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 			// the forge's rules and this answer, and not by a replica
 			// (they take turns at a branch): an admin's. Taking it for
 			// the one this intent was for would edit it.
+			if err := dropLegacy(); err != nil {
+				return "", err
+			}
 			if w.o.Log != nil {
-				w.o.Log("not fencing pushes to a branch: an admin made a branch protection rule of its exact name (collab-sidecar doctor lists these)", "repo", full, "branch", k.branch)
+				w.o.Log("not fencing pushes to a branch: an admin made a branch protection rule of the name the sidecar gives its own (collab-sidecar doctor lists these)", "repo", full, "branch", k.branch, "rule", rules.Name)
 			}
 			return "", w.ledger.SaveFenceRule(ctx, models.FenceRule{RepoID: k.repoID, Branch: k.branch, Admin: true})
 		}
 		if err != nil {
+			return "", err
+		}
+		if err := dropLegacy(); err != nil {
 			return "", err
 		}
 		if err := w.ledger.SaveFenceRule(ctx, models.FenceRule{RepoID: k.repoID, Branch: k.branch, Created: made.Created.Unix()}); err != nil {
@@ -205,13 +243,43 @@ func (w *Worker) fenceBranch(ctx context.Context, k branchKey, st *state, names 
 		}
 		outcome = "updated"
 	}
-	if rec.Created == 0 {
+	if legacy {
+		if err := dropLegacy(); err != nil {
+			return "", err
+		}
+		outcome = "updated"
+	}
+	if rec.Created <= 0 {
 		if err := w.ledger.SaveFenceRule(ctx, models.FenceRule{RepoID: k.repoID, Branch: k.branch, Created: rules.Exact.Created.Unix()}); err != nil {
 			return "", err
 		}
 	}
 	st.posted = sig
 	return outcome, nil
+}
+
+// The ledger's record of a branch's rule says, in Created, whose rules
+// are the sidecar's (models.FenceRule): the forge's creation time of its
+// rule; while it makes one, a negative intent; 0, where an earlier
+// sidecar was making its rule (of the name it gave).
+
+// intent is what the record says while the sidecar makes its rule: any
+// rule of its name is its own, and so is replaced (an earlier sidecar's
+// rule it replaces), if not nil.
+func intent(replaced *forge.BranchRule) int64 {
+	if replaced != nil && replaced.Created.Unix() > 1 {
+		return -replaced.Created.Unix()
+	}
+	return -1
+}
+
+// legacyIntent reports whether a record whose Created is created says
+// that r, a rule of the name earlier sidecars gave, is the sidecar's: it
+// made r (created is r's creation time), an earlier sidecar was making
+// it (0), or the sidecar is replacing it (intent).
+func legacyIntent(created int64, r *forge.BranchRule) bool {
+	t := r.Created.Unix()
+	return created == 0 || t > 1 && (created == t || created == -t)
 }
 
 // holders are the accounts (logins, sorted) that may push to the branch

@@ -1,6 +1,7 @@
 package fence_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"maps"
@@ -18,6 +19,10 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
+// workRule is the name of the sidecar's rule for branch work: a glob of
+// that branch alone (a plain name would be WORK's too).
+const workRule = "[w]ork"
+
 // rule waits until branch "work" of acme/widgets has the sidecar's rule
 // letting exactly want push (nil: no rule at all), and returns it.
 func (w *fenceWorld) rule(t *testing.T, want []string) forge.BranchRule {
@@ -32,7 +37,7 @@ func (w *fenceWorld) ruleMoving(t *testing.T, want []string, step time.Duration)
 	var got forge.BranchRule
 	var ok bool
 	leasetest.WaitFor(t, "the rule of branch work letting "+strings.Join(want, ",")+" push", func() bool {
-		got, ok = w.forge.BranchRule("acme/widgets", "work")
+		got, ok = w.forge.BranchRule("acme/widgets", workRule)
 		if want == nil && !ok || want != nil && ok && got.Push.Enabled && got.Push.Listed && slices.Equal(got.Push.Users, want) {
 			return true
 		}
@@ -58,7 +63,7 @@ func TestPushFenceFollowsTheClaim(t *testing.T) {
 	w := newWorld(t, true)
 	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
 	w.status(t, sha1, "failure: claim #1 before merging")
-	if _, ok := w.forge.BranchRule("acme/widgets", "work"); ok || w.forge.Calls("BranchRules") != 0 {
+	if _, ok := w.forge.BranchRule("acme/widgets", workRule); ok || w.forge.Calls("BranchRules") != 0 {
 		t.Fatalf("a rule, or a question about rules, with no claim (%d questions)", w.forge.Calls("BranchRules"))
 	}
 
@@ -138,7 +143,7 @@ func TestPushFenceNeverWeakensTheAdminsRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	leasetest.WaitFor(t, "a rule letting nobody push", func() bool {
-		r, ok := w.forge.BranchRule("acme/widgets", "work")
+		r, ok := w.forge.BranchRule("acme/widgets", workRule)
 		return ok && r.Push.Enabled && r.Push.Listed && len(r.Push.Users) == 0
 	})
 	if _, err := w.svc.Release(bg, w.As("eve"), "acme", "widgets", 1); err != nil {
@@ -146,22 +151,23 @@ func TestPushFenceNeverWeakensTheAdminsRule(t *testing.T) {
 	}
 	w.rule(t, nil)
 
-	// An admin's rule named for the branch: left alone, and remembered.
-	admins := forge.BranchRule{Name: "work", Priority: 7, Push: forge.Allow{Enabled: true}}
+	// An admin's rule of the name the sidecar gives its own: left alone,
+	// and remembered.
+	admins := forge.BranchRule{Name: workRule, Priority: 7, Push: forge.Allow{Enabled: true}}
 	w.forge.AddBranchRule("acme/widgets", admins)
 	edits := w.forge.Calls("EditBranchRule") + w.forge.Calls("CreateBranchRule") + w.forge.Calls("DeleteBranchRule")
 	if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 1, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	leasetest.WaitFor(t, "the admin's rule remembered", func() bool { r := w.record(t); return r != nil && r.Admin })
-	if r, _ := w.forge.BranchRule("acme/widgets", "work"); r.Priority != 7 || r.Push.Listed {
+	if r, _ := w.forge.BranchRule("acme/widgets", workRule); r.Priority != 7 || r.Push.Listed {
 		t.Fatalf("the admin's rule became %+v", r)
 	}
 	if _, err := w.svc.Release(bg, w.As("bob"), "acme", "widgets", 1); err != nil {
 		t.Fatal(err)
 	}
 	leasetest.WaitFor(t, "the admin's branch forgotten", func() bool { return w.record(t) == nil })
-	if _, ok := w.forge.BranchRule("acme/widgets", "work"); !ok {
+	if _, ok := w.forge.BranchRule("acme/widgets", workRule); !ok {
 		t.Fatal("the admin's rule was removed")
 	}
 	if n := w.forge.Calls("EditBranchRule") + w.forge.Calls("CreateBranchRule") + w.forge.Calls("DeleteBranchRule"); n != edits {
@@ -185,7 +191,7 @@ func TestPushFenceIsRetriedAndReconciledAfterARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	leasetest.WaitFor(t, "a failed change", func() bool { return w.pushOutcomes.count("failed") >= 1 })
-	if rec := w.record(t); rec == nil || rec.Admin || rec.Created != 0 {
+	if rec := w.record(t); rec == nil || rec.Admin || rec.Created >= 0 {
 		t.Fatalf("the intent recorded before the creation: %+v", rec)
 	}
 	w.forge.SetHook(nil)
@@ -199,7 +205,7 @@ func TestPushFenceIsRetriedAndReconciledAfterARestart(t *testing.T) {
 	if _, err := w.svc.Release(bg, w.As("alice"), "acme", "widgets", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := w.forge.BranchRule("acme/widgets", "work"); !ok {
+	if _, ok := w.forge.BranchRule("acme/widgets", workRule); !ok {
 		t.Fatal("the rule went with nobody running")
 	}
 	w.pushes = false
@@ -227,7 +233,7 @@ func TestPushFenceOfTwoReplicas(t *testing.T) {
 		// Retries after a lost race come from the backoff timers.
 		w.ruleMoving(t, []string{who}, time.Second)
 		leasetest.WaitFor(t, "the record of the sidecar's rule", func() bool {
-			if r := w.record(t); r != nil && !r.Admin && r.Created != 0 {
+			if r := w.record(t); r != nil && !r.Admin && r.Created > 0 {
 				return true
 			}
 			w.clock.Advance(time.Second)
@@ -246,7 +252,7 @@ func TestPushFenceOfTwoReplicas(t *testing.T) {
 // so and never edits or removes it.
 func TestPushFenceLeavesARuleAnAdminMadeMeanwhile(t *testing.T) {
 	w := newWorld(t, true)
-	admins := forge.BranchRule{Name: "work", Priority: 9, Push: forge.Allow{Enabled: true}}
+	admins := forge.BranchRule{Name: workRule, Priority: 9, Push: forge.Allow{Enabled: true}}
 	w.forge.SetHook(func(ctx context.Context, method string) error {
 		if method == "CreateBranchRule" {
 			w.forge.SetHook(nil)
@@ -266,7 +272,7 @@ func TestPushFenceLeavesARuleAnAdminMadeMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.clock.Advance(time.Minute)
-	if r, ok := w.forge.BranchRule("acme/widgets", "work"); !ok || r.Priority != 9 || r.Push.Listed {
+	if r, ok := w.forge.BranchRule("acme/widgets", workRule); !ok || r.Priority != 9 || r.Push.Listed {
 		t.Fatalf("the admin's rule became %+v (there: %v)", r, ok)
 	}
 	if n := w.forge.Calls("EditBranchRule") + w.forge.Calls("DeleteBranchRule"); n != 0 {
@@ -311,7 +317,7 @@ func TestPushFenceTakesTurnsWithOtherReplicas(t *testing.T) {
 	turns.busy.Store(false)
 	// Looks again after its backoff.
 	leasetest.WaitFor(t, "the rule once the turn is free", func() bool {
-		if r, ok := w.forge.BranchRule("acme/widgets", "work"); ok && slices.Equal(r.Push.Users, []string{"alice"}) {
+		if r, ok := w.forge.BranchRule("acme/widgets", workRule); ok && slices.Equal(r.Push.Users, []string{"alice"}) {
 			return true
 		}
 		w.clock.Advance(time.Second)
@@ -340,13 +346,153 @@ func TestPushFenceRechecksTheAdminsRule(t *testing.T) {
 		Settings: map[string]any{"required_approvals": float64(2)}})
 	w.clock.Advance(5 * time.Minute)
 	leasetest.WaitFor(t, "the admin's approvals carried", func() bool {
-		r, ok := w.forge.BranchRule("acme/widgets", "work")
+		r, ok := w.forge.BranchRule("acme/widgets", workRule)
 		return ok && r.Settings["required_approvals"] == float64(2) && r.Priority == 0-1 && slices.Equal(r.Push.Users, []string{"alice"})
 	})
 	// Removed by hand: back at the next look.
-	if err := w.forge.DeleteBranchRule(bg, "acme", "widgets", "work"); err != nil {
+	if err := w.forge.DeleteBranchRule(bg, "acme", "widgets", workRule); err != nil {
 		t.Fatal(err)
 	}
 	w.clock.Advance(5 * time.Minute)
 	w.rule(t, []string{"alice"})
+}
+
+// An admin's plain rule named for the branch in another case is a rule
+// the forge applies to the branch (it matches plain names without regard
+// to case): the sidecar's rule carries it and goes before it, and leaves
+// it as it is, with its other namesakes.
+func TestPushFenceCarriesTheAdminsRuleOfAnotherCase(t *testing.T) {
+	w := newWorld(t, true)
+	admins := forge.BranchRule{Name: "WORK", Priority: 4, Push: forge.Allow{Enabled: true},
+		Settings: map[string]any{"required_approvals": float64(2)}}
+	w.forge.AddBranchRule("acme/widgets", admins)
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r := w.rule(t, []string{"alice"})
+	if r.Priority != 3 || r.Settings["required_approvals"] != float64(2) {
+		t.Fatalf("the sidecar's rule %+v: want priority 3 and the admin's approvals", r)
+	}
+	if got, ok := w.forge.BranchRule("acme/widgets", "WORK"); !ok || !reflect.DeepEqual(got.Push, admins.Push) || got.Priority != 4 {
+		t.Fatalf("the admin's rule became %+v (there: %v)", got, ok)
+	}
+	if rec := w.record(t); rec == nil || rec.Admin {
+		t.Fatalf("record %+v, want the sidecar's rule", rec)
+	}
+	if _, err := w.svc.Release(bg, w.As("alice"), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, nil)
+	if _, ok := w.forge.BranchRule("acme/widgets", "WORK"); !ok {
+		t.Fatal("the admin's rule was removed")
+	}
+}
+
+// An earlier sidecar named its rule as the branch ("work"), which the
+// forge applies to WORK too. The ledger says the rule is the sidecar's:
+// it is replaced by one of the new name, made before the old one goes,
+// also when a step fails on the way; the admin's rule that applies
+// besides is carried, not the old rule.
+func TestPushFenceReplacesTheRuleOfAnEarlierSidecar(t *testing.T) {
+	for _, failing := range []string{"", "CreateBranchRule", "DeleteBranchRule"} {
+		t.Run("failing "+cmp.Or(failing, "nothing"), func(t *testing.T) {
+			w := newWorld(t, true)
+			w.stop()
+			w.forge.AddBranchRule("acme/widgets", forge.BranchRule{Name: "wor*", Priority: 3, Push: forge.Allow{Enabled: true},
+				Settings: map[string]any{"required_approvals": float64(1)}})
+			old := forge.BranchRule{Name: "work", Priority: 2, Created: time.Unix(1_700_000_000, 0),
+				Push: forge.Allow{Enabled: true, Listed: true, Users: []string{"alice"}}}
+			w.forge.AddBranchRule("acme/widgets", old)
+			if err := w.Ledger.SaveFenceRule(bg, models.FenceRule{RepoID: 1, Branch: "work", Created: old.Created.Unix()}); err != nil {
+				t.Fatal(err)
+			}
+			var failed atomic.Bool
+			w.forge.SetHook(func(ctx context.Context, method string) error {
+				if method == failing && failed.CompareAndSwap(false, true) {
+					return errors.New("gitea is down")
+				}
+				if method == "DeleteBranchRule" {
+					// Never unfenced: the new rule stands before the old goes.
+					if _, ok := w.forge.BranchRule("acme/widgets", workRule); !ok {
+						t.Error("the earlier sidecar's rule removed before the new one stood")
+					}
+				}
+				return nil
+			})
+			w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+			if _, err := w.svc.Acquire(bg, w.As("bob"), "acme", "widgets", 1, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			w.start(t)
+			r := w.ruleMoving(t, []string{"bob"}, time.Second)
+			leasetest.WaitFor(t, "the earlier sidecar's rule gone", func() bool {
+				_, ok := w.forge.BranchRule("acme/widgets", "work")
+				if ok {
+					w.clock.Advance(time.Second)
+				}
+				return !ok
+			})
+			if r.Priority != 2 || r.Settings["required_approvals"] != float64(1) {
+				t.Fatalf("the new rule %+v: want priority 2 and the admin's approval", r)
+			}
+			leasetest.WaitFor(t, "the new rule recorded", func() bool {
+				r := w.record(t)
+				return r != nil && !r.Admin && r.Created > 0 && r.Created != old.Created.Unix()
+			})
+			if _, ok := w.forge.BranchRule("acme/widgets", "wor*"); !ok {
+				t.Fatal("the admin's rule was removed")
+			}
+			if _, err := w.svc.Release(bg, w.As("bob"), "acme", "widgets", 1); err != nil {
+				t.Fatal(err)
+			}
+			w.rule(t, nil)
+		})
+	}
+}
+
+// A rule of the name earlier sidecars gave that the ledger does not say
+// is the sidecar's (an admin's, left alone by an earlier sidecar) stays,
+// and is carried: even when the sidecar stops between recording its
+// intent and making its rule.
+func TestPushFenceKeepsTheAdminsRuleOfTheEarlierName(t *testing.T) {
+	w := newWorld(t, true)
+	w.stop()
+	admins := forge.BranchRule{Name: "work", Priority: 5, Push: forge.Allow{Enabled: true},
+		Settings: map[string]any{"required_approvals": float64(3)}}
+	w.forge.AddBranchRule("acme/widgets", admins)
+	if err := w.Ledger.SaveFenceRule(bg, models.FenceRule{RepoID: 1, Branch: "work", Admin: true}); err != nil {
+		t.Fatal(err)
+	}
+	w.forge.SetHook(func(ctx context.Context, method string) error {
+		if method == "CreateBranchRule" {
+			return errors.New("gitea is down")
+		}
+		return nil
+	})
+	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)
+	if _, err := w.svc.Acquire(bg, w.As("alice"), "acme", "widgets", 1, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	w.start(t)
+	leasetest.WaitFor(t, "a failed creation", func() bool { return w.pushOutcomes.count("failed") >= 1 })
+	if rec := w.record(t); rec == nil || rec.Admin || rec.Created != -1 {
+		t.Fatalf("the intent: %+v, want -1 (no rule of the earlier name is the sidecar's)", rec)
+	}
+	// The sidecar stops, and starts again.
+	w.stop()
+	w.forge.SetHook(nil)
+	w.start(t)
+	r := w.ruleMoving(t, []string{"alice"}, time.Second)
+	if r.Priority != 4 || r.Settings["required_approvals"] != float64(3) {
+		t.Fatalf("the sidecar's rule %+v: want priority 4 and the admin's approvals", r)
+	}
+	if _, err := w.svc.Release(bg, w.As("alice"), "acme", "widgets", 1); err != nil {
+		t.Fatal(err)
+	}
+	w.rule(t, nil)
+	leasetest.WaitFor(t, "the record forgotten", func() bool { return w.record(t) == nil })
+	if got, ok := w.forge.BranchRule("acme/widgets", "work"); !ok || !reflect.DeepEqual(got.Settings, admins.Settings) {
+		t.Fatalf("the admin's rule became %+v (there: %v)", got, ok)
+	}
 }

@@ -33,16 +33,24 @@ type BranchRule struct {
 
 // BranchRules is what the forge says of the rules of one branch.
 type BranchRules struct {
-	// Name is what the forge names a rule for exactly this branch (the
-	// branch itself, quoted where it has glob characters).
+	// Name is what the forge names a rule for exactly this branch: one
+	// it applies to this branch and to no other. "" where no name can
+	// (the fence then leaves the branch alone).
 	Name string
 	// Exact is the rule of that name, if any (the fence's own, or an
 	// admin's).
 	Exact *BranchRule
+	// Legacy is the rule named as earlier sidecars named their rule for
+	// this branch, if any, where that name is not Name: it may be an
+	// earlier sidecar's rule, which the fence replaces, or an admin's.
+	Legacy *BranchRule
 	// Match is the rule that would apply to the branch without Exact,
-	// if any: of the other rules that match the branch, the one the
-	// forge takes first, so none of them has a lower priority.
+	// if any: of the other rules that match the branch (Legacy among
+	// them), the one the forge takes first, so none of them has a lower
+	// priority.
 	Match *BranchRule
+	// MatchBesideLegacy is Match with Legacy gone too.
+	MatchBesideLegacy *BranchRule
 }
 
 // SortRules puts rules in the order the forge applies them to a branch

@@ -3,18 +3,17 @@ package forgetest
 import (
 	"context"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/gitea/branchglob"
 )
 
 // Branch protection rules in memory, for the push fence's tests. The
-// order in which they apply is the forge's (priority, then plain names
-// before patterns, then age); patterns are path.Match's, which is enough
-// for the tests' globs.
+// rules that bear on a branch are found as Gitea finds them
+// (plugin/gitea/branchglob).
 
 // AddBranchRule puts an admin's rule into repository fullName; a zero
 // Created is now.
@@ -67,8 +66,6 @@ func cloneRule(r forge.BranchRule) forge.BranchRule {
 	return r
 }
 
-func isPattern(name string) bool { return strings.ContainsAny(name, `*?[]{}\`) }
-
 // BranchRules implements fence.Forge.
 func (f *Forge) BranchRules(ctx context.Context, owner, name, branch string) (forge.BranchRules, error) {
 	if err := f.enter(ctx, "BranchRules"); err != nil {
@@ -79,20 +76,11 @@ func (f *Forge) BranchRules(ctx context.Context, owner, name, branch string) (fo
 	if _, ok := f.repos[strings.ToLower(owner+"/"+name)]; !ok {
 		return forge.BranchRules{}, fmt.Errorf("forgetest BranchRules %s/%s: %w", owner, name, forge.ErrNotFound)
 	}
-	rules := slices.Clone(f.rules[strings.ToLower(owner+"/"+name)])
-	forge.SortRules(rules, isPattern)
-	out := forge.BranchRules{Name: branch}
-	for _, r := range rules {
-		r := cloneRule(r)
-		if r.Name == branch {
-			out.Exact = &r
-			continue
-		}
-		if ok, _ := path.Match(r.Name, branch); out.Match == nil && ok {
-			out.Match = &r
-		}
+	rules := make([]forge.BranchRule, 0, len(f.rules[strings.ToLower(owner+"/"+name)]))
+	for _, r := range f.rules[strings.ToLower(owner+"/"+name)] {
+		rules = append(rules, cloneRule(r))
 	}
-	return out, nil
+	return branchglob.Rules(rules, branch), nil
 }
 
 // CreateBranchRule implements fence.Forge.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/gitea/branchglob"
 )
 
 // Branch protection rules, for the push fence (verified on Gitea 1.26):
@@ -19,7 +20,8 @@ import (
 // with write:repository, which the sidecar's site administrator token is
 // when it has that scope. Gitea applies to a branch the first rule that
 // matches it, ordered by priority (lower first), then plain names before
-// globs, then creation time.
+// globs, then creation time (plugin/gitea/branchglob matches and names
+// them as Gitea does).
 
 // The fields of a rule the fence decides about; every other field of
 // Gitea's rule JSON is carried as it is (forge.BranchRule.Settings).
@@ -131,27 +133,7 @@ func (f *Forge) BranchRules(ctx context.Context, owner, name, branch string) (fo
 		}
 		rules = append(rules, rule)
 	}
-	return rulesFor(rules, branch), nil
-}
-
-// rulesFor picks out of a repository's rules those that bear on branch.
-func rulesFor(rules []forge.BranchRule, branch string) forge.BranchRules {
-	out := forge.BranchRules{Name: quoteGlob(branch)}
-	// Gitea's order: priority, then plain names before globs, then age.
-	forge.SortRules(rules, isGlob)
-	for i := range rules {
-		r := &rules[i]
-		// Gitea refuses a second rule of the same name; a plain name
-		// differing only in case is the same rule for this branch.
-		if out.Exact == nil && (r.Name == out.Name || !isGlob(r.Name) && !isGlob(out.Name) && strings.EqualFold(r.Name, out.Name)) {
-			out.Exact = r
-			continue
-		}
-		if out.Match == nil && ruleMatches(r.Name, branch) {
-			out.Match = r
-		}
-	}
-	return out
+	return branchglob.Rules(rules, branch), nil
 }
 
 // CreateBranchRule implements fence.Forge: POST a new rule. A rule of

@@ -13,64 +13,6 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-// Gitea's own cases (models/git/protected_branch_test.go), and the
-// quoting of branch names with glob characters.
-func TestRuleMatchesAsGiteaDoes(t *testing.T) {
-	for _, tc := range []struct {
-		rule, branch string
-		want         bool
-	}{
-		{"release/*", "release/v1.17", true},
-		{"release/**/v1.17", "release/test/v1.17", true},
-		{"release/**/v1.17", "release/test/1/v1.17", true},
-		{"release/*/v1.17", "release/test/1/v1.17", false},
-		{"release/v*", "release/v1.16", true},
-		{"*", "release/v1.16", false},
-		{"**", "release/v1.16", true},
-		{"main", "main", true},
-		{"master", "main", false},
-		{"Main", "main", true}, // a plain name, without regard to case
-		{"{main,dev}", "dev", true},
-		{"fix-?", "fix-1", true},
-		{"fix-?", "fix-/", false},
-		{"v1.0", "v1x0", false}, // the dot is no wildcard
-		{quoteGlob("a{b}"), "a{b}", true},
-		{quoteGlob("a{b}"), "ab", false},
-		{"[", "[", true}, // not a glob Gitea can compile: taken literally
-	} {
-		if got := ruleMatches(tc.rule, tc.branch); got != tc.want {
-			t.Errorf("rule %q, branch %q: %v, want %v", tc.rule, tc.branch, got, tc.want)
-		}
-	}
-}
-
-func TestRulesForFindsWhatGiteaWouldApply(t *testing.T) {
-	at := func(s int64) time.Time { return time.Unix(1_800_000_000+s, 0) }
-	rules := []forge.BranchRule{
-		{Name: "work*", Priority: 2, Created: at(1)},
-		{Name: "work", Priority: 9, Created: at(5)}, // the sidecar's, say
-		{Name: "w*", Priority: 2, Created: at(0)},
-		{Name: "main", Priority: 1, Created: at(2)},
-		{Name: "WORK-1", Priority: 2, Created: at(3)},
-	}
-	got := rulesFor(rules, "work")
-	if got.Name != "work" || got.Exact == nil || got.Exact.Priority != 9 || got.Match == nil || got.Match.Name != "w*" {
-		t.Fatalf("rules for work: %+v", got)
-	}
-	// Same priority: a plain name before a glob.
-	got = rulesFor(rules, "work-1")
-	if got.Exact == nil || got.Exact.Name != "WORK-1" || got.Match == nil || got.Match.Name != "w*" {
-		t.Fatalf("rules for work-1: exact %+v match %+v", got.Exact, got.Match)
-	}
-	got = rulesFor(rules, "a{b}")
-	if got.Name != `a\{b\}` || got.Exact != nil || got.Match != nil {
-		t.Fatalf("rules for a{b}: %+v", got)
-	}
-	if got := rulesFor(nil, "x"); got.Match != nil || got.Exact != nil {
-		t.Fatalf("no rules: %+v", got)
-	}
-}
-
 func TestBranchRuleRequests(t *testing.T) {
 	listed := []map[string]any{
 		{"rule_name": "feat/*", "branch_name": "feat/*", "priority": 3, "created_at": "2026-12-01T10:00:00Z", "updated_at": "2026-12-01T10:00:00Z",

@@ -1,4 +1,16 @@
-package gitea
+// Package branchglob is Gitea's matching of branch protection rule names
+// to branches, as Gitea 1.26 does it (its modules/glob and
+// models/git/protected_branch.go, MIT licensed), and the naming of the
+// sidecar's own rules: the push fence must find the very rule Gitea would
+// apply to a branch, and make one Gitea applies to that branch alone. It
+// is a leaf of plugin/gitea, so that the in-memory forge of the tests
+// (plugin/forgetest) matches as Gitea does too.
+//
+// A rule name with none of *?\[]{} is a plain name, matched without
+// regard to case (strings.EqualFold: MAIN is main's rule too); any other
+// is a glob, matched with regard to case, whose * and ? stop at a slash
+// and whose ** does not.
+package branchglob
 
 import (
 	"errors"
@@ -6,20 +18,13 @@ import (
 	"strings"
 )
 
-// Gitea's glob patterns of branch protection rule names, as Gitea 1.26
-// matches them (its modules/glob and models/git/protected_branch.go, MIT
-// licensed): the push fence must find the very rule Gitea would apply to
-// a branch, so it matches the same way. A name with none of *?\[]{} is a
-// plain name, matched without regard to case; any other is a glob whose
-// * and ? stop at a slash and whose ** does not.
-
 // globSpecial reports whether c makes a rule name a glob.
 func globSpecial(c byte) bool {
 	return strings.IndexByte(`*?\[]{}`, c) >= 0
 }
 
-// isGlob reports whether Gitea takes the rule name as a glob.
-func isGlob(name string) bool {
+// IsGlob reports whether Gitea takes the rule name as a glob.
+func IsGlob(name string) bool {
 	for i := 0; i < len(name); i++ {
 		if globSpecial(name[i]) {
 			return true
@@ -28,9 +33,10 @@ func isGlob(name string) bool {
 	return false
 }
 
-// quoteGlob is the rule name that matches exactly the branch: the branch
-// itself, with any glob character escaped.
-func quoteGlob(branch string) string {
+// Quote is the branch taken literally as a rule name: itself, with any
+// glob character escaped. Where that leaves a plain name, Gitea applies
+// it to the branch's namesakes in other cases too (RuleName does not).
+func Quote(branch string) string {
 	var b strings.Builder
 	for i := 0; i < len(branch); i++ {
 		if globSpecial(branch[i]) {
@@ -41,15 +47,15 @@ func quoteGlob(branch string) string {
 	return b.String()
 }
 
-// ruleMatches reports whether Gitea applies the rule named name to branch.
-func ruleMatches(name, branch string) bool {
-	if !isGlob(name) {
+// Matches reports whether Gitea applies the rule named name to branch.
+func Matches(name, branch string) bool {
+	if !IsGlob(name) {
 		return strings.EqualFold(name, branch)
 	}
 	re, err := compileGlob(name)
 	if err != nil {
 		// Gitea falls back to the name taken literally.
-		re, _ = compileGlob(quoteGlob(name))
+		re, _ = compileGlob(Quote(name))
 	}
 	return re != nil && re.MatchString(branch)
 }
