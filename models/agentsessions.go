@@ -297,12 +297,12 @@ func (s *Store) EndSession(ctx context.Context, ref SessionRef, h Holder) ([]Lea
 
 // SessionLeases returns the live leases session id keeps, oldest first.
 func (s *Store) SessionLeases(ctx context.Context, id string) ([]Lease, error) {
-	var out []Lease
-	err := s.db.WithContext(ctx).Connection(func(tx *gorm.DB) error {
-		var err error
-		out, err = sessionLeases(tx, id, s.now())
-		return err
-	})
+	rows, err := liveRows(s.db.WithContext(ctx), s.readNow()).Select(leaseColumns).
+		Where("session = ?", id).Order("acquired_at, repo_id, issue").Rows()
+	if err != nil {
+		return nil, fmt.Errorf("leases of session: %w", mapDBError(err))
+	}
+	out, err := scanLeases(rows, []Lease{})
 	if err != nil {
 		return nil, fmt.Errorf("leases of session: %w", mapDBError(err))
 	}

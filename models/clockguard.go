@@ -3,6 +3,8 @@ package models
 import (
 	"context"
 	"time"
+
+	"gorm.io/gorm"
 )
 
 // The ledger's time never goes backwards. Expiry is decided by comparing
@@ -71,9 +73,16 @@ func (s *Store) loadHighWater(ctx context.Context) error {
 // as expired. So on PostgreSQL, unless a test sets the clock, every write
 // reads the server's clock right after taking its locks (in the same
 // statement, lock), decides by it, and keeps it from going backwards like
-// any other (guard). Reads, and the service's timers (Clock), use this
-// process's clock corrected by its offset from the server's, measured at
-// Open and again by every write that came back quickly.
+// any other (guard). Every read that decides whether a claim is live
+// reads the server's clock too, in its own statement (readNow): a read
+// that judged by this process's clock, even corrected, could call a claim
+// lapsed a moment before the write that follows finds it live (the offset
+// is measured from readings up to offsetMaxRTT wide, and the host's clock
+// may step since), and with expiries in whole seconds that flips a claim
+// at a second's turn. The service's timers (Clock) use this process's
+// clock corrected by its offset from the server's, measured at Open and
+// again by every write that came back quickly: they only wake a waiter,
+// who then asks the ledger.
 
 // offsetMaxRTT: a write's reading of the server's clock corrects the
 // offset only if its statement came back within this (the reading was
@@ -110,6 +119,40 @@ func (s *Store) sampleOffset(dbMicros int64, sent, got time.Time) {
 // pgClockSQL reads the PostgreSQL server's clock (not the transaction's
 // start, which now() would give) in Unix microseconds.
 const pgClockSQL = "(extract(epoch FROM clock_timestamp()) * 1000000)::bigint"
+
+// pgReadNowSQL is, in a read's statement on PostgreSQL, the time it
+// decides liveness by: the server's clock in whole seconds, cut as a
+// write's reading is (time.UnixMicro(micros).Unix()), never below its
+// argument, the latest time this process used. A scalar subquery, so the
+// clock is read once per statement (clock_timestamp() elsewhere in a
+// WHERE would be read once per row).
+const pgReadNowSQL = "GREATEST((SELECT " + pgClockSQL + " / 1000000), ?::bigint)"
+
+// readNow is the time a read decides liveness by, as the argument of its
+// statement that stands for now (liveSQL's): on PostgreSQL deciding by
+// the server's clock, that clock, read by the statement itself
+// (pgReadNowSQL); elsewhere s.now().
+func (s *Store) readNow() any {
+	if !s.dbClock {
+		return s.now()
+	}
+	return gorm.Expr(pgReadNowSQL, s.highWater.Load())
+}
+
+// readNowValue is readNow as a value, for a read that decides liveness
+// in Go: on PostgreSQL deciding by the server's clock, read in a
+// statement of its own, after the reads it judges (so never before their
+// snapshots).
+func (s *Store) readNowValue(ctx context.Context) (int64, error) {
+	if !s.dbClock {
+		return s.now(), nil
+	}
+	var now int64
+	if err := s.db.WithContext(ctx).Raw("SELECT "+pgReadNowSQL, s.highWater.Load()).Scan(&now).Error; err != nil {
+		return 0, mapDBError(err)
+	}
+	return now, nil
+}
 
 // measureOffset sets the offset from the best of a few readings of the
 // server's clock (the quickest answer says the most).

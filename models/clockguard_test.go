@@ -112,3 +112,66 @@ func TestReplicasDecideByTheDatabaseClock(t *testing.T) {
 		t.Fatalf("the leading replica measured an offset of %s, want about -1h", off)
 	}
 }
+
+// On PostgreSQL, reads decide a claim's liveness by the same clock as the
+// writes, the server's, read in the statement: this process's clock,
+// corrected by an offset measured a while ago, may run ahead of it (a
+// step of the host's clock since, or an offset taken from a slow reading
+// a few milliseconds off), and a read that judged by it would call a
+// claim lapsed that the next write still finds live. Here the process's
+// clock steps to just past the claim's expiry; the server's is a minute
+// before it. Every read still shows alice's claim, as bob's release,
+// refused for it, does.
+func TestReadsDecideByTheServersClockAsWritesDo(t *testing.T) {
+	db := postgresEngine.newDB(t)
+	skew := new(atomic.Int64)
+	s, err := Open(db, WithDatabaseClock(ClockFunc(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	alice := inSessionOf(who("alice"), openSession(t, s, who("alice"), time.Minute))
+	l, err := s.Acquire(bg, k42, alice, time.Minute, Observed{Kind: KindIssue})
+	if err != nil || l.ExpiresAt == nil {
+		t.Fatalf("alice's acquire: %+v, %v", l, err)
+	}
+	// Ahead by 5 ms past the expiry, from the process's view.
+	skew.Store(int64(l.ExpiresAt.Add(5*time.Millisecond).Sub(s.Clock().Now())))
+	if ahead := s.Clock().Now(); !ahead.After(*l.ExpiresAt) {
+		t.Fatalf("the process's clock reads %v, want past the expiry %v", ahead, *l.ExpiresAt)
+	}
+	live := func(what string, got []Lease, err error) {
+		t.Helper()
+		if err != nil || len(got) != 1 || got[0].Holder.Login != "alice" {
+			t.Errorf("%s: %+v, %v; want alice's claim, live by the server's clock", what, got, err)
+		}
+	}
+	cur, err := s.Current(bg, k42)
+	if cur == nil {
+		live("Current", nil, err)
+	} else {
+		live("Current", []Lease{*cur}, err)
+	}
+	got, err := s.List(bg, k42.RepoID)
+	live("List", got, err)
+	got, _, err = s.ListPage(bg, Page{RepoID: k42.RepoID, Limit: 10})
+	live("ListPage", got, err)
+	got, _, err = s.ListPage(bg, Page{RepoID: k42.RepoID, Issues: []int64{k42.Issue}, Limit: 10})
+	live("ListPage of the issue", got, err)
+	got, err = s.SessionLeases(bg, alice.Session.ID)
+	live("SessionLeases", got, err)
+	if n, err := s.CountLive(bg); err != nil || n != 1 {
+		t.Errorf("CountLive: %d, %v; want 1", n, err)
+	}
+	if repos, err := s.LiveRepos(bg); err != nil || len(repos) != 1 || repos[0] != k42.RepoID {
+		t.Errorf("LiveRepos: %v, %v; want [%d]", repos, err, k42.RepoID)
+	}
+	if ts, err := s.Tenures(bg, k42, 10); err != nil || len(ts) != 1 || ts[0].EndedAt != nil {
+		t.Errorf("Tenures: %+v, %v; want alice's, not ended", ts, err)
+	}
+	_, err = s.Release(bg, k42, who("bob"))
+	var nh *NotHolderError
+	if !errors.As(err, &nh) || nh.Holder != "alice" {
+		t.Fatalf("bob's release: %v, want refused for alice's live claim", err)
+	}
+}

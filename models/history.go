@@ -68,6 +68,13 @@ func (s *Store) Tenures(ctx context.Context, k Key, limit int) ([]Tenure, error)
 		Order("id").Find(&evs).Error; err != nil {
 		return nil, fmt.Errorf("tenures %d#%d: %w", k.RepoID, k.Issue, mapDBError(err))
 	}
+	if s.dbClock {
+		// By the server's clock, as writes decide, read after the rows.
+		var err error
+		if now, err = s.readNowValue(ctx); err != nil {
+			return nil, fmt.Errorf("tenures %d#%d: %w", k.RepoID, k.Issue, err)
+		}
+	}
 	return tenures(row, evs, now), nil
 }
 

@@ -276,7 +276,7 @@ func seen(tx *gorm.DB, delivery string, now int64) (bool, error) {
 // reconcile with the forge).
 func (s *Store) LiveRepos(ctx context.Context) ([]int64, error) {
 	var ids []int64
-	err := liveRows(s.db.WithContext(ctx), s.now()).Distinct("repo_id").Order("repo_id").Pluck("repo_id", &ids).Error
+	err := liveRows(s.db.WithContext(ctx), s.readNow()).Distinct("repo_id").Order("repo_id").Pluck("repo_id", &ids).Error
 	if err != nil {
 		return nil, fmt.Errorf("live repositories: %w", mapDBError(err))
 	}

@@ -332,9 +332,8 @@ func (s *Store) Current(ctx context.Context, k Key) (*Lease, error) {
 	if k.RepoID <= 0 || k.Issue <= 0 {
 		return nil, fmt.Errorf("current %d#%d: %w: repository and issue must be positive", k.RepoID, k.Issue, ErrInvalid)
 	}
-	now := s.now()
 	var rows []leaseRow
-	err := liveRows(s.db.WithContext(ctx), now).
+	err := liveRows(s.db.WithContext(ctx), s.readNow()).
 		Where("repo_id = ? AND issue = ?", k.RepoID, k.Issue).Limit(1).Find(&rows).Error
 	if err != nil {
 		return nil, fmt.Errorf("current %d#%d: %w", k.RepoID, k.Issue, mapDBError(err))
@@ -352,11 +351,10 @@ func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
 	if repoID <= 0 {
 		return nil, fmt.Errorf("list %d: %w: repository must be positive", repoID, ErrInvalid)
 	}
-	now := s.now()
 	// Scanned by hand rather than by gorm's reflection: a badge page
 	// lists every live lease of a repository, and for thousands of rows
 	// the reflection cost more than SQLite did.
-	rows, err := liveRows(s.db.WithContext(ctx), now).Select(leaseColumns).
+	rows, err := liveRows(s.db.WithContext(ctx), s.readNow()).Select(leaseColumns).
 		Where("repo_id = ?", repoID).Order("acquired_at, issue").Rows()
 	if err != nil {
 		return nil, fmt.Errorf("list %d: %w", repoID, mapDBError(err))
@@ -371,7 +369,7 @@ func (s *Store) List(ctx context.Context, repoID int64) ([]Lease, error) {
 // CountLive returns the number of live leases across all repositories.
 func (s *Store) CountLive(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.db.WithContext(ctx).Raw(countLiveSQL, s.now()).Scan(&n).Error
+	err := s.db.WithContext(ctx).Raw(countLiveSQL, s.readNow()).Scan(&n).Error
 	if err != nil {
 		return 0, fmt.Errorf("count live leases: %w", mapDBError(err))
 	}
@@ -400,8 +398,9 @@ const liveSQL = "holder IS NOT NULL AND (expires_at IS NULL OR expires_at > ?)"
 const countLiveSQL = "SELECT (SELECT COUNT(*) FROM leases WHERE holder IS NOT NULL AND expires_at IS NULL)" +
 	" + (SELECT COUNT(*) FROM leases WHERE holder IS NOT NULL AND expires_at > ?)"
 
-// liveRows selects the live lease rows.
-func liveRows(db *gorm.DB, now int64) *gorm.DB {
+// liveRows selects the live lease rows at now: a time in Unix seconds,
+// or a read's readNow.
+func liveRows(db *gorm.DB, now any) *gorm.DB {
 	return db.Model(&leaseRow{}).Where(liveSQL, now)
 }
 

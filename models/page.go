@@ -47,7 +47,7 @@ func (s *Store) ListPage(ctx context.Context, p Page) ([]Lease, int, error) {
 	case len(p.Issues) > MaxPageIssues:
 		return nil, 0, fmt.Errorf("list page %d: %w: more than %d issues", p.RepoID, ErrInvalid, MaxPageIssues)
 	}
-	now := s.now()
+	now := s.readNow()
 	where := func(db *gorm.DB) *gorm.DB {
 		q := liveRows(db.WithContext(ctx), now).Where("repo_id = ?", p.RepoID)
 		if len(p.Issues) > 0 {
