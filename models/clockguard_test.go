@@ -136,7 +136,7 @@ func TestReadsDecideByTheServersClockAsWritesDo(t *testing.T) {
 		t.Fatalf("alice's acquire: %+v, %v", l, err)
 	}
 	// Ahead by 5 ms past the expiry, from the process's view.
-	skew.Store(int64(l.ExpiresAt.Add(5*time.Millisecond).Sub(s.Clock().Now())))
+	skew.Store(int64(l.ExpiresAt.Add(5 * time.Millisecond).Sub(s.Clock().Now())))
 	if ahead := s.Clock().Now(); !ahead.After(*l.ExpiresAt) {
 		t.Fatalf("the process's clock reads %v, want past the expiry %v", ahead, *l.ExpiresAt)
 	}
