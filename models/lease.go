@@ -102,7 +102,18 @@ func (r *leaseRow) live(now int64) bool {
 // (it was not released: the holder is kept) less than delay seconds ago,
 // so no holder but h's own may claim it until the instant it returns.
 func (r *leaseRow) cooling(h Holder, now, delay int64) (until int64, ok bool) {
-	if delay <= 0 || r.Holder == nil || r.ExpiresAt == nil || r.live(now) || r.heldBy(h) {
+	if r.heldBy(h) {
+		return 0, false
+	}
+	return r.lapsedWithin(now, delay)
+}
+
+// lapsedWithin says whether the row's lease lapsed less than delay
+// seconds ago, and until when that lasts: while it does, the row stays
+// as it lapsed (a release changes nothing), so the lock-delay holds for
+// everyone but its holder.
+func (r *leaseRow) lapsedWithin(now, delay int64) (until int64, ok bool) {
+	if delay <= 0 || r.Holder == nil || r.ExpiresAt == nil || r.live(now) {
 		return 0, false
 	}
 	until = *r.ExpiresAt + delay

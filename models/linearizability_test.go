@@ -203,6 +203,7 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 	granted := func(l Lease, err error) ([]linKeyedOutput, error) {
 		var held *HeldError
 		var nh *NotHolderError
+		var cooling *CoolingError
 		switch {
 		case err == nil:
 			if l.Holder != whoIn(in) || l.Key != k {
@@ -213,6 +214,8 @@ func linCall(led linLedger, in leasemodel.Input) ([]linKeyedOutput, error) {
 			return one(leasemodel.Output{Result: leasemodel.Closed})
 		case errors.As(err, &held) && in.Kind == leasemodel.Acquire:
 			return one(leasemodel.Output{Result: leasemodel.Held, Holder: held.Holder, Agent: held.Agent, ExpiresAt: unixOr0(held.ExpiresAt)})
+		case errors.As(err, &cooling) && in.Kind == leasemodel.Acquire:
+			return one(leasemodel.Output{Result: leasemodel.Cooling, ExpiresAt: cooling.Until.Unix()})
 		case errors.As(err, &nh) && in.Kind == leasemodel.Renew:
 			return one(leasemodel.Output{Result: leasemodel.NotHolder, Holder: nh.Holder, Agent: nh.Agent, ExpiresAt: unixOr0(nh.ExpiresAt)})
 		case errors.Is(err, ErrBusy):
@@ -373,20 +376,7 @@ func testLinearizabilityOfTheLedger(t *testing.T, e engine) {
 	scale := leasemodel.Scale(t)
 	seed := linSeed(t)
 	t.Logf("seed %d (COLLAB_LIN_SEED), scale %d (COLLAB_STRESS_SCALE)", seed, scale)
-	clock := &linClock{}
-	clock.sec.Store(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC).Unix())
-	path := e.newDB(t)
-	var ledgers []linLedger
-	var stores []*Store
-	for range 2 {
-		s, err := Open(path, WithClock(clock), WithBusyTimeout(30*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		ledgers = append(ledgers, s)
-		stores = append(stores, s)
-	}
+	clock, ledgers, stores := openLinLedgers(t, e)
 	const clients = 16
 	start := time.Now()
 	run := runLinearizability(t, clock, ledgers, clients, 750*scale, seed)
@@ -402,6 +392,27 @@ func testLinearizabilityOfTheLedger(t *testing.T, e engine) {
 	if res := leasemodel.Check(t, linModel, run.history, time.Duration(scale)*2*time.Minute, true); res != porcupine.Ok {
 		t.Fatalf("the ledger's history is %s, want Ok", res)
 	}
+}
+
+// openLinLedgers opens two store handles on one new ledger on e (as two
+// processes would have), on a shared logical clock, with opts too.
+func openLinLedgers(t *testing.T, e engine, opts ...Option) (*linClock, []linLedger, []*Store) {
+	t.Helper()
+	clock := &linClock{}
+	clock.sec.Store(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC).Unix())
+	path := e.newDB(t)
+	var ledgers []linLedger
+	var stores []*Store
+	for range 2 {
+		s, err := Open(path, append([]Option{WithClock(clock), WithBusyTimeout(30 * time.Second)}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		ledgers = append(ledgers, s)
+		stores = append(stores, s)
+	}
+	return clock, ledgers, stores
 }
 
 // mustExercise fails t unless the history of linKeys in s holds at least
@@ -470,11 +481,18 @@ func TestLinearizabilityCheckerCatchesBrokenStores(t *testing.T) {
 // to interleave the wrong way; it is given three runs to do so.
 func mustCatch(t *testing.T, run func(clock *linClock, s *Store, seed int64) linRun) {
 	t.Helper()
+	mustCatchUnder(t, linModel, nil, run)
+}
+
+// mustCatchUnder is mustCatch with the store opened with opts too, checked
+// against model.
+func mustCatchUnder(t *testing.T, model porcupine.Model, opts []Option, run func(clock *linClock, s *Store, seed int64) linRun) {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
 		seed := linSeed(t)
 		clock := &linClock{}
 		clock.sec.Store(time.Date(2026, 9, 5, 12, 0, 0, 0, time.UTC).Unix())
-		s, err := Open(t.TempDir()+"/collab.db", WithClock(clock), WithBusyTimeout(30*time.Second))
+		s, err := Open(t.TempDir()+"/collab.db", append([]Option{WithClock(clock), WithBusyTimeout(30 * time.Second)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +501,7 @@ func mustCatch(t *testing.T, run func(clock *linClock, s *Store, seed int64) lin
 		if t.Failed() {
 			return
 		}
-		res := leasemodel.Check(t, linModel, r.history, 2*time.Minute, false)
+		res := leasemodel.Check(t, model, r.history, 2*time.Minute, false)
 		if res == porcupine.Illegal {
 			return
 		}

@@ -230,10 +230,12 @@ func (s *Store) release(ctx context.Context, k Key, h Holder, force bool) (*Leas
 		if !found || row.Holder == nil {
 			return nil // nothing to free, nothing to record
 		}
-		if !row.live(now) && !row.ofAccount(h) && !force {
-			// A lapsed lease of someone else: nothing to free, and its
-			// row stays as it is, so the lock-delay it may be cooling in
-			// is not ended by another's release.
+		if _, cooling := row.lapsedWithin(now, s.lockDelay); cooling || !row.live(now) && !row.ofAccount(h) && !force {
+			// A lapsed lease of someone else, or one in its lock-delay
+			// (whoever releases it, its holder and an admin included):
+			// nothing to free, and its row stays as it is, so that no
+			// release ends the lock-delay. Only its holder may take it
+			// back early, by claiming it again.
 			return nil
 		}
 		action := ActionRelease

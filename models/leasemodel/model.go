@@ -87,6 +87,7 @@ const (
 	Unavailable        // nothing was done (the store's ErrBusy, the SSH verb's exit 75)
 	Closed             // acquire: the forge's close of the issue is recorded
 	Invalid            // handoff: the target holds the lease already
+	Cooling            // acquire: the claim lapsed less than the lock-delay ago (ExpiresAt: until when)
 )
 
 // Output is one answer, with only the fields the answer carries set, so
@@ -132,10 +133,17 @@ func (s State) sameRow(o State) bool {
 	return s == o
 }
 
-// Spec is the lease rules (docs/ssh.md) as a sequential function: the answer to in on state s at
-// clock value now, and the state after it.
-func Spec(s State, in Input, now int64) (Output, State) {
+// Spec is the lease rules (docs/ssh.md) as a sequential function: the
+// answer to in on state s at clock value now, and the state after it,
+// with no lock-delay.
+func Spec(s State, in Input, now int64) (Output, State) { return Options{}.Spec(s, in, now) }
+
+// Spec is the lease rules under o's lock-delay.
+func (o Options) Spec(s State, in Input, now int64) (Output, State) {
 	live := s.Live(now)
+	// The lock-delay: a claim that lapsed less than LockDelay ago cools;
+	// nobody but its holder may claim it, and no release ends that.
+	cooling := o.LockDelay > 0 && s.Holder != "" && s.ExpiresAt != 0 && !live && now < s.ExpiresAt+o.LockDelay
 	exp := int64(0)
 	if in.TTL > 0 {
 		exp = now + in.TTL
@@ -193,6 +201,8 @@ func Spec(s State, in Input, now int64) (Output, State) {
 			return Output{Result: Closed}, s
 		case live && !mine:
 			return refused(Held)
+		case cooling && !mine:
+			return Output{Result: Cooling, ExpiresAt: s.ExpiresAt + o.LockDelay}, s
 		case live: // idempotent: same tenure, expiry from this call (and kept by its session, if any)
 			s.ExpiresAt, s.Session, s.Cap = exp, session, capAt
 			return granted(s)
@@ -209,6 +219,9 @@ func Spec(s State, in Input, now int64) (Output, State) {
 	case Release:
 		if live && !ours {
 			return refused(NotHolder)
+		}
+		if cooling { // whoever releases it, its holder too: it cools on
+			return Output{Result: OK}, s
 		}
 		if s.Holder != "" { // the row is freed and keeps its token
 			s = freed(s)
@@ -247,13 +260,13 @@ func Spec(s State, in Input, now int64) (Output, State) {
 		}
 		return Output{Result: OK}, s
 	case NextTake:
-		if live || s.Closed {
+		if live || s.Closed || cooling && !mine {
 			return Output{Result: Held}, s // not free: next would not take it
 		}
 		return granted(State{Holder: in.Holder, Agent: in.Agent, Token: s.Token + 1, AcquiredAt: now, ExpiresAt: exp, LastWrite: s.LastWrite,
 			Known: true, Version: s.Version})
 	case NextSkip:
-		if live || s.Closed {
+		if live || s.Closed || cooling && !mine {
 			return Output{Result: Held}, s
 		}
 		return Output{Result: OK}, s // free: next should have taken it
@@ -280,6 +293,8 @@ type Options struct {
 	// live lease (the SSH verb's does not), so the model does not ask;
 	// Output.Freed of a release is not compared.
 	IgnoreFreed bool
+	// LockDelay is the ledger's lock-delay in seconds (0: none).
+	LockDelay int64
 }
 
 // New returns the rules as a porcupine model.
@@ -320,7 +335,7 @@ func (o Options) step(s State, in Input, out Output) []any {
 	}
 	var next []any
 	for now := lo; now <= in.Hi; now++ {
-		want, ns := Spec(s, in, now)
+		want, ns := o.Spec(s, in, now)
 		if o.IgnoreFreed {
 			want.Freed = out.Freed
 		}
@@ -380,6 +395,8 @@ func describeOperation(input, output any) string {
 		return call + " -> unavailable"
 	case Closed:
 		return call + " -> closed"
+	case Cooling:
+		return fmt.Sprintf("%s -> cooling until %d", call, out.ExpiresAt)
 	}
 	switch in.Kind {
 	case Release, Close:

@@ -109,3 +109,45 @@ func TestLinearizabilityModelWithIgnoreFreed(t *testing.T) {
 		t.Error("the model with IgnoreFreed accepts a token that restarts after release")
 	}
 }
+
+// Under a lock-delay, a lapsed claim cools: nobody but its holder claims
+// it until the delay is over, and no release ends that, the holder's own
+// account's included.
+func TestLinearizabilityModelWithALockDelay(t *testing.T) {
+	k := Key{RepoID: 1, Issue: 1}
+	z1 := Output{Result: OK, Holder: "bot", Agent: "z1", Token: 1, AcquiredAt: 100, ExpiresAt: 101}
+	acquire := func(agent string, at int64) Input {
+		return Input{Kind: Acquire, Key: k, Holder: "bot", Agent: agent, TTL: 5, Lo: at, Hi: at}
+	}
+	release := Input{Kind: Release, Key: k, Holder: "bot", Agent: "z2", Lo: 102, Hi: 102}
+	for _, tc := range []struct {
+		name string
+		ops  []porcupine.Operation
+		want bool
+	}{
+		{"another agent cools, and its release changes nothing", []porcupine.Operation{
+			{Input: Input{Kind: Acquire, Key: k, Holder: "bot", Agent: "z1", TTL: 1, Lo: 100, Hi: 100}, Output: z1},
+			{Input: acquire("z2", 102), Output: Output{Result: Cooling, ExpiresAt: 111}},
+			{Input: release, Output: Output{Result: OK}},
+			{Input: acquire("z2", 103), Output: Output{Result: Cooling, ExpiresAt: 111}},
+			{Input: acquire("z1", 104), Output: Output{Result: OK, Holder: "bot", Agent: "z1", Token: 2, AcquiredAt: 104, ExpiresAt: 109}},
+		}, true},
+		{"a release that ends the delay", []porcupine.Operation{
+			{Input: Input{Kind: Acquire, Key: k, Holder: "bot", Agent: "z1", TTL: 1, Lo: 100, Hi: 100}, Output: z1},
+			{Input: release, Output: Output{Result: OK}},
+			{Input: acquire("z2", 103), Output: Output{Result: OK, Holder: "bot", Agent: "z2", Token: 2, AcquiredAt: 103, ExpiresAt: 108}},
+		}, false},
+		{"the delay over, to the second", []porcupine.Operation{
+			{Input: Input{Kind: Acquire, Key: k, Holder: "bot", Agent: "z1", TTL: 1, Lo: 100, Hi: 100}, Output: z1},
+			{Input: acquire("z2", 110), Output: Output{Result: Cooling, ExpiresAt: 111}},
+			{Input: acquire("z2", 111), Output: Output{Result: OK, Holder: "bot", Agent: "z2", Token: 2, AcquiredAt: 111, ExpiresAt: 116}},
+		}, true},
+	} {
+		for i := range tc.ops {
+			tc.ops[i].Call, tc.ops[i].Return = int64(2*i), int64(2*i+1)
+		}
+		if ok := porcupine.CheckOperations(New(Options{LockDelay: 10}), tc.ops); ok != tc.want {
+			t.Errorf("%s: linearizable = %v, want %v", tc.name, ok, tc.want)
+		}
+	}
+}
