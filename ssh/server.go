@@ -311,15 +311,30 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 				reqs = nil
 				continue
 			}
-			if req.WantReply {
-				_ = req.Reply(false, nil)
-			}
+			refuseGlobal(req)
 			continue
 		case c, ok := <-chans:
 			if !ok {
 				return
 			}
 			ch = c
+		}
+		// Every global request the client sent before this channel is
+		// queued already (the connection reads its packets in order):
+		// refused first, so that a client that asked to forward a port
+		// before it opened its session (OpenSSH does) hears the refusal
+		// before its command's answer, and may give up on it.
+		for drained := reqs == nil; !drained; {
+			select {
+			case req, ok := <-reqs:
+				if !ok {
+					reqs, drained = nil, true
+					break
+				}
+				refuseGlobal(req)
+			default:
+				drained = true
+			}
 		}
 		if ch.ChannelType() != "session" {
 			_ = ch.Reject(gossh.Prohibited, "only exec sessions are served")
@@ -343,6 +358,13 @@ func (s *Server) handleConn(c *serverConn, cfg *gossh.ServerConfig) {
 			defer c.sessions.Add(-1)
 			s.handleSession(c, channel, requests)
 		}()
+	}
+}
+
+// refuseGlobal refuses a global request (tcpip-forward and friends).
+func refuseGlobal(req *gossh.Request) {
+	if req.WantReply {
+		_ = req.Reply(false, nil)
 	}
 }
 
