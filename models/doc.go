@@ -8,5 +8,7 @@
 // that first locks what it decides about (postgres.go). Callers pass in
 // identities that have already been checked with the forge; this package
 // makes no network calls but to its own database, and knows nothing about
-// SSH, HTTP or Gitea.
+// SSH, HTTP or Gitea. The clock it decides by is a parameter (clock.go);
+// the sentinel errors its callers map onto their own answers are in
+// errors.go. docs/ARCHITECTURE.md names the rest of its files.
 package models

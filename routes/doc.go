@@ -1,8 +1,9 @@
 // Package routes holds the sidecar's gin HTTP handlers: the lease API (reads,
 // and writes for API token holders), the live lease events as Server-Sent
 // Events, sign-in through Gitea's OAuth2 provider (the sidecar's own session
-// cookie), the badge assets and a liveness probe; and, apart, for an address
-// only operators reach, readiness and metrics (admin.go).
+// cookie), the badge assets (assets.go, with their CORS rules, cors.go) and
+// a liveness probe; and, apart, for an address only operators reach,
+// readiness and metrics (admin.go).
 //
 // It reaches the ledger only through the lease service (plugin/lease) and
 // the live events through the service's streams, and shows

@@ -22,6 +22,15 @@
 //
 // It is a benchmark harness: it must not be imported, and it never
 // writes the ledger except through the sidecar's own verbs.
+//
+// Its files: the coordinator, which starts, kills and measures the agents
+// (fleet.go); an agent's loop (agent.go; with round two's verbs,
+// chain.go; over a session, sessions.go) and the work it runs on one
+// issue (work.go); the backlog put into Gitea (seed.go); the counting
+// proxy in front of Gitea (proxy.go); what the agents report and what a
+// run computes from it (report.go), what landed in git (outcome.go) and
+// the frozen agents woken late (zombies.go); the summary and the markdown
+// section (render.go); process groups (proc_linux.go, proc_other.go).
 package main
 
 import (

@@ -4,6 +4,13 @@
 // Gitea (footer tags, OAuth2 application, system webhook). It is the
 // composition root: configuration is parsed and validated here, and every
 // package receives its dependencies explicitly.
+//
+// Its files: the settings (config.go) and every time bound (limits.go);
+// serve (serve.go), its Prometheus series (metrics.go) and the secrets it
+// keeps in the data directory (datadir.go names its files; the browser
+// session key, sessionkey.go; the webhook's secret, webhooksecret.go);
+// install and --uninstall (install.go); doctor (doctor.go); the container's
+// healthcheck (healthcheck.go); --version (version.go).
 package main
 
 import (

@@ -9,6 +9,17 @@
 // reply and exit status are the answer, shown as one line for people,
 // passed through unchanged with --json for programs, or, under
 // `git collab mcp`, handed to coding agents as the results of MCP tools.
+//
+// Its files: the command line (args.go) and the commands it knows
+// (help.go); the repository (git.go, remote.go) and the sidecar's
+// address (sidecar.go); one command sent over the user's ssh (ssh.go,
+// call.go), its reply read (reply.go) and shown (render.go); sessions, one
+// long `collab-lease session` exec (session.go), kept across dropped
+// connections (resume.go); `git collab run` (run.go), whose command's own
+// git collab calls ride its session (ride.go, ride_unix.go,
+// ride_other.go); `git collab mcp` (mcp.go, mcp_tools.go); process groups
+// and lifetimes (proc_unix.go, proc_unix_other.go, proc_linux.go,
+// proc_other.go); --version (version.go).
 package main
 
 import (

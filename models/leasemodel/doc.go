@@ -34,4 +34,8 @@
 // lost. The history is partitioned by issue (a list is recorded as one read
 // per issue of its repository), which keeps the check fast; the atomicity
 // of a list across issues is not what this checks.
+//
+// Its files: the per-issue model, with the lock-delay as an option
+// (model.go); the model of the claim caps, which span issues (caps.go);
+// and Check, which runs porcupine over a history (check.go).
 package leasemodel

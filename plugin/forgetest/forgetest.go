@@ -5,7 +5,8 @@
 // unit), issues and pull requests, and switches for an unreachable or hung
 // forge. It counts calls and records whom each was asked as, so tests can
 // check what reached the forge, and a hook lets a test hold, watch or fail
-// calls as they arrive. The real Gitea is exercised in plugin/gitea and
+// calls as they arrive. Its branch protection rules, for the push fence,
+// are in branchrules.go. The real Gitea is exercised in plugin/gitea and
 // integration/.
 package forgetest
 

@@ -9,7 +9,8 @@
 // A rule name with none of *?\[]{} is a plain name, matched without
 // regard to case (strings.EqualFold: MAIN is main's rule too); any other
 // is a glob, matched with regard to case, whose * and ? stop at a slash
-// and whose ** does not.
+// and whose ** does not. The matching is in glob.go; the sidecar's rule
+// names and the rules that bear on a branch, in rules.go.
 package branchglob
 
 import (
