@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/collab-lease/collab-lease/internal/osfile"
 )
 
 // The secret Gitea signs its webhook deliveries with (HMAC-SHA256 of the
@@ -21,20 +22,32 @@ import (
 // webhookSecretSize is the number of random bytes in the secret.
 const webhookSecretSize = 32
 
+// webhookSecretOf is the secret's file in dataDir, with its errors' words.
+func webhookSecretOf(dataDir string) osfile.Secret {
+	return osfile.Secret{Path: filepath.Join(dataDir, webhookSecretFile), Temp: ".webhook-secret-*",
+		Refuse: func(path string, mode fs.FileMode) error {
+			return fmt.Errorf("webhook secret %s has mode %04o: others could forge Gitea's deliveries; run chmod 600 %s", path, mode, path)
+		},
+		Wrap: func(_ string, err error) error { return fmt.Errorf("webhook secret: %w", err) },
+	}
+}
+
 // loadWebhookSecret reads the secret from dataDir: "" and no error when
 // there is none (install has not run).
 func loadWebhookSecret(dataDir string) (string, error) {
-	path := filepath.Join(dataDir, webhookSecretFile)
-	b, err := os.ReadFile(path)
+	file := webhookSecretOf(dataDir)
+	b, err := file.Read()
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("webhook secret: %w", err)
+		return "", err
 	}
-	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("webhook secret %s has mode %04o: others could forge Gitea's deliveries; run chmod 600 %s", path, st.Mode().Perm(), path)
-	}
+	return parseWebhookSecret(file.Path, b)
+}
+
+// parseWebhookSecret checks what the secret's file at path holds.
+func parseWebhookSecret(path string, b []byte) (string, error) {
 	secret := strings.TrimSpace(string(b))
 	if raw, err := hex.DecodeString(secret); err != nil || len(raw) != webhookSecretSize {
 		return "", fmt.Errorf("webhook secret %s does not hold %d hex-encoded bytes: delete it and run collab-sidecar install again", path, webhookSecretSize)
@@ -43,43 +56,20 @@ func loadWebhookSecret(dataDir string) (string, error) {
 }
 
 // loadOrCreateWebhookSecret returns the secret in dataDir, making one
-// (mode 0600) if there is none; created says which.
+// (mode 0600) if there is none; created says which. Of two installs at
+// once, the second uses the first one's secret instead of replacing it.
 func loadOrCreateWebhookSecret(dataDir string) (secret string, created bool, err error) {
-	secret, err = loadWebhookSecret(dataDir)
-	if err != nil || secret != "" {
-		return secret, false, err
-	}
-	raw := make([]byte, webhookSecretSize)
-	if _, err := rand.Read(raw); err != nil {
-		return "", false, fmt.Errorf("webhook secret: %w", err)
-	}
-	secret = hex.EncodeToString(raw)
-	tmp, err := os.CreateTemp(dataDir, ".webhook-secret-*")
-	if err != nil {
-		return "", false, fmt.Errorf("webhook secret: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	err = tmp.Chmod(0o600)
-	if err == nil {
-		_, err = tmp.WriteString(secret + "\n")
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("webhook secret: %w", err)
-	}
-	// Link, not rename: of two installs at once, the second uses the
-	// first one's secret instead of replacing it.
-	if err := os.Link(tmp.Name(), filepath.Join(dataDir, webhookSecretFile)); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			secret, err := loadWebhookSecret(dataDir)
-			return secret, false, err
+	file := webhookSecretOf(dataDir)
+	b, created, err := file.LoadOrCreate(func() ([]byte, error) {
+		raw := make([]byte, webhookSecretSize)
+		if _, err := rand.Read(raw); err != nil {
+			return nil, fmt.Errorf("webhook secret: %w", err)
 		}
-		return "", false, fmt.Errorf("webhook secret: %w", err)
+		return []byte(hex.EncodeToString(raw) + "\n"), nil
+	})
+	if err != nil {
+		return "", false, err
 	}
-	return secret, true, nil
+	secret, err = parseWebhookSecret(file.Path, b)
+	return secret, created, err
 }

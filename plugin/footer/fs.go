@@ -10,7 +10,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/collab-lease/collab-lease/plugin/internal/osfile"
+	"github.com/collab-lease/collab-lease/internal/osfile"
 )
 
 // The footer's side of the file system. install runs as root (it writes

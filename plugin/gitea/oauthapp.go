@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	sdk "code.gitea.io/sdk/gitea"
+	"github.com/collab-lease/collab-lease/internal/osfile"
 	"github.com/collab-lease/collab-lease/plugin/forge"
-	"github.com/collab-lease/collab-lease/plugin/internal/osfile"
 )
 
 // The sidecar signs browsers in as an OAuth2 application of Gitea. The
