@@ -8,4 +8,8 @@
 // They do what they are asked on the paths they are given, and decide
 // nothing about which paths are safe to write: that is their callers'
 // (plugin/footer, plugin/gitea, ssh, cmd/collab-sidecar).
+//
+// Its files: atomic replacement (atomic.go), secret files (secret.go),
+// owners and link counts (owner_unix.go, owner_other.go), the lock
+// (lock_flock.go, lock_other.go).
 package osfile
