@@ -8,6 +8,6 @@
 // offers a shell, pty, subsystem or forwarding. LeaseVerb is the Handler
 // of the collab-lease verb: it parses with plugin/contract's grammar, makes
 // one call to the lease service (plugin/lease), which decides who may do
-// what, and answers through one exit-code table (dispatch.go). Neither
-// writes the ledger or holds a permission rule.
+// what, and answers an error by its class (lease.Classify; the exit codes
+// in dispatch.go). Neither writes the ledger or holds a permission rule.
 package ssh

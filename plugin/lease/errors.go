@@ -10,8 +10,9 @@ import (
 )
 
 // The refusals of the lease service, every one of them here: its
-// sentinels and its error types. Each transport translates them once:
-// ssh/ to an exit code and error line, routes/ to an HTTP status.
+// sentinels and its error types. Classify (errclass.go) decides once how
+// the transports answer each; ssh/ renders its class as an exit code and
+// error line, routes/ as an HTTP status.
 var (
 	// ErrRepoNotFound: the repository does not exist or the viewer may not
 	// read it. The two are one answer, so nobody can probe for private
