@@ -4,228 +4,68 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/collab-lease/collab-lease/ssh"
 )
 
-// The two transports answer every error of the lease service, the forge,
-// the live hub and the ledger from their tables (ssh's exitCodes, and
-// replies here), and agree on which of them say "try again": exit 75 over
-// SSH, 429 or 503 with Retry-After over HTTP.
-
-// sentinelDirs are the packages whose exported sentinels (package-level
-// variables named Err…) and error types (exported types with an Error
-// method) the transports may be handed.
-var sentinelDirs = []string{"../plugin/lease", "../plugin/forge", "../plugin/live", "../models"}
-
-// sentinelValues are the values of the sentinels the walk finds (Go has
-// no lookup of a variable by its name), and of two errors of the standard
-// library the transports answer deliberately. A sentinel the walk finds in
-// neither this list nor notSeen fails the test.
-var sentinelValues = map[string]error{
-	"lease.ErrRepoNotFound":      lease.ErrRepoNotFound,
-	"lease.ErrIssueNotFound":     lease.ErrIssueNotFound,
-	"lease.ErrIssueClosed":       lease.ErrIssueClosed,
-	"lease.ErrRevoked":           lease.ErrRevoked,
-	"lease.ErrInvalid":           lease.ErrInvalid,
-	"lease.ErrBusy":              lease.ErrBusy,
-	"lease.ErrLedgerUnreachable": lease.ErrLedgerUnreachable,
-	"lease.ErrTryAgain":          lease.ErrTryAgain,
-	"lease.ErrTooManyWaiters":    lease.ErrTooManyWaiters,
-	"lease.ErrTooManySessions":   lease.ErrTooManySessions,
-	"lease.ErrSessionMoved":      lease.ErrSessionMoved,
-	"lease.ErrSessionGone":       lease.ErrSessionGone,
-	"*lease.ConflictError": &lease.ConflictError{Reply: contract.Conflict{
-		Status: contract.StatusHeld, Repo: "acme/widgets", Issue: 42}},
-	"*lease.WriteRequiredError":     &lease.WriteRequiredError{Repo: "acme/widgets", Unit: "issues"},
-	"*lease.TargetMayNotClaimError": &lease.TargetMayNotClaimError{Login: "bob", Repo: "acme/widgets"},
-	"*lease.TargetHoldsError":       &lease.TargetHoldsError{Holder: "bob/b7", Repo: "acme/widgets", Issue: 42},
-	"forge.ErrNotFound":             forge.ErrNotFound,
-	"forge.ErrUnavailable":          forge.ErrUnavailable,
-	"forge.ErrConfig":               forge.ErrConfig,
-	"forge.ErrRateLimited":          forge.ErrRateLimited,
-	"models.ErrInvalid":             models.ErrInvalid,
-	"models.ErrBusy":                models.ErrBusy,
-	"models.ErrUnreachable":         models.ErrUnreachable,
-	"models.ErrTooManySessions":     models.ErrTooManySessions,
-	"models.ErrSessionMoved":        models.ErrSessionMoved,
-	"models.ErrSessionGone":         models.ErrSessionGone,
-	"context.Canceled":              context.Canceled,
-	"context.DeadlineExceeded":      context.DeadlineExceeded,
-}
-
-// stdlibErrors are the entries of sentinelValues the walk does not find.
-var stdlibErrors = []string{"context.Canceled", "context.DeadlineExceeded"}
-
-// notSeen are the sentinels no transport is handed, and why.
-var notSeen = map[string]string{
-	"lease.ErrConflict":       "only ever what a *lease.ConflictError is (its Is); the *ConflictError rows answer it",
-	"lease.ErrReconciling":    "only Service.Reconcile returns it, to collab-sidecar serve's loop, which skips that turn",
-	"live.ErrFellBehind":      "it ends an event stream whose 200 was sent (events.go); the browser resumes from its last id",
-	"models.ErrHeld":          "the lease service answers it as a *lease.ConflictError (held)",
-	"*models.HeldError":       "the lease service answers it as a *lease.ConflictError (held)",
-	"models.ErrNotHolder":     "the lease service answers it as a *lease.ConflictError (not_holder)",
-	"*models.NotHolderError":  "the lease service answers it as a *lease.ConflictError (not_holder)",
-	"models.ErrClosed":        "the lease service answers it as lease.ErrIssueClosed",
-	"models.ErrCooling":       "the lease service answers it as a *lease.ConflictError (cooling)",
-	"models.ErrLimit":         "the lease service answers it as a *lease.ConflictError (limit)",
-	"models.ErrAlreadyHolder": "the lease service answers it as a *lease.TargetHoldsError",
-	"forge.ErrExists":         "only the fence worker meets it, making a branch rule; no request is answered with it",
-	"*models.LimitError":      "the lease service answers it as a *lease.ConflictError (limit)",
-	"*models.CoolingError":    "the lease service answers it as a *lease.ConflictError (cooling)",
-	"models.ErrNoneFree":      "next answers it as a *lease.ConflictError (none)",
-	"*models.UnverifiedError": "next asks the forge about the candidates it names and tries again",
-	"lease.ErrSessionLost":    "only Session.Run returns it, to the SSH session, which ends the session as a loss (ssh/agentsession.go)",
-	"lease.ErrSessionIdle":    "only Session.Run returns it, to the SSH session, which ends the session cleanly (ssh/agentsession.go)",
-}
-
-func TestErrorTablesAnswerEverySentinelAlike(t *testing.T) {
-	var found []string
-	for _, dir := range sentinelDirs {
-		names, err := sentinelsIn(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		found = append(found, names...)
+// lease.Classify classifies every error (its own test walks the
+// sentinels); the two transports answer every class, and agree on which
+// of them say "try again": exit 75 over SSH, 429 or 503 with Retry-After
+// over HTTP.
+func TestBothTransportsAnswerEveryClassAlike(t *testing.T) {
+	if len(lease.Classes()) < 10 {
+		t.Fatalf("only %d classes: the check would pass vacuously", len(lease.Classes()))
 	}
-	for _, must := range []string{"lease.ErrBusy", "*lease.ConflictError", "forge.ErrConfig", "models.ErrUnreachable"} {
-		if !slices.Contains(found, must) {
-			t.Fatalf("the walk found no %s among %v: it would pass vacuously", must, found)
-		}
-	}
-	var checked []namedError
-	for _, name := range found {
-		_, seen := sentinelValues[name]
-		_, unseen := notSeen[name]
-		switch {
-		case seen && unseen:
-			t.Errorf("%s is both in sentinelValues and in notSeen", name)
-		case seen:
-			checked = append(checked, namedError{name, sentinelValues[name]})
-		case !unseen:
-			t.Errorf("%s is a new sentinel: give it a row in ssh's exitCodes and in routes' replies "+
-				"(or a reason in notSeen), and its value in sentinelValues", name)
-		}
-	}
-	for _, name := range stdlibErrors {
-		checked = append(checked, namedError{name, sentinelValues[name]})
-	}
-	for name := range sentinelValues {
-		if !slices.Contains(found, name) && !slices.Contains(stdlibErrors, name) {
-			t.Errorf("sentinelValues names %s, which the walk no longer finds", name)
-		}
-	}
-	for name := range notSeen {
-		if !slices.Contains(found, name) {
-			t.Errorf("notSeen names %s, which the walk no longer finds", name)
-		}
-	}
-	for _, p := range checkErrorTables(checked, sshVerdict, httpVerdict(replies)) {
+	for _, p := range checkClasses(lease.Classes(), sshVerdict, httpVerdict(replies)) {
 		t.Error(p)
 	}
 }
 
-// The check fails where it should: it finds sentinels and error types in
-// source, and reports a table without a row, two tables that disagree, and
-// a "try again" without Retry-After.
-func TestErrorTablesCheckCanFail(t *testing.T) {
-	dir := t.TempDir()
-	src := `package fake
-
-import "errors"
-
-var ErrA = errors.New("a")
-
-var (
-	ErrB         = other.ErrC
-	errPrivate   = errors.New("private")
-	ErrTyped error = typed{}
-	NotAnError   = 1
-)
-
-type BadError struct{}
-
-func (*BadError) Error() string { return "bad" }
-
-type Value struct{}
-
-func (Value) Error() string { return "value" }
-
-type typed struct{}
-
-func (typed) Error() string { return "typed" }
-
-type Other struct{}
-
-func (Other) Error(n int) string { return "not an error" }
-`
-	if err := os.WriteFile(filepath.Join(dir, "fake.go"), []byte(src), 0o600); err != nil {
-		t.Fatal(err)
+// The check fails where it should: it reports a class without an HTTP
+// answer, two transports that disagree on retrying, and a "try again"
+// without Retry-After.
+func TestClassCheckCanFail(t *testing.T) {
+	without := func(drop lease.Class) map[lease.Class]answer {
+		rows := maps.Clone(replies)
+		delete(rows, drop)
+		return rows
 	}
-	got, err := sentinelsIn(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(got)
-	if want := []string{"*fake.BadError", "fake.ErrA", "fake.ErrB", "fake.ErrTyped", "fake.Value"}; !slices.Equal(got, want) {
-		t.Errorf("sentinels of the synthetic package: %v, want %v", got, want)
-	}
-
-	unknown := errors.New("no sentinel")
-	if sshVerdict(unknown).row || httpVerdict(replies)(unknown).row {
-		t.Fatal("an unknown error has a row: the check cannot see a missing one")
-	}
-
-	without := func(drop error) []errorRow {
-		return slices.DeleteFunc(slices.Clone(replies), func(r errorRow) bool { return r.is == drop })
-	}
-	with := func(of error, say answer) []errorRow {
-		rows := slices.Clone(replies)
-		for i := range rows {
-			if rows[i].is == of {
-				rows[i].say = say
-			}
-		}
+	with := func(of lease.Class, say answer) map[lease.Class]answer {
+		rows := maps.Clone(replies)
+		rows[of] = say
 		return rows
 	}
 	for _, c := range []struct {
 		what string
 		ssh  func(error) verdict
-		rows []errorRow
+		rows map[lease.Class]answer
 		want []string
 	}{
-		{"no HTTP row for ErrBusy", sshVerdict, without(lease.ErrBusy),
-			[]string{"lease.ErrBusy: no row of routes' replies", "lease.ErrBusy: SSH says try again"}},
-		{"ErrConfig a 500 over HTTP", sshVerdict, with(forge.ErrConfig, internalAnswer),
-			[]string{"forge.ErrConfig: SSH says try again (exit 75 config) but HTTP does not (500"}},
-		{"a 503 without Retry-After", sshVerdict, with(lease.ErrBusy, answer{status: http.StatusServiceUnavailable, msg: "busy"}),
-			[]string{"lease.ErrBusy: HTTP 503 without Retry-After"}},
-		{"no SSH row", func(err error) verdict {
-			if errors.Is(err, lease.ErrTryAgain) {
-				return sshVerdict(unknown)
+		{"no HTTP answer for Unavailable", sshVerdict, without(lease.Unavailable),
+			[]string{"unavailable: no answer in routes' replies"}},
+		{"Misconfigured a 500 over HTTP", sshVerdict, with(lease.Misconfigured, internalAnswer),
+			[]string{"misconfigured: SSH says try again (exit 75 misconfigured) but HTTP does not (500"}},
+		{"a 503 without Retry-After", sshVerdict, with(lease.Unavailable, answer{status: http.StatusServiceUnavailable, msg: "busy"}),
+			[]string{"unavailable: HTTP 503 without Retry-After"}},
+		{"SSH's fallback", func(err error) verdict {
+			if lease.Classify(err).Class == lease.Closed {
+				return sshVerdict(errors.New("no sentinel"))
 			}
 			return sshVerdict(err)
-		}, replies, []string{"lease.ErrTryAgain: no row of ssh's exitCodes"}},
+		}, replies, []string{"closed: SSH answers it as an internal error"}},
 	} {
-		errs := []namedError{{"lease.ErrBusy", lease.ErrBusy}, {"lease.ErrTryAgain", lease.ErrTryAgain}, {"forge.ErrConfig", forge.ErrConfig}}
-		got := strings.Join(checkErrorTables(errs, c.ssh, httpVerdict(c.rows)), "\n")
+		got := strings.Join(checkClasses(lease.Classes(), c.ssh, httpVerdict(c.rows)), "\n")
 		for _, w := range c.want {
 			if !strings.Contains(got, w) {
 				t.Errorf("%s: the check does not report %q; it says:\n%s", c.what, w, got)
@@ -234,11 +74,10 @@ func (Other) Error(n int) string { return "not an error" }
 	}
 }
 
-// The replies the table decides rather than inherits: a misconfigured
-// sidecar and a canceled request say "try again" (as SSH's exit 75).
+// The replies the classification decides rather than inherits: a
+// misconfigured sidecar and a canceled request say "try again" (as SSH's
+// exit 75), and the forge's not-found is a repository's not-found.
 func TestRepliesOfTheDecidedErrors(t *testing.T) {
-	gin.SetMode(gin.ReleaseMode)
-	h := &handler{log: slog.New(slog.DiscardHandler)}
 	for _, c := range []struct {
 		err        error
 		status     int
@@ -249,12 +88,10 @@ func TestRepliesOfTheDecidedErrors(t *testing.T) {
 			`{"error":"the sidecar is misconfigured; ask the forge admin to run collab-sidecar doctor"}`, "60"},
 		{fmt.Errorf("list: %w", context.Canceled), 503, `{"error":"temporarily unavailable, try again"}`, "5"},
 		{fmt.Errorf("list: %w", context.DeadlineExceeded), 503, `{"error":"temporarily unavailable, try again"}`, "5"},
+		{fmt.Errorf("issue: %w", forge.ErrNotFound), 404, `{"error":"not found"}`, ""},
 		{errors.New("disk I/O error"), 500, `{"error":"internal error"}`, ""},
 	} {
-		w := httptest.NewRecorder()
-		ctx, _ := gin.CreateTestContext(w)
-		ctx.Request = httptest.NewRequest(http.MethodGet, "/api/v1/repos/acme/widgets/leases", nil)
-		h.fail(ctx, c.err)
+		w := failWith(c.err, slog.New(slog.DiscardHandler))
 		if w.Code != c.status || w.Body.String() != c.body || w.Header().Get("Retry-After") != c.retryAfter {
 			t.Errorf("fail(%v): %d %s Retry-After %q, want %d %s %q", c.err, w.Code, w.Body, w.Header().Get("Retry-After"),
 				c.status, c.body, c.retryAfter)
@@ -262,41 +99,111 @@ func TestRepliesOfTheDecidedErrors(t *testing.T) {
 	}
 }
 
-type namedError struct {
-	name string
-	err  error
+// The forge's not-found, should one reach the transport, is answered
+// exactly as a repository the viewer may not see (which is answered as
+// one that does not exist): nothing tells them apart. Unlike that one, it
+// is logged, as an error: it is a bug of the lease service.
+func TestForgeNotFoundRevealsNothing(t *testing.T) {
+	var logged strings.Builder
+	hidden := failWith(fmt.Errorf("acme/secret: %w", lease.ErrRepoNotFound), slog.New(slog.NewTextHandler(&logged, nil)))
+	if logged.Len() != 0 {
+		t.Errorf("a hidden repository is logged: %s", logged.String())
+	}
+	leaked := failWith(fmt.Errorf("issue 42: %w", forge.ErrNotFound), slog.New(slog.NewTextHandler(&logged, nil)))
+	if leaked.Code != hidden.Code || leaked.Body.String() != hidden.Body.String() ||
+		fmt.Sprint(leaked.Header()) != fmt.Sprint(hidden.Header()) {
+		t.Errorf("forge.ErrNotFound: %d %v %s; a hidden repository: %d %v %s", leaked.Code, leaked.Header(), leaked.Body,
+			hidden.Code, hidden.Header(), hidden.Body)
+	}
+	if !strings.Contains(logged.String(), "level=ERROR") || !strings.Contains(logged.String(), "issue 42") {
+		t.Errorf("forge.ErrNotFound is not logged as an error: %q", logged.String())
+	}
+}
+
+// This transport's own refusals keep their replies.
+func TestRepliesOfTheOwnRefusals(t *testing.T) {
+	for _, c := range []struct {
+		err        error
+		status     int
+		body       string
+		retryAfter string
+		challenge  bool
+	}{
+		{malformed("issue number must be a positive integer"), 400, `{"error":"issue number must be a positive integer"}`, "", false},
+		{unprocessable("this write takes no ttl"), 422, `{"error":"this write takes no ttl"}`, "", false},
+		{fmt.Errorf("callback: %w", errSignInState), 400,
+			`{"error":"sign-in does not match the one this browser started: start again from Gitea"}`, "", false},
+		{fmt.Errorf("%w: %w", errSignIn, forge.ErrNotFound), 400, `{"error":"sign-in failed or expired: start again from Gitea"}`, "", false},
+		{errSignInCookie, 400,
+			`{"error":"sign-in was not started in this browser, or its cookie is invalid: start again from Gitea"}`, "", false},
+		{errSignInExpired, 400, `{"error":"sign-in took longer than 10 minutes and expired: start again from Gitea"}`, "", false},
+		{fmt.Errorf("%w: %w", errUnauthorized, forge.ErrNotFound), 401, `{"error":"invalid token"}`, "", true},
+		{errTokenRequired, 401, `{"error":"writes need an API token: Authorization: token \u003cgitea token\u003e"}`, "", true},
+		{errTooManyStreams, 429, `{"error":"too many event streams: close one and try again"}`, "10", false},
+		{errShuttingDown, 503, `{"error":"temporarily unavailable, try again"}`, "5", false},
+	} {
+		w := failWith(c.err, slog.New(slog.DiscardHandler))
+		challenge := w.Header().Get("WWW-Authenticate") != ""
+		if w.Code != c.status || w.Body.String() != c.body || w.Header().Get("Retry-After") != c.retryAfter || challenge != c.challenge {
+			t.Errorf("fail(%v): %d %s Retry-After %q challenge %v, want %d %s %q %v", c.err, w.Code, w.Body,
+				w.Header().Get("Retry-After"), challenge, c.status, c.body, c.retryAfter, c.challenge)
+		}
+	}
+}
+
+// failWith is the reply of fail to a request that fails with err.
+func failWith(err error, log *slog.Logger) *httptest.ResponseRecorder {
+	gin.SetMode(gin.ReleaseMode)
+	h := &handler{log: log}
+	w := httptest.NewRecorder()
+	ctx, _ := gin.CreateTestContext(w)
+	ctx.Request = httptest.NewRequest(http.MethodGet, "/api/v1/repos/acme/widgets/leases", nil)
+	h.fail(ctx, err)
+	return w
 }
 
 // A verdict is how one transport answers one error.
 type verdict struct {
-	row   bool   // a row of its table answers it, not the fallback
+	row   bool   // its table answers it, not its fallback
 	retry bool   // the answer says "try again"
 	says  string // the answer, for messages
 	odd   string // what is inconsistent in the answer itself
 }
 
-// checkErrorTables reports each error of errs that a transport answers
-// with its fallback, or that the two transports disagree on retrying.
-func checkErrorTables(errs []namedError, sshOf, httpOf func(error) verdict) []string {
+// errorOf is an error of class c, as the service or a transport makes one.
+func errorOf(c lease.Class) error {
+	if c == lease.Conflict {
+		return &lease.ConflictError{Reply: contract.Conflict{Status: contract.StatusHeld, Repo: "acme/widgets", Issue: 42}}
+	}
+	return &lease.Refusal{Class: c, Msg: "refused as " + c.String()}
+}
+
+// checkClasses reports each class that a transport answers with its
+// fallback (or not at all), or that the two transports disagree on
+// retrying, or whose answer disagrees with the class's Retry.
+func checkClasses(classes []lease.Class, sshOf, httpOf func(error) verdict) []string {
 	var out []string
-	for _, e := range errs {
+	for _, c := range classes {
 		// Wrapped, as the service returns them.
-		err := fmt.Errorf("acquire acme/widgets#42: %w", e.err)
+		err := fmt.Errorf("acquire acme/widgets#42: %w", errorOf(c))
 		s, h := sshOf(err), httpOf(err)
-		if !s.row {
-			out = append(out, fmt.Sprintf("%s: no row of ssh's exitCodes answers it (the fallback says %s)", e.name, s.says))
+		if c != lease.Internal && !s.row {
+			out = append(out, fmt.Sprintf("%s: SSH answers it as an internal error (%s)", c, s.says))
 		}
 		if !h.row {
-			out = append(out, fmt.Sprintf("%s: no row of routes' replies answers it (the fallback says %s)", e.name, h.says))
+			out = append(out, fmt.Sprintf("%s: no answer in routes' replies", c))
+			continue
 		}
 		if h.odd != "" {
-			out = append(out, fmt.Sprintf("%s: HTTP %s", e.name, h.odd))
+			out = append(out, fmt.Sprintf("%s: HTTP %s", c, h.odd))
 		}
 		switch {
 		case s.retry && !h.retry:
-			out = append(out, fmt.Sprintf("%s: SSH says try again (%s) but HTTP does not (%s)", e.name, s.says, h.says))
+			out = append(out, fmt.Sprintf("%s: SSH says try again (%s) but HTTP does not (%s)", c, s.says, h.says))
 		case !s.retry && h.retry:
-			out = append(out, fmt.Sprintf("%s: HTTP says try again (%s) but SSH does not (%s)", e.name, h.says, s.says))
+			out = append(out, fmt.Sprintf("%s: HTTP says try again (%s) but SSH does not (%s)", c, h.says, s.says))
+		case s.retry != c.Retry():
+			out = append(out, fmt.Sprintf("%s: both transports say try again is %v, the class %v", c, s.retry, c.Retry()))
 		}
 	}
 	return out
@@ -331,15 +238,19 @@ func (f failingLeases) Recheck(context.Context, string, forge.User) (lease.Viewe
 
 // httpVerdict is the reply, from the table rows, to a request that fails
 // with err, as fail writes it.
-func httpVerdict(rows []errorRow) func(error) verdict {
+func httpVerdict(rows map[lease.Class]answer) func(error) verdict {
 	gin.SetMode(gin.ReleaseMode) // as New does
 	return func(err error) verdict {
-		r := lookup(rows, err)
+		info := lease.Classify(err)
+		a, ok := rows[info.Class]
+		if !ok {
+			return verdict{says: "no answer"}
+		}
 		w := httptest.NewRecorder()
 		c, _ := gin.CreateTestContext(w)
-		r.say.write(c, err)
+		a.write(c, info)
 		after := w.Header().Get("Retry-After")
-		v := verdict{row: r != &internalReply, retry: after != "", says: fmt.Sprintf("%d %s", w.Code, strings.TrimSpace(w.Body.String()))}
+		v := verdict{row: true, retry: after != "", says: fmt.Sprintf("%d %s", w.Code, strings.TrimSpace(w.Body.String()))}
 		tryAgain := w.Code == http.StatusTooManyRequests || w.Code == http.StatusServiceUnavailable
 		switch {
 		case tryAgain && after == "":
@@ -349,60 +260,4 @@ func httpVerdict(rows []errorRow) func(error) verdict {
 		}
 		return v
 	}
-}
-
-// sentinelsIn lists the exported sentinels of the package in dir, as
-// pkg.ErrX, and its exported error types, as pkg.T or *pkg.T (after the
-// receiver of their Error method).
-func sentinelsIn(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	fset := token.NewFileSet()
-	var out []string
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.SkipObjectResolution)
-		if err != nil {
-			return nil, err
-		}
-		pkg := f.Name.Name
-		for _, d := range f.Decls {
-			switch d := d.(type) {
-			case *ast.GenDecl:
-				if d.Tok != token.VAR {
-					continue
-				}
-				for _, spec := range d.Specs {
-					for _, id := range spec.(*ast.ValueSpec).Names {
-						if id.IsExported() && strings.HasPrefix(id.Name, "Err") {
-							out = append(out, pkg+"."+id.Name)
-						}
-					}
-				}
-			case *ast.FuncDecl:
-				if d.Recv == nil || d.Name.Name != "Error" || d.Type.Params.NumFields() != 0 ||
-					d.Type.Results.NumFields() != 1 || !isIdent(d.Type.Results.List[0].Type, "string") {
-					continue
-				}
-				recv, star := d.Recv.List[0].Type, ""
-				if s, ok := recv.(*ast.StarExpr); ok {
-					recv, star = s.X, "*"
-				}
-				if id, ok := recv.(*ast.Ident); ok && id.IsExported() {
-					out = append(out, star+pkg+"."+id.Name)
-				}
-			}
-		}
-	}
-	return out, nil
-}
-
-func isIdent(e ast.Expr, name string) bool {
-	id, ok := e.(*ast.Ident)
-	return ok && id.Name == name
 }

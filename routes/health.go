@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // healthz says the process is up: it touches nothing.
@@ -60,12 +62,12 @@ func (h *handler) readyz(c *gin.Context) {
 	c.JSON(http.StatusOK, out)
 }
 
-// problem names what is wrong in a few public words, from the row of
-// replies that answers err; the detail (host names, paths) goes to the
+// problem names what is wrong in a few public words, as lease.Classify
+// classifies err (its Health); the detail (host names, paths) goes to the
 // log only.
 func problem(err error) string {
-	if r := lookup(replies, err); r.ready != "" {
-		return r.ready
+	if health := lease.Classify(err).Health; health != "" {
+		return health
 	}
 	return "failing (see the sidecar's log)"
 }

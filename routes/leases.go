@@ -120,7 +120,7 @@ func queryNumber(c *gin.Context, name string, limit, def int64) (int64, error) {
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 || n > limit || strings.HasPrefix(s, "+") {
-		return 0, &badRequestError{msg: fmt.Sprintf("%s must be a positive integer of at most %d", name, limit)}
+		return 0, malformed(fmt.Sprintf("%s must be a positive integer of at most %d", name, limit))
 	}
 	return n, nil
 }
@@ -144,7 +144,7 @@ func (h *handler) replyStatus(c *gin.Context, code int, v any) {
 func issueNumber(s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 || strings.HasPrefix(s, "+") {
-		return 0, &badRequestError{msg: "issue number must be a positive integer"}
+		return 0, malformed("issue number must be a positive integer")
 	}
 	return n, nil
 }

@@ -52,7 +52,7 @@ func listQuery(c *gin.Context) (page int, q lease.ListQuery, err error) {
 		}
 	}
 	if len(q.Issues) > lease.MaxListIssues {
-		return 0, q, &badRequestError{msg: fmt.Sprintf("at most %d issue numbers", lease.MaxListIssues)}
+		return 0, q, malformed(fmt.Sprintf("at most %d issue numbers", lease.MaxListIssues))
 	}
 	return int(p), q, nil
 }

@@ -78,7 +78,7 @@ func (h *handler) handoffLease(c *gin.Context) {
 		return
 	}
 	if w.body.To == nil {
-		h.fail(c, &invalidError{msg: `to is required, e.g. {"to":"bob/agent-8"}`})
+		h.fail(c, unprocessable(`to is required, e.g. {"to":"bob/agent-8"}`))
 		return
 	}
 	login, agent, err := contract.ParseTo(*w.body.To)
@@ -148,9 +148,9 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 	}
 	switch {
 	case b.TTL != nil && f&fieldTTL == 0:
-		return write{}, &invalidError{msg: "this write takes no ttl"}
+		return write{}, unprocessable("this write takes no ttl")
 	case b.To != nil && f&fieldTo == 0:
-		return write{}, &invalidError{msg: "only a handoff takes to"}
+		return write{}, unprocessable("only a handoff takes to")
 	}
 	ttl, err := h.writeTTL(b, f&fieldTTLRequired != 0)
 	if err != nil {
@@ -174,13 +174,13 @@ func readWriteBody(c *gin.Context) (writeBody, error) {
 		return b, fmt.Errorf("read the body: %w", err)
 	}
 	if len(raw) > maxWriteBody {
-		return b, &invalidError{msg: fmt.Sprintf("the body is larger than %d bytes", maxWriteBody)}
+		return b, unprocessable(fmt.Sprintf("the body is larger than %d bytes", maxWriteBody))
 	}
 	if len(bytes.TrimSpace(raw)) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&b); err != nil || dec.More() {
-			return b, &invalidError{msg: `the body must be a JSON object like {"ttl":"30m"}`}
+			return b, unprocessable(`the body must be a JSON object like {"ttl":"30m"}`)
 		}
 	}
 	return b, nil
@@ -191,7 +191,7 @@ func readWriteBody(c *gin.Context) (writeBody, error) {
 func (h *handler) writeTTL(b writeBody, required bool) (time.Duration, error) {
 	if b.TTL == nil {
 		if required {
-			return 0, &invalidError{msg: `ttl is required, e.g. {"ttl":"30m"}`}
+			return 0, unprocessable(`ttl is required, e.g. {"ttl":"30m"}`)
 		}
 		return 0, nil
 	}
@@ -204,7 +204,7 @@ func (h *handler) writeTTL(b writeBody, required bool) (time.Duration, error) {
 func bodyError(err error, flag, field string) error {
 	var usage *contract.UsageError
 	if errors.As(err, &usage) {
-		return &invalidError{msg: strings.Replace(usage.Detail, flag, field, 1)}
+		return unprocessable(strings.Replace(usage.Detail, flag, field, 1))
 	}
 	return err
 }

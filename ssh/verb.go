@@ -2,24 +2,27 @@ package ssh
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // errForgeUnavailable marks a connection whose key could not be resolved
 // because the forge was down: it is let in, and every command is answered
-// with exit 75 so the agent retries instead of seeing an auth failure.
-var errForgeUnavailable = errors.New("forge unavailable")
+// as the forge's ErrUnavailable (exit 75) so the agent retries instead of
+// seeing an auth failure.
+var errForgeUnavailable = fmt.Errorf("key lookup: %w", forge.ErrUnavailable)
 
 // errTooManyConnections marks a connection its account opened beyond
 // Server.MaxConnsPerAccount: every command on it answers exit 75.
-var errTooManyConnections = errors.New("too many connections for this account")
+var errTooManyConnections = &lease.Refusal{Class: lease.Unavailable, Msg: "too many connections for this account",
+	Line: strings.TrimPrefix(contract.LineTooManyConnections, contract.ErrorPrefix), Outcome: "too_many_connections"}
 
 // LeaseVerb is the collab-lease verb (docs/ssh.md) as a Handler: it parses a
 // command with the contract's grammar, has the lease service run it for
@@ -113,7 +116,7 @@ func (v *LeaseVerb) log(c ConnInfo, cmd contract.Command, login string, r Reply,
 		attrs = append(attrs, "fingerprint", c.Fingerprint)
 	}
 	if r.Err != nil {
-		// The client sees only "internal error"; the detail is here.
+		// The client sees only its error line; the detail is here.
 		v.logger().Error("collab-lease", append(attrs, "err", r.Err.Error())...)
 	} else {
 		v.logger().Info("collab-lease", attrs...)

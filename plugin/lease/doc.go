@@ -3,7 +3,8 @@
 // and an issue it decides who may do what, asks the forge only what it
 // cannot know, makes the one ledger call, filters what the viewer may
 // see, and returns the contract's replies (plugin/contract) or its
-// sentinel errors (errors.go).
+// refusals (errors.go), which Classify (errclass.go) classifies once for
+// both transports.
 //
 // Where to look:
 //

@@ -9,8 +9,10 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// Sentinel errors of the lease service. Each transport translates them
-// once: ssh/ to an exit code and error line, routes/ to an HTTP status.
+// The refusals of the lease service, every one of them here: its
+// sentinels and its error types. Classify (errclass.go) decides once how
+// the transports answer each; ssh/ renders its class as an exit code and
+// error line, routes/ as an HTTP status.
 var (
 	// ErrRepoNotFound: the repository does not exist or the viewer may not
 	// read it. The two are one answer, so nobody can probe for private
@@ -111,3 +113,49 @@ func (e *ConflictError) Error() string {
 
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// TargetMayNotClaimError: the target of a handoff is no account, or may
+// not claim the issue (its unit) in the repository, as an acquirer must.
+type TargetMayNotClaimError struct {
+	Login string // as the caller named it
+	Repo  string // "owner/name"
+}
+
+func (e *TargetMayNotClaimError) Error() string {
+	return fmt.Sprintf("%s may not claim in %s", e.Login, e.Repo)
+}
+
+// TargetHoldsError: the target of a handoff already holds the claim.
+type TargetHoldsError struct {
+	Holder string // login[/agent], as --to names it
+	Repo   string // "owner/name"
+	Issue  int64
+}
+
+func (e *TargetHoldsError) Error() string {
+	return fmt.Sprintf("%s already holds %s#%d", e.Holder, e.Repo, e.Issue)
+}
+
+// Session errors, as the transports answer them.
+var (
+	// ErrSessionMoved: another connection resumed the session (exit 75).
+	ErrSessionMoved = models.ErrSessionMoved
+	// ErrSessionGone: the session is over: its grace ran out, or it
+	// ended (exit 75 in a session; a --resume of it is SessionGone).
+	ErrSessionGone = models.ErrSessionGone
+	// ErrTooManySessions: the account has as many sessions as it may
+	// (exit 75).
+	ErrTooManySessions = models.ErrTooManySessions
+	// ErrSessionLost: the connection stopped answering the keepalives
+	// for a whole grace.
+	ErrSessionLost = errors.New("session lost: its connection stopped answering")
+	// ErrSessionIdle: the session held no claim for IdleSession.
+	ErrSessionIdle = errors.New("session idle")
+)
+
+// ErrTooManyWaiters: the waiters of the issue, or of the sidecar, are at
+// their bound; nothing was done. Retry later.
+var ErrTooManyWaiters = errors.New("too many waiters, try again")
+
+// ErrReconciling: another replica runs the reconcile now.
+var ErrReconciling = errors.New("another replica is reconciling")

@@ -99,9 +99,6 @@ func (s *Service) Reconcile(ctx context.Context, since time.Time) (int, error) {
 	return ended, err
 }
 
-// ErrReconciling: another replica runs the reconcile now.
-var ErrReconciling = errors.New("another replica is reconciling")
-
 func (s *Service) reconcile(ctx context.Context, since time.Time) (int, error) {
 	repos, err := s.ledger.LiveRepos(ctx)
 	if err != nil {

@@ -3,34 +3,11 @@ package lease
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
-
-// TargetMayNotClaimError: the target of a handoff is no account, or may
-// not claim the issue (its unit) in the repository, as an acquirer must.
-type TargetMayNotClaimError struct {
-	Login string // as the caller named it
-	Repo  string // "owner/name"
-}
-
-func (e *TargetMayNotClaimError) Error() string {
-	return fmt.Sprintf("%s may not claim in %s", e.Login, e.Repo)
-}
-
-// TargetHoldsError: the target of a handoff already holds the claim.
-type TargetHoldsError struct {
-	Holder string // login[/agent], as --to names it
-	Repo   string // "owner/name"
-	Issue  int64
-}
-
-func (e *TargetHoldsError) Error() string {
-	return fmt.Sprintf("%s already holds %s#%d", e.Holder, e.Repo, e.Issue)
-}
 
 // Handoff hands v's live claim on issue n of owner/name to toLogin (as
 // its agent toAgent, "" the account itself) in one ledger transaction:

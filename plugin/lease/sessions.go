@@ -22,23 +22,6 @@ import (
 // session's, and it tells the connection, as a Lost line, the moment one
 // of them ends by anything but the session's own release.
 
-// Session errors, as the transports answer them.
-var (
-	// ErrSessionMoved: another connection resumed the session (exit 75).
-	ErrSessionMoved = models.ErrSessionMoved
-	// ErrSessionGone: the session is over: its grace ran out, or it
-	// ended (exit 75 in a session; a --resume of it is SessionGone).
-	ErrSessionGone = models.ErrSessionGone
-	// ErrTooManySessions: the account has as many sessions as it may
-	// (exit 75).
-	ErrTooManySessions = models.ErrTooManySessions
-	// ErrSessionLost: the connection stopped answering the keepalives
-	// for a whole grace.
-	ErrSessionLost = errors.New("session lost: its connection stopped answering")
-	// ErrSessionIdle: the session held no claim for IdleSession.
-	ErrSessionIdle = errors.New("session idle")
-)
-
 // DefaultMaxSessionsPerAccount caps the sessions one account has alive
 // (WithMaxSessionsPerAccount).
 const DefaultMaxSessionsPerAccount = 64

@@ -28,10 +28,6 @@ const (
 	DefaultWaiters         = 4096
 )
 
-// ErrTooManyWaiters: the waiters of the issue, or of the sidecar, are at
-// their bound; nothing was done. Retry later.
-var ErrTooManyWaiters = errors.New("too many waiters, try again")
-
 type waiter struct {
 	wake  chan struct{} // buffered 1: "try now"
 	moved chan struct{} // buffered 1: "your place in the queue changed"
