@@ -21,6 +21,9 @@ import (
 //   - next: write access to the unit it claims from;
 //   - check, history: read access to the unit of the number;
 //   - release --force: admin access to the repository;
+//   - handoff: the holder's account, or admin access (mayForce); the
+//     target must be an account that may claim the number: write access
+//     to its unit (mayClaimKind);
 //   - watch (the live events): read access to the repository, asked again
 //     while the stream lasts; an event about a number only to who may
 //     read its unit (mayWatch);
@@ -98,6 +101,19 @@ func mayForce(r forge.Repo) error {
 		return &WriteRequiredError{Repo: r.FullName, Admin: true}
 	}
 	return nil
+}
+
+// mayClaimKind says whether the viewer of r may claim a number of this
+// kind (of a known kind: write access to its unit), as a handoff's target
+// must.
+func mayClaimKind(r forge.Repo, k models.Kind) bool {
+	switch k {
+	case models.KindIssue:
+		return r.CanWriteIssues
+	case models.KindPull:
+		return r.CanWritePulls
+	}
+	return false
 }
 
 // mayRead says whether the viewer of r may read numbers of this kind.
