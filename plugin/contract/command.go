@@ -7,19 +7,9 @@ import (
 	"time"
 )
 
-// Usage is what `collab-lease help` prints: the grammar of docs/ssh.md,
-// verbatim.
-const Usage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]
-collab-lease renew   <owner>/<repo> <issue> --ttl <dur> [--agent <name>]
-collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]
-collab-lease list    <owner>/<repo> [--agent <name>]
-collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]
-collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
-collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
-collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]
-collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]
-collab-lease help
-`
+// A command line: its verbs, what it parses into (Command), and
+// ParseCommand, which reads it by the rows of grammar.go with the lexer of
+// words.go and the value parsers of values.go.
 
 // Verb is a collab-lease sub-verb.
 type Verb string
@@ -110,41 +100,13 @@ func (c Command) String() string {
 	if c.Issue != 0 {
 		fmt.Fprintf(&b, " %d", c.Issue)
 	}
-	for _, l := range c.Labels {
-		b.WriteString(" --label " + shellQuote(l))
-	}
-	if c.Pulls {
-		b.WriteString(" --pulls")
-	}
-	if c.Oldest {
-		b.WriteString(" --oldest")
-	}
-	if c.TTL != 0 {
-		b.WriteString(" --ttl " + formatTTL(c.TTL))
-	}
-	if c.Wait != 0 {
-		b.WriteString(" --wait " + formatTTL(c.Wait))
-	}
-	if c.Force {
-		b.WriteString(" --force")
-	}
-	if c.Token != 0 {
-		fmt.Fprintf(&b, " --token %d", c.Token)
-	}
-	if c.Verb == VerbHistory && c.Limit != DefaultHistoryLimit {
-		fmt.Fprintf(&b, " --limit %d", c.Limit)
-	}
-	if c.ToLogin != "" {
-		b.WriteString(" --to " + c.To())
-	}
-	if c.Grace != 0 {
-		b.WriteString(" --grace " + formatTTL(c.Grace))
-	}
-	if c.Resume != "" {
-		b.WriteString(" --resume " + c.Resume)
-	}
-	if c.Agent != "" {
-		b.WriteString(" --agent " + c.Agent)
+	for _, f := range flagSpecs {
+		for _, v := range f.show(c) {
+			b.WriteString(" " + f.name)
+			if v != "" {
+				b.WriteString(" " + v)
+			}
+		}
 	}
 	return b.String()
 }
@@ -177,9 +139,10 @@ func usageErrorf(format string, args ...any) error {
 //
 // Decisions the grammar of docs/ssh.md leaves open:
 //   - Words are split as SplitWords documents.
-//   - --ttl (or --ttl=<dur>) may stand anywhere after the sub-verb, at most
-//     once, and only for acquire and renew. Any other word starting with "-"
-//     is an unknown flag; there is no "--" terminator.
+//   - A flag (--ttl <dur>, or --ttl=<dur>) may stand anywhere after the
+//     sub-verb, at most once (--label up to MaxLabels times), and only for
+//     the verbs whose row of syntaxes names it. Any other word starting with
+//     "-" is an unknown flag; there is no "--" terminator.
 //   - <owner>/<repo> may have one leading "/" and one trailing ".git" (any
 //     case); what remains is exactly owner "/" name, each 1–100 of
 //     [A-Za-z0-9_.-], never "." or containing "..", the owner not starting
@@ -206,7 +169,7 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 	}
 	verb := Verb(words[1])
 	args := words[2:]
-	g, ok := grammars[verb]
+	s, ok := SyntaxOf(verb)
 	switch {
 	case verb == VerbHelp:
 		if len(args) > 0 {
@@ -216,7 +179,6 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 	case !ok:
 		return Command{}, usageErrorf("unknown verb %s; try: collab-lease help", quoteArg(words[1]))
 	}
-	expected := verbGrammar(verb)
 
 	cmd := Command{Verb: verb}
 	var pos []string
@@ -228,15 +190,15 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 			continue
 		}
 		flag, value, hasValue := strings.Cut(w, "=")
-		f, known := flags[flag]
+		f := findFlag(flag)
 		switch {
-		case !known && g.positional == 2 && len(w) > 1 && isDigitByte(w[1]):
+		case f == nil && s.TakesArg(ArgIssue) && len(w) > 1 && isDigitByte(w[1]):
 			// A negative issue, not a flag: say so.
 			return Command{}, usageErrorf("issue must be a positive number, got %s", quoteArg(w))
-		case !known:
-			return Command{}, usageErrorf("unknown flag %s; expected: %s", quoteArg(w), expected)
-		case !strings.Contains(g.flags, flag+" "):
-			return Command{}, usageErrorf("%s takes no %s; expected: %s", verb, flag, expected)
+		case f == nil:
+			return Command{}, usageErrorf("unknown flag %s; expected: %s", quoteArg(w), s.Line())
+		case !s.Takes(flag):
+			return Command{}, usageErrorf("%s takes no %s; expected: %s", verb, flag, s.Line())
 		case f.meta == "" && hasValue:
 			return Command{}, usageErrorf("%s takes no value, got %s", flag, quoteArg(w))
 		case f.meta != "" && !hasValue:
@@ -246,142 +208,47 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 			i++
 			value = args[i]
 		}
-		if _, seen := given[flag]; seen && flag != "--label" {
+		if _, seen := given[flag]; seen && !f.repeat {
 			return Command{}, usageErrorf("%s given more than once", flag)
 		}
 		given[flag] = value
-		if flag == "--label" {
-			if err := checkLabel(value, len(cmd.Labels)); err != nil {
+		if f.repeat { // read as it comes: the value knows the ones before it
+			if err := f.set(&cmd, value, maxTTL); err != nil {
 				return Command{}, err
 			}
-			cmd.Labels = append(cmd.Labels, value)
 		}
 	}
 
-	if len(pos) > g.positional {
-		return Command{}, usageErrorf("unexpected argument %s; expected: %s", quoteArg(pos[g.positional]), expected)
+	if len(pos) > len(s.Args) {
+		return Command{}, usageErrorf("unexpected argument %s; expected: %s", quoteArg(pos[len(s.Args)]), s.Line())
 	}
-	if len(pos) < g.positional {
-		missing := "<owner>/<repo>"
-		if len(pos) == 1 {
-			missing = "<issue>"
-		}
-		return Command{}, usageErrorf("%s needs %s; expected: %s", verb, missing, expected)
+	if len(pos) < len(s.Args) {
+		return Command{}, usageErrorf("%s needs %s; expected: %s", verb, s.Args[len(pos)].Meta(), s.Line())
 	}
-	if g.positional > 0 {
-		if cmd.Owner, cmd.Name, err = ParseRepo(pos[0]); err != nil {
+	for i, a := range s.Args {
+		if err := argSpecs[a].set(&cmd, pos[i]); err != nil {
 			return Command{}, err
 		}
 	}
-	if g.positional == 2 {
-		if cmd.Issue, err = ParseIssue(pos[1]); err != nil {
-			return Command{}, err
-		}
-	}
-	for _, required := range strings.Fields(g.required) {
+	for _, required := range s.Required {
 		if _, ok := given[required]; !ok {
-			return Command{}, usageErrorf("%s needs %s %s; expected: %s", verb, required, flags[required].meta, expected)
+			return Command{}, usageErrorf("%s needs %s %s; expected: %s", verb, required, findFlag(required).meta, s.Line())
 		}
 	}
-	if v, ok := given["--ttl"]; ok {
-		if cmd.TTL, err = ParseTTL(v, maxTTL); err != nil {
-			return Command{}, err
+	// The other flags' values, in the order of flagSpecs: when two are
+	// wrong, the first of them there is the one reported.
+	for _, f := range flagSpecs {
+		if !s.Takes(f.name) {
+			continue
 		}
-	}
-	if v, ok := given["--wait"]; ok {
-		if cmd.Wait, err = parseTTL("--wait", v, maxTTL); err != nil {
-			return Command{}, err
+		if f.preset != nil {
+			f.preset(&cmd)
 		}
-	}
-	if v, ok := given["--token"]; ok {
-		if cmd.Token, err = parsePositive("--token", v, 1<<63-1); err != nil {
-			return Command{}, err
-		}
-	}
-	if verb == VerbHistory {
-		cmd.Limit = DefaultHistoryLimit
-		if v, ok := given["--limit"]; ok {
-			n, err := parsePositive("--limit", v, MaxHistoryLimit)
-			if err != nil {
+		if v, ok := given[f.name]; ok && !f.repeat {
+			if err := f.set(&cmd, v, maxTTL); err != nil {
 				return Command{}, err
 			}
-			cmd.Limit = int(n)
 		}
 	}
-	if v, ok := given["--to"]; ok {
-		if cmd.ToLogin, cmd.ToAgent, err = ParseTo(v); err != nil {
-			return Command{}, err
-		}
-	}
-	if v, ok := given["--grace"]; ok {
-		if cmd.Grace, err = parseTTL("--grace", v, maxTTL); err != nil {
-			return Command{}, err
-		}
-		if cmd.Grace < MinGrace {
-			return Command{}, usageErrorf("--grace must be at least %s, got %s", formatTTL(MinGrace), quoteArg(v))
-		}
-	}
-	if v, ok := given["--resume"]; ok {
-		if !validSessionID(v) {
-			return Command{}, usageErrorf("--resume needs a session id (32 lowercase hex digits), got %s", quoteArg(v))
-		}
-		cmd.Resume = v
-	}
-	if v, ok := given["--agent"]; ok {
-		if cmd.Agent, err = ParseAgent(v); err != nil {
-			return Command{}, err
-		}
-	}
-	_, cmd.Force = given["--force"]
-	_, cmd.Pulls = given["--pulls"]
-	_, cmd.Oldest = given["--oldest"]
 	return cmd, nil
-}
-
-// grammar is what one verb takes: how many positional words (<owner>/<repo>,
-// and <issue> if 2), which flags (each followed by a space) and which of
-// them it requires.
-type grammar struct {
-	positional int
-	flags      string
-	required   string
-	line       string // its Usage line, without alignment
-}
-
-var grammars = map[Verb]grammar{
-	VerbAcquire: {2, "--ttl --wait --agent ", "", "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
-	VerbRenew:   {2, "--ttl --agent ", "--ttl", "collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]"},
-	VerbRelease: {2, "--force --agent ", "", "collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]"},
-	VerbList:    {1, "--agent ", "", "collab-lease list <owner>/<repo> [--agent <name>]"},
-	VerbNext:    {1, "--label --pulls --oldest --ttl --wait --agent ", "", "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
-	VerbCheck:   {2, "--token --agent ", "--token", "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]"},
-	VerbHistory: {2, "--limit --agent ", "", "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
-	VerbHandoff: {2, "--to --agent ", "--to", "collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]"},
-	VerbSession: {0, "--agent --grace --resume ", "", "collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]"},
-}
-
-// validSessionID says whether s has the form of a session id.
-// Usage ("" for a flag without one), and what error messages say of it.
-var flags = map[string]struct{ meta, needs, example string }{
-	"--ttl":    {"<dur>", "a duration", "--ttl 30m"},
-	"--wait":   {"<dur>", "a duration", "--wait 5m"},
-	"--label":  {"<name>", "a label name", "--label bug"},
-	"--token":  {"<n>", "a number", "--token 3"},
-	"--limit":  {"<n>", "a number", "--limit 20"},
-	"--agent":  {"<name>", "an agent name", "--agent agent-7"},
-	"--to":     {"<login>[/<agent>]", "whom to hand the claim to", "--to bob/agent-8"},
-	"--grace":  {"<dur>", "a duration", "--grace 30s"},
-	"--resume": {"<id>", "a session id", "--resume 0f3c…"},
-	"--pulls":  {},
-	"--oldest": {},
-	"--force":  {},
-}
-
-// verbGrammar is the Usage line for v with its alignment padding removed, for
-// error messages.
-func verbGrammar(v Verb) string {
-	if g, ok := grammars[v]; ok {
-		return g.line
-	}
-	return "collab-lease help"
 }
