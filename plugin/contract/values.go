@@ -245,7 +245,8 @@ func ParseTo(s string) (login, agent string, err error) {
 	return login, agent, nil
 }
 
-// MaxAgentLen is the longest agent name.
+// MaxAgentLen is the longest agent name, for every transport and for
+// the ledger, whose agent columns are this size (models/lease.go).
 const MaxAgentLen = 40
 
 // ParseAgent accepts an agent name: 1 to MaxAgentLen bytes of
