@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Agents of one account are holders of their own: another agent's
@@ -74,8 +76,8 @@ func TestAgentsOfOneAccountAreDistinctHolders(t *testing.T) {
 		if ts[2].Holder.Agent != "agent-7" || ts[2].EndedBy != EndTakenOver || ts[2].EndedByHolder != nil {
 			t.Fatalf("first tenure %+v, want agent-7's, taken over", ts[2])
 		}
-		if _, err := s.Acquire(bg, k, Holder{ID: 9, Login: "bot", Agent: string(make([]byte, MaxAgentLen+1))}, 0, Observed{Kind: KindIssue}); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("an agent name over %d bytes: %v, want invalid", MaxAgentLen, err)
+		if _, err := s.Acquire(bg, k, Holder{ID: 9, Login: "bot", Agent: string(make([]byte, contract.MaxAgentLen+1))}, 0, Observed{Kind: KindIssue}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("an agent name over %d bytes: %v, want invalid", contract.MaxAgentLen, err)
 		}
 	})
 }

@@ -18,13 +18,10 @@ type Key struct {
 //
 // One account may run several agents, each a holder of its own: the
 // holder is the pair (ID, Agent), and Agent "" is the account itself.
-// MaxAgentLen bounds an agent's name (the column's size).
-const MaxAgentLen = 40
-
 type Holder struct {
 	ID    int64 // the forge's user ID, > 0
 	Login string
-	Agent string // which of the account's agents; "" the account itself
+	Agent string // which of the account's agents, at most contract.MaxAgentLen bytes (the columns' size); "" the account itself
 	// Session, when set, is the agent session the holder acts in: what
 	// it claims or renews, the session keeps alive (agentsessions.go).
 	// It is not part of who the holder is.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // The five ledger operations. Each mutation is one transaction that reads
@@ -441,8 +443,8 @@ func (s *Store) validate(k Key, h Holder, ttl time.Duration, needTTL bool) error
 		return fmt.Errorf("%w: empty holder", ErrInvalid)
 	case len(h.Login) > 255:
 		return fmt.Errorf("%w: holder name longer than 255 bytes", ErrInvalid)
-	case len(h.Agent) > MaxAgentLen:
-		return fmt.Errorf("%w: agent name longer than %d bytes", ErrInvalid, MaxAgentLen)
+	case len(h.Agent) > contract.MaxAgentLen:
+		return fmt.Errorf("%w: agent name longer than %d bytes", ErrInvalid, contract.MaxAgentLen)
 	case ttl < 0 || (needTTL && ttl == 0):
 		return fmt.Errorf("%w: ttl must be at least 1s", ErrInvalid)
 	case ttl != 0 && (ttl < time.Second || ttl%time.Second != 0):

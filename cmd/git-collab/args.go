@@ -50,22 +50,35 @@ type option struct {
 func (o option) scoped() bool { return o.sidecar || o.session }
 
 // options are every option of git collab, in the order help lists them.
-var options = []option{
-	{name: "--ttl", meta: "<dur>", sidecar: true, text: "claim length: seconds (300) or a duration (90s, 30m, 2h)"},
-	{name: "--wait", meta: "<dur>", sidecar: true, text: "claim, next: wait up to <dur> for one to free up"},
-	{name: "--label", meta: "<name>", sidecar: true, text: "next: only issues with this label (repeat: with all of them)"},
+// An option named as a flag of the contract's grammar takes its
+// placeholder from there (withMetas).
+var options = withMetas([]option{
+	{name: "--ttl", sidecar: true, text: "claim length: seconds (300) or a duration (90s, 30m, 2h)"},
+	{name: "--wait", sidecar: true, text: "claim, next: wait up to <dur> for one to free up"},
+	{name: "--label", sidecar: true, text: "next: only issues with this label (repeat: with all of them)"},
 	{name: "--pulls", sidecar: true, text: "next: pull requests instead of issues"},
 	{name: "--oldest", sidecar: true, text: "next: the oldest issue, whatever the priority labels"},
-	{name: "--token", meta: "<n>", sidecar: true, text: "check: the token your claim was given"},
-	{name: "--limit", meta: "<n>", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
+	{name: "--token", sidecar: true, text: "check: the token your claim was given"},
+	{name: "--limit", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
 	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
-	{name: "--to", meta: "<login>[/<agent>]", sidecar: true, text: "handoff: whom the claim goes to"},
-	{name: "--agent", meta: "<name>", sidecar: true, text: "act as this agent of your account (default COLLAB_AGENT)"},
+	{name: "--to", sidecar: true, text: "handoff: whom the claim goes to"},
+	{name: "--agent", sidecar: true, text: "act as this agent of your account (default COLLAB_AGENT)"},
 	{name: "--next", session: true, text: "run: claim the next issue instead of <issue>"},
-	{name: "--grace", meta: "<dur>", session: true, text: "run, mcp: claims outlive a lost connection this long (30s)"},
+	{name: "--grace", session: true, text: "run, mcp: claims outlive a lost connection this long (30s)"},
 	{name: "--remote", meta: "<name>", text: "the remote whose URL names the repository (default origin)"},
 	{name: "--json", text: "print the sidecar's JSON reply unchanged, nothing else"},
 	{name: "-h, --help", text: "show help"},
+})
+
+// withMetas gives each option that is a flag of the contract's grammar
+// the grammar's placeholder of its value.
+func withMetas(opts []option) []option {
+	for i := range opts {
+		if meta, ok := contract.FlagMeta(opts[i].name); ok {
+			opts[i].meta = meta
+		}
+	}
+	return opts
 }
 
 // sidecarOption is the option that travels to the sidecar under name, or nil.

@@ -9,6 +9,9 @@ import (
 )
 
 // verb is one git collab command and the collab-lease sub-verb it runs.
+// For a command with a sub-verb, issue, flags, required and (unless it is
+// given) synopsis come from the sub-verb's row of the contract's grammar
+// (fromGrammar).
 type verb struct {
 	name     string
 	remote   contract.Verb // the collab-lease sub-verb; "" for run and mcp, which run several over a session
@@ -25,7 +28,7 @@ type verb struct {
 func (v *verb) takes(flag string) bool { return slices.Contains(v.flags, flag) }
 
 // verbs are the commands, in the order an agent meets them.
-var verbs = []verb{
+var verbs = fromGrammar([]verb{
 	{
 		name: "run", flags: []string{"--next", "--label", "--pulls", "--ttl", "--wait", "--grace", "--agent"},
 		synopsis: "git collab run [<issue> | --next [--label <name>]... [--pulls]] [--ttl <dur>] [--wait <dur>] [--grace <dur>] [--agent <name>] [--remote <name>] -- <command> [<arg>...]",
@@ -55,10 +58,9 @@ and SIGHUP are passed on to the command. ssh runs without a terminal: use
 a key without a passphrase, or an agent.`,
 	},
 	{
-		name: "next", remote: contract.VerbNext, flags: []string{"--label", "--pulls", "--oldest", "--ttl", "--wait", "--agent"},
-		synopsis: "git collab next [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>] [--remote <name>] [--json]",
-		brief:    "next [--label <name>]... [--pulls] [--oldest] [<options>]",
-		summary:  "claim the oldest issue nobody holds",
+		name: "next", remote: contract.VerbNext,
+		brief:   "next [--label <name>]... [--pulls] [--oldest] [<options>]",
+		summary: "claim the oldest issue nobody holds",
 		detail: `Claim the oldest (lowest-numbered) open issue of this repository that
 nobody holds, that carries every --label given, and that no open issue it
 depends on blocks; with --pulls, the oldest such pull request. --ttl works
@@ -72,9 +74,8 @@ nothing qualifies the sidecar waits up to <dur> for an issue to come free
 waiting together are served first come, first served.`,
 	},
 	{
-		name: "claim", remote: contract.VerbAcquire, issue: true, flags: []string{"--ttl", "--wait", "--agent"},
-		synopsis: "git collab claim <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>] [--remote <name>] [--json]",
-		summary:  "claim an issue or pull request",
+		name: "claim", remote: contract.VerbAcquire,
+		summary: "claim an issue or pull request",
 		detail: `Claim <issue> of this repository for yourself. With --ttl the claim
 expires <dur> from now unless renewed; without it the claim is open-ended
 (an assignment) until you unclaim it. Claiming an issue you already hold
@@ -85,15 +86,14 @@ released or to expire (waiters are served first come, first served), and
 says who holds it, exit 4, only if the wait runs out.`,
 	},
 	{
-		name: "renew", remote: contract.VerbRenew, issue: true, flags: []string{"--ttl", "--agent"}, required: "--ttl",
-		synopsis: "git collab renew <issue> --ttl <dur> [--agent <name>] [--remote <name>] [--json]",
-		summary:  "extend your claim: it now ends <dur> from now",
+		name: "renew", remote: contract.VerbRenew,
+		summary: "extend your claim: it now ends <dur> from now",
 		detail: `Renew your live claim on <issue>: it now expires <dur> from now and keeps
 its token. If you do not hold it (never claimed, unclaimed, expired, or
 taken over by someone else), nothing changes, exit 4: claim it again.`,
 	},
 	{
-		name: "check", remote: contract.VerbCheck, issue: true, flags: []string{"--token", "--agent"}, required: "--token",
+		name: "check", remote: contract.VerbCheck,
 		synopsis: "git collab check [<issue> --token <n>] [--agent <name>] [--remote <name>] [--json]",
 		summary:  "is token <n> still the live claim on <issue>?",
 		detail: `Check that <n> is the token of the live claim on <issue>: exit 0 if it
@@ -109,9 +109,8 @@ claimed pull request's branch from anyone but the holder's account
 says whose claim it is now.`,
 	},
 	{
-		name: "unclaim", remote: contract.VerbRelease, issue: true, flags: []string{"--force", "--agent"},
-		synopsis: "git collab unclaim <issue> [--force] [--agent <name>] [--remote <name>] [--json]",
-		summary:  "release your claim",
+		name: "unclaim", remote: contract.VerbRelease,
+		summary: "release your claim",
 		detail: `Release your claim on <issue>. Releasing an issue nobody holds succeeds
 (so a retry after a dropped connection is safe); releasing someone else's
 live claim is refused, exit 4, unless you are an admin of the repository
@@ -119,9 +118,8 @@ and give --force: the claim then ends as force_released, and its history
 names you.`,
 	},
 	{
-		name: "handoff", remote: contract.VerbHandoff, issue: true, flags: []string{"--to", "--agent"}, required: "--to",
-		synopsis: "git collab handoff <issue> --to <login>[/<agent>] [--agent <name>] [--remote <name>] [--json]",
-		summary:  "hand your claim to someone else",
+		name: "handoff", remote: contract.VerbHandoff,
+		summary: "hand your claim to someone else",
 		detail: `Hand your live claim on <issue> to another account, or to one of an
 account's agents (login/agent), in one step: your claim ends as
 handed_off and theirs begins with the next token, keeping your expiry (at
@@ -131,15 +129,13 @@ off your account's claims; a repository admin may hand off anyone's. Not
 yours: exit 4.`,
 	},
 	{
-		name: "claims", remote: contract.VerbList, flags: []string{"--agent"},
-		synopsis: "git collab claims [--agent <name>] [--remote <name>] [--json]",
-		summary:  "list the live claims on this repository",
-		detail:   `List the live claims on this repository, oldest first.`,
+		name: "claims", remote: contract.VerbList,
+		summary: "list the live claims on this repository",
+		detail:  `List the live claims on this repository, oldest first.`,
 	},
 	{
-		name: "history", remote: contract.VerbHistory, issue: true, flags: []string{"--limit", "--agent"},
-		synopsis: "git collab history <issue> [--limit <n>] [--agent <name>] [--remote <name>] [--json]",
-		summary:  "who held <issue>, and how each claim ended",
+		name: "history", remote: contract.VerbHistory,
+		summary: "who held <issue>, and how each claim ended",
 		detail: `Show the claims of <issue>, newest first: each one's token and holder,
 when it began, and when and how it ended (released, expired, taken_over,
 closed, merged, deleted, or force_released by a repository admin); live
@@ -166,6 +162,35 @@ and a temporary one (75) says how long to wait before retrying. ssh runs
 without a terminal: use a key without a passphrase, or an agent. It serves
 until the client closes its stdin, then exits 0.`,
 	},
+})
+
+// fromGrammar fills in each command of vs that runs a sub-verb from the
+// sub-verb's row of the contract's grammar: whether it takes <issue>, its
+// flags, the one it requires, and, unless the row of vs gives one, its
+// synopsis: the sub-verb's usage without <owner>/<repo>, which git names.
+func fromGrammar(vs []verb) []verb {
+	for i := range vs {
+		v := &vs[i]
+		s, ok := contract.SyntaxOf(v.remote)
+		if !ok {
+			continue
+		}
+		v.issue, v.flags = s.TakesArg(contract.ArgIssue), s.Flags
+		if len(s.Required) > 0 {
+			v.required = s.Required[0]
+		}
+		if v.synopsis == "" {
+			words := []string{"git collab", v.name}
+			for _, a := range s.Args {
+				if a != contract.ArgRepo {
+					words = append(words, a.Meta())
+				}
+			}
+			words = append(append(words, s.FlagWords()...), "[--remote <name>]", "[--json]")
+			v.synopsis = strings.Join(words, " ")
+		}
+	}
+	return vs
 }
 
 func findVerb(name string) *verb {

@@ -177,7 +177,7 @@ func (m *mcpServer) collect() {
 				named(e.lost.Repo, e.lost.Issue), e.lost.Token, e.lost.EndedBy))
 		case e.resumed != nil:
 			var held []string
-			for _, l := range e.resumed.Leases {
+			for _, l := range leasesOf(*e.resumed) {
 				held = append(held, fmt.Sprintf("%s (token %d)", named(l.Repo, l.Issue), l.Token))
 			}
 			kept := "it held no claims"

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"flag"
 	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -23,7 +21,7 @@ import (
 // the real git and, as main_test.go's do, the fake ssh. The real sidecar
 // and OpenSSH, over stdio, are in integration/mcp_e2e_test.go.
 
-var update = flag.Bool("update", false, "rewrite testdata/mcp-tools.json from what git collab mcp lists")
+var update = flag.Bool("update", false, "rewrite the golden files of testdata (mcp-tools.json, help.txt) from what git collab makes")
 
 // mcpClient connects a client to git collab mcp's server in h's checkout,
 // with h's environment as it is now.
@@ -357,23 +355,7 @@ func TestMCPToolListIsTheGoldenOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	got = append(got, '\n')
-	golden := filepath.Join("testdata", "mcp-tools.json")
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(golden, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (go test -run MCPToolList -update writes it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Fatalf("git collab mcp lists tools other than %s; if that is meant, run go test -run MCPToolList -update and review the diff\n%s",
-			golden, got)
-	}
+	checkGolden(t, "mcp-tools.json", got, "MCPToolList")
 	// Every tool is a command of git collab's.
 	for _, tool := range tools.Tools {
 		if v := findVerb(tool.Name); v == nil || v.remote == "" || tool.OutputSchema == nil {

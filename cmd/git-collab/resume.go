@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // keptSession is a session kept across dropped connections: when its ssh
@@ -17,7 +19,7 @@ import (
 // mcp tells the agent).
 type keptSession struct {
 	// dial opens the session (resume "") or takes it over (resume its id).
-	dial func(ctx context.Context, resume string, notify func(lostNotice)) (*session, error)
+	dial func(ctx context.Context, resume string, notify func(contract.Lost)) (*session, error)
 
 	mu      sync.Mutex
 	cur     *session      // nil while reconnecting, and once gone or closed
@@ -33,9 +35,9 @@ type keptSession struct {
 
 // sessionEvent is one thing that happened to a kept session.
 type sessionEvent struct {
-	lost    *lostNotice    // a claim of the session ended
-	resumed *sessionOpened // the connection dropped and the session was taken back, with these leases
-	gone    string         // the session is gone, and why: its claims end, if they have not
+	lost    *contract.Lost          // a claim of the session ended
+	resumed *contract.SessionOpened // the connection dropped and the session was taken back, with these leases
+	gone    string                  // the session is gone, and why: its claims end, if they have not
 }
 
 // resumeBackoff is the first wait between two attempts to resume a
@@ -43,25 +45,25 @@ type sessionEvent struct {
 var resumeBackoff = 500 * time.Millisecond
 
 // keepSession opens a session through dial and keeps it.
-func keepSession(ctx context.Context, dial func(context.Context, string, func(lostNotice)) (*session, error)) (*keptSession, error) {
+func keepSession(ctx context.Context, dial func(context.Context, string, func(contract.Lost)) (*session, error)) (*keptSession, error) {
 	k := &keptSession{dial: dial, ready: make(chan struct{}), stop: make(chan struct{}), wake: make(chan struct{}, 1)}
 	s, err := dial(ctx, "", k.lost)
 	if err != nil {
 		return nil, err
 	}
-	k.id, k.grace = s.opened.Session, s.opened.Grace()
+	k.id, k.grace = s.opened.Session, graceOf(s.opened)
 	k.set(s)
 	return k, nil
 }
 
 // Opened is the session's first line, as it was opened.
-func (k *keptSession) Opened() sessionOpened {
+func (k *keptSession) Opened() contract.SessionOpened {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.cur != nil {
 		return k.cur.opened
 	}
-	return sessionOpened{Session: k.id, GraceSeconds: int(k.grace / time.Second)}
+	return contract.SessionOpened{Session: k.id, GraceSeconds: int64(k.grace / time.Second)}
 }
 
 // Wake has a value whenever there are events to take.
@@ -86,7 +88,7 @@ func (k *keptSession) push(e sessionEvent) {
 	}
 }
 
-func (k *keptSession) lost(n lostNotice) { k.push(sessionEvent{lost: &n}) }
+func (k *keptSession) lost(n contract.Lost) { k.push(sessionEvent{lost: &n}) }
 
 // set makes s the current connection and watches it.
 func (k *keptSession) set(s *session) {

@@ -32,8 +32,8 @@ var releaseWait = 30 * time.Second
 
 // dialSession is how the app opens or resumes a session on t's sidecar:
 // through the user's ssh, as send runs every other command.
-func (a *app) dialSession(t target, args sessionArgs, stderr io.Writer) func(context.Context, string, func(lostNotice)) (*session, error) {
-	return func(ctx context.Context, resume string, notify func(lostNotice)) (*session, error) {
+func (a *app) dialSession(t target, args sessionArgs, stderr io.Writer) func(context.Context, string, func(contract.Lost)) (*session, error) {
+	return func(ctx context.Context, resume string, notify func(contract.Lost)) (*session, error) {
 		sa := args
 		sa.resume = resume
 		argv := t.ssh.Args(append(sa.aliveOptions(), "-p", t.sidecar.Port, t.sidecar.Destination(), sa.line())...)
@@ -287,7 +287,7 @@ func lossOf(e sessionEvent, tenure *contract.Tenure) (why, info string) {
 			return n.EndedBy, ""
 		}
 	case e.resumed != nil:
-		for _, l := range e.resumed.Leases {
+		for _, l := range leasesOf(*e.resumed) {
 			if strings.EqualFold(l.Repo, tenure.Repo) && l.Issue == tenure.Issue && l.Token == tenure.Token {
 				return "", fmt.Sprintf("the connection to the sidecar dropped; reconnected, and %s is still claimed", named(tenure.Repo, tenure.Issue))
 			}

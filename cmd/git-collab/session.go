@@ -23,45 +23,23 @@ import (
 // run` and `git collab mcp` keep their claims without renewing them. This
 // file is one connection; resume.go keeps a session across dropped ones.
 
-// sessionOpened is a session's first line; Leases only after a resume.
-//
-//	{"status":"session","session":"s-1","holder":"alice","agent":"box-4242","grace_seconds":30}
-type sessionOpened struct {
-	Status       string         `json:"status"`
-	Session      string         `json:"session"`
-	Holder       string         `json:"holder"`
-	Agent        *string        `json:"agent"`
-	GraceSeconds int            `json:"grace_seconds"`
-	Leases       []sessionLease `json:"leases,omitempty"`
+// The session's first line is a contract.SessionOpened, whose Leases only
+// a resumed session's carries; a claim of the session that ends by
+// anything but its own release is told by a contract.Lost line.
+
+// graceOf is how long the session o opened keeps its claims after a
+// dropped connection.
+func graceOf(o contract.SessionOpened) time.Duration {
+	return time.Duration(o.GraceSeconds) * time.Second
 }
 
-// Grace is how long the session's claims outlive a dropped connection.
-func (o sessionOpened) Grace() time.Duration { return time.Duration(o.GraceSeconds) * time.Second }
-
-// sessionLease is one claim a resumed session took back.
-type sessionLease struct {
-	Repo string `json:"repo"`
-	contract.LeaseView
+// leasesOf are the claims a resumed session took back; none for a new one.
+func leasesOf(o contract.SessionOpened) []contract.SessionLease {
+	if o.Leases == nil {
+		return nil
+	}
+	return *o.Leases
 }
-
-// lostNotice is the unsolicited line that says a claim of the session
-// ended by anything but the session's own release.
-//
-//	{"status":"lost","repo":"acme/widgets","issue":42,"token":3,"ended_by":"force_released"}
-type lostNotice struct {
-	Status  string `json:"status"`
-	Repo    string `json:"repo"`
-	Issue   int64  `json:"issue"`
-	Token   int64  `json:"token"`
-	EndedBy string `json:"ended_by"`
-}
-
-// The first-line statuses of a session exec.
-const (
-	statusSession     = "session"
-	statusSessionGone = "session_gone"
-	statusLost        = "lost"
-)
 
 // sessionReply is the answer line to one command.
 type sessionReply struct {
@@ -143,11 +121,11 @@ func sessionLine(verb contract.Verb, repo string, issue int64, flags []Flag) (st
 
 // session is one open session's ssh.
 type session struct {
-	opened sessionOpened
+	opened contract.SessionOpened
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	said   *tailBuffer // the end of ssh's stderr
-	notify func(lostNotice)
+	notify func(contract.Lost)
 
 	mu      sync.Mutex
 	pending []chan sessionReply // the commands sent and not yet answered, in order
@@ -166,7 +144,7 @@ type session struct {
 // the command git collab run runs does not end it. The
 // session lives until Close, or until its ssh ends; ctx bounds only the
 // opening.
-func openSession(ctx context.Context, argv, env []string, stderr io.Writer, notify func(lostNotice)) (*session, error) {
+func openSession(ctx context.Context, argv, env []string, stderr io.Writer, notify func(contract.Lost)) (*session, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	s := &session{cmd: cmd, said: &tailBuffer{max: 4096}, notify: notify, done: make(chan struct{})}
@@ -192,12 +170,12 @@ func openSession(ctx context.Context, argv, env []string, stderr io.Writer, noti
 			<-s.done
 			return nil, s.exit
 		}
-		var o sessionOpened
-		if err := json.Unmarshal(line, &o); err != nil || (o.Status != statusSession && o.Status != statusSessionGone) {
+		var o contract.SessionOpened
+		if err := json.Unmarshal(line, &o); err != nil || (o.Status != contract.StatusSession && o.Status != contract.StatusSessionGone) {
 			s.kill()
 			return nil, fmt.Errorf("the sidecar did not open a session; it said %s", quote(string(line)))
 		}
-		if o.Status == statusSessionGone {
+		if o.Status == contract.StatusSessionGone {
 			s.kill()
 			return nil, errSessionGone
 		}
@@ -234,8 +212,8 @@ func (s *session) read(stdout io.Reader, first chan<- []byte) {
 		err := json.Unmarshal(line, &head)
 		if err == nil && head.Exit == nil {
 			// Not a reply: a notice, the only kind of which is "lost".
-			var n lostNotice
-			if head.Status == statusLost && json.Unmarshal(line, &n) == nil {
+			var n contract.Lost
+			if head.Status == contract.StatusLost && json.Unmarshal(line, &n) == nil {
 				s.notify(n)
 			}
 			continue
@@ -243,7 +221,7 @@ func (s *session) read(stdout io.Reader, first chan<- []byte) {
 		r := sessionReply{code: -1, body: line}
 		if err == nil {
 			r.code = *head.Exit
-			if head.Status == "error" && head.Error != "" {
+			if head.Status == contract.StatusError && head.Error != "" {
 				r.said = contract.ErrorLine(head.Error)
 			}
 		}
