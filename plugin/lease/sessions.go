@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/collab-lease/collab-lease/internal/shallow"
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/contract"
@@ -282,7 +283,7 @@ func (k *Keeper) Answered() <-chan struct{} { return k.answered }
 func (k *Keeper) Heard() <-chan struct{} { return k.ss.alive }
 
 // Look looks at the session's claims, telling the lost ones.
-func (k *Keeper) Look(ctx context.Context) { Shallow(func() { k.ss.check(ctx) }) }
+func (k *Keeper) Look(ctx context.Context) { shallow.Run(func() { k.ss.check(ctx) }) }
 
 // Answer records the keepalive's answer as a sign of life.
 func (k *Keeper) Answer() {
@@ -348,7 +349,7 @@ func (ss *Session) beat(ctx context.Context) error {
 	}
 	var err error
 	kept := 0
-	Shallow(func() { kept, err = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left) })
+	shallow.Run(func() { kept, err = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left) })
 	switch {
 	case err == nil:
 		ss.s.heartbeats.Add(1)
@@ -618,19 +619,4 @@ func (ss *Session) tell(_ context.Context, l contract.Lost) {
 	case ss.told <- struct{}{}:
 	default:
 	}
-}
-
-// Shallow runs f on a goroutine of its own and waits for it. A session's
-// goroutines live as long as it does, mostly idle, and a goroutine's
-// stack keeps the depth its deepest call reached (a ledger write is deep:
-// gorm, database/sql, the driver) until a collection shrinks it; so the
-// deep calls of a long-lived goroutine run on short-lived ones, and a
-// thousand idle sessions cost what their shallow loops do.
-func Shallow(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	<-done
 }
