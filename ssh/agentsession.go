@@ -197,14 +197,10 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 	for {
 		var kept error // what the keeper says, if the session is over
 		select {
-		case <-keeper.Wake():
-			keeper.Look(cmdCtx)
-		case <-keeper.Answered():
-			keeper.Answer()
-		case <-keeper.Heard():
-			kept = keeper.Beat(runCtx)
+		case <-keeper.Due():
+			kept = keeper.Step(runCtx, cmdCtx, false)
 		case <-keeper.Tick():
-			kept = keeper.OnTick(runCtx)
+			kept = keeper.Step(runCtx, cmdCtx, true)
 		case <-recheck.C:
 			if !checking {
 				checking = true
