@@ -139,17 +139,40 @@ type pgBatch struct {
 	// broken: the batch failed midway (the connection did, or a statement
 	// of the batch's own); nothing more is sent.
 	broken error
+	// Of the first round trip (begin): each member's reading of the
+	// server's clock (Unix microseconds), where its locks are in the
+	// round trip, and the member that may wait for its locks.
+	micros []int64
+	lockAt []int
+	first  int
 }
 
 // run decides the batch: its first round trip, the members' decisions,
 // and its last round trip (see pgbatch.go).
 func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
-	s := b.s
-	micros := make([]int64, len(batch))
-	lockAt := make([]int, len(batch)) // where each member's locks are in the first round trip
+	if !b.begin(batch) {
+		return false, nil // every member gave up: nothing was sent
+	}
+	held, ok, err := b.lock(batch)
+	if !ok {
+		return false, err
+	}
+	if err := b.decide(batch, held); err != nil {
+		return false, err
+	}
+	return b.commit()
+}
+
+// begin queues the first round trip: BEGIN, and for each member that
+// has not given up, the statement that takes its locks and reads the
+// server's clock, and the one that reads its issue's rows. False: every
+// member gave up.
+func (b *pgBatch) begin(batch []*writeReq) bool {
+	b.micros = make([]int64, len(batch))
+	b.lockAt = make([]int, len(batch))
 	b.pend = []pgReq{{sql: pgBegin, member: -1}}
 	var taken []advisory // by the members before
-	first := -1          // the member that may wait
+	b.first = -1         // the member that may wait
 	unbounded := false   // the lock timeout of the first member is reset
 	for i, r := range batch {
 		if e := r.ctx.Err(); e != nil {
@@ -160,23 +183,23 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 		b.members[i] = m
 		ls := r.sc.locks()
 		deadline, _ := r.ctx.Deadline()
-		q, args := lockSQL(ls, first < 0, deadline)
-		lockQ := pgReq{sql: q, args: args, member: i, scan: func(row pgRow) error { return row.Scan(&micros[i]) }}
-		if first >= 0 && !unbounded {
+		q, args := lockSQL(ls, b.first < 0, deadline)
+		lockQ := pgReq{sql: q, args: args, member: i, scan: func(row pgRow) error { return row.Scan(&b.micros[i]) }}
+		if b.first >= 0 && !unbounded {
 			// What follows the first member's locks is not bounded by its
 			// deadline.
 			unbounded, b.pend = true, append(b.pend, pgReq{sql: pgNoWait, member: -1})
 		}
-		if first < 0 {
+		if b.first < 0 {
 			// It holds nothing yet, nor does the transaction: it waits,
 			// and nothing after it does.
-			first, lockAt[i] = i, len(b.pend)
+			b.first, b.lockAt[i] = i, len(b.pend)
 			b.pend = append(b.pend, lockQ)
 		} else if b.careful {
-			lockAt[i] = len(b.pend) + 1
+			b.lockAt[i] = len(b.pend) + 1
 			b.pend = append(b.pend, pgReq{sql: pgSave, member: i}, lockQ, pgReq{sql: pgKeep, member: i})
 		} else {
-			lockAt[i] = len(b.pend)
+			b.lockAt[i] = len(b.pend)
 			b.pend = append(b.pend, lockQ)
 		}
 		// An earlier member decides about its rows first: what it reads
@@ -188,9 +211,15 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 		}
 		taken = append(taken, ls...)
 	}
-	if first < 0 {
-		return false, nil // every member gave up: nothing was sent
-	}
+	return b.first >= 0
+}
+
+// lock sends the first round trip. held: the members before it hold their
+// locks (the first held members decide; those after are deferred). Not
+// ok: the batch ends here with err (nil: nothing was decided, and the
+// transaction is ended).
+func (b *pgBatch) lock(batch []*writeReq) (held int, ok bool, err error) {
+	s, first := b.s, b.first
 	sent := s.clock.Now()
 	failed, err := roundTrip(b.ctx, b.c, b.pend)
 	got := s.clock.Now()
@@ -199,21 +228,21 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 		k = b.pend[failed].member
 	}
 	b.pend = b.pend[:0]
-	held := len(batch) // the members before k hold their locks
+	held = len(batch) // the members before k hold their locks
 	if failed >= 0 {
 		switch {
-		case k < 0 || failed != lockAt[k]:
-			return false, err
+		case k < 0 || failed != b.lockAt[k]:
+			return 0, false, err
 		case k == first && lockTimedOut(err):
 			b.errs[k] = fmt.Errorf("%w: %v", ErrBusy, oneLine{err})
 		case k != first && locksTaken(err) && !b.careful:
 			// Nothing can undo the locks it took alone.
 			_, _ = roundTrip(b.ctx, b.c, []pgReq{{sql: pgRollback, member: -1}})
-			return false, fmt.Errorf("%w: %w", errCareful, err)
+			return 0, false, fmt.Errorf("%w: %w", errCareful, err)
 		case k == first && pgRetry(err), k != first && locksTaken(err):
 			b.outs[k] = deferred
 		default:
-			return false, err
+			return 0, false, err
 		}
 		for j := k + 1; j < len(batch); j++ {
 			if b.members[j] != nil {
@@ -225,16 +254,24 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 			// once. If even that fails, the pool drops the connection,
 			// still inside it.
 			_, _ = roundTrip(b.ctx, b.c, []pgReq{{sql: pgRollback, member: -1}})
-			return false, nil
+			return 0, false, nil
 		}
 		// Undo its savepoint, and with it the locks it took.
 		b.pend = append(b.pend, pgReq{sql: pgUndo, member: -1}, pgReq{sql: pgKeep, member: -1})
 	} else if err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if s.dbClock {
-		s.sampleOffset(micros[first], sent, got)
+		s.sampleOffset(b.micros[first], sent, got)
 	}
+	return held, true, nil
+}
+
+// decide runs the decisions of the first held members, in order, each
+// reading its rows after the writes of those before it, and settles each
+// (settle). An error: the batch broke.
+func (b *pgBatch) decide(batch []*writeReq, held int) error {
+	s := b.s
 	for i := range held {
 		m := b.members[i]
 		if m == nil {
@@ -254,12 +291,12 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 			m.sent, m.start = m.saved, len(b.pend)
 			m.read = err == nil && m.failed == nil
 			if b.broken != nil {
-				return false, b.broken
+				return b.broken
 			}
 		}
 		var now int64
 		if s.dbClock {
-			now = s.guard(time.UnixMicro(micros[i]).Unix())
+			now = s.guard(time.UnixMicro(b.micros[i]).Unix())
 		} else {
 			now = s.now()
 		}
@@ -271,9 +308,15 @@ func (b *pgBatch) run(batch []*writeReq) (committing bool, err error) {
 		}
 		b.settle(m, ferr)
 		if b.broken != nil {
-			return false, b.broken
+			return b.broken
 		}
 	}
+	return nil
+}
+
+// commit sends the members' writes left, and COMMIT. committing: COMMIT
+// was sent and its answer lost.
+func (b *pgBatch) commit() (committing bool, err error) {
 	b.pend = append(b.pend, pgReq{sql: pgCommit, member: -1})
 	if err := b.flush(-1); err != nil {
 		var pe *pgconn.PgError
