@@ -14,6 +14,7 @@ import (
 
 	gossh "golang.org/x/crypto/ssh"
 
+	"github.com/collab-lease/collab-lease/internal/shallow"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 )
@@ -90,7 +91,7 @@ func (v *LeaseVerb) Session(ctx context.Context, c ConnInfo, line string, sio Se
 		ss     *lease.Session
 		opened contract.SessionOpened
 	)
-	lease.Shallow(func() {
+	shallow.Run(func() {
 		openCtx, cancel := context.WithTimeout(ctx, sio.CommandTimeout)
 		defer cancel()
 		if who, err = v.Leases.Recheck(openCtx, c.Fingerprint, forgeUser(c)); err != nil {
@@ -196,14 +197,10 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 	for {
 		var kept error // what the keeper says, if the session is over
 		select {
-		case <-keeper.Wake():
-			keeper.Look(cmdCtx)
-		case <-keeper.Answered():
-			keeper.Answer()
-		case <-keeper.Heard():
-			kept = keeper.Beat(runCtx)
+		case <-keeper.Due():
+			kept = keeper.Step(runCtx, cmdCtx, false)
 		case <-keeper.Tick():
-			kept = keeper.OnTick(runCtx)
+			kept = keeper.Step(runCtx, cmdCtx, true)
 		case <-recheck.C:
 			if !checking {
 				checking = true
@@ -249,7 +246,7 @@ func (s *sessionServer) serve(ctx context.Context) Reply {
 				s.ss.Alive()
 				next = nil
 				// A goroutine for this command alone: its stack, deep
-				// from the ledger's call, goes with it (no lease.Shallow).
+				// from the ledger's call, goes with it (no shallow.Run).
 				go func() { replies <- s.command(cmdCtx, in.line) }()
 			}
 		case <-ctx.Done():
@@ -282,7 +279,7 @@ var sessionRecheck = time.Minute
 func (s *sessionServer) revoked(ctx context.Context) bool {
 	var v lease.Viewer
 	var err error
-	lease.Shallow(func() {
+	shallow.Run(func() {
 		rctx, cancel := context.WithTimeout(ctx, s.io.CommandTimeout)
 		defer cancel()
 		v, err = s.v.Leases.Recheck(rctx, s.c.Fingerprint, forgeUser(s.c))
@@ -293,7 +290,7 @@ func (s *sessionServer) revoked(ctx context.Context) bool {
 // closed ends the session at its client's `close`: cleanly, without
 // asking whether the client is still there (it said so).
 func (s *sessionServer) closed(ctx context.Context) (r Reply) {
-	lease.Shallow(func() {
+	shallow.Run(func() {
 		bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.io.CommandTimeout)
 		defer cancel()
 		r = s.release(bg)
@@ -313,7 +310,7 @@ func (s *sessionServer) release(ctx context.Context) Reply {
 // said so (EOF, close) and is still there to be told; otherwise as a
 // loss, its claims kept for a grace after its last sign of life.
 func (s *sessionServer) ended(ctx context.Context, clean bool) (r Reply) {
-	lease.Shallow(func() { r = s.end(ctx, clean) })
+	shallow.Run(func() { r = s.end(ctx, clean) })
 	return r
 }
 

@@ -74,159 +74,221 @@ type NextStats struct {
 // priority there is. Nothing to claim is a *ConflictError
 // with contract.None; ErrTryAgain when the bounds of one call were reached
 // before a free candidate was found.
+//
+// It takes a short list of candidates, then if need be a long one
+// (candidates); on each, it asks the ledger for the first free one
+// (attempt), and when the ledger needs to know more of the first free
+// ones, asks the forge (ask) and the ledger again.
 func (s *Service) Next(ctx context.Context, v Viewer, owner, name string, f forge.IssueFilter, ttl time.Duration) (t contract.Tenure, err error) {
-	var st NextStats
+	c := &nextCall{v: v, ttl: ttl}
 	defer func() {
 		switch {
 		case err == nil:
-			st.Outcome = contract.StatusAcquired
+			c.st.Outcome = contract.StatusAcquired
 		case errors.Is(err, ErrConflict):
-			st.Outcome = contract.StatusNone
+			c.st.Outcome = contract.StatusNone
 		case errors.Is(err, ErrTryAgain):
-			st.Outcome = "try_again"
+			c.st.Outcome = "try_again"
 		default:
-			st.Outcome = "error"
+			c.st.Outcome = "error"
 		}
 		if s.observeNext != nil {
-			s.observeNext(st)
+			s.observeNext(c.st)
 		}
 	}()
 	if v.Anonymous() {
 		return contract.Tenure{}, fmt.Errorf("next: %w: no account", ErrInvalid)
 	}
-	r, err := s.repo(ctx, v, owner, name)
-	if err != nil {
+	if c.r, err = s.repo(ctx, v, owner, name); err != nil {
 		return contract.Tenure{}, err
 	}
-	kind, err := mayNext(r, f)
-	if err != nil {
+	if c.kind, err = mayNext(c.r, f); err != nil {
 		return contract.Tenure{}, err
 	}
-	asks := 0
 	for _, size := range []int{nextShortList, nextLongList} {
-		list, asked, all, n, err := s.candidates(ctx, r, f, size)
-		st.Requests += n
+		all, err := s.candidates(ctx, c, f, size)
 		if err != nil {
 			return contract.Tenure{}, err
 		}
-		// depsKnown: the candidates whose dependencies the forge answered
-		// for lately; checked: when the forge was asked the answer that
-		// says a candidate let go since the list was asked for is still
-		// open (nextCache.ended).
-		depsKnown := map[int64]bool{}
-		checked := map[int64]time.Time{}
-		cands := make([]models.Candidate, 0, len(list))
-		for _, is := range list {
-			blocked, known := s.next.knownBlocked(s, r.ID, is.Number)
-			if known && blocked {
-				continue
-			}
-			depsKnown[is.Number] = known
-			cands = append(cands, models.Candidate{Issue: is.Number,
-				Observed: models.Observed{Kind: kind, Version: max(is.Updated.Unix(), 1)}})
-		}
 		for {
-			// stale: the candidates let go since the list was asked for
-			// (during this call too) that no answer since has said are
-			// still open; they are handed out only once one has.
-			stale := s.next.letGo(s, r.ID, cands, asked, checked)
-			for i := range cands {
-				_, isStale := stale[cands[i].Issue]
-				cands[i].Verified = depsKnown[cands[i].Issue] && !isStale
+			t, done, err := s.attempt(ctx, c)
+			if done {
+				return t, err
 			}
-			st.Attempts++
-			l, err := s.ledger.AcquireFirst(ctx, r.ID, cands, v.holder(), ttl)
-			var unverified *models.UnverifiedError
-			var limit *models.LimitError
-			switch {
-			case err == nil:
-				v.Session.track(r.FullName, l)
-				return tenure(contract.StatusAcquired, r, l), nil
-			case errors.As(err, &limit):
-				return contract.Tenure{}, limitConflict(r, nil, v, limit)
-			case errors.As(err, &unverified):
-			case errors.Is(err, models.ErrNoneFree):
-			default:
-				return contract.Tenure{}, err
-			}
-			if unverified == nil {
+			if c.unverified == nil {
 				break // every candidate is held or closed
 			}
-			if asks >= nextMaxAsks {
-				return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
-			}
-			// Ask about the first free candidates together: callers that
-			// lose the race for the first find the next ones checked.
-			ask := unverified.Issues[:min(len(unverified.Issues), nextMaxAsks-asks)]
-			drop := map[int64]bool{}
-			if slices.ContainsFunc(ask, func(n int64) bool { _, ok := stale[n]; return ok }) {
-				// One question checks every candidate let go, not only
-				// these (which come first, should each need a question).
-				recheck := make([]int64, 0, len(stale))
-				var after time.Time
-				for _, n := range ask {
-					if _, ok := stale[n]; ok {
-						recheck = append(recheck, n)
-					}
-				}
-				for n, e := range stale {
-					if !slices.Contains(ask, n) {
-						recheck = append(recheck, n)
-					}
-					if e.After(after) {
-						after = e
-					}
-				}
-				open, at, n, err := s.next.stillOpen(ctx, s, r, v.Login, recheck, asked, after)
-				st.Requests += n
-				asks += max(n, 1)
-				if err != nil {
-					return contract.Tenure{}, err
-				}
-				for n, isOpen := range open {
-					if isOpen {
-						checked[n] = at
-					} else {
-						drop[n] = true
-					}
-				}
-			}
-			var deps []int64
-			for _, n := range ask {
-				if !drop[n] && !depsKnown[n] {
-					deps = append(deps, n)
-				}
-			}
-			asks += len(deps)
-			blocked, n, err := s.next.askAll(ctx, s, r, deps)
-			st.Requests += n
-			if err != nil {
+			if err := s.ask(ctx, c); err != nil {
 				return contract.Tenure{}, err
 			}
-			for n, b := range blocked {
-				depsKnown[n] = true
-				drop[n] = drop[n] || b
-			}
-			cands = slices.DeleteFunc(cands, func(c models.Candidate) bool { return drop[c.Issue] })
 		}
 		if all < size {
 			break // that was every open issue
 		}
 		if size == nextLongList {
-			return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, ErrTryAgain)
+			return contract.Tenure{}, fmt.Errorf("next in %s: %w", c.r.FullName, ErrTryAgain)
 		}
 	}
-	return contract.Tenure{}, &ConflictError{Reply: contract.None{Status: contract.StatusNone, Repo: r.FullName}}
+	return contract.Tenure{}, &ConflictError{Reply: contract.None{Status: contract.StatusNone, Repo: c.r.FullName}}
 }
 
-// candidates are the oldest limit open issues of r that match f, in the
+// nextCall is one call of Next: who asks, where, and what it has cost and
+// learnt so far.
+type nextCall struct {
+	v    Viewer
+	r    forge.Repo
+	kind models.Kind
+	ttl  time.Duration
+	st   NextStats
+	asks int // questions to the forge so far (nextMaxAsks)
+
+	// Of the list of candidates at hand (candidates): when the forge was
+	// asked for it, and what is left of it.
+	listed time.Time
+	cands  []models.Candidate
+	// depsKnown: the candidates whose dependencies the forge answered
+	// for lately; checked: when the forge was asked the answer that
+	// says a candidate let go since the list was asked for is still
+	// open (nextCache.ended).
+	depsKnown map[int64]bool
+	checked   map[int64]time.Time
+
+	// What the last attempt left to ask (ask): the first free candidates
+	// the ledger needs to know more of (nil: none is free), and the
+	// candidates let go since the list was asked for (during this call
+	// too) that no answer since has said are still open; they are handed
+	// out only once one has.
+	unverified *models.UnverifiedError
+	stale      map[int64]time.Time
+}
+
+// candidates takes, for c, a list of the oldest size candidates
+// (candidateList), but those known to be blocked, and says how many match
+// in all (up to size).
+func (s *Service) candidates(ctx context.Context, c *nextCall, f forge.IssueFilter, size int) (all int, err error) {
+	list, asked, all, n, err := s.candidateList(ctx, c.r, f, size)
+	c.st.Requests += n
+	if err != nil {
+		return 0, err
+	}
+	c.listed = asked
+	c.depsKnown = map[int64]bool{}
+	c.checked = map[int64]time.Time{}
+	c.cands = make([]models.Candidate, 0, len(list))
+	for _, is := range list {
+		blocked, known := s.next.knownBlocked(c.r.ID, is.Number)
+		if known && blocked {
+			continue
+		}
+		c.depsKnown[is.Number] = known
+		c.cands = append(c.cands, models.Candidate{Issue: is.Number,
+			Observed: models.Observed{Kind: c.kind, Version: max(is.Updated.Unix(), 1)}})
+	}
+	return all, nil
+}
+
+// attempt asks the ledger to claim the first free of c's candidates that
+// it may hand out. done: Next's answer is t and err (acquired, refused,
+// or failed). Otherwise c.unverified says what is left to ask (ask).
+func (s *Service) attempt(ctx context.Context, c *nextCall) (t contract.Tenure, done bool, err error) {
+	c.stale = s.next.letGo(c.r.ID, c.cands, c.listed, c.checked)
+	for i := range c.cands {
+		_, isStale := c.stale[c.cands[i].Issue]
+		c.cands[i].Verified = c.depsKnown[c.cands[i].Issue] && !isStale
+	}
+	c.st.Attempts++
+	l, err := s.ledger.AcquireFirst(ctx, c.r.ID, c.cands, c.v.holder(), c.ttl)
+	var unverified *models.UnverifiedError
+	var limit *models.LimitError
+	switch {
+	case err == nil:
+		c.v.Session.track(c.r.FullName, l)
+		return tenure(contract.StatusAcquired, c.r, l), true, nil
+	case errors.As(err, &limit):
+		return contract.Tenure{}, true, limitConflict(c.r, nil, c.v, limit)
+	case errors.As(err, &unverified):
+	case errors.Is(err, models.ErrNoneFree):
+	default:
+		return contract.Tenure{}, true, err
+	}
+	c.unverified = unverified
+	return contract.Tenure{}, false, nil
+}
+
+// ask asks the forge about the first free candidates the ledger needs to
+// know more of (c.unverified): whether the stale ones are still open, and
+// whether the others are blocked; it drops those closed or blocked from
+// c's candidates. Past nextMaxAsks questions in the call, it is
+// ErrTryAgain.
+func (s *Service) ask(ctx context.Context, c *nextCall) error {
+	if c.asks >= nextMaxAsks {
+		return fmt.Errorf("next in %s: %w", c.r.FullName, ErrTryAgain)
+	}
+	// Ask about the first free candidates together: callers that
+	// lose the race for the first find the next ones checked.
+	ask := c.unverified.Issues[:min(len(c.unverified.Issues), nextMaxAsks-c.asks)]
+	drop := map[int64]bool{}
+	stale := c.stale
+	if slices.ContainsFunc(ask, func(n int64) bool { _, ok := stale[n]; return ok }) {
+		// One question checks every candidate let go, not only
+		// these (which come first, should each need a question).
+		recheck := make([]int64, 0, len(stale))
+		var after time.Time
+		for _, n := range ask {
+			if _, ok := stale[n]; ok {
+				recheck = append(recheck, n)
+			}
+		}
+		for n, e := range stale {
+			if !slices.Contains(ask, n) {
+				recheck = append(recheck, n)
+			}
+			if e.After(after) {
+				after = e
+			}
+		}
+		open, at, n, err := s.next.stillOpen(ctx, c.r, c.v.Login, recheck, c.listed, after)
+		c.st.Requests += n
+		c.asks += max(n, 1)
+		if err != nil {
+			return err
+		}
+		for n, isOpen := range open {
+			if isOpen {
+				c.checked[n] = at
+			} else {
+				drop[n] = true
+			}
+		}
+	}
+	var deps []int64
+	for _, n := range ask {
+		if !drop[n] && !c.depsKnown[n] {
+			deps = append(deps, n)
+		}
+	}
+	c.asks += len(deps)
+	blocked, n, err := s.next.askAll(ctx, c.r, deps)
+	c.st.Requests += n
+	if err != nil {
+		return err
+	}
+	for n, b := range blocked {
+		c.depsKnown[n] = true
+		drop[n] = drop[n] || b
+	}
+	c.cands = slices.DeleteFunc(c.cands, func(cand models.Candidate) bool { return drop[cand.Issue] })
+	return nil
+}
+
+// candidateList is the oldest limit open issues of r that match f, in the
 // order next takes them: with priority labels (and not f.Oldest), the
 // oldest of those carrying the first label, then of the second, and so
 // on, then the rest, each issue once; all is how many match f in all (up
 // to limit), asked when the oldest of the lists was asked for, and
 // requests what the lists cost.
-func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFilter, limit int) (list []forge.Issue, asked time.Time, all, requests int, err error) {
-	plain, asked, requests, err := s.next.list(ctx, s, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit)
+func (s *Service) candidateList(ctx context.Context, r forge.Repo, f forge.IssueFilter, limit int) (list []forge.Issue, asked time.Time, all, requests int, err error) {
+	plain, asked, requests, err := s.next.list(ctx, r, forge.IssueFilter{Pulls: f.Pulls, Labels: f.Labels}, limit)
 	if err != nil || len(s.priorities) == 0 || f.Oldest {
 		return plain, asked, len(plain), requests, err
 	}
@@ -236,7 +298,7 @@ func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFil
 			continue // every candidate carries it: the plain order serves
 		}
 		pf := forge.IssueFilter{Pulls: f.Pulls, Labels: append(slices.Clone(f.Labels), p)}
-		ps, at, n, err := s.next.list(ctx, s, r, pf, limit)
+		ps, at, n, err := s.next.list(ctx, r, pf, limit)
 		requests += n
 		if err != nil {
 			return nil, asked, 0, requests, err
@@ -261,8 +323,11 @@ func (s *Service) candidates(ctx context.Context, r forge.Repo, f forge.IssueFil
 
 // nextCache keeps what the forge said for next, per repository: lists of
 // open issues for listTTL, answers about dependencies for ttl or until a
-// forge event about the repository (forget).
+// forge event about the repository (forget). It asks forge, and reads
+// the time on now.
 type nextCache struct {
+	now     func() time.Time
+	forge   nextForge
 	listTTL time.Duration
 	ttl     time.Duration
 	flight  singleflight.Group
@@ -284,6 +349,14 @@ type nextCache struct {
 	// Past nextCacheMax/2 such ends within the window (a churn no fleet
 	// makes), it is forgotten and the lists trusted as before.
 	ended map[models.Key]time.Time
+}
+
+// nextForge is what next asks the forge (of Forge).
+type nextForge interface {
+	Issue(ctx context.Context, login, owner, name string, n int64) (forge.Issue, error)
+	ClosedSince(ctx context.Context, owner, name string, since time.Time) (closed []forge.Issue, requests int, complete bool, err error)
+	OpenIssues(ctx context.Context, owner, name string, f forge.IssueFilter, limit int) (issues []forge.Issue, requests int, err error)
+	Blocked(ctx context.Context, owner, name string, n int64) (bool, error)
 }
 
 type listEntry struct {
@@ -308,33 +381,31 @@ func newNextCache(listTTL, ttl time.Duration) *nextCache {
 
 // heard is the cache's subscription to the change bus: it notes when
 // claims ended other than by expiry (ended).
-func (c *nextCache) heard(s *Service) func(changes.Set) {
-	return func(set changes.Set) {
-		if set.Origin == changes.Expired {
-			return
+func (c *nextCache) heard(set changes.Set) {
+	if set.Origin == changes.Expired {
+		return
+	}
+	var now time.Time
+	for _, ch := range set.Changes {
+		if !ch.Ended || ch.Key.Issue == 0 {
+			continue
 		}
-		var now time.Time
-		for _, ch := range set.Changes {
-			if !ch.Ended || ch.Key.Issue == 0 {
-				continue
-			}
-			if now.IsZero() {
-				now = s.now()
-				c.mu.Lock()
-				defer c.mu.Unlock()
-				if len(c.ended) >= nextCacheMax {
-					for k, at := range c.ended {
-						if !c.endedLately(s, at) {
-							delete(c.ended, k)
-						}
-					}
-					if len(c.ended) >= nextCacheMax/2 {
-						clear(c.ended) // churn beyond the bound: back to trusting the lists
+		if now.IsZero() {
+			now = c.now()
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if len(c.ended) >= nextCacheMax {
+				for k, at := range c.ended {
+					if !c.endedLately(at) {
+						delete(c.ended, k)
 					}
 				}
+				if len(c.ended) >= nextCacheMax/2 {
+					clear(c.ended) // churn beyond the bound: back to trusting the lists
+				}
 			}
-			c.ended[ch.Key] = now
 		}
+		c.ended[ch.Key] = now
 	}
 }
 
@@ -342,7 +413,7 @@ func (c *nextCache) heard(s *Service) func(changes.Set) {
 // whose claim ended after listed, lately (endedLately), and after the
 // forge was asked the answer that said they are still open (checked),
 // with when.
-func (c *nextCache) letGo(s *Service, repoID int64, cands []models.Candidate, listed time.Time, checked map[int64]time.Time) map[int64]time.Time {
+func (c *nextCache) letGo(repoID int64, cands []models.Candidate, listed time.Time, checked map[int64]time.Time) map[int64]time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.ended) == 0 {
@@ -351,7 +422,7 @@ func (c *nextCache) letGo(s *Service, repoID int64, cands []models.Candidate, li
 	var out map[int64]time.Time
 	for _, cand := range cands {
 		e, ok := c.ended[models.Key{RepoID: repoID, Issue: cand.Issue}]
-		if !ok || !e.After(listed) || !c.endedLately(s, e) {
+		if !ok || !e.After(listed) || !c.endedLately(e) {
 			continue
 		}
 		if at, ok := checked[cand.Issue]; ok && !at.Before(e) {
@@ -369,7 +440,7 @@ func (c *nextCache) letGo(s *Service, repoID int64, cands []models.Candidate, li
 // predate it. A list is used listTTL from its arrival, and may have been
 // asked for before the end: twice that, for a list that took as long
 // to come.
-func (c *nextCache) endedLately(s *Service, e time.Time) bool { return s.now().Sub(e) < 2*c.listTTL }
+func (c *nextCache) endedLately(e time.Time) bool { return c.now().Sub(e) < 2*c.listTTL }
 
 // forget drops the answers about dependencies of the repository with this
 // ID that an event may have made wrong: a close (or deletion) can only
@@ -390,35 +461,35 @@ func (c *nextCache) forget(repoID int64, onlyBlocked bool) {
 	}
 }
 
-func (c *nextCache) fresh(s *Service, repoID int64, at time.Time, gen uint64) bool {
-	return gen == c.gen[repoID] && s.now().Sub(at) < c.ttl
+func (c *nextCache) fresh(repoID int64, at time.Time, gen uint64) bool {
+	return gen == c.gen[repoID] && c.now().Sub(at) < c.ttl
 }
 
-func (c *nextCache) freshList(s *Service, at time.Time) bool { return s.now().Sub(at) < c.listTTL }
+func (c *nextCache) freshList(at time.Time) bool { return c.now().Sub(at) < c.listTTL }
 
 // list returns the oldest limit open issues of r that match f, when
 // their request was sent, and how many requests to the forge it made for
 // them (0 when cached, or when another caller's request was shared).
-func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.IssueFilter, limit int) ([]forge.Issue, time.Time, int, error) {
+func (c *nextCache) list(ctx context.Context, r forge.Repo, f forge.IssueFilter, limit int) ([]forge.Issue, time.Time, int, error) {
 	key := strconv.FormatInt(r.ID, 10) + "/" + strconv.FormatBool(f.Pulls) + "/" + strconv.Itoa(limit) + "/" + strings.Join(f.Labels, ",")
 	cached := func() (listEntry, bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e, ok := c.lists[key]
-		return e, ok && c.freshList(s, e.at)
+		return e, ok && c.freshList(e.at)
 	}
 	e, requests, err := shared(ctx, &c.flight, key, time.Time{}, cached, func(e listEntry) time.Time { return e.asked },
 		func() (listEntry, int, error) {
-			asked := s.now()
+			asked := c.now()
 			owner, name, _ := strings.Cut(r.FullName, "/")
-			issues, n, err := s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
+			issues, n, err := c.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
 			if errors.Is(err, forge.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, forge.ErrRateLimited) {
 				// Every next waiting for this list shares its failure (a
 				// dozen agents at once in a busy fleet): one failed request
 				// (a reset connection, a 5xx of an overloaded forge) is
 				// asked once more before they are all told to try again.
 				var m int
-				issues, m, err = s.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
+				issues, m, err = c.forge.OpenIssues(context.WithoutCancel(ctx), owner, name, f, limit)
 				n += m
 			}
 			if err != nil {
@@ -428,14 +499,14 @@ func (c *nextCache) list(ctx context.Context, s *Service, r forge.Repo, f forge.
 			defer c.mu.Unlock()
 			if len(c.lists) >= nextCacheMax {
 				for k, e := range c.lists {
-					if !c.freshList(s, e.at) {
+					if !c.freshList(e.at) {
 						delete(c.lists, k)
 					}
 				}
 			}
 			// Its age counts from when it arrived: a list that took longer
 			// to read than the interval would otherwise never be reused.
-			e := listEntry{asked: asked, at: s.now(), issues: issues}
+			e := listEntry{asked: asked, at: c.now(), issues: issues}
 			c.lists[key] = e
 			return e, n, nil
 		})
@@ -466,7 +537,7 @@ type closedEntry struct {
 // caller asking about the repository while it is the latest: it reaches
 // back as far as any list in use may (endedLately), whatever the list of
 // the caller that asked for it.
-func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, login string, issues []int64, listed, after time.Time) (open map[int64]bool, at time.Time, requests int, err error) {
+func (c *nextCache) stillOpen(ctx context.Context, r forge.Repo, login string, issues []int64, listed, after time.Time) (open map[int64]bool, at time.Time, requests int, err error) {
 	need := listed.Add(-closedSlack)
 	cached := func() (closedEntry, bool) {
 		c.mu.Lock()
@@ -481,12 +552,12 @@ func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, log
 		}
 		return e.asked
 	}, func() (closedEntry, int, error) {
-		asked := s.now()
+		asked := c.now()
 		since := asked.Add(-2*c.listTTL - closedSlack)
 		if need.Before(since) {
 			since = need
 		}
-		list, n, complete, err := s.forge.ClosedSince(context.WithoutCancel(ctx), owner, name, since)
+		list, n, complete, err := c.forge.ClosedSince(context.WithoutCancel(ctx), owner, name, since)
 		if err != nil {
 			return closedEntry{}, n, err
 		}
@@ -529,7 +600,7 @@ func (c *nextCache) stillOpen(ctx context.Context, s *Service, r forge.Repo, log
 	g.SetLimit(nextAskers)
 	for _, n := range unsure {
 		g.Go(func() error {
-			is, err := s.forge.Issue(ctx, login, owner, name, n)
+			is, err := c.forge.Issue(ctx, login, owner, name, n)
 			if err != nil && !errors.Is(err, forge.ErrNotFound) {
 				return err
 			}
@@ -586,12 +657,12 @@ func shared[T any](ctx context.Context, g *singleflight.Group, key string, after
 
 // knownBlocked returns what is cached about whether issue n of the
 // repository is blocked, and whether anything fresh is.
-func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bool) {
+func (c *nextCache) knownBlocked(repoID, n int64) (blocked, known bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := models.Key{RepoID: repoID, Issue: n}
 	e, ok := c.deps[k]
-	if !ok || !c.fresh(s, repoID, e.at, e.gen) {
+	if !ok || !c.fresh(repoID, e.at, e.gen) {
 		return false, false
 	}
 	return e.blocked, true
@@ -600,7 +671,7 @@ func (c *nextCache) knownBlocked(s *Service, repoID, n int64) (blocked, known bo
 // askAll asks the forge about these issues of r at once, and returns
 // which are blocked (every one asked is a key) and how many requests it
 // made (an answer another caller was already waiting for costs none).
-func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues []int64) (map[int64]bool, int, error) {
+func (c *nextCache) askAll(ctx context.Context, r forge.Repo, issues []int64) (map[int64]bool, int, error) {
 	type answer struct {
 		n        int64
 		blocked  bool
@@ -610,7 +681,7 @@ func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues
 	out := make(chan answer, len(issues))
 	for _, n := range issues {
 		go func() {
-			b, requests, err := c.ask(ctx, s, r, n)
+			b, requests, err := c.ask(ctx, r, n)
 			out <- answer{n, b, requests, err}
 		}()
 	}
@@ -632,20 +703,20 @@ func (c *nextCache) askAll(ctx context.Context, s *Service, r forge.Repo, issues
 // ask asks the forge whether issue n of r has an open dependency (one
 // question at a time per issue: concurrent callers share it), caches the
 // answer, and says how many requests this call made.
-func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, n int64) (bool, int, error) {
+func (c *nextCache) ask(ctx context.Context, r forge.Repo, n int64) (bool, int, error) {
 	k := models.Key{RepoID: r.ID, Issue: n}
 	requests := 0
 	ch := c.flight.DoChan("deps/"+strconv.FormatInt(r.ID, 10)+"/"+strconv.FormatInt(n, 10), func() (any, error) {
-		if b, known := c.knownBlocked(s, r.ID, n); known {
+		if b, known := c.knownBlocked(r.ID, n); known {
 			return b, nil
 		}
 		c.mu.Lock()
 		gen := c.gen[r.ID]
 		c.mu.Unlock()
-		at := s.now()
+		at := c.now()
 		owner, name, _ := strings.Cut(r.FullName, "/")
 		requests++
-		b, err := s.forge.Blocked(context.WithoutCancel(ctx), owner, name, n)
+		b, err := c.forge.Blocked(context.WithoutCancel(ctx), owner, name, n)
 		if err != nil {
 			return false, err
 		}
@@ -653,7 +724,7 @@ func (c *nextCache) ask(ctx context.Context, s *Service, r forge.Repo, n int64) 
 		defer c.mu.Unlock()
 		if len(c.deps) >= nextCacheMax {
 			for k, e := range c.deps {
-				if !c.fresh(s, k.RepoID, e.at, e.gen) {
+				if !c.fresh(k.RepoID, e.at, e.gen) {
 					delete(c.deps, k)
 				}
 			}

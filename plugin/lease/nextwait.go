@@ -83,52 +83,17 @@ func (s *Service) NextWait(ctx context.Context, v Viewer, owner, name string, f 
 	if err != nil {
 		return contract.Tenure{}, err
 	}
-	k := keyOfNext(r.ID, f)
-	w, err := s.nextWaits.join(k)
-	if err != nil {
-		return contract.Tenure{}, fmt.Errorf("next in %s: %w", r.FullName, err)
-	}
-	defer s.nextWaits.leave(k, w)
-	deadline, stopDeadline := s.after(wait)
-	defer stopDeadline()
-	place := -1
-	tell := func() {
-		if ahead := s.nextWaits.ahead(k, w); told != nil && ahead != place {
-			place = ahead
-			told(ahead)
-		}
-	}
-	tell()
-	for {
-		recheck, stopRecheck := s.after(NextRecheck)
-		select {
-		case <-w.moved:
-			stopRecheck()
-			tell()
-			continue
-		case <-w.wake:
-		case <-recheck:
-		case <-deadline:
-			stopRecheck()
-			return contract.Tenure{}, none
-		case <-ctx.Done():
-			stopRecheck()
-			return contract.Tenure{}, ctx.Err()
-		}
-		stopRecheck()
-		if !s.nextWaits.head(k, w) {
-			continue
-		}
-		t, err := s.Next(ctx, v, owner, name, f, ttl)
-		if err != nil && ctx.Err() != nil {
-			return contract.Tenure{}, ctx.Err() // the caller went away meanwhile
-		}
-		if again, ok := isNone(err); ok {
-			none = again
-			continue
-		}
-		return t, err
-	}
+	return waitTurns(ctx, s.after, s.nextWaits, keyOfNext(r.ID, f), "next in "+r.FullName, wait, NextRecheck, told, waitTurn{
+		try: func() (contract.Tenure, error) { return s.Next(ctx, v, owner, name, f, ttl) },
+		again: func(err error) bool {
+			again, ok := isNone(err)
+			if ok {
+				none = again
+			}
+			return ok
+		},
+		over: func() error { return none },
+	})
 }
 
 // isNone says whether err is next's answer that nothing is free.

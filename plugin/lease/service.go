@@ -192,11 +192,12 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 		s.bus = changes.New(s.now, s.after)
 	}
 	s.ledger = committed{Ledger: ledger, bus: s.bus}
+	s.next.now, s.next.forge = s.now, s.forge
 	s.liveOpts = s.liveOpts.WithDefaults()
 	s.hub = live.New(ledger, s.bus, s.now, s.after, s.liveOpts)
 	// next's note of ended claims first: a waiter woken by a release
 	// must find it noted (the bus calls its subscribers in this order).
-	s.bus.Subscribe(s.next.heard(s))
+	s.bus.Subscribe(s.next.heard)
 	s.bus.Subscribe(s.waits.heard)
 	s.bus.Subscribe(s.nextWaits.heard)
 	s.bus.Subscribe(s.sessions.heard)

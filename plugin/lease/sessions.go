@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/collab-lease/collab-lease/internal/shallow"
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/contract"
@@ -42,11 +44,15 @@ type Session struct {
 	who Viewer // the holder, without the session
 	// lost holds the lost lines not yet taken (TakeLost), never blocking
 	// Run; told is signalled when one is added.
-	told  chan struct{}
-	wake  chan struct{}
-	alive chan struct{}
-	unsub func()
-	done  sync.Once // close
+	told chan struct{}
+	// due is signalled when the Keeper has work (Keeper.Due): a look at
+	// the claims (looking), a sign of life to write down (alive), a
+	// keepalive answered (Keeper.answered).
+	due     chan struct{}
+	looking atomic.Bool
+	alive   atomic.Bool
+	unsub   func()
+	done    sync.Once // close
 
 	mu     sync.Mutex
 	lost   []contract.Lost
@@ -80,7 +86,7 @@ func (s *Service) OpenSession(ctx context.Context, v Viewer, grace time.Duration
 	if grace == 0 {
 		grace = models.DefaultGrace
 	}
-	ss := &Session{s: s, who: v, told: make(chan struct{}, 1), wake: make(chan struct{}, 1), alive: make(chan struct{}, 1),
+	ss := &Session{s: s, who: v, told: make(chan struct{}, 1), due: make(chan struct{}, 1),
 		claims: map[models.Key]*claim{}, own: map[models.Key]int{}}
 	var leases []models.Lease
 	var err error
@@ -187,8 +193,14 @@ func (ss *Session) Alive() {
 	ss.mu.Lock()
 	ss.seen = ss.s.now()
 	ss.mu.Unlock()
+	ss.alive.Store(true)
+	ss.signal()
+}
+
+// signal tells the Keeper it has work (Due).
+func (ss *Session) signal() {
 	select {
-	case ss.alive <- struct{}{}:
+	case ss.due <- struct{}{}:
 	default:
 	}
 }
@@ -211,14 +223,10 @@ func (ss *Session) Run(ctx context.Context, every time.Duration, keepalive func(
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-k.Wake():
-			k.Look(ctx)
-		case <-k.Answered():
-			k.Answer()
-		case <-k.Heard():
-			err = k.Beat(ctx)
+		case <-k.Due():
+			err = k.Step(ctx, ctx, false)
 		case <-k.Tick():
-			err = k.OnTick(ctx)
+			err = k.Step(ctx, ctx, true)
 		}
 		if err != nil {
 			return err
@@ -227,11 +235,12 @@ func (ss *Session) Run(ctx context.Context, every time.Duration, keepalive func(
 }
 
 // Keeper keeps a session heard from, driven by a loop that waits on its
-// channels (Wake, Answered, Heard, Tick; Tick's channel changes at each
-// tick, so ask for it each time round) and calls the method of each,
-// one at a time. A thousand idle sessions each with a goroutine of their
-// own for it would cost as much again; so a transport whose session has
-// a loop already runs the Keeper in it.
+// two channels, Due and Tick (Tick's channel changes at each tick, so
+// ask for it each time round), and calls Step when either receives, one
+// step at a time. A thousand idle sessions each with a goroutine of
+// their own for it would cost as much again; so a transport whose
+// session has a loop already runs the Keeper in it, and Run is that loop
+// for one that has none.
 type Keeper struct {
 	ss        *Session
 	every     time.Duration
@@ -239,12 +248,12 @@ type Keeper struct {
 	tick      <-chan time.Time
 	stop      func() bool
 	asking    bool
-	answered  chan struct{}
+	answered  atomic.Bool // the keepalive was answered (Due)
 }
 
 // Keeper arms the session's keepalives, every interval (at most grace/3).
 func (ss *Session) Keeper(every time.Duration, keepalive func() error) *Keeper {
-	k := &Keeper{ss: ss, every: min(every, ss.ref.Grace/3), keepalive: keepalive, answered: make(chan struct{}, 1)}
+	k := &Keeper{ss: ss, every: min(every, ss.ref.Grace/3), keepalive: keepalive}
 	k.tick, k.stop = ss.s.after(k.every)
 	return k
 }
@@ -252,35 +261,44 @@ func (ss *Session) Keeper(every time.Duration, keepalive func() error) *Keeper {
 // Stop disarms the keeper.
 func (k *Keeper) Stop() { k.stop() }
 
-// Tick receives when a keepalive is due.
+// Tick receives when a keepalive is due: call Step with ticked.
 func (k *Keeper) Tick() <-chan time.Time { return k.tick }
 
-// Wake receives when the session's claims should be looked at (Look).
-func (k *Keeper) Wake() <-chan struct{} { return k.ss.wake }
+// Due receives when the keeper has work: the session's claims to look
+// at, a keepalive answered, a sign of life to write down. Call Step.
+func (k *Keeper) Due() <-chan struct{} { return k.ss.due }
 
-// Answered receives when the connection answered a keepalive (Answer).
-func (k *Keeper) Answered() <-chan struct{} { return k.answered }
-
-// Heard receives when the session was heard from (Beat).
-func (k *Keeper) Heard() <-chan struct{} { return k.ss.alive }
-
-// Look looks at the session's claims, telling the lost ones.
-func (k *Keeper) Look(ctx context.Context) { Shallow(func() { k.ss.check(ctx) }) }
-
-// Answer records the keepalive's answer as a sign of life.
-func (k *Keeper) Answer() {
-	k.asking = false
-	k.ss.Alive()
+// Step does what is due, ticked saying whether Tick received: it looks
+// at the session's claims, telling the lost ones (in look, the context
+// of the session's commands); records a keepalive's answer as a sign of
+// life; writes a heartbeat if one is due; and at a tick, takes a
+// keepalive's turn (onTick). The ledger's calls run in ctx. An error
+// means the session is over (Run says which).
+func (k *Keeper) Step(ctx, look context.Context, ticked bool) error {
+	ss := k.ss
+	if ss.looking.Swap(false) {
+		shallow.Run(func() { ss.check(look) })
+	}
+	if k.answered.Swap(false) {
+		k.asking = false
+		ss.Alive()
+	}
+	if ss.alive.Swap(false) {
+		if err := ss.beat(ctx); err != nil {
+			return err
+		}
+	}
+	if ticked {
+		return k.onTick(ctx)
+	}
+	return nil
 }
 
-// Beat writes a heartbeat, if one is due.
-func (k *Keeper) Beat(ctx context.Context) error { return k.ss.beat(ctx) }
-
-// OnTick is a keepalive's turn: the session is lost after a whole grace
+// onTick is a keepalive's turn: the session is lost after a whole grace
 // without a sign of life, ends after IdleSession without a claim; else
 // it writes a heartbeat if one is due, and sends a keepalive unless one
 // is still unanswered.
-func (k *Keeper) OnTick(ctx context.Context) error {
+func (k *Keeper) onTick(ctx context.Context) error {
 	ss := k.ss
 	k.tick, k.stop = ss.s.after(k.every)
 	ss.mu.Lock()
@@ -299,7 +317,8 @@ func (k *Keeper) OnTick(ctx context.Context) error {
 		k.asking = true
 		go func() {
 			if k.keepalive() == nil {
-				k.answered <- struct{}{}
+				k.answered.Store(true)
+				k.ss.signal()
 			}
 		}()
 	}
@@ -331,7 +350,7 @@ func (ss *Session) beat(ctx context.Context) error {
 	}
 	var err error
 	kept := 0
-	Shallow(func() { kept, err = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left) })
+	shallow.Run(func() { kept, err = ss.s.ledger.Heartbeat(ctx, ref, ss.who.holder(), left) })
 	switch {
 	case err == nil:
 		ss.s.heartbeats.Add(1)
@@ -467,10 +486,8 @@ func (ss *Session) leaving(k models.Key) (done func(ok bool)) {
 }
 
 func (ss *Session) poke() {
-	select {
-	case ss.wake <- struct{}{}:
-	default:
-	}
+	ss.looking.Store(true)
+	ss.signal()
 }
 
 // heard is how the session hears the bus, through the service's index
@@ -601,19 +618,4 @@ func (ss *Session) tell(_ context.Context, l contract.Lost) {
 	case ss.told <- struct{}{}:
 	default:
 	}
-}
-
-// Shallow runs f on a goroutine of its own and waits for it. A session's
-// goroutines live as long as it does, mostly idle, and a goroutine's
-// stack keeps the depth its deepest call reached (a ledger write is deep:
-// gorm, database/sql, the driver) until a collection shrinks it; so the
-// deep calls of a long-lived goroutine run on short-lived ones, and a
-// thousand idle sessions cost what their shallow loops do.
-func Shallow(f func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	<-done
 }

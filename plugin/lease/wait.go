@@ -218,61 +218,104 @@ func (s *Service) AcquireWaitTold(ctx context.Context, v Viewer, owner, name str
 		return contract.Tenure{}, err
 	}
 	k := models.Key{RepoID: r.ID, Issue: n}
-	w, err := s.waits.join(k)
+	return waitTurns(ctx, s.after, s.waits, k, fmt.Sprintf("%s#%d", r.FullName, n), wait, 0, told, waitTurn{
+		try: func() (contract.Tenure, error) { return s.Acquire(ctx, v, owner, name, n, ttl) },
+		again: func(err error) bool {
+			if !errors.As(err, &held) || !waitable(held) {
+				return false
+			}
+			// Still held (by the same tenure, or by one that began
+			// meanwhile): wait for its release, or for its expiry
+			// instant. One the service's clock has passed is the
+			// ledger's clock lagging (on PostgreSQL, the database
+			// server's): look again a second later, not at once and
+			// again.
+			var at time.Time
+			switch c := held.Reply.(type) {
+			case contract.Conflict:
+				if c.ExpiresAt != nil {
+					at = time.Time(*c.ExpiresAt)
+				}
+			case contract.Cooling: // its lock-delay ends then
+				at = time.Time(c.Until)
+			}
+			if !at.IsZero() {
+				if now := s.now(); !at.After(now) {
+					at = now.Add(time.Second)
+				}
+				s.bus.ExpireAt(k, at)
+			}
+			return true
+		},
+		over: func() error { return held },
+	})
+}
+
+// waitTurn is what a waiter does at its turns (waitTurns).
+type waitTurn struct {
+	// try is the caller's call, made at each turn.
+	try func() (contract.Tenure, error)
+	// again says whether try's error is one to wait out (it may note
+	// what it needs for the next turn, and for over).
+	again func(err error) bool
+	// over is the answer once the wait is over.
+	over func() error
+}
+
+// waitTurns is the loop of a caller that waits, in ws's queue k (named
+// where in a refusal), up to wait, for what try gets: it queues, tells
+// told where it stands (once at first, then whenever that changes), and
+// whenever it is the queue's head and is woken (by the bus, or every
+// recheck when that is not 0) it tries again, until try answers anything
+// but what turn.again waits out, the wait is over (turn.over), or ctx
+// ends (its error). acquire --wait and next --wait are each one.
+func waitTurns[K comparable](ctx context.Context, after func(time.Duration) (<-chan time.Time, func() bool),
+	ws *waits[K], k K, where string, wait, recheck time.Duration, told func(ahead int), turn waitTurn) (contract.Tenure, error) {
+	w, err := ws.join(k)
 	if err != nil {
-		return contract.Tenure{}, fmt.Errorf("%s#%d: %w", r.FullName, n, err)
+		return contract.Tenure{}, fmt.Errorf("%s: %w", where, err)
 	}
-	defer s.waits.leave(k, w)
-	deadline, stopDeadline := s.after(wait)
+	defer ws.leave(k, w)
+	deadline, stopDeadline := after(wait)
 	defer stopDeadline()
 	place := -1
 	tell := func() {
-		if ahead := s.waits.ahead(k, w); told != nil && ahead != place {
+		if ahead := ws.ahead(k, w); told != nil && ahead != place {
 			place = ahead
 			told(ahead)
 		}
 	}
 	tell()
 	for {
+		var again <-chan time.Time
+		stopAgain := func() bool { return false }
+		if recheck > 0 {
+			again, stopAgain = after(recheck)
+		}
 		select {
 		case <-w.moved:
+			stopAgain()
 			tell()
 			continue
 		case <-w.wake:
+		case <-again:
 		case <-deadline:
-			return contract.Tenure{}, held
+			stopAgain()
+			return contract.Tenure{}, turn.over()
 		case <-ctx.Done():
+			stopAgain()
 			return contract.Tenure{}, ctx.Err()
 		}
-		if !s.waits.head(k, w) {
+		stopAgain()
+		if !ws.head(k, w) {
 			continue
 		}
-		t, err := s.Acquire(ctx, v, owner, name, n, ttl)
+		t, err := turn.try()
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return contract.Tenure{}, ctx.Err() // the caller went away meanwhile
-		case !errors.As(err, &held) || !waitable(held):
+		case !turn.again(err):
 			return t, err
-		}
-		// Still held (by the same tenure, or by one that began meanwhile):
-		// wait for its release, or for its expiry instant. One the
-		// service's clock has passed is the ledger's clock lagging (on
-		// PostgreSQL, the database server's): look again a second later,
-		// not at once and again.
-		var at time.Time
-		switch c := held.Reply.(type) {
-		case contract.Conflict:
-			if c.ExpiresAt != nil {
-				at = time.Time(*c.ExpiresAt)
-			}
-		case contract.Cooling: // its lock-delay ends then
-			at = time.Time(c.Until)
-		}
-		if !at.IsZero() {
-			if now := s.now(); !at.After(now) {
-				at = now.Add(time.Second)
-			}
-			s.bus.ExpireAt(k, at)
 		}
 	}
 }
