@@ -13,8 +13,17 @@
 //   - who may do what, as pure functions: access.go; what a viewer may
 //     see of a list: visible.go;
 //   - what each verb does: leases.go (acquire, renew, release, list,
-//     lease), next.go, wait.go (acquire --wait), tenures.go (check,
-//     history, force-release), watch.go (one viewer's live stream);
+//     lease; issuecache.go remembers the issues this process saw open),
+//     next.go, wait.go (acquire --wait, and the one wait loop
+//     next --wait shares), nextwait.go (next --wait), tenures.go (check,
+//     history, force-release), handoff.go (handoff), watch.go (one
+//     viewer's live stream);
+//   - agent sessions, whose claims live as long as their connection:
+//     sessions.go (a Session and its Keeper), sessionindex.go (the live
+//     sessions of this process, by account);
+//   - the longest ttl a claim may ask for: ttl.go; the forge it asks:
+//     forge.go; the upgrade of a ledger whose holders are logins, not
+//     accounts: upgrade.go;
 //   - what the forge said happened, and the reconcile of missed
 //     deliveries: events.go (refs.go reads which issues a pull request
 //     closes);
@@ -22,8 +31,10 @@
 //     COMMIT: committed.go.
 //
 // It must not write the ledger except through its Ledger (committed.go
-// wraps every write), make a network call while a ledger call is in
-// progress, speak HTTP, or tell anyone of a change by hand: the bus
-// (plugin/changes) does. The live feeds (plugin/live) and the fence
-// worker (plugin/fence) hear of its changes there, and decide nothing.
+// wraps every write), make a network call inside a ledger transaction
+// (the reconcile asks the forge while it holds its turn,
+// Ledger.Exclusive, which holds none), speak HTTP, or tell anyone of a
+// change by hand: the bus (plugin/changes) does. The live feeds
+// (plugin/live) and the fence worker (plugin/fence) hear of its changes
+// there, and decide nothing.
 package lease
