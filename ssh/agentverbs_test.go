@@ -78,7 +78,10 @@ func TestAgentVerbsOverSSH(t *testing.T) {
 // one that goes away stops waiting at once; and a client that only waits
 // is kept alive past the server's idle timeout.
 func TestAcquireWaitOverSSH(t *testing.T) {
-	w := newWorld(t, func(s *Server) { s.IdleTimeout = 400 * time.Millisecond })
+	// An idle timeout short enough for a test to outlive, long enough for
+	// a client on a busy machine to answer a keepalive within it (at 400
+	// ms, a descheduled client was cut, and its wait ended with it).
+	w := newWorld(t, func(s *Server) { s.IdleTimeout = 2 * time.Second })
 	if r := w.ssh("alice", "collab-lease acquire acme/widgets 42"); r.code != 0 {
 		t.Fatalf("acquire: %+v", r)
 	}
@@ -94,9 +97,10 @@ func TestAcquireWaitOverSSH(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- waiter.Wait() }()
 	waitUntil(t, "bob waiting again", func() bool { return w.svc.Waiting(10, 42) == 1 })
-	// Several keepalives: more than the idle timeout has passed.
+	// Several keepalives, one each half idle timeout: more than the idle
+	// timeout has passed.
 	before := w.srv.keepalives.Load()
-	waitUntil(t, "keepalives", func() bool { return w.srv.keepalives.Load() >= before+4 })
+	waitUntil(t, "keepalives", func() bool { return w.srv.keepalives.Load() >= before+3 })
 	select {
 	case err := <-done:
 		t.Fatalf("the waiting client ended before the release: %v, stderr %q", err, waiter.Stderr)

@@ -25,10 +25,20 @@ func (h *harness) runAsync(args ...string) <-chan result {
 }
 
 func (h *harness) runAsyncWith(sigs <-chan os.Signal, args ...string) <-chan result {
+	return h.runAsyncInto(sigs, &syncBuffer{}, args...)
+}
+
+// runAsyncTold is runAsync, and the run's stderr as it is written.
+func (h *harness) runAsyncTold(args ...string) (<-chan result, *syncBuffer) {
+	errb := &syncBuffer{}
+	return h.runAsyncInto(nil, errb, args...), errb
+}
+
+func (h *harness) runAsyncInto(sigs <-chan os.Signal, errb *syncBuffer, args ...string) <-chan result {
 	done := make(chan result, 1)
 	go func() {
-		var out, errb syncBuffer
-		a := h.app(nil, &out, &errb)
+		var out syncBuffer
+		a := h.app(nil, &out, errb)
 		a.signals = sigs
 		code := a.run(args)
 		done <- result{out.String(), errb.String(), code}
@@ -233,7 +243,7 @@ func TestRunKeepsTheCommandAcrossAResumedConnection(t *testing.T) {
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
 	f := newFakeSidecar(t, h)
 	dir := t.TempDir()
-	done := h.runAsync("run", "42", "--", "sh", "-c",
+	done, stderr := h.runAsyncTold("run", "42", "--", "sh", "-c",
 		`touch "$1/started"; while [ ! -e "$1/go" ]; do sleep 0.02; done; exit 5`, "sh", dir)
 	waitFile(t, filepath.Join(dir, "started"))
 	f.conn(1).drop()
@@ -244,6 +254,9 @@ func TestRunKeepsTheCommandAcrossAResumedConnection(t *testing.T) {
 	// The resumed session is in place once its first line is out; the
 	// command has not been told anything.
 	waitFor(t, "the resume", func() bool { f.mu.Lock(); defer f.mu.Unlock(); return f.sessions["s-1"].conn == c })
+	// And git collab has read that line: only then does the command end
+	// (otherwise its release may race the resume).
+	waitFor(t, "git collab's word of the resume", func() bool { return strings.Contains(stderr.String(), "reconnected") })
 	if err := os.WriteFile(filepath.Join(dir, "go"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
