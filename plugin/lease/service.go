@@ -165,14 +165,6 @@ func WithPriorityLabels(labels ...string) Option {
 // WithNextObserver has every next report what it cost (for metrics).
 func WithNextObserver(f func(NextStats)) Option { return func(s *Service) { s.observeNext = f } }
 
-// WithNextCacheTTL sets how long next reuses the forge's lists of open
-// issues (default DefaultNextListTTL) and its answers about dependencies
-// (default DefaultNextCacheTTL; a forge event on the repository drops
-// them at once). 0: never reuse.
-func WithNextCacheTTL(lists, deps time.Duration) Option {
-	return func(s *Service) { s.next.listTTL, s.next.ttl = lists, deps }
-}
-
 // WithIssueTTL sets how long the ledger's record of an issue's state is
 // trusted (default DefaultIssueTTL); 0 or less: always ask the forge.
 func WithIssueTTL(d time.Duration) Option { return func(s *Service) { s.issueTTL = d } }
