@@ -208,14 +208,12 @@ func (s *Store) Changes(ctx context.Context, fn func(Key)) error {
 			_, err = conn.Exec(ctx, listenSQL)
 		}
 		if err == nil {
-			s.listening.Add(1)
 			if connected {
 				fn(Everything) // changes made while we were away
 			}
 			connected = true
 			retry = listenRetryMin
 			err = listen(ctx, conn, fn)
-			s.listening.Add(-1)
 		}
 		if conn != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -234,10 +232,6 @@ func (s *Store) Changes(ctx context.Context, fn func(Key)) error {
 	}
 	return nil
 }
-
-// Listening reports how many of this store's Changes are listening now
-// (for tests, and readiness: a change announced before was not heard).
-func (s *Store) Listening() int { return int(s.listening.Load()) }
 
 func listen(ctx context.Context, conn *pgx.Conn, fn func(Key)) error {
 	for {

@@ -105,9 +105,8 @@ type Store struct {
 	offset  atomic.Int64
 	// On PostgreSQL: the configuration Changes connects with, and the
 	// sender of Announce's notifications (notify.go).
-	pgCfg     *pgx.ConnConfig
-	notes     announcer
-	listening atomic.Int64 // Changes connected and listening
+	pgCfg *pgx.ConnConfig
+	notes announcer
 }
 
 // Option configures Open.

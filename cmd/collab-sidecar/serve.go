@@ -77,16 +77,17 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	// replica's change to the waiters, the live feeds, the fence worker
 	// and the other replicas. Its expiry queue waits for the ledger's
 	// expiries, so it reads the ledger's clock (on PostgreSQL, the
-	// database server's), as the service does.
+	// database server's), as the hub and the service do. The hub hears
+	// the bus before the service does: it subscribes first.
 	now := store.Clock().Now
 	bus := changes.New(now, changes.RealAfter)
-	leases, err := lease.NewService(fg, store, lease.WithClock(now), lease.WithBus(bus), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next),
-		lease.WithLive(live.Options{Recheck: liveRecheck(cfg)}))
+	hub := live.New(store, bus, now, changes.RealAfter, live.Options{Recheck: liveRecheck(cfg)})
+	leases, err := lease.NewService(fg, store, bus, hub, lease.WithClock(now), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next))
 	if err != nil {
 		return err
 	}
 	met.watchWaiters(leases.Waiters)
-	met.watchStreams(func() int { _, n := leases.Watching(); return n })
+	met.watchStreams(func() int { _, n := hub.Counts(); return n })
 	met.watchSessions(leases.SessionCounts)
 	// Finishing an upgrade from holders by login needs Gitea, which may be
 	// down now: it goes on in the background, and stops before the ledger

@@ -189,6 +189,10 @@ func New(ledger Ledger, bus *changes.Bus, now func() time.Time, after changes.Af
 	return h
 }
 
+// Options are the bounds the hub was made with, every zero field set to
+// its default (the lease service's streams read Recheck).
+func (h *Hub) Options() Options { return h.opts }
+
 func (h *Hub) id(f *feed, seq uint64) string {
 	return h.epoch + "-" + f.name + "-" + strconv.FormatUint(seq, 10)
 }
