@@ -404,7 +404,9 @@ func (h *Hub) read(f *feed) {
 }
 
 // Settle waits until the hub has read again everything it heard of so
-// far (for tests, which then look for what was published).
+// far (for tests, which then look for what was published: this
+// package's, and those of the lease service and the routes, which reach
+// the hub through leasetest's World).
 func (h *Hub) Settle() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
