@@ -192,10 +192,10 @@ func parseChange(p string) (Key, bool) {
 // Changes calls fn for each change any replica on this database
 // Announces (this process's own included), until ctx ends; then it
 // returns nil. It listens on a connection of its own; when that is lost
-// it connects again (backing off up to 5 s) and then calls
-// fn(Everything), since what changed meanwhile cannot be told. fn runs on
-// Changes' goroutine and should not block long. On SQLite it returns nil
-// at once.
+// it counts the loss (ListensLost), tells WithListenLost's function,
+// connects again (backing off up to 5 s) and then calls fn(Everything),
+// since what changed meanwhile cannot be told. fn runs on Changes'
+// goroutine and should not block long. On SQLite it returns nil at once.
 func (s *Store) Changes(ctx context.Context, fn func(Key)) error {
 	if !s.pg {
 		return nil
@@ -208,14 +208,18 @@ func (s *Store) Changes(ctx context.Context, fn func(Key)) error {
 			_, err = conn.Exec(ctx, listenSQL)
 		}
 		if err == nil {
-			s.listening.Add(1)
 			if connected {
 				fn(Everything) // changes made while we were away
 			}
 			connected = true
 			retry = listenRetryMin
 			err = listen(ctx, conn, fn)
-			s.listening.Add(-1)
+			if ctx.Err() == nil {
+				s.listensLost.Add(1)
+				if s.onListenLost != nil {
+					s.onListenLost(err)
+				}
+			}
 		}
 		if conn != nil {
 			cctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -235,9 +239,14 @@ func (s *Store) Changes(ctx context.Context, fn func(Key)) error {
 	return nil
 }
 
-// Listening reports how many of this store's Changes are listening now
-// (for tests, and readiness: a change announced before was not heard).
-func (s *Store) Listening() int { return int(s.listening.Load()) }
+// WithListenLost sets what to tell, with the error, each time the
+// connection Changes listens on is lost (on PostgreSQL; Changes connects
+// again by itself).
+func WithListenLost(f func(err error)) Option { return func(o *options) { o.onListenLost = f } }
+
+// ListensLost is how many times the connection Changes listens on was
+// lost since Open (0 on SQLite).
+func (s *Store) ListensLost() int64 { return s.listensLost.Load() }
 
 func listen(ctx context.Context, conn *pgx.Conn, fn func(Key)) error {
 	for {

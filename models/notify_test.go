@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 )
@@ -97,6 +98,44 @@ func TestChangesAfterReconnect(t *testing.T) {
 	listening(t, a, 1)
 	a.Announce(Key{RepoID: 2, Issue: 9})
 	expectChange(t, got, Key{RepoID: 2, Issue: 9})
+}
+
+// A lost listening connection is counted and told, once, with its
+// error; Changes' own end is neither.
+func TestLostListenIsCountedAndTold(t *testing.T) {
+	a, _, db := postgresEngine.open(t)
+	var mu sync.Mutex
+	var told []error
+	b, err := Open(db, WithListenLost(func(err error) { mu.Lock(); told = append(told, err); mu.Unlock() }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan Key, 64)
+	done := make(chan error, 1)
+	go func() { done <- b.Changes(ctx, func(k Key) { got <- k }) }()
+	listening(t, a, 1)
+	if n := b.ListensLost(); n != 0 {
+		t.Fatalf("%d listens lost before any was", n)
+	}
+	if err := a.db.Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND query = ?", listenSQL).Error; err != nil {
+		t.Fatal(err)
+	}
+	expectChange(t, got, Everything)
+	listening(t, a, 1)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Changes: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := b.ListensLost(); n != 1 || len(told) != 1 || told[0] == nil {
+		t.Fatalf("%d listens lost, told %v; want 1, told with its error", n, told)
+	}
+	if n := a.ListensLost(); n != 0 {
+		t.Fatalf("a store that never listened lost %d", n)
+	}
 }
 
 // On SQLite, one process, there is nobody else to tell.

@@ -103,25 +103,28 @@ type Store struct {
 	// (nanoseconds) is how far it is ahead of clock (clockguard.go).
 	dbClock bool
 	offset  atomic.Int64
-	// On PostgreSQL: the configuration Changes connects with, and the
-	// sender of Announce's notifications (notify.go).
-	pgCfg     *pgx.ConnConfig
-	notes     announcer
-	listening atomic.Int64 // Changes connected and listening
+	// On PostgreSQL: the configuration Changes connects with, the
+	// sender of Announce's notifications, and Changes' listening
+	// connections lost, with whom to tell of each (notify.go).
+	pgCfg        *pgx.ConnConfig
+	notes        announcer
+	listensLost  atomic.Int64
+	onListenLost func(err error)
 }
 
 // Option configures Open.
 type Option func(*options)
 
 type options struct {
-	clock       Clock
-	clockSet    bool // by WithClock: decide by it on PostgreSQL too
-	busyTimeout time.Duration
-	maxTTL      time.Duration
-	lockDelay   time.Duration
-	perHolder   int
-	perAccount  int
-	onStep      func(back time.Duration)
+	clock        Clock
+	clockSet     bool // by WithClock: decide by it on PostgreSQL too
+	busyTimeout  time.Duration
+	maxTTL       time.Duration
+	lockDelay    time.Duration
+	perHolder    int
+	perAccount   int
+	onStep       func(back time.Duration)
+	onListenLost func(err error)
 }
 
 // WithClock sets the clock every decision reads (default: the wall clock;

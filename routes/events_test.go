@@ -187,11 +187,11 @@ func (s *liveServer) streamsDown(want int) {
 	s.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if _, n := s.svc.Watching(); n == want {
+		if _, n := s.hub.Counts(); n == want {
 			return
 		}
 		if time.Now().After(deadline) {
-			_, n := s.svc.Watching()
+			_, n := s.hub.Counts()
 			s.t.Fatalf("%d streams, want %d", n, want)
 		}
 		time.Sleep(time.Millisecond)
@@ -299,7 +299,7 @@ func TestEventStreamResumes(t *testing.T) {
 	s.acquire("alice", 2, 0)
 	// The feed reads the issues a change names in issue order, so it
 	// tells this lease before the release below only once it has read it.
-	s.svc.Settle()
+	s.hub.Settle()
 	s.release("alice", 1)
 
 	again, _ := s.open(eventsPath, "Last-Event-ID: "+first.id)
@@ -378,7 +378,7 @@ func TestEventStreamsEndWithoutLeaks(t *testing.T) {
 		if e := fast.next(t); e.event != "lease" || !strings.Contains(e.data, fmt.Sprintf(`"issue":%d,`, i)) {
 			t.Fatalf("fast stream: %+v", e)
 		}
-		if _, n := s.svc.Watching(); n == 1 {
+		if _, n := s.hub.Counts(); n == 1 {
 			break
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 var bg = context.Background()
@@ -58,6 +59,7 @@ type fixture struct {
 	forge *forgetest.Forge
 	clock *clocktest.Clock
 	svc   *lease.Service
+	hub   *live.Hub // the service's live hub
 	opts  Options
 }
 
@@ -65,7 +67,7 @@ func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	t.Helper()
 	lw := leasetest.New(t, leasetest.Options{Forge: newForge()})
 	clk := lw.Clock
-	f := &fixture{t: t, store: lw.Ledger, forge: lw.Forge, clock: clk, svc: lw.Service}
+	f := &fixture{t: t, store: lw.Ledger, forge: lw.Forge, clock: clk, svc: lw.Service, hub: lw.Hub}
 	var err error
 	f.opts = Options{
 		Leases: f.svc, GiteaURL: giteaURL, PublicURL: publicURL,
@@ -171,7 +173,8 @@ func (f *fixture) user(login string) forge.User {
 func newFixtureOn(t *testing.T, f *fixture) *fixture {
 	t.Helper()
 	g := *f
-	g.opts.Leases = leasetest.NewService(t, f.forge, f.store, f.clock)
+	svc := leasetest.NewService(t, f.forge, f.store, f.clock)
+	g.svc, g.hub, g.opts.Leases = svc.Service, svc.Hub, svc.Service
 	var err error
 	if g.h, err = New(g.opts); err != nil {
 		t.Fatal(err)

@@ -88,15 +88,15 @@ func TestAcquireWaitOverSSH(t *testing.T) {
 
 	// Killed while waiting: its waiter is gone at once.
 	quitter := w.sshProcess("bob", "collab-lease acquire acme/widgets 42 --wait 1h")
-	waitUntil(t, "bob waiting", func() bool { return w.svc.Waiting(10, 42) == 1 })
+	waitUntil(t, "bob waiting", func() bool { return w.svc.Waiters() == 1 })
 	_ = quitter.Process.Kill()
 	_ = quitter.Wait()
-	waitUntil(t, "the killed client's waiter gone", func() bool { return w.svc.Waiting(10, 42) == 0 })
+	waitUntil(t, "the killed client's waiter gone", func() bool { return w.svc.Waiters() == 0 })
 
 	waiter := w.sshProcess("bob", "collab-lease acquire acme/widgets 42 --wait 1h --ttl 5m")
 	done := make(chan error, 1)
 	go func() { done <- waiter.Wait() }()
-	waitUntil(t, "bob waiting again", func() bool { return w.svc.Waiting(10, 42) == 1 })
+	waitUntil(t, "bob waiting again", func() bool { return w.svc.Waiters() == 1 })
 	// Several keepalives, one each half idle timeout: more than the idle
 	// timeout has passed.
 	before := w.srv.keepalives.Load()
@@ -207,7 +207,7 @@ func TestAcquireWaitSaysWhereTheWaiterStands(t *testing.T) {
 		t.Fatalf("acquire: %+v", r)
 	}
 	bob := w.sshProcess("bob", "collab-lease acquire acme/widgets 42 --wait 1h")
-	waitUntil(t, "bob waiting", func() bool { return w.svc.Waiting(10, 42) == 1 })
+	waitUntil(t, "bob waiting", func() bool { return w.svc.Waiters() == 1 })
 	x := w.sshProcess("alice", "collab-lease acquire acme/widgets 42 --wait 1h --agent x")
 	stderr := x.Stderr.(*leasetest.LogBuffer)
 	waitUntil(t, "x told it is behind bob", func() bool { return stderr.String() == "waiting: 1 ahead of you\n" })

@@ -23,7 +23,6 @@ import (
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/collab-lease/collab-lease/models"
-	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
@@ -81,7 +80,7 @@ func newWorld(t *testing.T, tweak ...func(*Server)) *world {
 	if _, err := exec.LookPath("ssh"); err != nil {
 		t.Fatal("the OpenSSH client is required (apt-get install openssh-client)")
 	}
-	lw := leasetest.New(t, leasetest.Options{Service: realTime})
+	lw := leasetest.New(t, leasetest.Options{})
 	w := &world{t: t, dir: lw.Dir, forge: lw.Forge, ledger: lw.Ledger, clock: lw.Clock, keys: map[string]testKey{},
 		logs: &leasetest.LogBuffer{}}
 	for _, name := range []string{"alice", "bob", "carol", "mallory"} {
@@ -159,16 +158,13 @@ func closeAndWait(t *testing.T, srv *Server) {
 	}
 }
 
-// realTime runs the server's lease service on the system clock (the
-// ledger keeps the test clock): the tests of acquire --wait wait for
-// real, short deadlines.
-var realTime = []lease.Option{lease.WithClock(time.Now), lease.WithTimer(changes.RealAfter)}
-
 // service is a new lease service over the world's forge and ledger, for
-// a server (re)started.
+// a server (re)started. It runs on the system clock (the ledger keeps the
+// test clock): the tests of acquire --wait wait for real, short
+// deadlines.
 func (w *world) service() *lease.Service {
 	w.t.Helper()
-	w.svc = leasetest.NewService(w.t, w.forge, w.ledger, w.clock, realTime...)
+	w.svc = leasetest.NewService(w.t, w.forge, w.ledger, leasetest.RealClock{}).Service
 	return w.svc
 }
 

@@ -116,7 +116,11 @@ func newMetrics(store *models.Store) *metrics {
 		Name: "collab_lease_clock_offset_seconds",
 		Help: "How far the PostgreSQL server's clock, by which the ledger decides, is ahead of this host's (negative: behind); 0 on SQLite.",
 	}, func() float64 { return store.ClockOffset().Seconds() })
-	m.reg.MustRegister(offset, m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
+	listensLost := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "collab_lease_listen_connections_lost_total",
+		Help: "Times the PostgreSQL connection that hears the other replicas' changes (LISTEN) was lost; each is logged and made again. 0 on SQLite.",
+	}, func() float64 { return float64(store.ListensLost()) })
+	m.reg.MustRegister(offset, listensLost, m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
 		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts, m.fenceRules,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/collab-lease/collab-lease/models/pgtest"
+	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
 
 // --db takes a PostgreSQL URL as it is; one that cannot name a database is
@@ -78,6 +79,20 @@ func TestServeOnPostgres(t *testing.T) {
 	cfg.DB = u.String()
 	if _, err := checkDataDir(context.Background(), cfg); err == nil || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("doctor on an unreachable PostgreSQL: %v", err)
+	}
+}
+
+// serve logs and counts a lost connection of its LISTEN for the other
+// replicas' changes.
+func TestServeLogsALostListen(t *testing.T) {
+	db := pgtest.NewDatabase(t)
+	logs, addrs := startServe(t, "--db", db)
+	leasetest.WaitFor(t, "the LISTEN cut", func() bool { return pgtest.CutListeners(t, db) == 1 })
+	leasetest.WaitFor(t, "the loss logged", func() bool {
+		return strings.Contains(logs.String(), "lost the PostgreSQL connection that hears the other replicas' changes")
+	})
+	if code, body := httpGet(t, "http://"+addrs["admin"]+"/metrics"); code != 200 || !strings.Contains(body, "\ncollab_lease_listen_connections_lost_total 1\n") {
+		t.Errorf("admin /metrics: %d %.300s", code, body)
 	}
 }
 

@@ -58,6 +58,8 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	store, err := models.Open(cfg.DB, models.WithMaxTTL(cfg.MaxTTL), models.WithLockDelay(cfg.LockDelay), models.WithClaimCaps(cfg.MaxClaimsPerHolder, cfg.MaxClaimsPerAccount), models.WithClockStep(func(back time.Duration) {
 		log.Warn("the clock stepped back; the ledger keeps using its latest time until the clock catches up, so no expired lease comes back", "by", back.String())
+	}), models.WithListenLost(func(err error) {
+		log.Warn("lost the PostgreSQL connection that hears the other replicas' changes; connecting again; once connected, every waiter and live feed looks again", "err", err)
 	}))
 	if err != nil {
 		return err
@@ -77,36 +79,37 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	// replica's change to the waiters, the live feeds, the fence worker
 	// and the other replicas. Its expiry queue waits for the ledger's
 	// expiries, so it reads the ledger's clock (on PostgreSQL, the
-	// database server's), as the service does.
+	// database server's), as the hub and the service do. The hub hears
+	// the bus before the service does: it subscribes first.
 	now := store.Clock().Now
 	bus := changes.New(now, changes.RealAfter)
-	leases, err := lease.NewService(fg, store, lease.WithClock(now), lease.WithBus(bus), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next),
-		lease.WithLive(live.Options{Recheck: liveRecheck(cfg)}))
+	hub := live.New(store, bus, now, changes.RealAfter, live.Options{Recheck: liveRecheck(cfg)})
+	leases, err := lease.NewService(fg, store, bus, hub, lease.WithClock(now), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next))
 	if err != nil {
 		return err
 	}
 	met.watchWaiters(leases.Waiters)
-	met.watchStreams(func() int { _, n := leases.Watching(); return n })
+	met.watchStreams(func() int { _, n := hub.Counts(); return n })
 	met.watchSessions(leases.SessionCounts)
-	// Finishing an upgrade from holders by login needs Gitea, which may be
-	// down now: it goes on in the background, and stops before the ledger
-	// closes.
-	rctx, stopResolving := context.WithCancel(ctx)
-	var resolving sync.WaitGroup
-	resolving.Go(func() { resolveHolders(rctx, log, leases, store) })
-	resolving.Go(func() { reconcile(rctx, log, leases, cfg.Reconcile, met.reconciled) })
-	// Changes other replicas on the same PostgreSQL database make reach
-	// this one's bus, and this one's reach theirs (nothing to follow on
-	// SQLite).
-	resolving.Go(func() { _ = changes.Follow(rctx, store, bus) })
 	fences := fence.New(store, fg, bus, fence.Options{GiteaURL: cfg.GiteaURL, Observe: met.fencePosted,
 		FencePushes: cfg.FencePushes, ObservePush: met.fenceRuled, Recheck: cfg.Reconcile, Log: log.Warn, Now: now})
 	if cfg.FencePushes {
 		log.Info("fencing pushes: a claimed pull request's branch takes pushes only from the holder's account")
 	}
-	resolving.Go(func() { _ = fences.Run(rctx) })
-	defer resolving.Wait()
-	defer stopResolving()
+	loops := []loop{
+		// Finishing an upgrade from holders by login needs Gitea, which
+		// may be down now: it goes on beside the servers.
+		{name: "holder upgrade", run: func(ctx context.Context) error { resolveHolders(ctx, log, leases, store); return nil }},
+		{name: "reconcile", run: func(ctx context.Context) error {
+			reconcile(ctx, log, leases, cfg.Reconcile, met.reconciled)
+			return nil
+		}},
+		// Changes other replicas on the same PostgreSQL database make
+		// reach this one's bus, and this one's reach theirs (nothing to
+		// follow on SQLite).
+		{name: "replica changes", run: func(ctx context.Context) error { return changes.Follow(ctx, store, bus) }},
+		{name: "fence worker", run: fences.Run},
+	}
 	hs := newHTTPServer(cfg, nil, log)
 	if hs.Handler, err = newHTTPHandler(cfg, fg, leases, met, log, hs.RegisterOnShutdown); err != nil {
 		return err
@@ -173,7 +176,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	} else {
 		log.Info("admin endpoints off: no /metrics or /readyz (admin-listen off)")
 	}
-	err = runServers(ctx, log, shutdownGrace, servers...)
+	err = runServers(ctx, log, shutdownGrace, loops, servers...)
 	if err != nil {
 		return err
 	}
@@ -231,14 +234,38 @@ type runner struct {
 	shutdown func(ctx context.Context) // stop accepting, let running work finish within ctx
 }
 
-// runServers runs the servers in one errgroup until ctx ends or one of
-// them fails, whichever is first; then it shuts all of them down together
-// within grace (each stops accepting and lets running commands and
-// requests finish) and returns once every serve has returned: the first
-// failure, or nil. The caller closes what the servers used (the ledger)
-// only after that, when nothing is running any more.
-func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, servers ...runner) error {
+// loop is a background task that runs beside the servers: run returns
+// nil once its ctx ends, or earlier when it has nothing more to do; an
+// error says it stopped for good.
+type loop struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// runServers runs the servers and the loops in one errgroup until ctx
+// ends or a server fails, whichever is first; then it shuts all the
+// servers down together within grace (each stops accepting and lets
+// running commands and requests finish), then stops the loops, and
+// returns once every serve and every loop has returned: the first
+// server's failure, or nil. A loop that fails is logged and does not stop
+// the servers. The caller closes what the servers and the loops used (the
+// ledger) only after that, when nothing is running any more.
+func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, loops []loop, servers ...runner) error {
 	g, gctx := errgroup.WithContext(ctx)
+	// The loops outlive the servers' shutdown: what a command that
+	// finishes within the grace changes still reaches the fence worker
+	// and the other replicas.
+	lctx, stopLoops := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLoops()
+	for _, l := range loops {
+		g.Go(func() error {
+			err := l.run(lctx)
+			if err != nil && (lctx.Err() == nil || !errors.Is(err, context.Canceled)) {
+				log.Error("a background task stopped; the servers go on without it", "task", l.name, "err", err)
+			}
+			return nil
+		})
+	}
 	for _, r := range servers {
 		g.Go(func() error {
 			err := r.serve()
@@ -261,6 +288,7 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, serv
 			wg.Go(func() { r.shutdown(sctx) })
 		}
 		wg.Wait()
+		stopLoops()
 		return nil
 	})
 	return g.Wait()

@@ -51,7 +51,7 @@ func runFakes(t *testing.T, ctx context.Context, fakes ...*fakeServer) error {
 		runners[i] = f.runner([]string{"ssh server", "http server"}[i])
 	}
 	done := make(chan error, 1)
-	go func() { done <- runServers(ctx, slog.New(slog.DiscardHandler), time.Second, runners...) }()
+	go func() { done <- runServers(ctx, slog.New(slog.DiscardHandler), time.Second, nil, runners...) }()
 	select {
 	case err := <-done:
 		// Ordered: nothing is still serving once runServers returns, so
@@ -86,6 +86,50 @@ func TestRunServersStopsBothWhenOneFails(t *testing.T) {
 		if !errors.Is(err, boom) || err.Error() != want {
 			t.Errorf("server %d failing: runServers = %v, want %s", i, err, want)
 		}
+	}
+}
+
+// The loops run in the servers' errgroup: one that fails is logged and
+// stops nothing; the others end only once the servers have shut down,
+// and an end at shutdown is not logged.
+func TestRunServersRunsTheLoops(t *testing.T) {
+	logs := &leasetest.LogBuffer{}
+	boom := errors.New("listen: connection refused")
+	srv := newFakeServer(nil)
+	var afterShutdown atomic.Bool
+	loops := []loop{
+		{name: "broken", run: func(context.Context) error { return boom }},
+		{name: "steady", run: func(ctx context.Context) error {
+			<-ctx.Done()
+			afterShutdown.Store(srv.shutdown.Load())
+			return ctx.Err()
+		}},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- runServers(ctx, slog.New(slog.NewTextHandler(logs, nil)), time.Second, loops, srv.runner("ssh server"))
+	}()
+	leasetest.WaitFor(t, "the failed loop logged", func() bool {
+		return strings.Contains(logs.String(), `msg="a background task stopped; the servers go on without it" task=broken err="listen: connection refused"`)
+	})
+	if srv.shutdown.Load() {
+		t.Fatal("a loop's failure shut the server down")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("runServers = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runServers did not return")
+	}
+	if !afterShutdown.Load() {
+		t.Error("the steady loop was stopped before the server had shut down")
+	}
+	if n := strings.Count(logs.String(), "background task stopped"); n != 1 {
+		t.Errorf("%d loops logged as stopped, want the broken one alone:\n%s", n, logs)
 	}
 }
 

@@ -2,8 +2,9 @@
 // server that COLLAB_TEST_POSTGRES names, and drops it when the test ends.
 //
 // It is for tests only (the ledger's, and the end-to-end ones that run a
-// sidecar on PostgreSQL): it creates and drops databases, and never reads
-// or writes a ledger (plugin/gates holds it to that).
+// sidecar on PostgreSQL): it creates and drops databases and cuts their
+// LISTEN connections (CutListeners), and never reads or writes a ledger
+// (plugin/gates holds it to that).
 package pgtest
 
 import (
@@ -51,6 +52,26 @@ func NewDatabase(t testing.TB) string {
 	})
 	u.Path = "/" + name
 	return u.String()
+}
+
+// CutListeners ends, from the server's side, every connection to the
+// database at dbURL (one of NewDatabase's) that waits in a LISTEN, as a
+// network failure would, and returns how many it ended.
+func CutListeners(t testing.TB, dbURL string) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	err = conn.QueryRow(ctx, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %'").Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // admin runs one statement on the server's own database.

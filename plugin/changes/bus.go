@@ -116,8 +116,10 @@ func (b *Bus) Publish(set Set) {
 // its subscribers look again.
 func (b *Bus) ExpireAt(k models.Key, at time.Time) { b.exp.add(k, at) }
 
-// Pending reports how many keys wait for an expiry instant (for tests and
-// metrics).
+// Pending reports how many keys wait for an expiry instant. The sidecar
+// does not read it; it stays exported because the lease service's tests
+// (another package) must know an expiry is queued before they move their
+// fake clock past it, and nothing else shows that.
 func (b *Bus) Pending() int { return b.exp.len() }
 
 // KeysOf returns the keys of the changes of set.

@@ -80,7 +80,7 @@ func (w *fenceWorld) start(t *testing.T) {
 		ledger = w.ledger
 	}
 	go func() {
-		wk := fence.New(ledger, w.forge, w.svc.Bus(), fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add,
+		wk := fence.New(ledger, w.forge, w.Bus, fence.Options{GiteaURL: "http://gitea.example", Observe: w.outcomes.add,
 			FencePushes: w.pushes, ObservePush: w.pushOutcomes.add, Recheck: w.recheck, Now: w.clock.Now, After: w.clock.After})
 		w.done <- wk.Run(ctx)
 	}()

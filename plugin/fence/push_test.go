@@ -222,7 +222,7 @@ func TestPushFenceOfTwoReplicas(t *testing.T) {
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 1)
 	go func() {
-		done <- fence.New(w.Ledger, w.forge, w.svc.Bus(), fence.Options{FencePushes: true, Now: w.clock.Now, After: w.clock.After}).Run(ctx)
+		done <- fence.New(w.Ledger, w.forge, w.Bus, fence.Options{FencePushes: true, Now: w.clock.Now, After: w.clock.After}).Run(ctx)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	w.pullOn(t, forge.EventPullChanged, sha1, "work", "Fixes #1", true)

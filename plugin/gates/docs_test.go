@@ -24,7 +24,7 @@ import (
 //  2. every Go file ARCHITECTURE names (`plugin/lease/wait.go`, or
 //     `wait.go` in plugin/lease's row) exists;
 //  3. every Go name ARCHITECTURE names in backquotes (`Store.Acquire`,
-//     `lease.WithBus`, `cachedOrAsk`, `Options.FencePushes`: a name with
+//     `lease.WithClock`, `cachedOrAsk`, `Options.FencePushes`: a name with
 //     a dot, or with an upper-case letter after its first) is declared in
 //     the module, tests included, as a function, method, type, field,
 //     constant or variable.

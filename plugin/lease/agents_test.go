@@ -84,7 +84,7 @@ func TestAgentsOfOneAccountThroughTheService(t *testing.T) {
 // acquire succeeds; next passes it over.
 func TestCoolingThroughTheService(t *testing.T) {
 	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Ledger: []models.Option{models.WithLockDelay(time.Minute)}})
-	w := &world{forge: lw.Forge, clock: lw.Clock, svc: lw.Service, ledger: lw.Ledger}
+	w := worldOf(lw)
 	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "widgets", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestCoolingThroughTheService(t *testing.T) {
 		_, err := w.svc.AcquireWait(bg, w.as("bob"), "acme", "widgets", 1, 0, 10*time.Minute)
 		got <- err
 	}()
-	leasetest.WaitFor(t, "bob to wait", func() bool { return w.svc.Waiting(1, 1) == 1 && w.svc.Bus().Pending() == 1 })
+	leasetest.WaitFor(t, "bob to wait", func() bool { return w.svc.Waiting(1, 1) == 1 && w.bus.Pending() == 1 })
 	w.clock.Advance(time.Minute)
 	select {
 	case err := <-got:

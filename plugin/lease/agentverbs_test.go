@@ -462,7 +462,7 @@ func TestWaiterFollowsARenewedExpiry(t *testing.T) {
 	if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", 1, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	leasetest.WaitFor(t, "the new expiry queued", func() bool { return w.svc.Bus().Pending() == 1 })
+	leasetest.WaitFor(t, "the new expiry queued", func() bool { return w.bus.Pending() == 1 })
 	w.clock.Advance(time.Minute)
 	select {
 	case err := <-got:

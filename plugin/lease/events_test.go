@@ -216,7 +216,7 @@ func TestReconcileOfAVanishedRepositoryTellsEveryone(t *testing.T) {
 	alice, bob := w.as("alice"), w.as("bob")
 	fenceCtx, stopFence := context.WithCancel(bg)
 	fenced := make(chan error, 1)
-	worker := fence.New(w.ledger, w.forge, w.svc.Bus(), fence.Options{Now: w.clock.Now, After: w.clock.After})
+	worker := fence.New(w.ledger, w.forge, w.bus, fence.Options{Now: w.clock.Now, After: w.clock.After})
 	go func() { fenced <- worker.Run(fenceCtx) }()
 	t.Cleanup(func() { stopFence(); <-fenced })
 

@@ -53,20 +53,6 @@ func newNextWaits(total int) *waits[nextKey] {
 		}}
 }
 
-// NextWaiting returns how many callers wait in next --wait on the
-// repository with this ID, whatever their filter (for tests and metrics).
-func (s *Service) NextWaiting(repoID int64) int {
-	s.nextWaits.mu.Lock()
-	defer s.nextWaits.mu.Unlock()
-	n := 0
-	for k, q := range s.nextWaits.queues {
-		if k.repoID == repoID {
-			n += len(q)
-		}
-	}
-	return n
-}
-
 // NextWait is Next that, when nothing is free, waits up to wait for
 // something to be: it returns the acquired tenure, or none once the wait
 // is over. A wait of 0 is Next. told, if not nil, is told how many

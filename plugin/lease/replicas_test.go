@@ -26,7 +26,7 @@ func replicas(t *testing.T) (w *world, b *lease.Service) {
 	w = newWorld(t)
 	db := pgtest.NewDatabase(t)
 	var stores []*models.Store
-	var svcs []*lease.Service
+	var svcs []*leasetest.Service
 	ctx, cancel := context.WithCancel(bg)
 	done := make(chan error, 2)
 	for range 2 {
@@ -35,7 +35,7 @@ func replicas(t *testing.T) (w *world, b *lease.Service) {
 			t.Fatal(err)
 		}
 		svc := leasetest.NewService(t, w.forge, store, w.clock)
-		go func() { done <- changes.Follow(ctx, store, svc.Bus()) }()
+		go func() { done <- changes.Follow(ctx, store, svc.Bus) }()
 		stores, svcs = append(stores, store), append(svcs, svc)
 	}
 	t.Cleanup(func() {
@@ -49,9 +49,37 @@ func replicas(t *testing.T) (w *world, b *lease.Service) {
 			_ = s.Close()
 		}
 	})
-	leasetest.WaitFor(t, "both replicas listening", func() bool { return stores[0].Listening() == 1 && stores[1].Listening() == 1 })
-	w.svc, w.ledger = svcs[0], stores[0]
-	return w, svcs[1]
+	listening(t, stores[0], svcs)
+	w.svc, w.ledger, w.bus, w.hub = svcs[0].Service, stores[0], svcs[0].Bus, svcs[0].Hub
+	return w, svcs[1].Service
+}
+
+// listening waits until every replica listens: until an announcement
+// through from reaches the bus of each (a replica hears nothing announced
+// before it listens). The announcement is of a repository nobody uses.
+func listening(t *testing.T, from *models.Store, svcs []*leasetest.Service) {
+	t.Helper()
+	probe := models.Key{RepoID: 999}
+	heard := make([]atomic.Bool, len(svcs))
+	for i, svc := range svcs {
+		stop := svc.Bus.Subscribe(func(s changes.Set) {
+			for _, k := range changes.KeysOf(s) {
+				if s.Origin == changes.Remote && k == probe {
+					heard[i].Store(true)
+				}
+			}
+		})
+		defer stop()
+	}
+	leasetest.WaitFor(t, "every replica listening", func() bool {
+		from.Announce(probe)
+		for i := range heard {
+			if !heard[i].Load() {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // A waiter of acquire --wait on one replica is woken by a release through

@@ -98,7 +98,9 @@ type Service struct {
 	next      *nextCache
 	bus       *changes.Bus
 	hub       *live.Hub
-	liveOpts  live.Options
+	// recheck is how often a stream asks the forge again about its
+	// viewer (the hub's live.Options.Recheck).
+	recheck time.Duration
 	// priorities are the labels next prefers, highest first
 	// (WithPriorityLabels).
 	priorities []string
@@ -129,29 +131,13 @@ type Option func(*Service)
 // issue is fresh (default time.Now).
 func WithClock(now func() time.Time) Option { return func(s *Service) { s.now = now } }
 
-// WithTimer sets the service's timers: the deadlines of acquire --wait,
-// the streams' rechecks, and (unless WithBus gives a bus of its own) the
-// bus's expiry queue and the live feeds' linger. after(d) returns a
-// channel that receives once d has passed on the service's clock, and a
-// function that stops it (default time.NewTimer; a fake clock's After in
-// tests).
+// WithTimer sets the service's timers: the deadlines of acquire --wait
+// and next --wait, and the streams' rechecks (the bus and the hub run on
+// the timers they were built with). after(d) returns a channel that
+// receives once d has passed on the service's clock, and a function that
+// stops it (default time.NewTimer; a fake clock's After in tests).
 func WithTimer(after func(time.Duration) (<-chan time.Time, func() bool)) Option {
 	return func(s *Service) { s.after = after }
-}
-
-// WithBus has the service publish its changes on b, and hear of them
-// there (default: a bus of its own, on the service's clock). Replicas,
-// the live feeds and the fence worker of one process share one bus.
-func WithBus(b *changes.Bus) Option { return func(s *Service) { s.bus = b } }
-
-// WithLive sets the bounds of the live lease events (Watch).
-func WithLive(o live.Options) Option { return func(s *Service) { s.liveOpts = o } }
-
-// WithWaiters bounds the waiters of acquire --wait, per issue and in all
-// (defaults DefaultWaitersPerIssue and DefaultWaiters), and those of next
-// --wait, in all.
-func WithWaiters(perIssue, total int) Option {
-	return func(s *Service) { s.waits, s.nextWaits = newWaits(perIssue, total), newNextWaits(total) }
 }
 
 // WithPriorityLabels has next take the oldest candidate carrying the
@@ -165,36 +151,30 @@ func WithPriorityLabels(labels ...string) Option {
 // WithNextObserver has every next report what it cost (for metrics).
 func WithNextObserver(f func(NextStats)) Option { return func(s *Service) { s.observeNext = f } }
 
-// WithNextCacheTTL sets how long next reuses the forge's lists of open
-// issues (default DefaultNextListTTL) and its answers about dependencies
-// (default DefaultNextCacheTTL; a forge event on the repository drops
-// them at once). 0: never reuse.
-func WithNextCacheTTL(lists, deps time.Duration) Option {
-	return func(s *Service) { s.next.listTTL, s.next.ttl = lists, deps }
-}
-
 // WithIssueTTL sets how long the ledger's record of an issue's state is
 // trusted (default DefaultIssueTTL); 0 or less: always ask the forge.
 func WithIssueTTL(d time.Duration) Option { return func(s *Service) { s.issueTTL = d } }
 
-// NewService returns the lease service over forge and ledger.
-func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
-	if forge == nil || ledger == nil {
-		return nil, errors.New("lease: the service needs a forge and a ledger")
+// NewService returns the lease service over forge and ledger. It
+// publishes its changes on bus and hears of them there; its streams
+// (Watch) come from hub, which reads the same ledger and hears the same
+// bus. Replicas, the live feeds and the fence worker of one process share
+// that one bus. The caller builds the bus and the hub (serve, and
+// leasetest for the tests), the hub before the service: the bus calls its
+// subscribers in the order they subscribed, so the live feeds hear each
+// change before the service's waiters do.
+func NewService(forge Forge, ledger Ledger, bus *changes.Bus, hub *live.Hub, opts ...Option) (*Service, error) {
+	if forge == nil || ledger == nil || bus == nil || hub == nil {
+		return nil, errors.New("lease: the service needs a forge, a ledger, a change bus and a live hub")
 	}
-	s := &Service{forge: forge, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
+	s := &Service{forge: forge, bus: bus, hub: hub, recheck: hub.Options().Recheck, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
 		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), nextWaits: newNextWaits(DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
 		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex(), openIssues: newOpenIssues(defaultOpenIssues)}
 	for _, o := range opts {
 		o(s)
 	}
-	if s.bus == nil {
-		s.bus = changes.New(s.now, s.after)
-	}
 	s.ledger = committed{Ledger: ledger, bus: s.bus}
 	s.next.now, s.next.forge = s.now, s.forge
-	s.liveOpts = s.liveOpts.WithDefaults()
-	s.hub = live.New(ledger, s.bus, s.now, s.after, s.liveOpts)
 	// next's note of ended claims first: a waiter woken by a release
 	// must find it noted (the bus calls its subscribers in this order).
 	s.bus.Subscribe(s.next.heard)
@@ -203,6 +183,3 @@ func NewService(forge Forge, ledger Ledger, opts ...Option) (*Service, error) {
 	s.bus.Subscribe(s.sessions.heard)
 	return s, nil
 }
-
-// Bus is the bus the service publishes its changes on (WithBus).
-func (s *Service) Bus() *changes.Bus { return s.bus }

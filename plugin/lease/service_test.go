@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 var bg = context.Background()
@@ -25,12 +27,17 @@ type world struct {
 	clock  *clocktest.Clock
 	svc    *lease.Service
 	ledger *models.Store
+	bus    *changes.Bus // the service's
+	hub    *live.Hub    // the service's
 }
 
 func newWorld(t *testing.T, opts ...lease.Option) *world {
 	t.Helper()
-	lw := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Service: opts})
-	return &world{forge: lw.Forge, clock: lw.Clock, svc: lw.Service, ledger: lw.Ledger}
+	return worldOf(leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Service: opts}))
+}
+
+func worldOf(lw *leasetest.World) *world {
+	return &world{forge: lw.Forge, clock: lw.Clock, svc: lw.Service, ledger: lw.Ledger, bus: lw.Bus, hub: lw.Hub}
 }
 
 func (w *world) as(login string) lease.Viewer { return lease.Viewer{User: w.forge.User(login)} }

@@ -217,7 +217,7 @@ func TestSessionReclaimDuringALookIsNoLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	k := models.Key{RepoID: 1, Issue: 1}
-	look := func() { svc.Bus().Publish(changes.Set{Origin: changes.Remote, Changes: []changes.Change{{Key: k}}}) }
+	look := func() { svc.Bus.Publish(changes.Set{Origin: changes.Remote, Changes: []changes.Change{{Key: k}}}) }
 	look()
 	<-l.entered // a look at the claim, at tenure 1
 	if _, err := svc.Release(t.Context(), ss.Viewer(), "acme", "widgets", 1); err != nil {

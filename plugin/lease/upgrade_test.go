@@ -52,7 +52,7 @@ func TestResolveHoldersStopsOnOutage(t *testing.T) {
 	alice := f.AddUser("alice")
 	l.logins = []string{"alice", "gone"}
 	heard := 0
-	w.Service.Bus().Subscribe(func(s changes.Set) { heard += len(s.Changes) })
+	w.Bus.Subscribe(func(s changes.Set) { heard += len(s.Changes) })
 	if n, err := w.Service.ResolveHolders(bg, l); err != nil || n != 2 {
 		t.Fatalf("ResolveHolders = %d %v", n, err)
 	}

@@ -151,13 +151,6 @@ func (ws *waits[K]) heard(set changes.Set) {
 	}
 }
 
-// count returns the waiters of k's queue (for tests and metrics).
-func (ws *waits[K]) count(k K) int {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	return len(ws.queues[k])
-}
-
 func notify(w *waiter) {
 	select {
 	case w.wake <- struct{}{}:
@@ -176,12 +169,6 @@ func waitable(c *ConflictError) bool {
 	return false
 }
 
-// Waiting returns how many callers wait for issue n of the repository
-// with this ID (for tests and metrics).
-func (s *Service) Waiting(repoID, n int64) int {
-	return s.waits.count(models.Key{RepoID: repoID, Issue: n})
-}
-
 // Waiters returns how many callers wait, on all issues: acquire --wait's
 // and next --wait's.
 func (s *Service) Waiters() int {
@@ -193,20 +180,16 @@ func (s *Service) Waiters() int {
 	return n + s.nextWaits.total
 }
 
-// AcquireWait is Acquire that, when another holds the issue, waits up to
-// wait for it to free up: it returns the acquired tenure, or
-// the last held conflict once the wait is over. A wait of 0 is Acquire.
-// The caller's context ending (a client that went away) ends the wait at
+// AcquireWaitTold is Acquire that, when another holds the issue, waits
+// up to wait for it to free up: it returns the acquired tenure, or the
+// last held conflict once the wait is over. A wait of 0 is Acquire. The
+// caller's context ending (a client that went away) ends the wait at
 // once with the context's error.
-func (s *Service) AcquireWait(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration) (contract.Tenure, error) {
-	return s.AcquireWaitTold(ctx, v, owner, name, n, ttl, wait, nil)
-}
-
-// AcquireWaitTold is AcquireWait that tells told where the caller stands
-// while it waits: how many callers of this sidecar wait for the issue
-// before it (0: it is next, behind the holder), once when it starts
-// waiting and again whenever that changes. told runs on the caller's
-// goroutine; nil tells nothing.
+//
+// While it waits it tells told where the caller stands: how many callers
+// of this sidecar wait for the issue before it (0: it is next, behind
+// the holder), once when it starts waiting and again whenever that
+// changes. told runs on the caller's goroutine; nil tells nothing.
 func (s *Service) AcquireWaitTold(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error) {
 	t, err := s.Acquire(ctx, v, owner, name, n, ttl)
 	var held *ConflictError

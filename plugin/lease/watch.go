@@ -44,7 +44,7 @@ func (s *Service) Watch(ctx context.Context, v Viewer, owner, name, lastID strin
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", r.FullName, err)
 	}
-	c, stop := s.after(s.liveOpts.Recheck)
+	c, stop := s.after(s.recheck)
 	return &Watch{s: s, v: v, owner: owner, name: name, r: r, sub: sub, first: sub.First, recheck: c, stop: stop}, nil
 }
 
@@ -76,7 +76,7 @@ func (w *Watch) Next(ctx context.Context) (live.Event, error) {
 			if err := w.check(ctx); err != nil {
 				return live.Event{}, err
 			}
-			w.recheck, w.stop = w.s.after(w.s.liveOpts.Recheck)
+			w.recheck, w.stop = w.s.after(w.s.recheck)
 		case <-ctx.Done():
 			return live.Event{}, ctx.Err()
 		}
@@ -122,12 +122,3 @@ func (w *Watch) Close() {
 	w.stop()
 	w.sub.Close()
 }
-
-// Settle waits until the live feeds have read again every change they
-// heard of so far, which they do after the write that made it has been
-// answered (for tests that then look at what a stream was told).
-func (s *Service) Settle() { s.hub.Settle() }
-
-// Watching returns how many repositories have a feed, and how many
-// streams watch them (for tests and metrics).
-func (s *Service) Watching() (repos, streams int) { return s.hub.Counts() }

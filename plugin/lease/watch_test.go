@@ -23,12 +23,12 @@ import (
 // liveWorld is newWorld with the live events bounded by o.
 func liveWorld(t *testing.T, o live.Options) *world {
 	t.Helper()
-	return newWorld(t, lease.WithLive(o))
+	return worldOf(leasetest.New(t, leasetest.Options{Forge: leasetest.Acme(), Live: o}))
 }
 
 func (w *world) watch(t *testing.T, login, repo, lastID string) *lease.Watch {
 	t.Helper()
-	w.svc.Settle() // what was written before is in the feed
+	w.hub.Settle() // what was written before is in the feed
 	owner, name, _ := cut(repo)
 	wt, err := w.svc.Watch(bg, w.as(login), owner, name, lastID)
 	if err != nil {
@@ -298,7 +298,7 @@ func TestWatchResumesWithinTheReplayWindow(t *testing.T) {
 
 	// Past the linger, the feed is gone: a reset.
 	w.clock.Advance(10 * time.Minute)
-	leasetest.WaitFor(t, "the idle feed to go", func() bool { repos, _ := w.svc.Watching(); return repos == 0 })
+	leasetest.WaitFor(t, "the idle feed to go", func() bool { repos, _ := w.hub.Counts(); return repos == 0 })
 	late := w.watch(t, "reader", "acme/widgets", newest)
 	expectEvent(t, late, contract.EventReset, `{}`)
 }
@@ -321,7 +321,7 @@ func TestSlowStreamIsDroppedNotWaitedFor(t *testing.T) {
 			t.Fatalf("fast stream: %+v", e)
 		}
 	}
-	if _, streams := w.svc.Watching(); streams != 1 {
+	if _, streams := w.hub.Counts(); streams != 1 {
 		t.Fatalf("%d streams, want the slow one dropped", streams)
 	}
 	last := next(t, slow).ID
@@ -416,7 +416,7 @@ func TestWatchLeavesNoGoroutine(t *testing.T) {
 	}
 	lost.Close()
 	w.clock.Advance(time.Minute)
-	leasetest.WaitFor(t, "the feeds to linger out", func() bool { repos, streams := w.svc.Watching(); return repos == 0 && streams == 0 })
+	leasetest.WaitFor(t, "the feeds to linger out", func() bool { repos, streams := w.hub.Counts(); return repos == 0 && streams == 0 })
 	leasetest.WaitFor(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= base })
 	if got := w.clock.Timers(); got != 0 {
 		t.Fatalf("%d timers left", got)
@@ -435,7 +435,7 @@ func TestWatchOfABrokenLedgerFails(t *testing.T) {
 	if _, err := svc.Watch(bg, w.as("reader"), "acme", "widgets", ""); err == nil {
 		t.Fatal("watch over a closed ledger succeeded")
 	}
-	if repos, streams := svc.Watching(); repos != 0 || streams != 0 {
+	if repos, streams := svc.Hub.Counts(); repos != 0 || streams != 0 {
 		t.Fatalf("%d feeds and %d streams kept after a failed watch", repos, streams)
 	}
 }

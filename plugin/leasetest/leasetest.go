@@ -1,7 +1,8 @@
 // Package leasetest builds the world every unit test of the lease service
 // and its transports runs in: a real SQLite ledger in the test's
 // temporary directory, the fake forge of plugin/forgetest, a fake clock
-// that both read, and the lease service over them, with its change bus.
+// that both read, and the lease service over them, with the change bus
+// and the live hub it is built over (as the sidecar's serve builds them).
 // It also has the one synchronised log buffer the tests share.
 //
 // It is for tests only: the unit tests, and the harness of the end-to-end
@@ -17,10 +18,12 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
+	"github.com/collab-lease/collab-lease/plugin/changes"
 	"github.com/collab-lease/collab-lease/plugin/clocktest"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // MaxTTL is the ledger's maximum lease of a World (the sidecar's default).
@@ -32,6 +35,10 @@ type World struct {
 	Clock   *clocktest.Clock
 	Ledger  *models.Store
 	Service *lease.Service
+	// Bus and Hub are the change bus the service publishes on and the
+	// live hub its streams come from.
+	Bus *changes.Bus
+	Hub *live.Hub
 	// Dir is the test's directory that holds the ledger's file.
 	Dir string
 }
@@ -46,6 +53,8 @@ type Options struct {
 	// models.Open and lease.NewService (its clock and timers first).
 	Ledger  []models.Option
 	Service []lease.Option
+	// Live bounds the live hub's feeds and the service's streams.
+	Live live.Options
 	// DB is the ledger's file name in Dir ("" = collab.db).
 	DB string
 }
@@ -68,26 +77,61 @@ func New(t testing.TB, o Options) *World {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = w.Ledger.Close() })
-	w.Service = w.NewService(t, o.Service...)
+	svc := newService(t, w.Forge, w.Ledger, w.Clock, o.Live, o.Service...)
+	w.Service, w.Bus, w.Hub = svc.Service, svc.Bus, svc.Hub
 	return w
 }
 
+// Service is a lease service with the change bus and the live hub it was
+// built over: one sidecar's.
+type Service struct {
+	*lease.Service
+	Bus *changes.Bus
+	Hub *live.Hub
+}
+
+// Clock is what a service's clock and timers are read from: a
+// clocktest.Clock, or RealClock.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+// RealClock is the system's clock and timers.
+type RealClock struct{}
+
+// Now is time.Now.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// After is changes.RealAfter.
+func (RealClock) After(d time.Duration) (<-chan time.Time, func() bool) { return changes.RealAfter(d) }
+
 // NewService returns another lease service over the World's forge and
-// ledger, on its clock (a sidecar restarted on the same ledger file).
-func (w *World) NewService(t testing.TB, opts ...lease.Option) *lease.Service {
+// ledger, on its clock, with a bus and a hub of its own (a sidecar
+// restarted on the same ledger file, or another replica on it).
+func (w *World) NewService(t testing.TB, opts ...lease.Option) *Service {
 	t.Helper()
 	return NewService(t, w.Forge, w.Ledger, w.Clock, opts...)
 }
 
-// NewService returns a lease service over f and l whose clock and timers
-// are c's.
-func NewService(t testing.TB, f lease.Forge, l lease.Ledger, c *clocktest.Clock, opts ...lease.Option) *lease.Service {
+// NewService returns a lease service over f and l, with a change bus and
+// a live hub of its own, all of whose clocks and timers are c's.
+func NewService(t testing.TB, f lease.Forge, l lease.Ledger, c Clock, opts ...lease.Option) *Service {
 	t.Helper()
-	svc, err := lease.NewService(f, l, append([]lease.Option{lease.WithClock(c.Now), lease.WithTimer(c.After)}, opts...)...)
+	return newService(t, f, l, c, live.Options{}, opts...)
+}
+
+// newService is NewService with the live hub bounded by lo. It builds the
+// parts in serve's order: the bus, the hub on it, then the service.
+func newService(t testing.TB, f lease.Forge, l lease.Ledger, c Clock, lo live.Options, opts ...lease.Option) *Service {
+	t.Helper()
+	bus := changes.New(c.Now, c.After)
+	hub := live.New(l, bus, c.Now, c.After, lo)
+	svc, err := lease.NewService(f, l, bus, hub, append([]lease.Option{lease.WithClock(c.Now), lease.WithTimer(c.After)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return svc
+	return &Service{Service: svc, Bus: bus, Hub: hub}
 }
 
 // As is the viewer with this login, as the World's forge knows it.

@@ -189,6 +189,10 @@ func New(ledger Ledger, bus *changes.Bus, now func() time.Time, after changes.Af
 	return h
 }
 
+// Options are the bounds the hub was made with, every zero field set to
+// its default (the lease service's streams read Recheck).
+func (h *Hub) Options() Options { return h.opts }
+
 func (h *Hub) id(f *feed, seq uint64) string {
 	return h.epoch + "-" + f.name + "-" + strconv.FormatUint(seq, 10)
 }
@@ -400,7 +404,9 @@ func (h *Hub) read(f *feed) {
 }
 
 // Settle waits until the hub has read again everything it heard of so
-// far (for tests, which then look for what was published).
+// far (for tests, which then look for what was published: this
+// package's, and those of the lease service and the routes, which reach
+// the hub through leasetest's World).
 func (h *Hub) Settle() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
