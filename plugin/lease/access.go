@@ -23,7 +23,7 @@ import (
 //   - release --force: admin access to the repository;
 //   - handoff: the holder's account, or admin access (mayForce); the
 //     target must be an account that may claim the number: write access
-//     to its unit (mayClaimKind);
+//     to its unit (mayWrite);
 //   - watch (the live events): read access to the repository, asked again
 //     while the stream lasts; an event about a number only to who may
 //     read its unit (mayWatch);
@@ -62,9 +62,9 @@ func mayAcquire(r forge.Repo, is forge.Issue) error {
 	switch {
 	case !mayRead(r, kindOf(is)):
 		return fmt.Errorf("%s#%d: %w", r.FullName, is.Number, ErrIssueNotFound)
-	case is.IsPull && !r.CanWritePulls:
+	case !mayWrite(r, kindOf(is)) && is.IsPull:
 		return &WriteRequiredError{Repo: r.FullName, Unit: "pulls"}
-	case !is.IsPull && !r.CanWriteIssues:
+	case !mayWrite(r, kindOf(is)):
 		return &WriteRequiredError{Repo: r.FullName, Unit: "issues"}
 	case is.Closed:
 		return fmt.Errorf("%s#%d: %w", r.FullName, is.Number, ErrIssueClosed)
@@ -103,10 +103,10 @@ func mayForce(r forge.Repo) error {
 	return nil
 }
 
-// mayClaimKind says whether the viewer of r may claim a number of this
-// kind (of a known kind: write access to its unit), as a handoff's target
-// must.
-func mayClaimKind(r forge.Repo, k models.Kind) bool {
+// mayWrite says whether the viewer of r may claim numbers of this kind:
+// write access to their unit (nobody, for KindUnknown). An acquirer needs
+// it (mayAcquire), and so does a handoff's target.
+func mayWrite(r forge.Repo, k models.Kind) bool {
 	switch k {
 	case models.KindIssue:
 		return r.CanWriteIssues

@@ -88,7 +88,7 @@ func (s *Service) handoffTarget(ctx context.Context, r forge.Repo, owner, name s
 		}
 		kind = kindOf(is)
 	}
-	if !mayClaimKind(tr, kind) {
+	if !mayWrite(tr, kind) {
 		return models.Holder{}, refused
 	}
 	return models.Holder{ID: u.ID, Login: u.Login}, nil
