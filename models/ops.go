@@ -171,6 +171,20 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 // login shown becomes h's current one. Anything else (free, expired,
 // someone else's) is a *NotHolderError.
 func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (Lease, error) {
+	return s.renew(ctx, k, h, 0, ttl)
+}
+
+// RenewTenure is Renew of tenure token alone: if k's live lease is h's
+// with another token, it is a *NotHolderError too (the gate's
+// --renew-on-push renews the tenure whose token a push carried).
+func (s *Store) RenewTenure(ctx context.Context, k Key, h Holder, token int64, ttl time.Duration) (Lease, error) {
+	if token <= 0 {
+		return Lease{}, fmt.Errorf("renew %d#%d: %w: token %d", k.RepoID, k.Issue, ErrInvalid, token)
+	}
+	return s.renew(ctx, k, h, token, ttl)
+}
+
+func (s *Store) renew(ctx context.Context, k Key, h Holder, token int64, ttl time.Duration) (Lease, error) {
 	if err := s.validate(k, h, ttl, true); err != nil {
 		return Lease{}, fmt.Errorf("renew %d#%d: %w", k.RepoID, k.Issue, err)
 	}
@@ -180,7 +194,7 @@ func (s *Store) Renew(ctx context.Context, k Key, h Holder, ttl time.Duration) (
 		if err != nil {
 			return err
 		}
-		if !found || !row.live(now) || !row.heldBy(h) {
+		if !found || !row.live(now) || !row.heldBy(h) || token != 0 && row.Token != token {
 			return notHolder(row, found, now)
 		}
 		session, expires, capAt, err := inSession(tx, h, ttl, now)

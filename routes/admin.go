@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// The operators' endpoints: /readyz and /metrics, with /healthz. They are
+// The operators' endpoints: /readyz and /metrics, with /healthz, and the
+// gate's (gate.go). They are
 // not for the public listener: the metrics count the live leases of every
 // repository, private ones included, and how often Gitea fails, and every
 // /readyz asks Gitea. The sidecar serves them on an address of their own
@@ -37,6 +40,12 @@ type AdminOptions struct {
 	Clock func() time.Time
 	// RequestTimeout bounds each probe. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// Gate answers the gate's hook at contract.GatePath and
+	// contract.GatePingPath (gate.go); nil: the gate is off, and they
+	// answer 404.
+	Gate func(ctx context.Context, q contract.GateQuestion) (contract.GateAnswer, error)
+	// GateSecret is what the hook must send; required with Gate.
+	GateSecret []byte
 }
 
 // NewAdmin returns the operators' HTTP handler: GET /healthz, /readyz and
@@ -72,6 +81,14 @@ func NewAdmin(o AdminOptions) (http.Handler, error) {
 	r.GET("/readyz", h.readyz)
 	if o.Metrics != nil {
 		r.GET("/metrics", gin.WrapH(o.Metrics))
+	}
+	if o.Gate != nil {
+		if len(o.GateSecret) < 16 {
+			return nil, errors.New("routes: the gate needs a secret of at least 16 bytes")
+		}
+		g := &gate{answer: o.Gate, secret: o.GateSecret}
+		r.POST(contract.GatePath, g.push)
+		r.GET(contract.GatePingPath, g.ping)
 	}
 	return r, nil
 }

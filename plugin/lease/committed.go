@@ -62,6 +62,14 @@ func (c committed) Renew(ctx context.Context, k models.Key, h models.Holder, ttl
 	return l, err
 }
 
+func (c committed) RenewTenure(ctx context.Context, k models.Key, h models.Holder, token int64, ttl time.Duration) (models.Lease, error) {
+	l, err := c.Ledger.RenewTenure(ctx, k, h, token, ttl)
+	if err == nil {
+		c.publish(changes.Change{Key: k})
+	}
+	return l, err
+}
+
 func (c committed) Release(ctx context.Context, k models.Key, h models.Holder) (*models.Lease, error) {
 	l, err := c.Ledger.Release(ctx, k, h)
 	if err == nil && l != nil {

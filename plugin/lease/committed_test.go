@@ -19,7 +19,7 @@ import (
 var ledgerReads = map[string]bool{
 	"Tenures": true, "Current": true, "List": true, "ListPage": true, "Issue": true,
 	"LiveRepos": true, "PullsLinkedTo": true, "PullOf": true, "OpenPulls": true, "Leases": true,
-	"SessionEpoch": true, "SessionLeases": true,
+	"SessionEpoch": true, "SessionLeases": true, "Gate": true, "TenureTTL": true,
 }
 
 // Every write of the Ledger has its own method in committed.go, so none
@@ -102,6 +102,9 @@ func (succeeding) Acquire(context.Context, models.Key, models.Holder, time.Durat
 func (succeeding) Renew(context.Context, models.Key, models.Holder, time.Duration) (models.Lease, error) {
 	return models.Lease{}, nil
 }
+func (succeeding) RenewTenure(context.Context, models.Key, models.Holder, int64, time.Duration) (models.Lease, error) {
+	return models.Lease{}, nil
+}
 func (succeeding) Release(context.Context, models.Key, models.Holder) (*models.Lease, error) {
 	return &models.Lease{}, nil
 }
@@ -139,6 +142,7 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 	calls := map[string]func(){
 		"Acquire":       func() { _, _ = l.Acquire(ctx, k, h, 0, models.Observed{}) },
 		"Renew":         func() { _, _ = l.Renew(ctx, k, h, time.Minute) },
+		"RenewTenure":   func() { _, _ = l.RenewTenure(ctx, k, h, 1, time.Minute) },
 		"Release":       func() { _, _ = l.Release(ctx, k, h) },
 		"ForceRelease":  func() { _, _ = l.ForceRelease(ctx, k, h) },
 		"AcquireFirst":  func() { _, _ = l.AcquireFirst(ctx, 1, nil, h, 0) },

@@ -46,6 +46,10 @@ type Ledger interface {
 	Heartbeat(ctx context.Context, ref models.SessionRef, h models.Holder, left time.Duration) (int, error)
 	EndSession(ctx context.Context, ref models.SessionRef, h models.Holder) ([]models.Lease, error)
 	SessionLeases(ctx context.Context, id string) ([]models.Lease, error)
+	// The gate's decision about a push, and --renew-on-push (gate.go).
+	Gate(ctx context.Context, p models.GatePush) (models.GateVerdict, error)
+	TenureTTL(ctx context.Context, k models.Key, token int64) (time.Duration, bool, error)
+	RenewTenure(ctx context.Context, k models.Key, h models.Holder, token int64, ttl time.Duration) (models.Lease, error)
 }
 
 var _ Ledger = (*models.Store)(nil)
@@ -106,6 +110,8 @@ type Service struct {
 	priorities []string
 	// observeNext, if set, is told what each next cost (metrics).
 	observeNext func(NextStats)
+	// renewOnPush: the gate renews the claims a push carries (gate.go).
+	renewOnPush bool
 	// maxSessions caps the agent sessions of one account
 	// (WithMaxSessionsPerAccount).
 	maxSessions int
