@@ -135,7 +135,9 @@ func TestGateIsOffUnlessAsked(t *testing.T) {
 		t.Fatalf("gate off: %d, want 404", rec.Code)
 	}
 	if _, err := NewAdmin(AdminOptions{Database: func(context.Context) error { return nil },
-		Gate: func(context.Context, contract.GateQuestion) (contract.GateAnswer, error) { return contract.GateAnswer{}, nil }, GateSecret: []byte("short")}); err == nil {
+		Gate: func(context.Context, contract.GateQuestion) (contract.GateAnswer, error) {
+			return contract.GateAnswer{}, nil
+		}, GateSecret: []byte("short")}); err == nil {
 		t.Fatal("a 5-byte secret was taken")
 	}
 }
