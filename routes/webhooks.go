@@ -32,6 +32,9 @@ type Webhook struct {
 	// metrics): applied, duplicate, ignored, bad_signature, too_large,
 	// malformed, failed.
 	Observe func(outcome string)
+	// RepoCreated, if set, is told of a repository created (its
+	// "owner/name"), at once: serve --gate puts its hook into it.
+	RepoCreated func(repo string)
 }
 
 // deliveryView is the answer to a delivery, for Gitea's delivery log.
@@ -78,6 +81,16 @@ func (h *handler) webhook(c *gin.Context) {
 	case !relevant:
 		observe("ignored")
 		c.JSON(http.StatusOK, deliveryView{Outcome: "ignored"})
+		return
+	}
+	if e.Kind == forge.EventRepoCreated {
+		outcome := "ignored"
+		if h.hook.RepoCreated != nil && e.Repo != "" {
+			h.hook.RepoCreated(e.Repo)
+			outcome = "applied"
+		}
+		observe(outcome)
+		c.JSON(http.StatusOK, deliveryView{Outcome: outcome})
 		return
 	}
 	applied, err := h.leases.Apply(c.Request.Context(), e)

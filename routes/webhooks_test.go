@@ -90,3 +90,20 @@ func TestWebhookOffWithoutSecret(t *testing.T) {
 		t.Fatal("a short webhook secret was accepted")
 	}
 }
+
+// A repository created is told at once (serve --gate puts its hook into
+// it), and changes no lease.
+func TestWebhookTellsOfARepositoryCreated(t *testing.T) {
+	var created []string
+	seen := &outcomes{}
+	f := newFixture(t, withWebhook(seen), func(o *Options) { o.Webhook.RepoCreated = func(repo string) { created = append(created, repo) } })
+	body := `{"action":"created","repository":{"id":9,"full_name":"acme/new"}}`
+	expectReply(t, "unsigned", f.deliver("repository", "d-1", body, nil), 403, `{"error":"bad signature"}`)
+	expectReply(t, "signed", f.deliver("repository", "d-2", body, hookSecret), 200, `{"outcome":"applied","ended":0}`)
+	if len(created) != 1 || created[0] != "acme/new" {
+		t.Fatalf("told of %v, want acme/new once", created)
+	}
+	if got, want := seen.all(), "bad_signature,applied"; got != want {
+		t.Fatalf("observed %s, want %s", got, want)
+	}
+}

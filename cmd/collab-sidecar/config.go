@@ -84,6 +84,19 @@ type Config struct {
 	// SSH and HTTP listeners begin with a PROXY protocol header naming
 	// the client (nil: none; no connection may send one).
 	ProxyProtocolFrom []netip.Prefix
+	// Gate: keep the gate's pre-receive hook in every repository under
+	// RepoRoot (Gitea's repository root), which asks GateURL (an admin
+	// listener's URL as Gitea reaches it; "" derives it from AdminListen)
+	// and does GateUnreachable (contract.GateAllow or GateRefuse) when no
+	// answer comes. GateProgram is the hook program to install ("": the
+	// collab-gate-hook beside this executable). RenewOnPush: an allowed
+	// push renews the claim whose current token it carries.
+	Gate            bool
+	RepoRoot        string
+	GateURL         string
+	GateUnreachable string
+	GateProgram     string
+	RenewOnPush     bool
 }
 
 // setting is one row of the settings table: the single source for flags,
@@ -97,7 +110,7 @@ type setting struct {
 
 // boolSettings are the settings that are switches: --fence-pushes alone
 // turns one on, as does true (or 1) in the environment or the file.
-var boolSettings = map[string]bool{"fence-pushes": true}
+var boolSettings = map[string]bool{"fence-pushes": true, "gate": true, "renew-on-push": true}
 
 // switchFlag is a switch's flag.Value: the setting's text, "true" when
 // the flag is given alone.
@@ -132,6 +145,12 @@ var settings = []setting{
 	{"priority-labels", "COLLAB_PRIORITY_LABELS", "", "labels next prefers, highest first, comma-separated (e.g. priority/critical,priority/high): the oldest issue of the highest priority there is goes first, issues with none of them last"},
 	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
 	{"fence-pushes", "COLLAB_FENCE_PUSHES", "false", "while a pull request, or an issue it closes, is claimed, let only the holder's account push to its head branch (a branch protection rule of the sidecar's; the Gitea token needs write:repository)"},
+	{"gate", "COLLAB_GATE", "false", "keep the gate, a pre-receive hook, in every repository under gitea-repo-root: Gitea then refuses a push to a claimed pull request's branch unless it carries the claim's current token (-o collab-lease=<issue>:<token>) from the holder's account (needs admin-listen)"},
+	{"gitea-repo-root", "COLLAB_GITEA_REPO_ROOT", "", "Gitea's repository root ([repository] ROOT of app.ini; read from <gitea-custom>/conf/app.ini if not given), for the gate"},
+	{"gate-url", "COLLAB_GATE_URL", "", "URL at which Gitea's hooks reach this sidecar's admin listener, or a load balancer in front of the replicas' (default http://127.0.0.1:<admin port>)"},
+	{"gate-unreachable", "COLLAB_GATE_UNREACHABLE", "allow", "what the gate does when no sidecar answered within 2s: allow (the push goes in, with a warning line) or refuse"},
+	{"gate-program", "COLLAB_GATE_PROGRAM", "", "the gate's hook program to install (default: collab-gate-hook beside collab-sidecar)"},
+	{"renew-on-push", "COLLAB_RENEW_ON_PUSH", "false", "with the gate, a push carrying a claim's current token renews the claim by the TTL its holder last gave it"},
 	{"forge-timeout", "COLLAB_FORGE_TIMEOUT", durationSetting(gitea.DefaultTimeout), "deadline of each question to Gitea"},
 	{"key-cache-ttl", "COLLAB_KEY_CACHE_TTL", durationSetting(gitea.DefaultKeyCacheTTL), "how long a resolved SSH key is remembered"},
 	{"perm-cache-ttl", "COLLAB_PERM_CACHE_TTL", durationSetting(gitea.DefaultPermCacheTTL), "how long a repository permission is remembered"},
@@ -383,6 +402,9 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 	}
 	if c.FencePushes, err = strconv.ParseBool(v["fence-pushes"]); err != nil {
 		return c, fmt.Errorf("fence-pushes %q must be true or false", v["fence-pushes"])
+	}
+	if err := gateConfig(&c, v); err != nil {
+		return c, err
 	}
 	if c.LockDelay%time.Second != 0 {
 		return c, fmt.Errorf("lock-delay %q must be whole seconds", v["lock-delay"])

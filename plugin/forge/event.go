@@ -15,6 +15,9 @@ const (
 	EventDeleted     EventKind = "deleted" // an issue deleted
 	EventReopened    EventKind = "reopened"
 	EventRepoDeleted EventKind = "repo_deleted"
+	// EventRepoCreated: a repository was created (or migrated); it
+	// changes no lease, but the gate's hook goes into it at once.
+	EventRepoCreated EventKind = "repo_created"
 	// EventPullChanged: a pull request opened, edited (title or body) or
 	// pushed to; what it is linked to, or its head, may have changed.
 	EventPullChanged EventKind = "pull_changed"
@@ -25,7 +28,9 @@ const (
 type Event struct {
 	Kind   EventKind
 	RepoID int64
-	Number int64 // 0 for EventRepoDeleted
+	Number int64 // 0 for EventRepoDeleted and EventRepoCreated
+	// Repo is the repository's "owner/name", for a repository's events.
+	Repo string
 	// Updated is the issue's update time the event carries: an event
 	// older than what the ledger knows of the issue changes nothing.
 	Updated time.Time

@@ -47,7 +47,7 @@ var hookActions = map[string]map[string]forge.EventKind{
 	"issues": {"closed": forge.EventClosed, "reopened": forge.EventReopened, "deleted": forge.EventDeleted},
 	"pull_request": {"closed": forge.EventClosed, "reopened": forge.EventReopened,
 		"opened": forge.EventPullChanged, "edited": forge.EventPullChanged, "synchronized": forge.EventPullChanged},
-	"repository": {"deleted": forge.EventRepoDeleted},
+	"repository": {"deleted": forge.EventRepoDeleted, "created": forge.EventRepoCreated},
 }
 
 // ParseDelivery reads one webhook delivery: event is its X-Gitea-Event
@@ -71,6 +71,9 @@ func ParseDelivery(event, delivery string, body []byte) (forge.Event, bool, erro
 	e := forge.Event{Kind: kind, Delivery: delivery}
 	if p.Repository != nil {
 		e.RepoID = p.Repository.ID
+		if event == "repository" {
+			e.Repo = p.Repository.FullName
+		}
 	}
 	switch {
 	case event == "issues" && p.Issue != nil:

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+)
+
+// The gate's settings and files (docs/operating.md, The gate): serve
+// --gate keeps the hook (plugin/gatehook) in every repository under
+// Gitea's repository root, install writes its secret and configuration,
+// doctor looks at them, and `collab-sidecar gate remove` takes them out.
+
+// gateTimeoutMS bounds the hook's question: past it, gate-unreachable.
+const gateTimeoutMS = 2000
+
+// gateConfig validates the gate's settings into c.
+func gateConfig(c *Config, v map[string]string) error {
+	var err error
+	if c.Gate, err = strconv.ParseBool(v["gate"]); err != nil {
+		return fmt.Errorf("gate %q must be true or false", v["gate"])
+	}
+	if c.RenewOnPush, err = strconv.ParseBool(v["renew-on-push"]); err != nil {
+		return fmt.Errorf("renew-on-push %q must be true or false", v["renew-on-push"])
+	}
+	c.GateUnreachable = v["gate-unreachable"]
+	switch c.GateUnreachable {
+	case contract.GateAllow, contract.GateRefuse:
+	default:
+		return fmt.Errorf("gate-unreachable %q must be allow or refuse", c.GateUnreachable)
+	}
+	c.GateURL = strings.TrimRight(v["gate-url"], "/")
+	if c.GateURL != "" {
+		if err := checkURL("gate-url", c.GateURL); err != nil {
+			return err
+		}
+	}
+	c.RepoRoot, c.GateProgram = v["gitea-repo-root"], v["gate-program"]
+	if !c.Gate {
+		if c.RenewOnPush {
+			return errors.New("renew-on-push needs the gate: add --gate")
+		}
+		return nil
+	}
+	if c.AdminListen == "" {
+		return errors.New("gate needs the admin listener, which answers the hook: set admin-listen (default 127.0.0.1:" + defaultAdminPort + ")")
+	}
+	if c.RepoRoot == "" && c.GiteaCustom != "" {
+		if c.RepoRoot, err = repoRootOf(c.GiteaCustom); err != nil {
+			return err
+		}
+	}
+	if c.RepoRoot == "" {
+		return errors.New("gate needs Gitea's repository root: pass --gitea-repo-root (app.ini's [repository] ROOT), or --gitea-custom to read it from app.ini")
+	}
+	if !filepath.IsAbs(c.RepoRoot) {
+		if c.RepoRoot, err = filepath.Abs(c.RepoRoot); err != nil {
+			return fmt.Errorf("gitea-repo-root: %v", err)
+		}
+	}
+	return nil
+}
+
+// repoRootOf reads Gitea's repository root from <custom>/conf/app.ini as
+// Gitea does: [repository] ROOT, relative to WORK_PATH; by default
+// <APP_DATA_PATH>/gitea-repositories, APP_DATA_PATH ([server]) by default
+// <WORK_PATH>/data.
+func repoRootOf(custom string) (string, error) {
+	path := filepath.Join(custom, "conf", "app.ini")
+	ini, err := readAppIni(path)
+	if err != nil {
+		return "", fmt.Errorf("gitea-custom: %v (or pass --gitea-repo-root)", err)
+	}
+	work := ini[""]["WORK_PATH"]
+	under := func(p string) (string, error) {
+		if filepath.IsAbs(p) {
+			return filepath.Clean(p), nil
+		}
+		if work == "" {
+			return "", fmt.Errorf("%s gives the relative path %q and no WORK_PATH: pass --gitea-repo-root", path, p)
+		}
+		return filepath.Join(work, p), nil
+	}
+	if root := ini["repository"]["ROOT"]; root != "" {
+		return under(root)
+	}
+	data := ini["server"]["APP_DATA_PATH"]
+	if data == "" {
+		data = "data"
+	}
+	data, err = under(data)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(data, "gitea-repositories"), nil
+}
+
+// readAppIni reads the keys of an app.ini by section ("" before the
+// first), values unquoted.
+func readAppIni(path string) (map[string]map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]map[string]string{"": {}}
+	section := ""
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case line == "" || line[0] == ';' || line[0] == '#':
+		case line[0] == '[' && strings.HasSuffix(line, "]"):
+			section = strings.ToLower(strings.TrimSpace(line[1 : len(line)-1]))
+			if out[section] == nil {
+				out[section] = map[string]string{}
+			}
+		default:
+			k, val, ok := strings.Cut(line, "=")
+			if !ok {
+				continue
+			}
+			val = strings.TrimSpace(val)
+			if len(val) >= 2 && (val[0] == '"' && val[len(val)-1] == '"' || val[0] == '`' && val[len(val)-1] == '`') {
+				val = val[1 : len(val)-1]
+			}
+			out[section][strings.ToUpper(strings.TrimSpace(k))] = val
+		}
+	}
+	return out, sc.Err()
+}
+
+// gateURLFor is the URL the hook asks at: gate-url, else the admin
+// listener's bound address, with a wildcard host read as loopback.
+func gateURLFor(cfg Config, admin net.Addr) string {
+	if cfg.GateURL != "" {
+		return cfg.GateURL
+	}
+	host, port, err := net.SplitHostPort(admin.String())
+	if err != nil {
+		return "http://" + admin.String()
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// gateProgram is the hook program to install: gate-program, else the
+// collab-gate-hook beside this executable.
+func gateProgram(cfg Config) (string, error) {
+	if cfg.GateProgram != "" {
+		return cfg.GateProgram, nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("gate: finding the hook program: %v (pass --gate-program)", err)
+	}
+	p := filepath.Join(filepath.Dir(self), contract.GateProgram)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("gate: no hook program beside collab-sidecar (%v): install %s there, or pass --gate-program", err, contract.GateProgram)
+	}
+	return p, nil
+}
