@@ -86,6 +86,10 @@ func doctor(ctx context.Context, cfg Config, out io.Writer) error {
 		add("pushes", found, err)
 	}
 
+	if cfg.Gate {
+		checks = append(checks, checkGate(ctx, cfg)...)
+	}
+
 	failed := 0
 	for _, c := range checks {
 		if c.err != nil {

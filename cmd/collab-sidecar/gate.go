@@ -2,15 +2,20 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/gatehook"
+	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
 // The gate's settings and files (docs/operating.md, The gate): serve
@@ -168,4 +173,94 @@ func gateProgram(cfg Config) (string, error) {
 		return "", fmt.Errorf("gate: no hook program beside collab-sidecar (%v): install %s there, or pass --gate-program", err, contract.GateProgram)
 	}
 	return p, nil
+}
+
+// gateRun is the gate of a running sidecar: its secret, the repository
+// root it keeps the hook in, and what it counts and logs.
+type gateRun struct {
+	root   string
+	secret []byte
+	leases *lease.Service
+	met    *metrics
+	log    *slog.Logger
+}
+
+// startGate writes the gate's files (the hook program, its configuration
+// naming gateURL, its secret if missing) and puts the hook into every
+// repository under the root.
+func startGate(cfg Config, gateURL string, leases *lease.Service, met *metrics, log *slog.Logger) (*gateRun, error) {
+	program, err := gateProgram(cfg)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := gatehook.Prepare(gatehook.Options{Root: cfg.RepoRoot, Program: program,
+		Config: contract.GateConfig{URL: gateURL, Unreachable: cfg.GateUnreachable, TimeoutMS: gateTimeoutMS}})
+	if err != nil {
+		return nil, fmt.Errorf("gate: %w", err)
+	}
+	g := &gateRun{root: cfg.RepoRoot, secret: secret, leases: leases, met: met, log: log}
+	n, err := gatehook.Sweep(cfg.RepoRoot)
+	met.gateInstall.WithLabelValues("start").Add(float64(n))
+	if err != nil {
+		// One repository the hook cannot go into must not keep the
+		// others unguarded: the sweeps try it again.
+		met.gateInstall.WithLabelValues("failed").Inc()
+		log.Warn("the gate's hook could not go into every repository; trying again at each reconcile sweep", "root", cfg.RepoRoot, "err", err)
+	}
+	log.Info("gate on: Gitea asks this sidecar about every push", "root", cfg.RepoRoot, "hook_asks", gateURL,
+		"unreachable", cfg.GateUnreachable, "renew_on_push", cfg.RenewOnPush, "hooks_added", n)
+	return g, nil
+}
+
+// answer is the admin listener's answer to the hook (routes.AdminOptions.Gate).
+func (g *gateRun) answer(ctx context.Context, q contract.GateQuestion) (contract.GateAnswer, error) {
+	start := time.Now()
+	a, res, err := g.leases.Gate(ctx, q)
+	outcome := "allowed"
+	switch {
+	case errors.Is(err, lease.ErrInvalid):
+		outcome = "invalid"
+		g.log.Warn("the gate's hook asked a question it should not", "err", err)
+	case err != nil:
+		outcome = "unanswered"
+		g.log.Warn("the gate could not decide a push; the hook does what gate-unreachable says", "repo", q.Owner+"/"+q.Repo, "err", err)
+	case !a.Allow:
+		outcome = "refused"
+		g.log.Info("gate refused a push", "repo", q.Owner+"/"+q.Repo, "pusher", q.Pusher, "reasons", strings.Join(res.Refused, ","))
+	}
+	if res.RenewErr != nil {
+		g.log.Warn("renewing a claim on its push failed", "repo", q.Owner+"/"+q.Repo, "err", res.RenewErr)
+	}
+	g.met.gateAnswered(outcome, res, time.Since(start))
+	return a, err
+}
+
+// created puts the hook into a repository Gitea's webhook says was
+// created (routes.Webhook.RepoCreated).
+func (g *gateRun) created(repo string) {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok {
+		return
+	}
+	changed, err := gatehook.InstallRepo(g.root, owner, name)
+	if err != nil {
+		g.log.Warn("putting the gate's hook into a new repository failed; the next sweep tries again", "repo", repo, "err", err)
+		return
+	}
+	if changed {
+		g.met.gateInstall.WithLabelValues("created").Inc()
+	}
+}
+
+// sweep puts the hook back wherever it is missing (each reconcile sweep).
+func (g *gateRun) sweep(context.Context) {
+	n, err := gatehook.Sweep(g.root)
+	g.met.gateInstall.WithLabelValues("sweep").Add(float64(n))
+	if err != nil {
+		g.met.gateInstall.WithLabelValues("failed").Inc()
+		g.log.Warn("the gate's sweep could not put its hook into every repository", "root", g.root, "err", err)
+	}
+	if n > 0 {
+		g.log.Info("the gate's sweep put its hook into repositories that lacked it", "added", n)
+	}
 }

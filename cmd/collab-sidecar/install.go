@@ -114,6 +114,7 @@ func install(ctx context.Context, cfg Config, f installFlags, out io.Writer) err
 		}
 	}
 	printFencedPushes(out, cfg)
+	installGate(cfg, out)
 	return nil
 }
 

@@ -37,6 +37,9 @@ Usage:
                                    (--uninstall removes all three)
   collab-sidecar doctor [flags]    check the Gitea URL, token, footer, sign-in, webhook and data directory;
                                    says what to fix (exit 0 only when all pass)
+  collab-sidecar gate remove [flags]
+                                   take the gate's hook out of every repository (--gitea-repo-root DIR
+                                   or --gitea-custom DIR), leaving Gitea's own hooks as they were
   collab-sidecar healthcheck       ask the running server's /healthz (for container health checks)
   collab-sidecar help              show this text
   collab-sidecar --version         show the version, commit and Go version of this build
@@ -95,6 +98,8 @@ func run(args []string, getenv func(string) string, stdout, stderr io.Writer) in
 		if err == nil {
 			err = doctor(ctx, cfg, stdout)
 		}
+	case "gate":
+		err = gateCommand(args[1:], getenv, stdout)
 	case "healthcheck":
 		var cfg Config
 		// The probe needs only the HTTP address: Gitea's URL and token

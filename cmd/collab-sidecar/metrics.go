@@ -34,6 +34,11 @@ type metrics struct {
 	nextReqs    prometheus.Histogram
 	fencePosts  *prometheus.CounterVec
 	fenceRules  *prometheus.CounterVec
+	gatePushes  *prometheus.CounterVec
+	gateRefused *prometheus.CounterVec
+	gateSecs    prometheus.Histogram
+	gateRenewed prometheus.Counter
+	gateInstall *prometheus.CounterVec
 }
 
 func newMetrics(store *models.Store) *metrics {
@@ -100,6 +105,27 @@ func newMetrics(store *models.Store) *metrics {
 		Name: "collab_lease_fence_push_rules_total",
 		Help: "Changes of the branch protection rules that fence pushes to claimed pull requests' branches, by outcome (made, updated, removed, failed: retried with backoff).",
 	}, []string{"outcome"})
+	m.gatePushes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "collab_lease_gate_pushes_total",
+		Help: "Pushes the gate's hook asked about, by outcome (allowed, refused, invalid, unanswered: the ledger did not answer, and the hook did what gate-unreachable says).",
+	}, []string{"outcome"})
+	m.gateRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "collab_lease_gate_refused_refs_total",
+		Help: "Refs the gate refused, by reason (stale, no_token, bad_token, other_account).",
+	}, []string{"reason"})
+	m.gateSecs = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "collab_lease_gate_answer_duration_seconds",
+		Help:    "Time the sidecar took to answer the gate's hook.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .02, .05, .1, .25, .5, 1, 2},
+	})
+	m.gateRenewed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "collab_lease_gate_renewals_total",
+		Help: "Claims renewed by a push carrying their current token (renew-on-push).",
+	})
+	m.gateInstall = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "collab_lease_gate_hook_installs_total",
+		Help: "Repositories the gate's hook was put into (or put back into), by when (start, created, sweep), and sweeps that failed (failed).",
+	}, []string{"when"})
 	live := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "collab_lease_live_leases",
 		Help: "Live leases across all repositories.",
@@ -122,6 +148,7 @@ func newMetrics(store *models.Store) *metrics {
 	}, func() float64 { return float64(store.ListensLost()) })
 	m.reg.MustRegister(offset, listensLost, m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
 		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts, m.fenceRules,
+		m.gatePushes, m.gateRefused, m.gateSecs, m.gateRenewed, m.gateInstall,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -177,6 +204,16 @@ func (m *metrics) next(st lease.NextStats) {
 	m.nexts.WithLabelValues(st.Outcome).Inc()
 	m.nextTries.Observe(float64(st.Attempts))
 	m.nextReqs.Observe(float64(st.Requests))
+}
+
+// gateAnswered counts one answer to the gate's hook.
+func (m *metrics) gateAnswered(outcome string, res lease.GateResult, d time.Duration) {
+	m.gatePushes.WithLabelValues(outcome).Inc()
+	for _, r := range res.Refused {
+		m.gateRefused.WithLabelValues(r).Inc()
+	}
+	m.gateRenewed.Add(float64(res.Renewed))
+	m.gateSecs.Observe(d.Seconds())
 }
 
 // delivery is routes.Webhook.Observe.

@@ -22,6 +22,7 @@ import (
 	"github.com/collab-lease/collab-lease/buildinfo"
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/changes"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/fence"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/gitea"
@@ -84,7 +85,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	now := store.Clock().Now
 	bus := changes.New(now, changes.RealAfter)
 	hub := live.New(store, bus, now, changes.RealAfter, live.Options{Recheck: liveRecheck(cfg)})
-	leases, err := lease.NewService(fg, store, bus, hub, lease.WithClock(now), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next))
+	leases, err := lease.NewService(fg, store, bus, hub, lease.WithClock(now), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next), lease.WithRenewOnPush(cfg.RenewOnPush))
 	if err != nil {
 		return err
 	}
@@ -96,12 +97,18 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if cfg.FencePushes {
 		log.Info("fencing pushes: a claimed pull request's branch takes pushes only from the holder's account")
 	}
+	var gate *gateRun // set once the admin listener is bound (the hook's URL names it)
+	afterSweep := func(ctx context.Context) {
+		if gate != nil {
+			gate.sweep(ctx)
+		}
+	}
 	loops := []loop{
 		// Finishing an upgrade from holders by login needs Gitea, which
 		// may be down now: it goes on beside the servers.
 		{name: "holder upgrade", run: func(ctx context.Context) error { resolveHolders(ctx, log, leases, store); return nil }},
 		{name: "reconcile", run: func(ctx context.Context) error {
-			reconcile(ctx, log, leases, cfg.Reconcile, met.reconciled)
+			reconcile(ctx, log, leases, cfg.Reconcile, met.reconciled, afterSweep)
 			return nil
 		}},
 		// Changes other replicas on the same PostgreSQL database make
@@ -111,17 +118,12 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		{name: "fence worker", run: fences.Run},
 	}
 	hs := newHTTPServer(cfg, nil, log)
-	if hs.Handler, err = newHTTPHandler(cfg, fg, leases, met, log, hs.RegisterOnShutdown); err != nil {
-		return err
+	repoCreated := func(repo string) {
+		if gate != nil {
+			gate.created(repo)
+		}
 	}
-	admin, err := routes.NewAdmin(routes.AdminOptions{
-		Database: store.Ping, Metrics: met.handler(), Logger: log, RequestTimeout: operationTimeout(cfg),
-		Ready: func(ctx context.Context) error {
-			_, err := fg.Check(ctx)
-			return err
-		},
-	})
-	if err != nil {
+	if hs.Handler, err = newHTTPHandler(cfg, fg, leases, met, log, hs.RegisterOnShutdown, repoCreated); err != nil {
 		return err
 	}
 
@@ -149,6 +151,31 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 			return fmt.Errorf("admin-listen: %w", err)
 		}
 	}
+	adminOpts := routes.AdminOptions{
+		Database: store.Ping, Metrics: met.handler(), Logger: log, RequestTimeout: operationTimeout(cfg),
+		Ready: func(ctx context.Context) error {
+			_, err := fg.Check(ctx)
+			return err
+		},
+	}
+	if cfg.Gate {
+		if gate, err = startGate(cfg, gateURLFor(cfg, adminL.Addr()), leases, met, log); err != nil {
+			sshL.Close()
+			httpL.Close()
+			adminL.Close()
+			return err
+		}
+		adminOpts.Gate, adminOpts.GateSecret = gate.answer, gate.secret
+	}
+	admin, err := routes.NewAdmin(adminOpts)
+	if err != nil {
+		sshL.Close()
+		httpL.Close()
+		if adminL != nil {
+			adminL.Close()
+		}
+		return err
+	}
 	verb := &ssh.LeaseVerb{Leases: leases, MaxTTL: cfg.MaxTTL, Logger: log, Observe: met.observe}
 	srv := &ssh.Server{HostKey: hostKey, Keys: fg, Handler: verb, Logger: log,
 		CommandTimeout: operationTimeout(cfg), WriteTimeout: sshWriteTimeout, ConnDelta: met.connDelta,
@@ -167,7 +194,11 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	}
 	if adminL != nil {
 		as := newHTTPServer(cfg, admin, log)
-		log.Info("admin listening", "addr", adminL.Addr().String(), "serves", "/metrics /readyz /healthz")
+		serves := "/metrics /readyz /healthz"
+		if cfg.Gate {
+			serves += " " + contract.GatePath
+		}
+		log.Info("admin listening", "addr", adminL.Addr().String(), "serves", serves)
 		if !loopback(adminL.Addr()) {
 			log.Warn("the admin address is not loopback: /metrics counts the live leases of private repositories and /readyz asks Gitea; let only operators reach it",
 				"addr", adminL.Addr().String())
@@ -299,7 +330,7 @@ func runServers(ctx context.Context, log *slog.Logger, grace time.Duration, loop
 // application; onShutdown is the server's, which ends the event streams.
 // The operators' endpoints are on their own handler (routes.NewAdmin, in
 // serve).
-func newHTTPHandler(cfg Config, fg *gitea.Forge, leases *lease.Service, met *metrics, log *slog.Logger, onShutdown func(func())) (http.Handler, error) {
+func newHTTPHandler(cfg Config, fg *gitea.Forge, leases *lease.Service, met *metrics, log *slog.Logger, onShutdown func(func()), repoCreated func(string)) (http.Handler, error) {
 	bundle, err := assets.Load()
 	if err != nil {
 		return nil, fmt.Errorf("badge assets: %w", err)
@@ -325,7 +356,7 @@ func newHTTPHandler(cfg Config, fg *gitea.Forge, leases *lease.Service, met *met
 		log.Info("webhook disabled: no secret; run collab-sidecar install to register Gitea's webhook (closes are then noticed only by the reconcile)",
 			"file", filepath.Join(cfg.DataDir, webhookSecretFile))
 	default:
-		webhook = &routes.Webhook{Secret: []byte(secret), Parse: gitea.ParseDelivery, Observe: met.delivery}
+		webhook = &routes.Webhook{Secret: []byte(secret), Parse: gitea.ParseDelivery, Observe: met.delivery, RepoCreated: repoCreated}
 		log.Info("webhook enabled", "path", routes.WebhookPath)
 	}
 	return routes.New(routes.Options{
@@ -408,7 +439,7 @@ func resolveHolders(ctx context.Context, log *slog.Logger, leases *lease.Service
 // step), until ctx ends. Each sweep looks back to the previous one (with a
 // margin for clocks and slow deliveries); the first looks back as far as
 // the oldest live lease.
-func reconcile(ctx context.Context, log *slog.Logger, leases *lease.Service, interval time.Duration, done func(int, error)) {
+func reconcile(ctx context.Context, log *slog.Logger, leases *lease.Service, interval time.Duration, done func(int, error), after func(context.Context)) {
 	var since time.Time // zero: as far back as the oldest live lease
 	for {
 		wait := interval - interval/10 + rand.N(interval/5+1)
@@ -420,6 +451,7 @@ func reconcile(ctx context.Context, log *slog.Logger, leases *lease.Service, int
 		start := time.Now()
 		sctx, cancel := context.WithTimeout(ctx, interval)
 		ended, err := leases.Reconcile(sctx, since)
+		after(sctx)
 		cancel()
 		if errors.Is(err, lease.ErrReconciling) {
 			// Another replica sweeps now; the next sweep here looks
