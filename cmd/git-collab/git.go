@@ -15,7 +15,21 @@ type Git interface {
 	RemoteURL(name string) (string, error)
 	// Config is the value of a config key; "" when it is unset.
 	Config(key string) (string, error)
+	// LocalValues are the values of a multi-valued key in the
+	// repository's own config file (.git/config), in order; none when
+	// it is unset, and errNoRepository outside a repository.
+	LocalValues(key string) ([]string, error)
+	// AddLocal adds a value to a multi-valued key in the repository's
+	// own config file, after the values it has.
+	AddLocal(key, value string) error
+	// UnsetLocal removes the values of key in the repository's own
+	// config file that valueRegex (a regular expression, as git config
+	// reads one) matches; none matching is no error.
+	UnsetLocal(key, valueRegex string) error
 }
+
+// errNoRepository says that git runs outside any repository.
+var errNoRepository = errors.New("not inside a git repository")
 
 // execGit runs the git on PATH in the current directory.
 type execGit struct {
@@ -46,6 +60,36 @@ func (g execGit) Config(key string) (string, error) {
 		return "", nil
 	}
 	return out, err
+}
+
+func (g execGit) LocalValues(key string) ([]string, error) {
+	out, err := g.run("config", "--local", "--get-all", "--", key)
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == 1: // the key is unset
+		return nil, nil
+	case err != nil && strings.Contains(err.Error(), "--local can only be used inside a git repository"):
+		return nil, errNoRepository
+	case err != nil:
+		return nil, err
+	}
+	return strings.Split(out, "\n"), nil
+}
+
+func (g execGit) AddLocal(key, value string) error {
+	_, err := g.run("config", "--local", "--add", "--", key, value)
+	return err
+}
+
+func (g execGit) UnsetLocal(key, valueRegex string) error {
+	// git config unset --value (git 2.46) would say the same; --unset-all
+	// with a value pattern works on every git there is.
+	_, err := g.run("config", "--local", "--unset-all", "--", key, valueRegex)
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && ee.ExitCode() == 5 { // nothing matched
+		return nil
+	}
+	return err
 }
 
 func (g execGit) run(args ...string) (string, error) {

@@ -52,7 +52,11 @@ with --next for one to come free (nothing claimed when it runs out).
 Inside the command, git collab check with no arguments checks the claim,
 and every git collab command acts as the same agent; check, claims and
 history ride the session (COLLAB_RUN_SOCKET names its private socket)
-instead of an ssh of their own. The agent is
+instead of an ssh of their own. Every git push the command makes carries
+the claim's token as the push option collab-lease=<issue>:<token> (a
+push.pushOption entry in GIT_CONFIG_COUNT, after the caller's own), which
+Gitea's gate asks of pushes to a claimed branch; a git push -o of the
+command's own sends only its own options. The agent is
 --agent, else COLLAB_AGENT, else <short host name>-<pid>. SIGINT, SIGTERM
 and SIGHUP are passed on to the command. ssh runs without a terminal: use
 a key without a passphrase, or an agent.`,
@@ -71,7 +75,8 @@ whatever its labels. If nothing qualifies, git collab says so, exit 4:
 that is an answer, not a failure to retry at once. With --wait, when
 nothing qualifies the sidecar waits up to <dur> for an issue to come free
 (a claim released, lapsed or lost, an issue opened) and claims it; agents
-waiting together are served first come, first served.`,
+waiting together are served first come, first served. The claim's push
+option goes into the checkout as for claim.`,
 	},
 	{
 		name: "claim", remote: contract.VerbAcquire,
@@ -83,7 +88,11 @@ succeeds again, keeps its token and sets the expiry from this --ttl.
 If someone else holds it, git collab says who and until when, exit 4.
 With --wait, git collab first waits up to <dur> for their claim to be
 released or to expire (waiters are served first come, first served), and
-says who holds it, exit 4, only if the wait runs out.`,
+says who holds it, exit 4, only if the wait runs out. In a checkout, the
+claim's token goes into its own config as the push option
+collab-lease=<issue>:<token> (a value of push.pushOption, in place of an
+older one of the issue), so that every git push from it carries it for
+Gitea's gate; git collab says so on the line after the claim's.`,
 	},
 	{
 		name: "renew", remote: contract.VerbRenew,
@@ -115,7 +124,8 @@ says whose claim it is now.`,
 (so a retry after a dropped connection is safe); releasing someone else's
 live claim is refused, exit 4, unless you are an admin of the repository
 and give --force: the claim then ends as force_released, and its history
-names you.`,
+names you. Released, or not yours: the issue's push option leaves the
+checkout's config, and git collab says so.`,
 	},
 	{
 		name: "handoff", remote: contract.VerbHandoff,

@@ -17,7 +17,9 @@
 // long `collab-lease session` exec (session.go), kept across dropped
 // connections (resume.go); `git collab run` (run.go), whose command's own
 // git collab calls ride its session (ride.go, ride_unix.go,
-// ride_other.go); `git collab mcp` (mcp.go, mcp_tools.go); process groups
+// ride_other.go); the claim's token as a push option, in run's
+// environment and the checkout's config (pushoption.go); `git collab mcp`
+// (mcp.go, mcp_tools.go); process groups
 // and lifetimes (proc_unix.go, proc_unix_other.go, proc_linux.go,
 // proc_other.go); --version (version.go).
 package main
@@ -72,12 +74,18 @@ type app struct {
 }
 
 func (a *app) getenv(key string) string {
+	v, _ := a.lookupEnv(key)
+	return v
+}
+
+// lookupEnv is key's value in the environment, as os.LookupEnv says it.
+func (a *app) lookupEnv(key string) (string, bool) {
 	for i := len(a.env) - 1; i >= 0; i-- {
 		if k, v, ok := strings.Cut(a.env[i], "="); ok && k == key {
-			return v
+			return v, true
 		}
 	}
-	return ""
+	return "", false
 }
 
 func (a *app) run(args []string) int {
@@ -111,7 +119,7 @@ func (a *app) run(args []string) int {
 			return a.fail(err)
 		}
 		if x, ok := a.rideOwnCheck(context.Background(), inv, a.stderr); ok {
-			return a.report(inv, target{repo: inv.Repo}, x)
+			return a.report(inv, target{repo: inv.Repo}, x, "")
 		}
 	}
 	return a.call(findVerb(inv.Verb), inv)
@@ -130,11 +138,20 @@ func (a *app) call(v *verb, inv Invocation) int {
 	if err != nil {
 		return a.fail(err)
 	}
-	return a.report(inv, t, x)
+	note := ""
+	if x.replyErr == nil && x.reply != nil {
+		if note, err = followReply(a.git, x.req, x.reply); err != nil {
+			fmt.Fprintln(a.stderr, "git-collab: warning: "+err.Error())
+		}
+	}
+	return a.report(inv, t, x, note)
 }
 
-// report writes what x, the exchange of inv with the sidecar of t, says.
-func (a *app) report(inv Invocation, t target, x exchange) int {
+// report writes what x, the exchange of inv with the sidecar of t, says,
+// and note, a line on what the reply changed in the checkout ("" if
+// nothing), after the reply's own line. With --json, the sidecar's reply
+// is all there is: a program reads the change from the reply itself.
+func (a *app) report(inv Invocation, t target, x exchange, note string) int {
 	switch x.code {
 	case contract.ExitOK, contract.ExitConflict:
 	case contract.ExitError, contract.ExitTempFail:
@@ -162,6 +179,7 @@ func (a *app) report(inv Invocation, t target, x exchange) int {
 		return x.code
 	}
 	out := renderReply(x.req, x.reply, a.now())
+	out.addNote(note)
 	fmt.Fprint(a.stdout, out.stdout)
 	fmt.Fprint(a.stderr, out.stderr)
 	return x.code

@@ -127,7 +127,7 @@ func TestClaimRunsOneQuotedCommandThroughTheUsersSSH(t *testing.T) {
 	h.config("collab.sidecar", "side.example:2200")
 	h.answer("0", acquiredJSON, "")
 	r := h.run("claim", "#42", "--ttl", "30m")
-	if r != (result{"claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\n", "", 0}) {
+	if r != (result{"claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\npush option collab-lease=42:3 set in this checkout\n", "", 0}) {
 		t.Fatalf("%+v", r)
 	}
 	want := []string{"-o", "Fake=yes", "-p", "2200", "git@side.example", "collab-lease acquire 'acme/widgets' '42' --ttl '30m'"}
@@ -227,7 +227,7 @@ func TestHumanOutputAndExitStatus(t *testing.T) {
 			result{"no claims on acme/widgets\n", "", 0}},
 		// The agent verbs: exit 0 on stdout, exit 4 (an answer) on stderr.
 		{[]string{"next", "--ttl", "30m"}, "0", strings.Replace(acquiredJSON, `"issue":42`, `"issue":7`, 1), "",
-			result{"claimed acme/widgets#7 (token 3, expires 12:05 UTC, in 30m)\n", "", 0}},
+			result{"claimed acme/widgets#7 (token 3, expires 12:05 UTC, in 30m)\npush option collab-lease=7:3 set in this checkout\n", "", 0}},
 		{[]string{"next", "--label", "bug"}, "4", `{"status":"none","repo":"acme/widgets"}` + "\n", "",
 			result{"", "nothing to claim in acme/widgets\n", 4}},
 		{[]string{"check", "7", "--token", "3"}, "0", `{"status":"current","repo":"acme/widgets","issue":7,"holder":"alice","agent":null,"token":3,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}` + "\n", "",

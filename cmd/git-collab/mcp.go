@@ -56,6 +56,13 @@ type mcpServer struct {
 	mu    sync.Mutex
 	k     *keptSession // nil until the first call, and after the session is gone
 	notes []string     // to tell in the next result
+
+	// optMu orders the edits of the checkout's push options (and is
+	// taken after mu where both are); options are the gate options this
+	// server set there, issue to token, to take out again when their
+	// claims end with the session.
+	optMu   sync.Mutex
+	options map[int64]int64
 }
 
 // serveMCP is `git collab mcp`: it serves on stdin and stdout until the
@@ -88,7 +95,7 @@ func newMCPServer(a *app, inv Invocation) (*mcp.Server, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	m := &mcpServer{a: a, remote: inv.Remote, args: sessionArgs{agent: agent, grace: inv.Grace}}
+	m := &mcpServer{a: a, remote: inv.Remote, args: sessionArgs{agent: agent, grace: inv.Grace}, options: map[int64]int64{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "git-collab", Title: "git collab", Version: buildinfo.Read(version).Version},
 		&mcp.ServerOptions{Instructions: workflow, Capabilities: &mcp.ServerCapabilities{}})
 	for _, t := range mcpTools {
@@ -104,7 +111,8 @@ func newMCPServer(a *app, inv Invocation) (*mcp.Server, func(), error) {
 	return s, m.close, nil
 }
 
-// close ends the session, if one is open.
+// close ends the session, if one is open, which releases its claims:
+// their push options leave the checkout too.
 func (m *mcpServer) close() {
 	m.mu.Lock()
 	k := m.k
@@ -113,6 +121,67 @@ func (m *mcpServer) close() {
 	if k != nil {
 		k.Close()
 	}
+	m.forgetOptions(nil)
+}
+
+// followReply keeps the checkout's push options in step with the reply to
+// req (pushoption.go), and remembers what it set: the line to add to the
+// tool's result, if any.
+func (m *mcpServer) followReply(req contract.Command, reply any) string {
+	m.optMu.Lock()
+	defer m.optMu.Unlock()
+	note, err := followReply(m.a.git, req, reply)
+	issue, token, set, remove := gateOptionChange(req, reply)
+	switch {
+	case err != nil:
+		return "Warning: " + err.Error() + "."
+	case set:
+		m.options[issue] = token
+	case remove:
+		delete(m.options, issue)
+	}
+	return note
+}
+
+// dropOption takes the push option of issue's claim with token out of the
+// checkout (token 0: any of issue's), for a claim the session says is
+// lost: the note to tell, if any.
+func (m *mcpServer) dropOption(issue, token int64) string {
+	m.optMu.Lock()
+	defer m.optMu.Unlock()
+	note, err := removeGateOptions(m.a.git, issue, token)
+	if err != nil {
+		return "Warning: " + err.Error() + "."
+	}
+	if t, ok := m.options[issue]; ok && (token == 0 || t == token) {
+		delete(m.options, issue)
+	}
+	if note == "" {
+		return ""
+	}
+	return "Note: " + note + "."
+}
+
+// forgetOptions takes out of the checkout the push options this server
+// set, but for the claims kept names (issue to token): those of a
+// session that ended, or that was resumed without them. It returns the
+// notes to tell.
+func (m *mcpServer) forgetOptions(kept map[int64]int64) []string {
+	m.optMu.Lock()
+	var gone [][2]int64
+	for issue, token := range m.options {
+		if kept[issue] != token {
+			gone = append(gone, [2]int64{issue, token})
+		}
+	}
+	m.optMu.Unlock()
+	var notes []string
+	for _, g := range gone {
+		if note := m.dropOption(g[0], g[1]); note != "" {
+			notes = append(notes, note)
+		}
+	}
+	return notes
 }
 
 // toolArgs is what a tool takes: words are the issue and the options the
@@ -175,19 +244,26 @@ func (m *mcpServer) collect() {
 		case e.lost != nil:
 			m.notes = append(m.notes, fmt.Sprintf("Note: your claim on %s (token %d) was lost (%s): stop working under its token, and do not merge or push that work.",
 				named(e.lost.Repo, e.lost.Issue), e.lost.Token, e.lost.EndedBy))
+			if note := m.dropOption(e.lost.Issue, e.lost.Token); note != "" {
+				m.notes = append(m.notes, note)
+			}
 		case e.resumed != nil:
 			var held []string
+			kept := map[int64]int64{}
 			for _, l := range leasesOf(*e.resumed) {
 				held = append(held, fmt.Sprintf("%s (token %d)", named(l.Repo, l.Issue), l.Token))
+				kept[l.Issue] = l.Token
 			}
-			kept := "it held no claims"
+			said := "it held no claims"
 			if len(held) > 0 {
-				kept = "its claims are kept: " + strings.Join(held, ", ")
+				said = "its claims are kept: " + strings.Join(held, ", ")
 			}
-			m.notes = append(m.notes, "Note: the connection to the sidecar dropped and was reopened; the session was resumed, and "+kept+".")
+			m.notes = append(m.notes, "Note: the connection to the sidecar dropped and was reopened; the session was resumed, and "+said+".")
+			m.notes = append(m.notes, m.forgetOptions(kept)...)
 		case e.gone != "":
 			m.notes = append(m.notes, "Note: "+e.gone+"; the claims made through it were lost: stop working under their tokens, "+
 				"and claim again before going on. A new session is opened for the next call.")
+			m.notes = append(m.notes, m.forgetOptions(nil)...)
 			m.k.Close()
 			m.k = nil
 			return
@@ -304,7 +380,7 @@ func (m *mcpServer) answerReply(t target, req contract.Command, code int, body [
 			return nil, nil, fmt.Errorf("git-collab: could not read the reply of the sidecar at %s (exit status %d): %v; the reply: %s",
 				t.sidecar.Addr(), code, x.replyErr, strings.TrimSpace(string(body)))
 		}
-		return answer(x, m.a.now()), x.reply, nil
+		return answer(x, m.a.now(), m.followReply(req, x.reply)), x.reply, nil
 	case contract.ExitError:
 		return nil, nil, errors.New(orSaid(said, code))
 	case contract.ExitTempFail:
@@ -343,10 +419,12 @@ func retryAfter(n int) time.Duration {
 }
 
 // answer is a tool result for an exit 0 or 4 reply: the line git collab
-// would print, what to do about it, and the reply as JSON text for
-// clients that read no structured content.
-func answer(x exchange, now time.Time) *mcp.CallToolResult {
+// would print, note (what it changed in the checkout, "" if nothing),
+// what to do about it, and the reply as JSON text for clients that read
+// no structured content.
+func answer(x exchange, now time.Time, note string) *mcp.CallToolResult {
 	r := renderReply(x.req, x.reply, now)
+	r.addNote(note)
 	text := strings.TrimSpace(r.stdout + r.stderr)
 	if advice := adviceFor(x.req, x.reply); advice != "" {
 		text += "\n" + advice

@@ -32,17 +32,23 @@ func (h *harness) mcpClient() *mcp.ClientSession {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(closeSession)
+	return connectMCP(h.t, s)
+}
+
+// connectMCP connects a client to s over the in-memory transport.
+func connectMCP(t *testing.T, s *mcp.Server) *mcp.ClientSession {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := s.Connect(ctx, st, nil)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	h.t.Cleanup(func() {
+	t.Cleanup(func() {
 		cs.Close()
 		ss.Wait()
 	})
@@ -95,7 +101,7 @@ var mcpCalls = []struct {
 	replies []mcpReply
 }{
 	{"claim", map[string]any{"issue": 42, "ttl": "30m", "wait": "5m"}, []string{"claim", "42", "--ttl", "30m", "--wait", "5m"}, []mcpReply{
-		{"0", acquiredJSON, "claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\nYours while this server runs: check token 3"},
+		{"0", acquiredJSON, "claimed acme/widgets#42 (token 3, expires 12:05 UTC, in 30m)\npush option collab-lease=42:3 set in this checkout\nYours while this server runs: check token 3"},
 		{"4", `{"status":"held","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":"2026-09-05T12:05:00Z"}`,
 			"acme/widgets#42 is claimed by bob until 12:05 UTC\nNot an error: someone else is working on it."},
 	}},

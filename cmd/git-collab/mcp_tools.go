@@ -19,7 +19,7 @@ import (
 const workflow = `Claim an issue before working on it, so that no other agent or person works on it at the same time:
 1. next (or claim with an issue number). The answer's token identifies your claim. This server keeps the claim alive for as long as it runs: no renewing. A ttl, if you give one, caps the claim's whole life.
 2. Work. If a result starts with a note that a claim of yours was lost, stop working under its token, and claim again before going on; do not assume earlier work is still yours to finish.
-3. Right before a merge or a push, check the issue with your token; unless it answers current, do not merge or push.
+3. Right before a merge or a push, check the issue with your token; unless it answers current, do not merge or push. While the claim is yours, every git push from this checkout carries its token as the push option collab-lease=<issue>:<token>, which Gitea may require: push with plain git push, or, if you give -o options of your own, add -o collab-lease=<issue>:<token> too.
 4. unclaim when done, or when you give up.
 The statuses held, cooling, limit, not_holder, none and stale are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
 

@@ -16,6 +16,18 @@ type rendered struct {
 	stdout, stderr string
 }
 
+// addNote adds a line after the reply's, on the same stream: a note of
+// what the reply changed in the checkout ("" adds nothing).
+func (r *rendered) addNote(note string) {
+	switch {
+	case note == "":
+	case r.stdout != "":
+		r.stdout += note + "\n"
+	default:
+		r.stderr += note + "\n"
+	}
+}
+
 // Render turns the sidecar's reply to req (exit status 0 or 4, in the
 // shapes of plugin/contract) into the human form, reading times relative
 // to now. What it cannot read is an error, and the caller shows the reply

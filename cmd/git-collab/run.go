@@ -95,6 +95,13 @@ func defaultAgent(hostname string, pid int) string {
 
 // runCommand is `git collab run`.
 func (a *app) runCommand(inv Invocation) int {
+	// The command's pushes carry the claim's token in a config entry
+	// after the caller's own (pushoption.go): a count of theirs that git
+	// would refuse is refused before anything is claimed.
+	configCount, err := gitConfigCount(a.lookupEnv)
+	if err != nil {
+		return a.fail(err)
+	}
 	t, err := a.resolve(inv.Remote)
 	if err != nil {
 		return a.fail(err)
@@ -178,7 +185,7 @@ func (a *app) runCommand(inv Invocation) int {
 		fmt.Fprint(a.stderr, out.stdout+out.stderr)
 		return contract.ExitConflict
 	}
-	return a.runClaimed(k, t.sidecar, tenure, agent, inv.Command, sigs)
+	return a.runClaimed(k, t.sidecar, tenure, agent, configCount, inv.Command, sigs)
 }
 
 // orSaid is an error reply's line, or one that says it had none.
@@ -210,8 +217,17 @@ func (a *app) sessionFailed(err error, t target) int {
 
 // runClaimed runs argv under the claim tenure of session k (on sidecar
 // sc), and stops it if the claim is lost. The command's own git collab
-// calls that read ride the session (ride.go).
-func (a *app) runClaimed(k *keptSession, sc Sidecar, tenure *contract.Tenure, agent string, argv []string, sigs <-chan os.Signal) int {
+// calls that read ride the session (ride.go), and its pushes carry the
+// claim's token as a push option, in a config entry after the
+// configCount its caller's environment gives git.
+//
+// The token the command is given is the claim's for as long as the
+// command runs: a tenure keeps its token (renewing and resuming the
+// session change only its expiry), and a new token is a new tenure,
+// which comes only after this one ended, and a claim that ends stops the
+// command (lossOf). So neither COLLAB_TOKEN nor the push option ever
+// needs to change under a running command.
+func (a *app) runClaimed(k *keptSession, sc Sidecar, tenure *contract.Tenure, agent string, configCount int, argv []string, sigs <-chan os.Signal) int {
 	name := named(tenure.Repo, tenure.Issue)
 	opened := k.Opened()
 	riders, stopRiders := serveRiders(k, sc, agent, runClaim{repo: tenure.Repo, issue: tenure.Issue})
@@ -225,6 +241,7 @@ func (a *app) runClaimed(k *keptSession, sc Sidecar, tenure *contract.Tenure, ag
 		"COLLAB_AGENT="+agent,
 		"COLLAB_SESSION="+opened.Session,
 		riders)
+	cmd.Env = append(cmd.Env, pushOptionEnv(configCount, gateOption(tenure.Issue, tenure.Token))...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = a.stdin, a.stdout, a.stderr
 	cmd.WaitDelay = time.Second // a process left holding its pipes keeps no one waiting
 	ownGroup(cmd)
