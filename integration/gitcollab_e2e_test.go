@@ -156,7 +156,9 @@ func TestGitCollabClaimCycleAgainstGitea(t *testing.T) {
 		t.Fatalf("claims after the claim: %+v", l)
 	}
 	exp := *l.Leases[0].ExpiresAt
-	if want := fmt.Sprintf("claimed %s (token 1, expires %s, in 30m)\n", name, hhmm(exp)); r.Stdout != want || r.Stderr != "" {
+	// The claim also puts its token into the checkout's push options,
+	// so that a plain git push carries it (the gate).
+	if want := fmt.Sprintf("claimed %s (token 1, expires %s, in 30m)\npush option collab-lease=%s:1 set in this checkout\n", name, hhmm(exp), n); r.Stdout != want || r.Stderr != "" {
 		t.Fatalf("claim said %q %q, want %q", r.Stdout, r.Stderr, want)
 	}
 
@@ -193,7 +195,7 @@ func TestGitCollabClaimCycleAgainstGitea(t *testing.T) {
 	}
 
 	r = alice.collab("unclaim", n)
-	if r.Code != 0 || r.Stdout != "released "+name+"\n" || r.Stderr != "" {
+	if r.Code != 0 || r.Stdout != "released "+name+"\npush option collab-lease="+n+":1 removed from this checkout\n" || r.Stderr != "" {
 		t.Fatalf("alice's unclaim: %+v", r)
 	}
 	r = bob.collab("claims")
@@ -201,7 +203,7 @@ func TestGitCollabClaimCycleAgainstGitea(t *testing.T) {
 		t.Fatalf("claims after the unclaim: %+v", r)
 	}
 	r = bob.collab("claim", n)
-	if r.Code != 0 || r.Stdout != fmt.Sprintf("claimed %s (token 2, open-ended)\n", name) {
+	if r.Code != 0 || r.Stdout != fmt.Sprintf("claimed %s (token 2, open-ended)\npush option collab-lease=%s:2 set in this checkout\n", name, n) {
 		t.Fatalf("bob claims the freed issue: %+v", r)
 	}
 	r = alice.collab("renew", n, "--ttl", "1h")
