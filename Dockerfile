@@ -17,7 +17,11 @@ COPY . .
 # VERSION names the build instead (--version, the start log line and the
 # collab_lease_build_info metric show it).
 ARG VERSION=
+# collab-gate-hook is the gate's hook program: the sidecar copies it from
+# beside itself into Gitea's repository root, where Gitea runs it, so it is
+# static (CGO_ENABLED=0).
 RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/collab-sidecar ./cmd/collab-sidecar \
+ && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/collab-gate-hook ./cmd/collab-gate-hook \
  && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/git-collab ./cmd/git-collab
 
 FROM debian:bookworm-slim
@@ -29,7 +33,7 @@ RUN apt-get update \
  && mkdir -p /data \
  && chown collab:collab /data \
  && chmod 700 /data
-COPY --from=build /out/collab-sidecar /out/git-collab /usr/local/bin/
+COPY --from=build /out/collab-sidecar /out/collab-gate-hook /out/git-collab /usr/local/bin/
 USER collab
 ENV COLLAB_DATA_DIR=/data \
     COLLAB_SSH_LISTEN=:2222 \

@@ -12,8 +12,12 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 all: build
 
+# The gate's hook program runs in Gitea's environment, perhaps Gitea's
+# container: it is built static, with CGO_ENABLED=0, beside collab-sidecar,
+# which looks for it there.
 build:
-	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ $$($(GO) list ./cmd/... | grep -v '/cmd/collab-gate-hook$$')
+	CGO_ENABLED=0 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/ ./cmd/collab-gate-hook
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); \
@@ -112,6 +116,7 @@ fleet: gitea git
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./plugin/contract:FuzzParseCommand ./plugin/contract:FuzzParseDuration ./plugin/contract:FuzzSplitWords \
 	./cmd/git-collab:FuzzParseRemoteURL ./cmd/git-collab:FuzzParseArgs ./cmd/collab-sidecar:FuzzConfig \
+	./cmd/collab-gate-hook:FuzzReadRefs \
 	./plugin/gitea/branchglob:FuzzRuleName
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -120,13 +125,13 @@ fuzz:
 		CGO_ENABLED=1 $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
 	done
 
-# install puts both binaries in $(PREFIX)/bin and git-collab's manual page
+# install puts the binaries in $(PREFIX)/bin and git-collab's manual page
 # in $(PREFIX)/share/man/man1, where man finds it through PATH (so
 # `git collab --help` shows it): make install PREFIX=$$HOME/.local
 PREFIX ?= /usr/local
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
-	install -m 755 $(BIN)/collab-sidecar $(BIN)/git-collab $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(BIN)/collab-sidecar $(BIN)/collab-gate-hook $(BIN)/git-collab $(DESTDIR)$(PREFIX)/bin/
 	$(BIN)/git-collab help --man > $(DESTDIR)$(PREFIX)/share/man/man1/git-collab.1
 	chmod 644 $(DESTDIR)$(PREFIX)/share/man/man1/git-collab.1
 

@@ -56,12 +56,17 @@ const (
 const GatePushOption = "collab-lease"
 
 // MaxGateRefs bounds the refs of one question, and MaxGateOptions its
-// push options; MaxGateQuestion bounds its encoded size.
+// push options; MaxGateQuestion bounds its encoded size, and
+// MaxGateAnswer the encoded size of the answer the hook reads.
 const (
 	MaxGateRefs     = 10000
 	MaxGateOptions  = 100
 	MaxGateQuestion = 4 << 20
+	MaxGateAnswer   = 4 << 20
 )
+
+// GateTimeoutMS is GateConfig.TimeoutMS when it is 0.
+const GateTimeoutMS = 2000
 
 // GateQuestion is the hook's question about one push, from the
 // environment Gitea gives its hooks and the lines on their stdin.

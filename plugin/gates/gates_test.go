@@ -515,8 +515,10 @@ func TestLedgerGateFlagsOffendingSources(t *testing.T) {
 // test helpers of integration/ (they seed a real Gitea), the benchmark
 // programs under bench/ (they seed Gitea, and play agents that use Gitea's
 // API as stock Gitea offers it, through a proxy that counts requests),
-// cmd/git-collab (the client, which speaks only to the sidecar) and
-// collab-sidecar's healthcheck (which asks the sidecar's own /healthz).
+// cmd/git-collab (the client, which speaks only to the sidecar),
+// collab-sidecar's healthcheck (which asks the sidecar's own /healthz) and
+// the gate's hook program's one request (cmd/collab-gate-hook/call.go,
+// which asks the sidecar's admin listener).
 
 const giteaSDK = "code.gitea.io/sdk/gitea"
 
@@ -536,7 +538,8 @@ func mayRequestGitea(rel string) bool {
 		strings.HasPrefix(rel, "integration/"),
 		strings.HasPrefix(rel, "bench/"),
 		strings.HasPrefix(rel, "cmd/git-collab/"),
-		rel == "cmd/collab-sidecar/healthcheck.go":
+		rel == "cmd/collab-sidecar/healthcheck.go",
+		rel == "cmd/collab-gate-hook/call.go":
 		return true
 	}
 	return false
@@ -624,12 +627,12 @@ func TestHTTPGateFlagsOffendingSources(t *testing.T) {
 		}
 	}
 	for _, rel := range []string{"plugin/gitea/client.go", "integration/gitea_api.go", "cmd/git-collab/remote.go",
-		"cmd/collab-sidecar/healthcheck.go", "routes/oauth_test.go", "bench/fleet/proxy.go"} {
+		"cmd/collab-sidecar/healthcheck.go", "cmd/collab-gate-hook/call.go", "routes/oauth_test.go", "bench/fleet/proxy.go"} {
 		if !mayRequestGitea(rel) {
 			t.Errorf("%s should be exempt", rel)
 		}
 	}
-	for _, rel := range []string{"plugin/gitea/sub/x.go", "plugin/fence/fence.go", "plugin/live/hub.go", "cmd/collab-sidecar/doctor.go"} {
+	for _, rel := range []string{"plugin/gitea/sub/x.go", "plugin/fence/fence.go", "plugin/live/hub.go", "cmd/collab-sidecar/doctor.go", "cmd/collab-gate-hook/ask.go"} {
 		if mayRequestGitea(rel) {
 			t.Errorf("%s should not be exempt", rel)
 		}
