@@ -170,6 +170,7 @@ func TestGateRefusesAStaleTenureOfOneAccountAgainstGitea(t *testing.T) {
 	opt := func(token int) string { return fmt.Sprintf("collab-lease=%d:%d", pr, token) }
 
 	a1, a2 := cloneAs(t, gw.ctx, gw.g, gw.repo, bot), cloneAs(t, gw.ctx, gw.g, gw.repo, bot)
+	a2.n = 1000 // one account, two agents: their commits' files must differ
 	a1.sync(branch)
 	a1.gatePasses(branch, opt(1))
 
