@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,6 +198,36 @@ func TestGateRefusesAStaleTenureOfOneAccountAgainstGitea(t *testing.T) {
 	// A branch nobody claims is the gate's no business.
 	c.sync("main")
 	c.gatePasses("carol-free")
+
+	// git collab run's work pushes with plain git push; the claim's token
+	// travels in the work's git environment. Dropping it is refused.
+	const runBranch = "work-run"
+	runPR, _ := gw.openPull(bot, runBranch, "Work under git collab run")
+	remote, err := url.Parse(gw.g.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote.User = url.UserPassword(bot.Login, bot.Password)
+	// The sidecar hears of the pull request from Gitea's webhook: wait
+	// for it under a claim of its own, then let go.
+	expect(t, run(t, gw.s, bot, lease("acquire", gw.repo, runPR, "--agent", "a3")), 0, "a3 claims the pull request")
+	gw.waitFenced(carol, runBranch)
+	expect(t, run(t, gw.s, bot, lease("release", gw.repo, runPR, "--agent", "a3")), 0, "a3 releases it")
+	co := newCheckout(t, gw.s, bot, remote.JoinPath(gw.repo.FullName()+".git").String(), viaEnv)
+	co.git("fetch", "--quiet", "origin", runBranch)
+	co.git("checkout", "--quiet", "-b", runBranch, "FETCH_HEAD")
+	work := func(pushArgs string) string {
+		return "echo $COLLAB_TOKEN >> run.txt && git add run.txt && git -c user.name=bot -c user.email=bot@example.com commit --quiet -m 'Work under run' && git " +
+			pushArgs + " push --quiet origin HEAD:refs/heads/" + runBranch
+	}
+	r := co.collab("run", fmt.Sprint(runPR), "--ttl", "30m", "--agent", "a3", "--", "sh", "-c", work(""))
+	if r.Code != 0 {
+		t.Fatalf("git collab run's work pushing without saying a token: %s", show(r))
+	}
+	r = co.collab("run", fmt.Sprint(runPR), "--ttl", "30m", "--agent", "a3", "--", "sh", "-c", work("-c push.pushOption="))
+	if r.Code == 0 || !strings.Contains(r.Stderr, fmt.Sprintf("%s is claimed: %s#%d by %s · a3 (token 3); this push carries no token", runBranch, gw.repo.FullName(), runPR, bot.Login)) {
+		t.Fatalf("git collab run's work pushing with its option dropped: %s, want the gate's refusal", show(r))
+	}
 
 	// --renew-on-push: a2's pushes with its token move its expiry on.
 	expiry := func() string {
