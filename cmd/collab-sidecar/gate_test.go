@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
+	"github.com/collab-lease/collab-lease/plugin/gatehook"
 )
 
 func TestConfigGate(t *testing.T) {
@@ -95,6 +99,55 @@ func TestGateURLFor(t *testing.T) {
 		}
 		if got := gateURLFor(tc.cfg, addr); got != tc.want {
 			t.Errorf("%s: %s, want %s", tc.addr, got, tc.want)
+		}
+	}
+}
+
+// doctor --gate names the repositories without the hook, what the hook's
+// ping said, and a secret others may read.
+func TestCheckGate(t *testing.T) {
+	root := t.TempDir()
+	for _, repo := range []string{"acme/widgets.git/hooks", "acme/gadgets.git/hooks"} {
+		if err := os.MkdirAll(filepath.Join(root, repo), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A stand-in for the hook program, whose ping answers as the real one does.
+	program := writeFile(t, "collab-gate-hook", "#!/bin/sh\necho \"ok: http://127.0.0.1:1 answered\"\n", 0o755)
+	if _, err := gatehook.Prepare(gatehook.Options{Root: root, Program: program,
+		Config: contract.GateConfig{URL: "http://127.0.0.1:1", Unreachable: contract.GateAllow, TimeoutMS: gateTimeoutMS}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gatehook.InstallRepo(root, "acme", "widgets"); err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Gate: true, RepoRoot: root}
+	got := map[string]check{}
+	for _, c := range checkGate(context.Background(), cfg) {
+		got[c.name] = c
+	}
+	if c := got["gate hooks"]; c.err == nil || !strings.Contains(c.err.Error(), "1 repositories lack the hook (acme/gadgets)") {
+		t.Errorf("hooks: %+v", c)
+	}
+	if c := got["gate asks"]; c.err != nil || c.ok != "ok: http://127.0.0.1:1 answered" {
+		t.Errorf("asks: %+v", c)
+	}
+	if c := got["gate secret"]; c.err != nil {
+		t.Errorf("secret: %+v", c)
+	}
+	secret := filepath.Join(root, contract.GateDir, contract.GateSecretFile)
+	if err := os.Chmod(secret, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if c := checkGateSecret(root, secret); c.err == nil || !strings.Contains(c.err.Error(), "chmod 600") {
+		t.Errorf("a secret others may read: %+v", c)
+	}
+	if err := os.WriteFile(filepath.Join(root, contract.GateDir, contract.GateProgram), []byte("#!/bin/sh\necho 'collab-gate-hook: ping: connection refused' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range checkGate(context.Background(), cfg) {
+		if c.name == "gate asks" && (c.err == nil || !strings.Contains(c.err.Error(), "connection refused")) {
+			t.Errorf("a ping that failed: %+v", c)
 		}
 	}
 }
