@@ -52,8 +52,9 @@ func (g *gate) push(c *gin.Context) {
 	}
 	c.Header("Cache-Control", "no-store")
 	var q contract.GateQuestion
+	// Fields this sidecar does not know are skipped: a newer hook (one a
+	// newer replica installed) still gets its answer during an upgrade.
 	dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, contract.MaxGateQuestion))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(&q); err != nil {
 		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": "the gate's question is not one: " + err.Error()})
 		return

@@ -108,13 +108,19 @@ func TestGateRefusesWhatNoHookSends(t *testing.T) {
 	})
 	for name, body := range map[string]string{
 		"not JSON":      "refs/heads/main",
-		"unknown field": `{"repo_id":1,"sudo":true}`,
+		"a list for a number": `{"repo_id":[1]}`,
 		"too big":       `{"options":["` + strings.Repeat("x", contract.MaxGateQuestion) + `"]}`,
 		"invalid":       `{"repo_id":0}`,
 	} {
 		if rec := gateRequest(h, gateSecret, body); rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", name, rec.Code, rec.Body)
 		}
+	}
+	// A newer hook's question, with fields this sidecar does not know, is
+	// answered all the same.
+	newer, _ := gateAdmin(t, func(contract.GateQuestion) (contract.GateAnswer, error) { return contract.GateAnswer{Allow: true}, nil })
+	if rec := gateRequest(newer, gateSecret, strings.Replace(aQuestion, `"repo_id":1`, `"repo_id":1,"paths":["src/a.go"]`, 1)); rec.Code != http.StatusOK {
+		t.Fatalf("a newer hook's question: %d %s, want 200", rec.Code, rec.Body)
 	}
 	down, _ := gateAdmin(t, func(contract.GateQuestion) (contract.GateAnswer, error) {
 		return contract.GateAnswer{}, errors.New("database is locked")
