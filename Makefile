@@ -117,7 +117,7 @@ FUZZTIME ?= 30s
 FUZZ_TARGETS := ./plugin/contract:FuzzParseCommand ./plugin/contract:FuzzParseDuration ./plugin/contract:FuzzSplitWords \
 	./cmd/git-collab:FuzzParseRemoteURL ./cmd/git-collab:FuzzParseArgs ./cmd/collab-sidecar:FuzzConfig \
 	./cmd/collab-gate-hook:FuzzReadRefs \
-	./plugin/gitea/branchglob:FuzzRuleName
+	./plugin/gitea/branchglob:FuzzRuleName ./plugin/pathglob:FuzzOverlap
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; \
