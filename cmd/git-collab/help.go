@@ -165,12 +165,14 @@ it: the claims made through it live as long as the server runs, with no
 renewing (a ttl caps one), and are released when it ends. A dropped
 connection is reopened within --grace (default 30s) and the session
 resumed; the next tool result says so, and says which claims were lost,
-if any. It acts as --agent, else COLLAB_AGENT, else <short host
-name>-<pid>. Each answer is the sidecar's JSON reply. Exit 4 answers (held,
-not_holder, none, stale) are ordinary results; the rest are tool errors,
-and a temporary one (75) says how long to wait before retrying. ssh runs
-without a terminal: use a key without a passphrase, or an agent. It serves
-until the client closes its stdin, then exits 0.`,
+if any. A claim lost, alone or with the session, is also sent to the
+client at once, as a log message at level warning. It acts as --agent,
+else COLLAB_AGENT, else <short host name>-<pid>. Each answer is the
+sidecar's JSON reply. Exit 4 answers (held, not_holder, none, stale) are
+ordinary results; the rest are tool errors, and a temporary one (75) says
+how long to wait before retrying. ssh runs without a terminal: use a key
+without a passphrase, or an agent. It serves until the client closes its
+stdin, then exits 0.`,
 	},
 })
 

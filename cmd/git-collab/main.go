@@ -19,9 +19,9 @@
 // git collab calls ride its session (ride.go, ride_unix.go,
 // ride_other.go); the claim's token as a push option, in run's
 // environment and the checkout's config (pushoption.go); `git collab mcp`
-// (mcp.go, mcp_tools.go); process groups
-// and lifetimes (proc_unix.go, proc_unix_other.go, proc_linux.go,
-// proc_other.go); --version (version.go).
+// (mcp.go, mcp_tools.go), and its warnings of lost claims (mcp_lost.go);
+// process groups and lifetimes (proc_unix.go, proc_unix_other.go,
+// proc_linux.go, proc_other.go); --version (version.go).
 package main
 
 import (

@@ -42,20 +42,36 @@ import (
 //
 // What happened to the session between two calls (a claim lost, a
 // dropped connection resumed, a session that could not be) is told at the
-// top of the next call's result.
+// top of the next call's result; a claim lost, alone or with its session,
+// is also sent to every client at once, as a warning (mcp_lost.go).
 
 // mcpServer answers tool calls for one checkout.
 type mcpServer struct {
 	a      *app
+	srv    *mcp.Server
 	remote string // the remote naming the repository, as --remote
 	args   sessionArgs
 	// tempFails counts exit-75 answers in a row, so the suggested wait
 	// grows as a backoff would.
 	tempFails atomic.Int32
 
-	mu    sync.Mutex
-	k     *keptSession // nil until the first call, and after the session is gone
-	notes []string     // to tell in the next result
+	mu      sync.Mutex
+	k       *keptSession           // nil until the first call, and after the session is gone
+	opened  contract.SessionOpened // k's first line: whose claims it holds
+	pending []sessionEvent         // taken from k, for collect to read
+	notes   []string               // to tell in the next result
+	// held are the claims known to be k's, issue to claim, until k is
+	// known to be gone (kGone); ended is the highest token of each issue
+	// known to have ended: a reply that comes after the news of its
+	// claim's end does not bring it back.
+	held  map[int64]heldClaim
+	kGone bool
+	ended map[int64]int64
+
+	// warnMu orders the sending of warnings, and is taken before mu;
+	// unsent are the warnings to send.
+	warnMu sync.Mutex
+	unsent []lostWarning
 
 	// optMu orders the edits of the checkout's push options (and is
 	// taken after mu where both are); options are the gate options this
@@ -71,36 +87,55 @@ type mcpServer struct {
 func (a *app) serveMCP(inv Invocation) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	s, closeSession, err := newMCPServer(a, inv)
+	m, err := newMCPServer(a, inv)
 	if err != nil {
 		return a.fail(err)
 	}
-	defer closeSession()
-	err = s.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
+	defer m.close()
+	err = m.serve(ctx, &mcp.IOTransport{Reader: io.NopCloser(a.stdin), Writer: nopWriteCloser{a.stdout}})
 	if err != nil && !errors.Is(err, context.Canceled) && !errors.Is(err, io.EOF) {
 		return a.fail(fmt.Errorf("mcp: %w", err))
 	}
 	return contract.ExitOK
 }
 
+// serve serves one client over t until it goes away or ctx ends, as
+// mcp.Server.Run does, but connected as connect connects.
+func (m *mcpServer) serve(ctx context.Context, t mcp.Transport) error {
+	ss, err := m.connect(ctx, t)
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { ss.Close() })
+	defer stop()
+	err = ss.Wait()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
 
-// newMCPServer is the server of `git collab mcp` inv: its tools, and the
-// workflow as instructions and as a prompt; and the function that ends
-// its session.
-func newMCPServer(a *app, inv Invocation) (*mcp.Server, func(), error) {
+// newMCPServer is the server of `git collab mcp` inv: its tools, the
+// workflow as instructions and as a prompt, and its warnings of lost
+// claims. Its close ends its session.
+func newMCPServer(a *app, inv Invocation) (*mcpServer, error) {
 	agent, _, err := a.sessionAgent(inv.Flags)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	m := &mcpServer{a: a, remote: inv.Remote, args: sessionArgs{agent: agent, grace: inv.Grace}, options: map[int64]int64{}}
+	m := &mcpServer{a: a, remote: inv.Remote, args: sessionArgs{agent: agent, grace: inv.Grace}, options: map[int64]int64{},
+		held: map[int64]heldClaim{}, ended: map[int64]int64{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "git-collab", Title: "git collab", Version: buildinfo.Read(version).Version},
-		&mcp.ServerOptions{Instructions: workflow, Capabilities: &mcp.ServerCapabilities{}})
+		&mcp.ServerOptions{Instructions: workflow, Capabilities: warningCapabilities()})
+	s.AddReceivingMiddleware(keepWarnings)
+	m.srv = s
 	for _, t := range mcpTools {
 		if err := t.add(s, m, t); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	s.AddPrompt(&mcp.Prompt{Name: "workflow", Title: "Claim, work, check, unclaim",
@@ -108,7 +143,7 @@ func newMCPServer(a *app, inv Invocation) (*mcp.Server, func(), error) {
 		func(context.Context, *mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
 			return &mcp.GetPromptResult{Messages: []*mcp.PromptMessage{{Role: "user", Content: &mcp.TextContent{Text: workflow}}}}, nil
 		})
-	return s, m.close, nil
+	return m, nil
 }
 
 // close ends the session, if one is open, which releases its claims:
@@ -116,7 +151,8 @@ func newMCPServer(a *app, inv Invocation) (*mcp.Server, func(), error) {
 func (m *mcpServer) close() {
 	m.mu.Lock()
 	k := m.k
-	m.k = nil
+	m.k, m.pending = nil, nil
+	clear(m.held)
 	m.mu.Unlock()
 	if k != nil {
 		k.Close()
@@ -220,11 +256,10 @@ func addTool[In toolArgs](s *mcp.Server, m *mcpServer, t mcpTool) error {
 // session is the open session, opened now if there is none: on t's
 // sidecar, the first time, and again after one is gone.
 func (m *mcpServer) session(ctx context.Context, t target) (*keptSession, error) {
+	defer m.warn()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.k != nil {
-		m.collect()
-	}
+	m.collect()
 	if m.k != nil {
 		return m.k, nil
 	}
@@ -232,18 +267,34 @@ func (m *mcpServer) session(ctx context.Context, t target) (*keptSession, error)
 	if err != nil {
 		return nil, err
 	}
-	m.k = k
+	m.k, m.opened, m.kGone = k, k.Opened(), false
+	go m.watch(k)
 	return k, nil
+}
+
+// take moves the session's new events to pending, and readies the
+// warnings they call for (mcp_lost.go). m.mu is held.
+func (m *mcpServer) take() {
+	if m.k == nil {
+		return
+	}
+	events := m.k.TakeEvents()
+	for _, e := range events {
+		m.heard(e)
+	}
+	m.pending = append(m.pending, events...)
 }
 
 // collect turns the session's events into notes; a session that is gone
 // is dropped, so that the next call opens another. m.mu is held.
 func (m *mcpServer) collect() {
-	for _, e := range m.k.TakeEvents() {
+	m.take()
+	events := m.pending
+	m.pending = nil
+	for _, e := range events {
 		switch {
 		case e.lost != nil:
-			m.notes = append(m.notes, fmt.Sprintf("Note: your claim on %s (token %d) was lost (%s): stop working under its token, and do not merge or push that work.",
-				named(e.lost.Repo, e.lost.Issue), e.lost.Token, e.lost.EndedBy))
+			m.notes = append(m.notes, "Note: "+lostSays(e.lost.Repo, e.lost.Issue, e.lost.Token, "("+e.lost.EndedBy+")")+".")
 			if note := m.dropOption(e.lost.Issue, e.lost.Token); note != "" {
 				m.notes = append(m.notes, note)
 			}
@@ -264,8 +315,10 @@ func (m *mcpServer) collect() {
 			m.notes = append(m.notes, "Note: "+e.gone+"; the claims made through it were lost: stop working under their tokens, "+
 				"and claim again before going on. A new session is opened for the next call.")
 			m.notes = append(m.notes, m.forgetOptions(nil)...)
-			m.k.Close()
-			m.k = nil
+			if m.k != nil {
+				m.k.Close()
+				m.k = nil
+			}
 			return
 		}
 	}
@@ -275,12 +328,11 @@ func (m *mcpServer) collect() {
 // this one.
 func (m *mcpServer) withNotes(res *mcp.CallToolResult, reply any, err error) (*mcp.CallToolResult, any, error) {
 	m.mu.Lock()
-	if m.k != nil {
-		m.collect()
-	}
+	m.collect()
 	notes := strings.Join(m.notes, "\n")
 	m.notes = nil
 	m.mu.Unlock()
+	m.warn()
 	switch {
 	case notes == "":
 	case err != nil && !errors.Is(err, context.Canceled):
@@ -305,9 +357,12 @@ func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag
 	if err != nil {
 		return nil, nil, gitCollabError(err)
 	}
-	var r sessionReply
+	var (
+		k *keptSession
+		r sessionReply
+	)
 	for attempt := 0; ; attempt++ {
-		k, err := m.session(ctx, t)
+		k, err = m.session(ctx, t)
 		if err != nil {
 			return m.openFailed(err, t)
 		}
@@ -329,7 +384,9 @@ func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag
 		}
 		break
 	}
-	return m.answerReply(t, req, r.code, r.body, r.said)
+	res, reply, err := m.answerReply(t, req, r.code, r.body, r.said)
+	m.track(k, reply)
+	return res, reply, err
 }
 
 // late releases a claim whose caller went away before its answer came

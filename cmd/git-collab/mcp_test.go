@@ -27,24 +27,31 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata (m
 // with h's environment as it is now.
 func (h *harness) mcpClient() *mcp.ClientSession {
 	h.t.Helper()
-	s, closeSession, err := newMCPServer(h.app(nil, io.Discard, io.Discard), Invocation{Remote: "origin"})
+	s, err := newMCPServer(h.app(nil, io.Discard, io.Discard), Invocation{Remote: "origin"})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	h.t.Cleanup(closeSession)
+	h.t.Cleanup(s.close)
 	return connectMCP(h.t, s)
 }
 
 // connectMCP connects a client to s over the in-memory transport.
-func connectMCP(t *testing.T, s *mcp.Server) *mcp.ClientSession {
+func connectMCP(t *testing.T, s *mcpServer) *mcp.ClientSession {
+	t.Helper()
+	return connectMCPWith(t, s, nil, nil)
+}
+
+// connectMCPWith connects a client with options to s over the in-memory
+// transport.
+func connectMCPWith(t *testing.T, s *mcpServer, client *mcp.ClientOptions, session *mcp.ClientSessionOptions) *mcp.ClientSession {
 	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	ctx := context.Background()
-	ss, err := s.Connect(ctx, st, nil)
+	ss, err := s.connect(ctx, st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, client).Connect(ctx, ct, session)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,8 +377,9 @@ func TestMCPToolListIsTheGoldenOne(t *testing.T) {
 	}
 }
 
-// `git collab mcp` serves on stdin and stdout, and ends with exit 0 when
-// the client goes away, closing its session: its claims are released.
+// `git collab mcp` serves on stdin and stdout, sends a lost claim there
+// at once, and ends with exit 0 when the client goes away, closing its
+// session: its claims are released.
 func TestMCPServesOnStdio(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
@@ -385,7 +393,8 @@ func TestMCPServesOnStdio(t *testing.T) {
 		outW.Close()
 		done <- code
 	}()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).
+	opts, warnings := gatherWarnings()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, opts).
 		Connect(context.Background(), &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -402,6 +411,11 @@ func TestMCPServesOnStdio(t *testing.T) {
 	}
 	if args := f.conn(1).args; args[len(args)-1] != "collab-lease session --agent 'agent-7' --grace '1m'" {
 		t.Fatalf("ssh ran with %q", args)
+	}
+	callTool(t, cs, "claim", map[string]any{"issue": 43})
+	f.lose(43, "closed")
+	if d := warnings.next(t, "the client"); d.Issue != 43 || d.Token != 2 || d.EndedBy != "closed" || d.Agent == nil || *d.Agent != "agent-7" {
+		t.Fatalf("%+v", d)
 	}
 	cs.Close()
 	select {
@@ -516,7 +530,10 @@ func TestMCPCancelledClaimIsReleased(t *testing.T) {
 	f.set(func() { f.hold = hold })
 	// The server's own call, so that it is cancelled before the answer
 	// comes, as a client's cancellation may or may not be.
-	m := &mcpServer{a: h.app(nil, io.Discard, io.Discard), remote: "origin", args: sessionArgs{agent: "box-4242"}}
+	m, err := newMCPServer(h.app(nil, io.Discard, io.Discard), Invocation{Remote: "origin"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer m.close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -318,10 +318,11 @@ func TestMCPKeepsTheCheckoutsPushOption(t *testing.T) {
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
 	h.git("-C", h.repo, "config", "--add", "push.pushOption", "ci.skip")
 	f := newFakeSidecar(t, h)
-	s, closeServer, err := newMCPServer(h.app(nil, io.Discard, io.Discard), Invocation{Remote: "origin"})
+	s, err := newMCPServer(h.app(nil, io.Discard, io.Discard), Invocation{Remote: "origin"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	closeServer := s.close
 	defer closeServer()
 	cs := connectMCP(t, s)
 

@@ -69,6 +69,9 @@ func (k *keptSession) Opened() contract.SessionOpened {
 // Wake has a value whenever there are events to take.
 func (k *keptSession) Wake() <-chan struct{} { return k.wake }
 
+// Closed is closed once Close is called.
+func (k *keptSession) Closed() <-chan struct{} { return k.stop }
+
 // TakeEvents returns the events since the last call, oldest first.
 func (k *keptSession) TakeEvents() []sessionEvent {
 	k.mu.Lock()
