@@ -92,9 +92,6 @@ func Parse(s string) (Glob, error) {
 	return Glob{text: s, segs: segs}, nil
 }
 
-// Literal reports whether the glob is one path (no '*' or '?').
-func (g Glob) Literal() bool { return !strings.ContainsAny(g.text, "*?") && !strings.HasSuffix(g.text, "/") }
-
 // Match reports whether path matches the glob.
 func (g Glob) Match(path string) bool {
 	if path == "" || strings.HasPrefix(path, "/") {
