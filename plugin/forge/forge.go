@@ -1,13 +1,15 @@
 // Package forge is the vocabulary the sidecar and its forge adapters
 // share: the forge's accounts, repositories (as one viewer sees them),
 // issues and commit statuses, what the forge says happened (Event), its
-// sentinel errors, and the rate budgets that bound what one client
+// sentinel errors, what merging a pull request reads, asks and may be
+// answered (merge.go), and the rate budgets that bound what one client
 // address may make the sidecar ask of the forge. The adapters are
 // plugin/gitea (Gitea over HTTP) and plugin/forgetest (in memory, for
 // tests); each consumer declares the interface it needs of them
 // (lease.Forge, fence.Forge).
 //
-// It holds types and no behaviour but the budgets': it never talks to a
+// It holds types and no behaviour but the budgets' (and the list of merge
+// styles): it never talks to a
 // forge, never decides who holds a lease, and never touches the ledger.
 package forge
 

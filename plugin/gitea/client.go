@@ -46,6 +46,10 @@ type identity struct {
 	grant bool
 	// keys sends the request through the key lookups' own connections.
 	keys bool
+	// merge marks the merge of a pull request (POST …/pulls/{n}/merge),
+	// whose 404, 405, 409, 422, 423 and 500 are answers about the pull
+	// request (mergeAnswer, merge.go), and whose only success is 200.
+	merge bool
 }
 
 func (f *Forge) asAdmin() identity { return identity{token: f.token, fix: tokenFix} }
@@ -96,6 +100,9 @@ const userAgent = "collab-lease"
 //	401, 403 for the sidecar's own token  forge.ErrConfig, with the fix
 //	401, 403 for anyone else's            forge.ErrNotFound
 //	400 from the OAuth2 token endpoint    forge.ErrNotFound (code refused)
+//	a merge's 404, 405, 409, 422, 423,    forge.ErrMergeNotYet, forge.ErrBaseMoved or a
+//	500                                   *forge.MergeRefusedError (mergeAnswer, merge.go)
+//	a merge's 2xx but 200                 forge.ErrUnavailable
 func classify(op string, id identity, status int, body []byte, err error) error {
 	refused := status == http.StatusUnauthorized || status == http.StatusForbidden ||
 		(id.grant && status == http.StatusBadRequest)
@@ -104,6 +111,10 @@ func classify(op string, id identity, status int, body []byte, err error) error 
 		return fmt.Errorf("%s: %w", op, forge.ErrRateLimited)
 	case status == 0:
 		return fmt.Errorf("%s: %w: %w", op, forge.ErrUnavailable, err)
+	case id.merge && isMergeAnswer(status):
+		return mergeAnswer(op, status, body)
+	case id.merge && status >= 200 && status < 300 && status != http.StatusOK:
+		return fmt.Errorf("%s: %w: unexpected HTTP %d", op, forge.ErrUnavailable, status)
 	case status >= 200 && status < 300 && err != nil:
 		return fmt.Errorf("%s: %w: malformed response: %w", op, forge.ErrUnavailable, err)
 	case status >= 200 && status < 300:

@@ -12,13 +12,18 @@
 // (oauthapp.go, webhook.go), completes a browser's sign-in at Gitea's
 // OAuth2 provider (signin.go), posts the fenced-merge commit statuses
 // (status.go), reads and writes the push fence's branch protection rules
-// (branchrules.go, matched as Gitea matches them: glob.go) and runs
-// doctor's checks of Gitea (checks.go).
+// (branchrules.go, matched as Gitea matches them: glob.go), runs
+// doctor's checks of Gitea (checks.go), and reads and merges a pull
+// request as the user who merges it (merge.go), beside which it tests
+// whether that merge conflicts as Gitea does, with git in Gitea's
+// repository directory, writing nothing there (mergetree.go).
 //
 // It bounds every call with a deadline and maps every failure onto
 // forge.ErrNotFound, forge.ErrUnavailable, forge.ErrRateLimited or
 // forge.ErrConfig in one place (classify, client.go), so "does not exist"
-// and "may not see" are one answer and an outage is never "not found".
+// and "may not see" are one answer and an outage is never "not found";
+// a merge's own answers there too, onto the forge's merge errors
+// (mergeAnswer, merge.go).
 //
 // It caches three kinds of answers, each for a short time (cache.go,
 // cachedOrAsk): who an SSH key belongs to and who an API token belongs to
@@ -44,10 +49,11 @@
 // It must not decide who may take or hold a lease (plugin/lease and
 // models/ do; it only reports what Gitea says), touch the ledger, or
 // change anything in Gitea but the sidecar's own OAuth2 application and
-// system webhook, the commit statuses it posts and the branch protection
+// system webhook, the commit statuses it posts, the branch protection
 // rules the push fence asks for (which of them are the sidecar's is the
-// fence worker's to know); nothing outside it speaks HTTP to Gitea
-// (plugin/gates holds that).
+// fence worker's to know) and the merges it is asked for, as their users
+// (whether one may merge is Gitea's to say, and the caller's to ask);
+// nothing outside it speaks HTTP to Gitea (plugin/gates holds that).
 package gitea
 
 import (
@@ -79,6 +85,10 @@ const (
 	// A key's "not found" is not remembered: a key added in Gitea works
 	// at once.
 	DefaultMissTTL = 5 * time.Second
+	// DefaultMergeTimeout bounds the merge of a pull request (MergePull):
+	// Gitea answers it after cloning the repository, merging, and pushing
+	// through its hooks.
+	DefaultMergeTimeout = 60 * time.Second
 )
 
 // Options configure a Forge.
@@ -89,11 +99,13 @@ type Options struct {
 	// Token is an API token of a Gitea site administrator with the scopes
 	// read:user, read:repository and read:issue; registering the OAuth2
 	// application needs write:user, the system webhook write:admin
-	// (read:admin to check it).
+	// (read:admin to check it), merging a pull request write:repository.
 	Token string
 	// Timeout bounds every Forge method call, including all the Gitea
-	// requests it makes. Zero means DefaultTimeout.
+	// requests it makes, but MergePull. Zero means DefaultTimeout.
 	Timeout time.Duration
+	// MergeTimeout bounds MergePull. Zero means DefaultMergeTimeout.
+	MergeTimeout time.Duration
 	// KeyCacheTTL is how long a resolved SSH key, and the user of an API
 	// token, stays cached. Zero means DefaultKeyCacheTTL; negative
 	// disables both caches.
@@ -132,10 +144,11 @@ type Options struct {
 // Gitea is down; every method then fails with forge.ErrUnavailable until
 // Gitea is back.
 type Forge struct {
-	base    *url.URL // Gitea's base URL, without trailing slash
-	token   string
-	timeout time.Duration
-	http    *http.Client
+	base         *url.URL // Gitea's base URL, without trailing slash
+	token        string
+	timeout      time.Duration
+	mergeTimeout time.Duration
+	http         *http.Client
 	// keysHTTP sends the key lookups, on connections of their own.
 	keysHTTP *http.Client
 	// keys caches who an SSH key belongs to, keyed by its fingerprint,
@@ -165,10 +178,11 @@ func New(opts Options) (*Forge, error) {
 		return nil, fmt.Errorf("%w: the Gitea token is empty: %s", forge.ErrConfig, tokenFix)
 	}
 	f := &Forge{
-		base:    base,
-		token:   strings.TrimSpace(opts.Token),
-		timeout: orDefault(opts.Timeout, DefaultTimeout),
-		http:    opts.HTTPClient,
+		base:         base,
+		token:        strings.TrimSpace(opts.Token),
+		timeout:      orDefault(opts.Timeout, DefaultTimeout),
+		mergeTimeout: orDefault(opts.MergeTimeout, DefaultMergeTimeout),
+		http:         opts.HTTPClient,
 	}
 	if f.http == nil {
 		maxConns := opts.MaxConns
