@@ -68,6 +68,8 @@ type agentConfig struct {
 	// work holds while it merges (0: none).
 	Lock     int64
 	LockRepo string
+	// Bare: the work's own defenses are off (workConfig.Bare).
+	Bare bool
 }
 
 // Bounds of an agent's waiting.

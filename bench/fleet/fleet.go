@@ -98,6 +98,10 @@ type modeSpec struct {
 	Users   []*integration.User
 	Keys    []string
 	Zombies map[int]bool
+	// Bare switches the agents' own defenses off: their work checks no
+	// token and goes on when git collab run stops it (detach.go). Gate
+	// runs the sidecar with its gate in Gitea's push path (gate.go).
+	Bare, Gate bool
 	// Lock is its issue in the merge-lock repository (round three).
 	Lock int64
 }
@@ -296,7 +300,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			Index: i, Login: u.Login, Mode: spec.Mode, Seed: f.seed, Repo: spec.Repo.FullName(),
 			API: f.proxy.urls[srcAgents], Token: u.Token, TTL: spec.TTL, DieAt: spec.Kill[i],
 			Spread: len(spec.Users), Stall: assigneesStall,
-			Work: spec.Round3, Self: f.self, Grace: sessionGrace, Lock: spec.Lock, LockRepo: f.lockRepo,
+			Work: spec.Round3, Self: f.self, Grace: sessionGrace, Lock: spec.Lock, LockRepo: f.lockRepo, Bare: spec.Bare,
 		}
 		if cos != nil {
 			cfg.Dir, cfg.Env = cos[i].Dir, cos[i].Env
@@ -420,6 +424,13 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 				failures = append(failures, fmt.Sprintf("agent %s: %v\n%s", agentLogin(x.agent), x.err, x.stderr))
 			}
 		case <-ctx.Done():
+			if spec.Bare {
+				// A bare work runs in a process group of its own, which
+				// killing its agent's group does not reach.
+				for _, p := range procs {
+					signalTree(syscall.SIGKILL, p.Process.Pid)
+				}
+			}
 			for i := range procs {
 				kill(i)
 			}
@@ -467,19 +478,27 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 	if err := f.keepEvents(spec.Key, all); err != nil {
 		failures = append(failures, err.Error())
 	}
-	if spec.Mode == modeAssignees && spec.Round3 {
-		// Uncoordinated agents merging one pull request at once make
-		// Gitea fail some merges (HTTP 500): what the baseline measures,
-		// reported, not a failure of the benchmark.
-		res.WorkErrors = res.Report.Errors
-	} else {
-		failures = append(failures, res.Report.Errors...)
-	}
 	if spec.Round3 {
 		res.Zombies = zombies
 		if res.Git, err = f.judge(context.Background(), spec.Repo, all, zombies); err != nil {
 			failures = append(failures, err.Error())
 		}
+	}
+	switch {
+	case spec.Mode == modeAssignees && spec.Round3, spec.Bare && !spec.Gate:
+		// Uncoordinated agents merging one pull request at once make
+		// Gitea fail some merges (HTTP 500), and so do zombies that
+		// nothing stops: what the baselines measure, reported, not a
+		// failure of the benchmark.
+		res.WorkErrors = res.Report.Errors
+	case spec.Bare:
+		// A zombie's work that nothing of its own stops may fail in
+		// ways a live one does not (its pull request merged by the
+		// agent that took it over): what it met is reported.
+		res.WorkErrors = res.Git.ZombieErrors
+		failures = append(failures, without(res.Report.Errors, res.Git.ZombieErrors)...)
+	default:
+		failures = append(failures, res.Report.Errors...)
 	}
 	if res.OpenInGitea, err = openIssues(context.Background(), f.g, spec.Repo); err != nil {
 		failures = append(failures, "list the open issues: "+err.Error())
@@ -498,14 +517,27 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 
 // verdict is why a collab-lease run fails the benchmark: it worked an
 // issue twice, left one open, or (round three) landed a zombie's push or
-// merge or lost a commit. Baselines only measure: the assignees runs, and
+// merge or lost a commit. Baselines only measure: the assignees runs,
 // round three's claims without sessions (TTL claims that a loaded
-// machine's late renewal can let lapse; it is there for its CPU).
+// machine's late renewal can let lapse; it is there for its CPU), and
+// the bare zombies without the gate (what lands when nothing stops
+// them). The bare zombies with the gate fail on what the gate promises:
+// a zombie's push landed; and, as every run, on an issue left open or a
+// commit lost. Their merges, and so an issue worked twice through a
+// merge after the claim was lost, are the gate's rule 4 (merges under
+// the current tenure), not built yet: reported, not failed on.
 func (r ModeResult) verdict() error {
-	if r.Spec.Mode == modeAssignees || r.Spec.Mode == modeChain {
+	if r.Spec.Mode == modeAssignees || r.Spec.Mode == modeChain || r.Spec.Bare && !r.Spec.Gate {
 		return nil
 	}
 	g := r.Git
+	if r.Spec.Bare {
+		if len(g.ZombiePushes) > 0 || len(r.Report.Unclosed) > 0 || len(g.Lost) > 0 {
+			return fmt.Errorf("%s: %d zombie commits landed through the gate, %d issues never closed, %d commits lost; all must be 0",
+				r.Spec.Title, len(g.ZombiePushes), len(r.Report.Unclosed), len(g.Lost))
+		}
+		return nil
+	}
 	if len(r.Report.Duplicates) > 0 || len(r.Report.Unclosed) > 0 || len(g.ZombiePushes) > 0 || len(g.ZombieMerges) > 0 || len(g.Lost) > 0 {
 		return fmt.Errorf("%s: %d issues worked more than once, %d never closed, %d zombie commits and %d zombie merges landed, %d commits lost; all must be 0",
 			r.Spec.Title, len(r.Report.Duplicates), len(r.Report.Unclosed), len(g.ZombiePushes), len(g.ZombieMerges), len(g.Lost))
@@ -577,7 +609,7 @@ func (f *fleet) startSidecar(ctx context.Context, bin string) error {
 	}
 	s, err := integration.StartInstalled(ctx, integration.SidecarOptions{
 		Binary: bin, Gitea: f.g, GiteaURL: f.proxy.urls[srcSidecar], DataDir: filepath.Join(f.dir, "sidecar"),
-		Args: []string{"--fence-pushes"},
+		Args: sidecarFlags,
 	}, custom)
 	if err != nil {
 		return err

@@ -26,11 +26,14 @@
 // Its files: the coordinator, which starts, kills and measures the agents
 // (fleet.go); an agent's loop (agent.go; with round two's verbs,
 // chain.go; over a session, sessions.go) and the work it runs on one
-// issue (work.go); the backlog put into Gitea (seed.go); the counting
-// proxy in front of Gitea (proxy.go); what the agents report and what a
-// run computes from it (report.go), what landed in git (outcome.go) and
-// the frozen agents woken late (zombies.go); the summary and the markdown
-// section (render.go); process groups (proc_linux.go, proc_other.go).
+// issue (work.go), which with its agent's own defenses off goes on when
+// git collab run stops it (detach.go); the backlog put into Gitea
+// (seed.go); the counting proxy in front of Gitea (proxy.go); the
+// sidecar's gate in Gitea's push path, for the runs that have it
+// (gate.go); what the agents report and what a run computes from it
+// (report.go), what landed in git (outcome.go) and the frozen agents
+// woken late (zombies.go); the summary and the markdown section
+// (render.go); process groups (proc_linux.go, proc_other.go).
 package main
 
 import (
@@ -54,12 +57,15 @@ import (
 )
 
 // allModes are the modes, by key: round two's three, then round three's
-// four.
-var allModes = []string{"lease", "assignees", "faults", "sessions", "chain", "zombies", "assignees-bot", "assignees-accounts"}
+// five, then the zombie run with the agents' own defenses off, with the
+// gate in Gitea's push path and without it.
+var allModes = []string{"lease", "assignees", "faults", "sessions", "chain", "zombies", "assignees-bot", "assignees-accounts",
+	"zombies-bare-gate", "zombies-bare-nogate"}
 
-// defaultModes are those that run unless -modes names others: all of
-// them, as make bench runs them.
-var defaultModes = allModes
+// defaultModes are those that run unless -modes names others, as make
+// bench runs them: all but the two bare zombie runs, which would take
+// the fleet past its time on 2 cores (bench/README.md).
+var defaultModes = allModes[:8]
 
 type options struct {
 	seed         int64
@@ -206,7 +212,7 @@ func run(ctx context.Context, o options) (err error) {
 	defer cancel()
 
 	step := time.Now()
-	var sidecarBin, giteaGit string
+	var sidecarBin, giteaGit, gateHook string
 	var eg errgroup.Group
 	eg.Go(func() (err error) {
 		if giteaGit = o.giteaGit; giteaGit == "" {
@@ -218,6 +224,9 @@ func run(ctx context.Context, o options) (err error) {
 		return err
 	})
 	eg.Go(func() (err error) { sidecarBin, err = integration.BuildSidecar(setup, dir); return err })
+	if o.modes["zombies-bare-gate"] {
+		eg.Go(func() (err error) { gateHook, err = buildGateHook(setup, dir); return err })
+	}
 	eg.Go(func() error { _, err := integration.BuildGitCollab(setup, f.gitBin); return err })
 	err = eg.Wait()
 	if f.g != nil {
@@ -268,6 +277,10 @@ func run(ctx context.Context, o options) (err error) {
 		{Key: "chain", Title: "collab-lease, one account, no sessions", Mode: modeChain, Round3: true, Users: botUsers, Keys: botKeys, TTL: chainTTL},
 		{Key: "zombies", Title: "collab-lease, 3 zombies", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
 			Zombies: pickZombies(o.seed, o.agents)},
+		{Key: "zombies-bare-gate", Title: "3 zombies, defenses off, gate", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
+			Zombies: pickZombies(o.seed, o.agents), Bare: true, Gate: true},
+		{Key: "zombies-bare-nogate", Title: "3 zombies, defenses off, no gate", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
+			Zombies: pickZombies(o.seed, o.agents), Bare: true},
 		{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true, Users: botUsers, Keys: botKeys},
 		{Key: "assignees-accounts", Title: "assignees only, 20 accounts", Mode: modeAssignees, Round3: true, Users: f.agents, Keys: ownKeys},
 	}
@@ -308,20 +321,35 @@ func run(ctx context.Context, o options) (err error) {
 			results[spec.Key] = f.runMode(ctx, spec, cos)
 		}
 	}
-	if o.modes["lease"] || o.modes["faults"] || o.modes["sessions"] || o.modes["chain"] || o.modes["zombies"] {
+	if slices.ContainsFunc(specs, func(sp modeSpec) bool { return o.modes[sp.Key] && sp.Mode != modeAssignees }) {
 		if err := f.startSidecar(setup, sidecarBin); err != nil {
 			return err
 		}
 		defer func() { _ = f.sidecar.Stop(20 * time.Second) }()
-		for _, spec := range specs {
-			if !o.modes[spec.Key] || spec.Mode == modeAssignees {
-				continue
+		// The gated runs last: once the sidecar has put the gate's hook
+		// into Gitea's repositories, it stays there.
+		for _, gated := range []bool{false, true} {
+			var repos []integration.Repo
+			for _, spec := range specs {
+				if o.modes[spec.Key] && spec.Gate == gated && spec.Mode != modeAssignees {
+					repos = append(repos, spec.Repo)
+				}
 			}
-			cos, err := f.checkouts(ctx, spec)
-			if err != nil {
-				return err
+			if gated && len(repos) > 0 {
+				if err := f.gateOn(ctx, sidecarBin, gateHook, repos); err != nil {
+					return err
+				}
 			}
-			results[spec.Key] = f.runMode(ctx, spec, cos)
+			for _, spec := range specs {
+				if !o.modes[spec.Key] || spec.Gate != gated || spec.Mode == modeAssignees {
+					continue
+				}
+				cos, err := f.checkouts(ctx, spec)
+				if err != nil {
+					return err
+				}
+				results[spec.Key] = f.runMode(ctx, spec, cos)
+			}
 		}
 	}
 	var ran []ModeResult

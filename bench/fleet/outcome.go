@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 )
 
@@ -11,6 +12,9 @@ import (
 // gitOutcome is what a round-three run left in Gitea.
 type gitOutcome struct {
 	Pushes int // pushes Gitea accepted
+	// Gated are the pushes Gitea's gate refused (evGated), ZombieGated
+	// those of them a zombie made after its freeze.
+	Gated, ZombieGated int
 	// Lost are the commits a live holder pushed that main does not hold
 	// at the end.
 	Lost []string
@@ -19,60 +23,91 @@ type gitOutcome struct {
 	// requests it merged then.
 	ZombiePushes []string
 	ZombieMerges []string
-	// ZombieStops say, per zombie, what stopped it once woken: "stale"
-	// (its check), "terminated" (git collab run), "" (nothing did).
-	ZombieStops []string
+	// Zombies say, per zombie, what it did once woken.
+	Zombies []zombieOutcome
+	// ZombieErrors are the failures its work reported after its freeze,
+	// as the report lists errors (errorLine).
+	ZombieErrors []string
 }
+
+// zombieOutcome is what one zombie did once woken.
+type zombieOutcome struct {
+	// Stop is what stopped it first: evStale (its check), evTerminated
+	// (git collab run), evGated (Gitea's gate refused its push; Said is
+	// the gate's line), evFenced (the required status refused its merge;
+	// Said is Gitea's answer), "" (nothing did).
+	Stop, Said string
+	// Landed are its late commits that reached Gitea; Merged the pull
+	// requests it merged late.
+	Landed, Merged []string
+}
+
+// errorLine is how a report lists an agent's failure.
+func errorLine(e Event) string { return fmt.Sprintf("agent %d: %s", e.Agent, e.Detail) }
 
 // judgeGit computes a run's gitOutcome from its events and zombies;
 // inMain says whether main holds a commit at the end, inGitea whether
 // Gitea has it at all.
 func judgeGit(events []Event, zombies []zombie, inMain, inGitea func(sha string) bool) gitOutcome {
 	var o gitOutcome
-	late := func(i int, e Event) *zombie {
-		for k := range zombies {
-			z := &zombies[k]
-			if e.Agent == z.Agent && e.Issue == z.Issue && i > z.trigger {
-				return z
-			}
-		}
-		return nil
+	// late is the index of the zombie whose late event e (the i-th) is,
+	// -1 if it is none's.
+	late := func(i int, e Event) int {
+		return slices.IndexFunc(zombies, func(z zombie) bool { return e.Agent == z.Agent && e.Issue == z.Issue && i > z.trigger })
 	}
-	stops := make([]string, len(zombies))
-	var zombieCommits, live []string
+	o.Zombies = make([]zombieOutcome, len(zombies))
+	commits := make([][]string, len(zombies))
+	var live []string
 	for i, e := range events {
-		z := late(i, e)
+		k := late(i, e)
+		var z *zombieOutcome
+		if k >= 0 {
+			z = &o.Zombies[k]
+		}
 		switch e.Kind {
 		case evPushed:
 			o.Pushes++
 			if z != nil {
-				zombieCommits = append(zombieCommits, e.Commits...)
+				commits[k] = append(commits[k], e.Commits...)
 			} else {
 				live = append(live, e.Commits...)
 			}
 		case evCommitted:
 			if z != nil {
-				zombieCommits = append(zombieCommits, e.Detail)
+				commits[k] = append(commits[k], e.Detail)
 			}
 		case evMerged:
 			if z != nil {
+				z.Merged = append(z.Merged, e.Detail)
 				o.ZombieMerges = append(o.ZombieMerges, e.Detail)
 			}
-		case evStale, evTerminated:
+		case evGated:
+			o.Gated++
 			if z != nil {
-				k := slices.IndexFunc(zombies, func(x zombie) bool { return x.Agent == z.Agent })
-				if stops[k] == "" {
-					stops[k] = e.Kind
-				}
+				o.ZombieGated++
+			}
+		case evError:
+			if z != nil {
+				o.ZombieErrors = append(o.ZombieErrors, errorLine(e))
+			}
+		}
+		if z != nil && z.Stop == "" && slices.Contains([]string{evStale, evTerminated, evGated, evFenced}, e.Kind) {
+			z.Stop = e.Kind
+			if e.Kind == evGated || e.Kind == evFenced {
+				z.Said = e.Detail
 			}
 		}
 	}
-	o.ZombieStops = stops
-	for _, sha := range dedupe(zombieCommits) {
-		if inGitea(sha) {
-			o.ZombiePushes = append(o.ZombiePushes, sha)
+	for k := range zombies {
+		for _, sha := range dedupe(commits[k]) {
+			if inGitea(sha) {
+				o.Zombies[k].Landed = append(o.Zombies[k].Landed, sha)
+				o.ZombiePushes = append(o.ZombiePushes, sha)
+			}
 		}
 	}
+	slices.Sort(o.ZombiePushes)
+	o.ZombiePushes = slices.Compact(o.ZombiePushes)
 	for _, sha := range dedupe(live) {
 		if !inMain(sha) {
 			o.Lost = append(o.Lost, sha)
@@ -85,4 +120,18 @@ func dedupe(s []string) []string {
 	s = slices.Clone(s)
 	slices.Sort(s)
 	return slices.Compact(s)
+}
+
+// without is s but the lines of drop, each taken out once.
+func without(s, drop []string) []string {
+	var out []string
+	drop = slices.Clone(drop)
+	for _, l := range s {
+		if i := slices.Index(drop, l); i >= 0 {
+			drop = slices.Delete(drop, i, i+1)
+			continue
+		}
+		out = append(out, l)
+	}
+	return out
 }

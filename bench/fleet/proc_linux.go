@@ -97,3 +97,10 @@ func killedBy(err error, sig syscall.Signal) bool {
 	ws, ok := exit.ProcessState.Sys().(syscall.WaitStatus)
 	return ok && ws.Signaled() && ws.Signal() == sig
 }
+
+// detachedProcess starts a bare work in a process group of its own,
+// which git collab run's signals to its command's group do not reach,
+// and with no parent-death signal: it outlives the launcher run kills.
+func detachedProcess(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+}

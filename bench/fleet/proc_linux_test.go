@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -123,5 +124,92 @@ func TestStoppedWorkReportsItsCPU(t *testing.T) {
 	}
 	if last.Issue != 7 || last.Took <= 0 {
 		t.Fatalf("the CPU event %+v: want issue 7 and a CPU time", last)
+	}
+}
+
+// A bare work goes on when git collab run stops it: run's SIGTERM to
+// its command's process group goes by (the launcher waits on, and ends
+// with the work's status), and its SIGKILL ends only the launcher, while
+// the work, in a group of its own, finishes what it began and reports it.
+func TestBareWorkOutlivesRunsStop(t *testing.T) {
+	if os.Getenv("FLEET_TEST_WORK") != "" {
+		os.Exit(workMain(os.Stdout))
+	}
+	for _, c := range []struct {
+		name string
+		stop []syscall.Signal
+		// ended says whether the launcher ended as it should.
+		ended func(error) bool
+	}{
+		{"SIGTERM", []syscall.Signal{syscall.SIGTERM}, func(err error) bool { return err == nil }},
+		{"SIGKILL", []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL}, func(err error) bool { return killedBy(err, syscall.SIGKILL) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// A Gitea whose first answer waits for the test: the work
+			// asks whether the issue is open, and hears "closed" once
+			// run has stopped it.
+			asked, answer := make(chan struct{}, 1), make(chan struct{})
+			gitea := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				select {
+				case asked <- struct{}{}:
+				default:
+				}
+				<-answer
+				_ = json.NewEncoder(w).Encode(map[string]any{"number": 7, "state": "closed"})
+			}))
+			var once sync.Once
+			answered := func() { once.Do(func() { close(answer) }) }
+			defer gitea.Close()
+			defer answered()
+			cfg, err := json.Marshal(workConfig{Repo: "o/r", API: gitea.URL, Issue: 7, Bare: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(os.Args[0], "-test.run=^TestBareWorkOutlivesRunsStop$")
+			cmd.Env = append(os.Environ(), "FLEET_TEST_WORK=1", workEnv+"="+string(cfg))
+			cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // as git collab run starts its command
+			out, err := cmd.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			dec := json.NewDecoder(out)
+			var first Event
+			if err := dec.Decode(&first); err != nil || first.Kind != evClaimed {
+				t.Fatalf("the work's first event: %+v, %v", first, err)
+			}
+			pid, _ := strconv.Atoi(first.Detail) // the work's own process
+			t.Cleanup(func() { signalTree(syscall.SIGKILL, pid, cmd.Process.Pid) })
+			if pid == cmd.Process.Pid {
+				t.Fatal("the work runs in the process run started: it is not detached")
+			}
+			select {
+			case <-asked:
+			case <-time.After(time.Minute):
+				t.Fatal("the work never asked Gitea")
+			}
+			for _, sig := range c.stop {
+				if err := syscall.Kill(-cmd.Process.Pid, sig); err != nil {
+					t.Fatal(err)
+				}
+			}
+			answered()
+			kinds := []string{first.Kind}
+			for {
+				var e Event
+				if err := dec.Decode(&e); err != nil {
+					break // the work, which holds stdout too, has ended
+				}
+				kinds = append(kinds, e.Kind)
+			}
+			if err := cmd.Wait(); !c.ended(err) {
+				t.Errorf("the launcher ended with %v", err)
+			}
+			if want := []string{evClaimed, evSkipped, evWorkCPU}; !slices.Equal(kinds, want) {
+				t.Fatalf("events %q, want %q: the work did not go on", kinds, want)
+			}
+		})
 	}
 }

@@ -13,6 +13,8 @@ import (
 
 func agentProcess(cmd *exec.Cmd) {}
 
+func detachedProcess(cmd *exec.Cmd) {}
+
 func killAgent(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
 func signalTree(sig syscall.Signal, roots ...int) {}

@@ -65,6 +65,12 @@ func (s summary) rows3() []row {
 			return fmt.Sprintf("%d (of %d pushes)", len(r.Git.Lost), r.Git.Pushes)
 		}},
 		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
+		{"pushes Gitea's gate refused (of them zombies')", func(r ModeResult) string {
+			if !r.Spec.Gate {
+				return "no gate"
+			}
+			return fmt.Sprintf("%d (%d)", r.Git.Gated, r.Git.ZombieGated)
+		}},
 		{"wall time to the last close", func(r ModeResult) string { return fmt.Sprintf("%.1f s", r.Report.LastClose.Seconds()) }},
 		{"Gitea requests per closed issue (sidecar + agents, git included)", func(r ModeResult) string {
 			sc, ag := float64(r.Requests[srcSidecar]), float64(r.Requests[srcAgents])
@@ -108,6 +114,9 @@ func (s summary) rows3() []row {
 			return cpuPerClosed(r.AgentsCPU-r.Report.WorkCPU-r.Report.CheckCPU, r)
 		}},
 		{"of it, git collab check before each push and the merge", func(r ModeResult) string {
+			if r.Spec.Bare {
+				return "none (switched off)"
+			}
 			return cpuPerClosed(r.Report.CheckCPU, r)
 		}},
 		{"of it, the work (git, Gitea's API)", func(r ModeResult) string { return cpuPerClosed(r.Report.WorkCPU, r) }},
@@ -133,13 +142,24 @@ func (s summary) notes3() []string {
 				what += "its claim was never seen taken over (" + z.Err + "); woken anyway."
 			} else {
 				what += fmt.Sprintf("the history showed token %d (agent %s) %.1f s later, and it was woken (SIGCONT); ", z.ByToken, z.ByAgent, (z.TakenOver - z.Frozen).Seconds())
-				switch stop := r.Git.ZombieStops[k]; stop {
+				var zo zombieOutcome
+				if k < len(r.Git.Zombies) {
+					zo = r.Git.Zombies[k]
+				}
+				if r.Spec.Bare {
+					what += "git collab run saw the claim lost, but its work, detached from run's stop and checking nothing, went on; "
+				}
+				switch zo.Stop {
 				case evStale:
 					what += "its git collab check said stale before its next push, so it pushed and merged nothing more."
 				case evTerminated:
 					what += "git collab run saw the claim lost and stopped its work (SIGTERM) before its next push."
+				case evGated:
+					what += fmt.Sprintf("its next push carried its old token %d, and Gitea's gate refused it: \"%s\"; %s.", z.Token, zo.Said, lateWrites(zo))
+				case evFenced:
+					what += fmt.Sprintf("Gitea refused its merge for the required status (fenced merges): %s; %s.", zo.Said, lateWrites(zo))
 				default:
-					what += "nothing stopped it."
+					what += "nothing stopped it: " + lateWrites(zo) + "."
 				}
 			}
 			out = append(out, what)
@@ -150,6 +170,9 @@ func (s summary) notes3() []string {
 		if len(r.Git.Lost) > 0 {
 			out = append(out, fmt.Sprintf("%s: commits pushed but not in main: %s.", r.Spec.Title, strings.Join(shortSHAs(r.Git.Lost, 10), ", ")))
 		}
+	}
+	if line := bareZombies(byKey); line != "" {
+		out = append(out, line)
 	}
 	if sess, ok := byKey["sessions"]; ok {
 		if chain, ok := byKey["chain"]; ok {
@@ -175,6 +198,42 @@ func (s summary) notes3() []string {
 		}
 	}
 	return out
+}
+
+// lateWrites says what a zombie landed once woken.
+func lateWrites(zo zombieOutcome) string {
+	out := "none of its late commits reached Gitea"
+	if n := len(zo.Landed); n > 0 {
+		out = fmt.Sprintf("%d of its late commits reached Gitea (%s)", n, strings.Join(shortSHAs(zo.Landed, 5), ", "))
+	}
+	if len(zo.Merged) == 0 {
+		return out + " and it merged nothing"
+	}
+	return out + " and it merged pull request #" + strings.Join(zo.Merged, ", #")
+}
+
+// bareZombies sets the zombie runs with the agents' own defenses off
+// against each other: what lands with the gate and without it ("" if
+// neither ran).
+func bareZombies(byKey map[string]ModeResult) string {
+	var parts []string
+	for _, key := range []string{"zombies-bare-gate", "zombies-bare-nogate"} {
+		r, ok := byKey[key]
+		if !ok {
+			continue
+		}
+		p := fmt.Sprintf("without it, %d zombie commits and %d zombie merges landed", len(r.Git.ZombiePushes), len(r.Git.ZombieMerges))
+		if r.Spec.Gate {
+			p = fmt.Sprintf("with the gate, %d zombie commits (goal: 0; it refused %d of the zombies' pushes) and %d zombie merges landed",
+				len(r.Git.ZombiePushes), r.Git.ZombieGated, len(r.Git.ZombieMerges))
+		}
+		parts = append(parts, p+fmt.Sprintf(", %d commits of live holders lost, %d issues worked more than once", len(r.Git.Lost), len(r.Report.Duplicates)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("The %d zombies with their agents' own defenses off (no git collab check; the work not stopped when its claim is lost, and pushing with the token of the tenure it began under): %s. The gate does not check merges yet (its rule 4), and under one account the required status says success for any agent of it: nothing stops a zombie's merge but the refusal of its push before it (every zombie here pushes once more before it merges; one frozen between its last push and its merge would merge).",
+		zombieCount, strings.Join(parts, "; "))
 }
 
 func ratio(a, b float64) float64 {
@@ -250,7 +309,7 @@ func (s summary) tables() []table {
 			about:   "Each agent is a Gitea user with its own SSH key and a loop of real `git collab` processes (OpenSSH, a handshake per call) in its own checkout; work on an issue takes 50–500 ms and touches no git, the same per issue in every run.",
 			results: s.round(false), rows: s.rows(), bold: 2},
 		{title: fmt.Sprintf("Round three: %d agents, real pushes and merges, a %d-issue backlog", s.opts.agents, s.opts.gitIssues),
-			about: fmt.Sprintf("The collab-lease runs are one Gitea account `bot` with a key per agent, each agent a loop of `git collab run --next --wait 30s --grace %s --agent <name> -- <work>` (the sidecar wakes a waiting agent when an issue comes free); the work fetches, commits to `work/<issue>`, pushes, opens a pull request \"Fixes #N\", works 1–8 s (the same per issue in every run), pushes again and merges through Gitea's API holding the repository's merge lock (an issue claimed with `git collab claim --wait`), checking its token with `git collab check` before each push and the merge; `main` requires the `collab-lease/claim` status and `serve --fence-pushes` is on. The run without sessions does the same work claimed the way round two's agents claim (`git collab next --ttl 20s`, `git collab renew` every 10 s, the checks over ssh, `git collab unclaim`; each a process chain and a handshake), for the agents' CPU to compare with. The baselines do the same work with Gitea's assignees alone, the merge lock included, as `bot` (every agent sees itself assigned, so the lock excludes nobody) or as 20 accounts.",
+			about: fmt.Sprintf("The collab-lease runs are one Gitea account `bot` with a key per agent, each agent a loop of `git collab run --next --wait 30s --grace %s --agent <name> -- <work>` (the sidecar wakes a waiting agent when an issue comes free); the work fetches, commits to `work/<issue>`, pushes, opens a pull request \"Fixes #N\", works 1–8 s (the same per issue in every run), pushes again and merges through Gitea's API holding the repository's merge lock (an issue claimed with `git collab claim --wait`), checking its token with `git collab check` before each push and the merge; `main` requires the `collab-lease/claim` status and `serve --fence-pushes` is on. The run without sessions does the same work claimed the way round two's agents claim (`git collab next --ttl 20s`, `git collab renew` every 10 s, the checks over ssh, `git collab unclaim`; each a process chain and a handshake), for the agents' CPU to compare with. The baselines do the same work with Gitea's assignees alone, the merge lock included, as `bot` (every agent sees itself assigned, so the lock excludes nobody) or as 20 accounts. The runs with defenses off are the 3-zombie run with the agents' own defenses switched off: the work runs no `git collab check` and is not stopped when its claim is lost (it runs in a process group of its own, out of reach of `git collab run`'s SIGTERM and SIGKILL, keeping the token and push option run gave it), with `serve --gate` on (Gitea's pre-receive hook asks the sidecar about every push) or off.",
 				sessionGrace),
 			results: s.round(true), rows: s.rows3(), bold: 5},
 	}

@@ -138,7 +138,7 @@ func summarize(issues, agents int, wall time.Duration, events []Event) Report {
 				r.InCalls += c.Total
 			}
 		case evError:
-			r.Errors = append(r.Errors, fmt.Sprintf("agent %d: %s", e.Agent, e.Detail))
+			r.Errors = append(r.Errors, errorLine(e))
 		case evDoomed:
 			doomed[e.Agent] = e
 		case evKilled:

@@ -150,7 +150,7 @@ func TestJudgeGit(t *testing.T) {
 	inGitea := map[string]bool{"a1": true, "b1": true, "c1": true, "z1": true, "lost": true}
 	o := judgeGit(events, zombies, func(s string) bool { return inMain[s] }, func(s string) bool { return inGitea[s] })
 	want := gitOutcome{Pushes: 5, Lost: []string{"lost"}, ZombiePushes: []string{"z1"}, ZombieMerges: []string{"12"},
-		ZombieStops: []string{evStale, ""}}
+		Zombies: []zombieOutcome{{Stop: evStale, Landed: []string{"z1"}, Merged: []string{"12"}}, {}}}
 	if !reflect.DeepEqual(o, want) {
 		t.Fatalf("judged %+v, want %+v", o, want)
 	}
@@ -197,5 +197,123 @@ func TestSummarizeCountsTheMergeLock(t *testing.T) {
 	})
 	if r.Locks != 2 || r.Unlocks != 1 || r.LockWait != s(8) || r.LockHeld != s(1) {
 		t.Errorf("locks %d, unlocks %d, wait %s, held %s; want 2, 1, 8s, 1s", r.Locks, r.Unlocks, r.LockWait, r.LockHeld)
+	}
+}
+
+// The bare zombies: one woken zombie's push is refused by the gate (and
+// its work then fails), another's lands and it merges, a third's merge
+// is refused for the required status; a live agent's refused push counts
+// among the gate's refusals, not the zombies'.
+func TestJudgeGitBareZombies(t *testing.T) {
+	said := "collab-lease: work/7 is claimed: o/r#7 by bot · fleet02 (token 4); this push carries token 3, which is stale"
+	events := []Event{
+		{Agent: 1, Kind: evPushed, Issue: 7, Commits: []string{"a1"}}, // 0: zombie 1 froze after this
+		{Agent: 4, Kind: evPushed, Issue: 9, Commits: []string{"d1"}}, // 1: zombie 4 froze after this
+		{Agent: 2, Kind: evPushed, Issue: 7, Commits: []string{"b1"}},
+		{Agent: 1, Kind: evCommitted, Issue: 7, Detail: "z1"},
+		{Agent: 1, Kind: evGated, Issue: 7, Detail: said},
+		{Agent: 1, Kind: evError, Issue: 7, Detail: "pull request #3: gone"},
+		{Agent: 4, Kind: evCommitted, Issue: 9, Detail: "y1"},
+		{Agent: 4, Kind: evPushed, Issue: 9, Commits: []string{"y1"}},
+		{Agent: 4, Kind: evMerged, Issue: 9, Detail: "5"},
+		{Agent: 5, Kind: evGated, Issue: 11, Detail: said},
+		{Agent: 5, Kind: evError, Issue: 11, Detail: "a live agent's failure"},
+		{Agent: 6, Kind: evPushed, Issue: 13, Commits: []string{"e1"}}, // 11: zombie 6 froze after this
+		{Agent: 6, Kind: evFenced, Issue: 13, Detail: "Not all required status checks successful"},
+	}
+	zombies := []zombie{{Agent: 1, Issue: 7, Token: 3, trigger: 0}, {Agent: 4, Issue: 9, Token: 2, trigger: 1}, {Agent: 6, Issue: 13, trigger: 11}}
+	inGitea := map[string]bool{"a1": true, "b1": true, "d1": true, "y1": true, "e1": true}
+	o := judgeGit(events, zombies, func(s string) bool { return inGitea[s] }, func(s string) bool { return inGitea[s] })
+	want := gitOutcome{Pushes: 5, Gated: 2, ZombieGated: 1, ZombiePushes: []string{"y1"}, ZombieMerges: []string{"5"},
+		Zombies: []zombieOutcome{
+			{Stop: evGated, Said: said},
+			{Landed: []string{"y1"}, Merged: []string{"5"}},
+			{Stop: evFenced, Said: "Not all required status checks successful"},
+		},
+		ZombieErrors: []string{"agent 1: pull request #3: gone"}}
+	if !reflect.DeepEqual(o, want) {
+		t.Fatalf("judged %+v\nwant   %+v", o, want)
+	}
+	errs := summarize(13, 7, time.Second, events).Errors
+	if live := without(errs, o.ZombieErrors); !reflect.DeepEqual(live, []string{"agent 5: a live agent's failure"}) {
+		t.Errorf("errors but the zombies' %q", live)
+	}
+}
+
+func TestWithout(t *testing.T) {
+	got := without([]string{"a", "b", "a", "c"}, []string{"a", "c", "x"})
+	if want := []string{"b", "a"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("without = %q, want %q", got, want)
+	}
+}
+
+// What fails each run: with the gate, a zombie's commit that landed, an
+// issue left open or a commit lost, not its merges (rule 4 is not built);
+// without the gate, nothing: it measures what lands.
+func TestVerdictOfTheBareZombieRuns(t *testing.T) {
+	gate := modeSpec{Key: "zombies-bare-gate", Title: "gate", Mode: modeSession, Round3: true, Bare: true, Gate: true}
+	nogate := modeSpec{Key: "zombies-bare-nogate", Title: "no gate", Mode: modeSession, Round3: true, Bare: true}
+	defended := modeSpec{Key: "zombies", Title: "zombies", Mode: modeSession, Round3: true}
+	merged := ModeResult{Git: gitOutcome{ZombieMerges: []string{"5"}}, Report: Report{Duplicates: []Duplicate{{Issue: 9, Agents: []int{4, 2}}}}}
+	pushed := ModeResult{Git: gitOutcome{ZombiePushes: []string{"y1"}}}
+	open := ModeResult{Report: Report{Unclosed: []int64{3}}}
+	for _, c := range []struct {
+		spec modeSpec
+		r    ModeResult
+		fail bool
+	}{
+		{gate, merged, false}, {gate, pushed, true}, {gate, open, true},
+		{nogate, merged, false}, {nogate, pushed, false}, {nogate, open, false},
+		{defended, merged, true}, {defended, pushed, true},
+	} {
+		c.r.Spec = c.spec
+		if err := c.r.verdict(); (err != nil) != c.fail {
+			t.Errorf("%s with %+v: verdict %v, want failure %v", c.spec.Key, c.r.Git, err, c.fail)
+		}
+	}
+}
+
+// The report of the bare zombie runs: the gate's refusals, the checks
+// switched off, each zombie's story and what landed with and without
+// the gate.
+func TestReportOfTheBareZombieRuns(t *testing.T) {
+	said := "collab-lease: work/7 is claimed: fleet/backlog-zombies-bare-gate#7 by bot · fleet02 (token 4); this push carries token 3, which is stale"
+	z := zombie{Agent: 1, Issue: 7, Token: 3, Frozen: 4 * time.Second, TakenOver: 20 * time.Second, Woke: 20 * time.Second, ByToken: 4, ByAgent: "fleet02"}
+	gate := ModeResult{Spec: modeSpec{Key: "zombies-bare-gate", Title: "3 zombies, defenses off, gate", Round3: true, Bare: true, Gate: true,
+		Zombies: map[int]bool{1: true}},
+		Report: Report{Closed: 60}, UsesSidecar: true, Zombies: []zombie{z},
+		Git: gitOutcome{Pushes: 120, Gated: 1, ZombieGated: 1, Zombies: []zombieOutcome{{Stop: evGated, Said: said}}}}
+	nogate := ModeResult{Spec: modeSpec{Key: "zombies-bare-nogate", Title: "3 zombies, defenses off, no gate", Round3: true, Bare: true,
+		Zombies: map[int]bool{1: true}},
+		Report: Report{Closed: 60, Duplicates: []Duplicate{{Issue: 7, Agents: []int{2, 1}}}}, UsesSidecar: true, Zombies: []zombie{z},
+		Git: gitOutcome{Pushes: 121, ZombiePushes: []string{"y1"}, ZombieMerges: []string{"12"},
+			Zombies: []zombieOutcome{{Landed: []string{"y1"}, Merged: []string{"12"}}}}}
+	s := summary{opts: options{agents: 20, issues: 200, gitIssues: 60, seed: 1}, results: []ModeResult{gate, nogate}}
+	text := s.text()
+	row := func(label string) []string {
+		for _, l := range strings.Split(text, "\n") {
+			if rest, ok := strings.CutPrefix(l, label); ok {
+				return strings.Fields(rest)
+			}
+		}
+		return nil
+	}
+	if got := row("pushes Gitea's gate refused (of them zombies')"); !reflect.DeepEqual(got, []string{"1", "(1)", "no", "gate"}) {
+		t.Errorf("the gate's row says %q", got)
+	}
+	if got := row("of it, git collab check before each push and the merge"); !reflect.DeepEqual(got, strings.Fields("none (switched off) none (switched off)")) {
+		t.Errorf("the checks' row says %q", got)
+	}
+	for _, want := range []string{
+		"its next push carried its old token 3, and Gitea's gate refused it: \"" + said + "\"; none of its late commits reached Gitea and it merged nothing.",
+		"nothing stopped it: 1 of its late commits reached Gitea (y1) and it merged pull request #12.",
+		"with the gate, 0 zombie commits (goal: 0; it refused 1 of the zombies' pushes) and 0 zombie merges landed, 0 commits of live holders lost, 0 issues worked more than once; without it, 1 zombie commits and 1 zombie merges landed, 0 commits of live holders lost, 1 issues worked more than once.",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report lacks %q:\n%s", want, text)
+		}
+	}
+	if md := s.markdown(); !strings.Contains(md, "| pushes Gitea's gate refused (of them zombies') | 1 (1) | no gate |") {
+		t.Errorf("the markdown lacks the gate's row:\n%s", md)
 	}
 }

@@ -31,7 +31,9 @@ import (
 // opens a pull request "Fixes #<issue>", works for its work time, commits
 // and pushes again, and merges through Gitea's API, which closes the
 // issue. Under a claim (FLEET_WORK's Check) it checks its token with `git
-// collab check` before every push and the merge, as a careful agent does.
+// collab check` before every push and the merge, as a careful agent does;
+// with the agent's own defenses off (Bare) it checks nothing and is not
+// stopped when the claim is lost (detach.go).
 
 // workCommand, as the first argument, makes this program one piece of
 // work, configured by the JSON in the environment variable workEnv.
@@ -53,6 +55,13 @@ type workConfig struct {
 	// Check: check COLLAB_TOKEN before every push and the merge, and
 	// merge only once the required status says success.
 	Check bool
+	// Bare switches the agent's own defenses off, for the runs that show
+	// what the forge itself refuses: no git collab check before a push
+	// or the merge, whatever Check says (the wait for the required
+	// status stays: Gitea refuses the merge before it anyway), and the
+	// work goes on when git collab run stops it for a lost claim
+	// (detach.go).
+	Bare bool
 	// The merge lock: the work holds issue Lock of the repository
 	// LockRepo while it merges, taken the way its agent claims issues
 	// (LockWith: lockClaim or lockAssignee); 0 none. Login is the
@@ -68,6 +77,8 @@ const (
 	evCommitted  = "committed"  // it made a commit (Detail: its hash) that it means to push
 	evPushed     = "pushed"     // a push was accepted (Commits: what it added to the branch; Detail: the work's PID)
 	evRefused    = "refused"    // Gitea refused a push or a merge (Detail: what it said)
+	evGated      = "gated"      // Gitea's gate refused a push (Detail: the gate's line)
+	evFenced     = "fenced"     // Gitea refused a merge: the required status does not say success (Detail: what it said)
 	evMerged     = "merged"     // its merge of the pull request was accepted (Detail: the pull request)
 	evTerminated = "terminated" // it was stopped by SIGTERM (git collab run: the claim was lost)
 	evWorkCPU    = "workcpu"    // its last line: its CPU time (Took) and its git collab check's (CPU)
@@ -80,6 +91,15 @@ const (
 // errStale is a check that said the token is stale: the work stops and
 // lands nothing more.
 var errStale = errors.New("the claim's token is stale")
+
+// errGated is a push Gitea's gate refused (serve --gate): the token the
+// work pushes with is not the claim's current one, so it lands nothing
+// more.
+var errGated = errors.New("the gate in Gitea refused the push")
+
+// errFenced is a merge Gitea refused because the required status of
+// fenced merges does not say success: the work merges nothing.
+var errFenced = errors.New("the required status refused the merge")
 
 // gitWorkTime is how long the work on issue n takes between its two
 // pushes: 1–8 s, from the seed and the issue alone.
@@ -120,6 +140,9 @@ func workMain(stdout io.Writer) int {
 		fmt.Fprintln(os.Stderr, "fleet work: read "+workEnv+":", err)
 		return 2
 	}
+	if cfg.Bare && os.Getenv(detachedEnv) == "" {
+		return runDetached()
+	}
 	w := &work{cfg: cfg, n: cfg.Issue, token: os.Getenv("COLLAB_TOKEN"), out: json.NewEncoder(stdout),
 		api: &integration.API{URL: cfg.API, Token: cfg.Token, HTTP: &http.Client{Timeout: callTimeout}}}
 	if w.n == 0 {
@@ -158,7 +181,7 @@ func workMain(stdout io.Writer) int {
 	defer w.mu.Unlock()
 	w.emitCPU()
 	switch {
-	case errors.Is(err, errStale):
+	case errors.Is(err, errStale), errors.Is(err, errGated), errors.Is(err, errFenced):
 		return contract.ExitConflict
 	case err != nil:
 		w.emitLocked(Event{Kind: evError, Issue: w.n, Detail: err.Error()})
@@ -194,13 +217,11 @@ func (w *work) run(ctx context.Context) error {
 	w.emit(Event{Kind: evClaimed, Detail: strconv.Itoa(os.Getpid())})
 	// Claimed between the merge that closed it and the webhook that
 	// tells the sidecar: nothing to do.
-	var is giteaIssue
-	if err := w.api.Do(ctx, "GET", fmt.Sprintf("/repos/%s/issues/%d", w.cfg.Repo, w.n), nil, &is); err != nil {
+	if open, err := w.issueOpen(ctx); err != nil || !open {
+		if err == nil {
+			w.emit(Event{Kind: evSkipped})
+		}
 		return err
-	}
-	if is.State != "open" {
-		w.emit(Event{Kind: evSkipped})
-		return nil
 	}
 	w.emit(Event{Kind: evWork})
 	start := time.Now()
@@ -220,6 +241,15 @@ func (w *work) run(ctx context.Context) error {
 	}
 	w.emit(Event{Kind: evWorked, Took: time.Since(start)})
 	return w.merge(ctx, pr)
+}
+
+// issueOpen says whether the work's issue is still open in Gitea.
+func (w *work) issueOpen(ctx context.Context) (bool, error) {
+	var is giteaIssue
+	if err := w.api.Do(ctx, "GET", fmt.Sprintf("/repos/%s/issues/%d", w.cfg.Repo, w.n), nil, &is); err != nil {
+		return false, err
+	}
+	return is.State == "open", nil
 }
 
 // git runs git in the checkout (the working directory) and returns its
@@ -291,6 +321,10 @@ func (w *work) commitAndPush(ctx context.Context, part int) error {
 		if err == nil {
 			return nil
 		}
+		if line, ok := gateRefusal(err.Error()); ok {
+			w.emit(Event{Kind: evGated, Detail: line})
+			return errGated
+		}
 		if !branchMoved(err.Error()) || attempt == maxAttempts {
 			w.emit(Event{Kind: evRefused, Detail: lastLine(err.Error())})
 			return err
@@ -317,10 +351,26 @@ func branchMoved(msg string) bool {
 	return false
 }
 
+// gateRefusal says whether git push's error is Gitea's gate refusing
+// the push, and returns the gate's line ("collab-lease: work/42 is
+// claimed: … which is stale"). The gate's hook prints it on stderr,
+// which reaches the pusher as a "remote:" line (git pads it with blanks).
+func gateRefusal(msg string) (string, bool) {
+	if !strings.Contains(msg, "pre-receive hook declined") {
+		return "", false
+	}
+	for _, l := range strings.Split(msg, "\n") {
+		if i := strings.Index(l, "remote: "+contract.GatePushOption+": "); i >= 0 {
+			return strings.TrimSpace(l[i+len("remote: "):]), true
+		}
+	}
+	return "", false
+}
+
 // check asks the sidecar whether COLLAB_TOKEN is still the live tenure's,
-// when the work runs under a claim.
+// when the work runs under a claim and its agent's defenses are on.
 func (w *work) check(ctx context.Context) error {
-	if !w.cfg.Check {
+	if !w.cfg.Check || w.cfg.Bare {
 		return nil
 	}
 	cmd := exec.CommandContext(ctx, "git", "collab", "check")
@@ -471,6 +521,22 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			return err
 		}
 		for !w.statusSuccess(ctx, head) {
+			if w.cfg.Bare && wait == maxPollMerge {
+				// With its agent's defenses off, a zombie's work shares
+				// its branch with the holder that took its claim over,
+				// and a commit pushed on top of its HEAD leaves HEAD
+				// without the status for good. Once that holder's merge
+				// has closed the issue, the merge's answer says what is
+				// left to do. (Asked only once the status is late: it
+				// comes within the first waits as a rule.)
+				open, err := w.issueOpen(ctx)
+				if err != nil {
+					return err
+				}
+				if !open {
+					break
+				}
+			}
 			if err := again("the required status never said success"); err != nil {
 				return err
 			}
@@ -531,6 +597,11 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			pr, wait = next, pollMerge
 		case apiErr.Status == http.StatusNotFound:
 			return fmt.Errorf("pull request #%d was closed unmerged", pr)
+		case apiErr.Status == http.StatusMethodNotAllowed && strings.Contains(apiErr.Body, "required status checks"):
+			// Fenced merges: the status says the pull request's claim is
+			// not its author's (the claim is lost, or its issue closed).
+			w.emit(Event{Kind: evFenced, Detail: lastLine(apiErr.Body)})
+			return errFenced
 		case apiErr.Status == http.StatusMethodNotAllowed && strings.Contains(apiErr.Body, "try again later") ||
 			apiErr.Status == http.StatusConflict:
 			// Being tested (a push, or main moved), or main moved by

@@ -3,10 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -310,5 +314,177 @@ func TestMergeWaitsForTheTestHoldingTheLock(t *testing.T) {
 	want := []string{"POST /pulls/1/merge", "GET /pulls/1", "GET /pulls/1", "GET /pulls/1", "GET /pulls/1", "POST /pulls/1/merge"}
 	if !slices.Equal(f.log, want) {
 		t.Fatalf("requests %q, want %q", f.log, want)
+	}
+}
+
+// gitIn runs git in dir and fails the test if it fails.
+func gitIn(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, b)
+	}
+}
+
+// The gate's line, as the gate's hook writes it, reaches the pusher as
+// a remote: line, which git pads with blanks; a refusal by another hook
+// (Gitea's own, a protected branch) or a push that lost a race is not
+// the gate's.
+func TestGateRefusal(t *testing.T) {
+	line := "collab-lease: work/42 is claimed: fleet/b#42 by bot · fleet08 (token 8); this push carries token 7, which is stale"
+	for msg, want := range map[string]string{
+		"git push -q origin HEAD:refs/heads/work/42: exit status 1: remote: " + line + "        \nTo http://127.0.0.1:3000/fleet/b.git\n ! [remote rejected] HEAD -> work/42 (pre-receive hook declined)\nerror: failed to push some refs": line,
+		"remote: error: Not allowed to push to protected branch work/42\n ! [remote rejected] HEAD -> work/42 (pre-receive hook declined)":                                                                                                 "",
+		" ! [rejected] HEAD -> work/42 (fetch first)": "",
+		"remote: " + line: "", // no refusal: a line of an allowed push
+	} {
+		got, ok := gateRefusal(msg)
+		if got != want || ok != (want != "") {
+			t.Errorf("gateRefusal(%q) = %q, %v; want %q", msg, got, ok, want)
+		}
+	}
+}
+
+// A bare work checks no token before it pushes (there is no git collab
+// here: a check would fail), and a push the gate refuses ends it with
+// errGated and the gate's line, as a real git push to a repository
+// whose pre-receive hook refuses shows it.
+func TestBareWorkPushesUncheckedUntilTheGateRefuses(t *testing.T) {
+	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	dir := t.TempDir()
+	remote, co := filepath.Join(dir, "remote.git"), filepath.Join(dir, "checkout")
+	line := "collab-lease: work/7 is claimed: o/r#7 by bot · fleet02 (token 4); this push carries token 3, which is stale"
+	gitIn(t, dir, "init", "-q", "--bare", "-b", "main", remote)
+	hook := "#!/bin/sh\nif [ -e refuse ]; then echo '" + line + "' >&2; exit 1; fi\n"
+	if err := os.WriteFile(filepath.Join(remote, "hooks", "pre-receive"), []byte(hook), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gitIn(t, dir, "init", "-q", "-b", "main", co)
+	for _, args := range [][]string{
+		{"config", "user.name", "fleet01"}, {"config", "user.email", "fleet01@fleet.invalid"},
+		{"commit", "-q", "--allow-empty", "-m", "First"}, {"remote", "add", "origin", remote},
+		{"push", "-q", "origin", "main"}, {"fetch", "-q", "origin"}, {"checkout", "-q", "-b", "work/7"},
+	} {
+		gitIn(t, co, args...)
+	}
+	t.Chdir(co)
+	var out strings.Builder
+	w := &work{cfg: workConfig{Agent: 1, Check: true, Bare: true}, n: 7, branch: "work/7", out: json.NewEncoder(&out)}
+	if err := w.commitAndPush(context.Background(), 1); err != nil {
+		t.Fatalf("the first push: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(remote, "refuse"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.commitAndPush(context.Background(), 2); !errors.Is(err, errGated) {
+		t.Fatalf("the second push: %v, want errGated", err)
+	}
+	var kinds []string
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var e Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, e.Kind)
+		if e.Kind == evGated && e.Detail != line {
+			t.Errorf("the gated event says %q, want %q", e.Detail, line)
+		}
+	}
+	if want := []string{evCommitted, evPushed, evCommitted, evGated}; !slices.Equal(kinds, want) {
+		t.Errorf("events %q, want %q", kinds, want)
+	}
+}
+
+// fakeUnstatused is a Gitea where the work's HEAD never gets the
+// required status (a zombie's commit that the holder after it pushed on
+// top of), issue o/r#7 closes after closeAfter reads of it, and merging
+// pull request #1 is refused for the required status.
+type fakeUnstatused struct {
+	mu         sync.Mutex
+	closeAfter int
+	reads      map[string]int // requests by "METHOD route"
+}
+
+func (f *fakeUnstatused) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	path := strings.TrimPrefix(r.URL.Path, "/api/v1/repos/o/r")
+	switch {
+	case r.Method == http.MethodGet && strings.HasPrefix(path, "/statuses/"):
+		f.reads["GET statuses"]++
+		_, _ = w.Write([]byte(`[]`))
+	case r.Method == http.MethodGet && path == "/issues/7":
+		f.reads["GET issue"]++
+		state := "open"
+		if f.reads["GET issue"] > f.closeAfter {
+			state = "closed"
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"number": 7, "state": state})
+	case r.Method == http.MethodPost && path == "/pulls/1/merge":
+		f.reads["POST merge"]++
+		http.Error(w, `{"message":"Not all required status checks successful","url":"…"}`, http.StatusMethodNotAllowed)
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// statuslessWork is a work on o/r#7 against f, in a checkout of its own
+// (it reads its HEAD), on c's clock, its events in out.
+func statuslessWork(t *testing.T, f *fakeUnstatused, c *clocktest.Clock, bare bool, out io.Writer) *work {
+	t.Helper()
+	t.Setenv("GIT_CONFIG_GLOBAL", os.DevNull)
+	t.Setenv("GIT_CONFIG_NOSYSTEM", "1")
+	co := t.TempDir()
+	gitIn(t, co, "init", "-q", "-b", "work/7")
+	gitIn(t, co, "-c", "user.name=fleet01", "-c", "user.email=fleet01@fleet.invalid", "commit", "-q", "--allow-empty", "-m", "Work")
+	t.Chdir(co)
+	srv := httptest.NewServer(f)
+	t.Cleanup(srv.Close)
+	w := &work{cfg: workConfig{Agent: 1, Repo: "o/r", Check: true, Bare: bare}, n: 7, branch: "work/7", out: json.NewEncoder(out),
+		api: &integration.API{URL: srv.URL, Token: "bot", HTTP: &http.Client{Timeout: 10 * time.Second}}}
+	w.clockNow, w.clockSleep = c.Now, c.Advance
+	return w
+}
+
+// A bare work whose HEAD never gets the required status stops waiting
+// for it once its issue is closed, and tries the merge, which Gitea
+// refuses for the status: the work ends with errFenced, not an error.
+func TestBareWorkStopsWaitingForTheStatusOnceItsIssueClosed(t *testing.T) {
+	f := &fakeUnstatused{closeAfter: 2, reads: map[string]int{}}
+	c := clocktest.New()
+	var out strings.Builder
+	w := statuslessWork(t, f, c, true, &out)
+	start := c.Now()
+	if err := w.merge(context.Background(), 1); !errors.Is(err, errFenced) {
+		t.Fatalf("merge: %v, want errFenced", err)
+	}
+	// The status is asked after each wait, 250 ms doubling to 2 s; the
+	// issue once the wait is 2 s.
+	if waited, want := c.Now().Sub(start), 5750*time.Millisecond; waited != want {
+		t.Errorf("it waited %s for the status, want %s", waited, want)
+	}
+	if want := map[string]int{"GET statuses": 6, "GET issue": 3, "POST merge": 1}; !maps.Equal(f.reads, want) {
+		t.Errorf("requests %v, want %v", f.reads, want)
+	}
+	var e Event
+	if err := json.Unmarshal([]byte(strings.TrimSpace(out.String())), &e); err != nil || e.Kind != evFenced || !strings.Contains(e.Detail, "required status checks") {
+		t.Errorf("events %q: want one %s", out.String(), evFenced)
+	}
+}
+
+// A work with its defenses on never asks about its issue while it waits
+// for the status: it waits until the merge's deadline.
+func TestWorkWaitsForTheStatusUntilItsDeadline(t *testing.T) {
+	f := &fakeUnstatused{closeAfter: 0, reads: map[string]int{}}
+	c := clocktest.New()
+	w := statuslessWork(t, f, c, false, io.Discard)
+	err := w.merge(context.Background(), 1)
+	if err == nil || !strings.Contains(err.Error(), "the required status never said success") {
+		t.Fatalf("merge: %v, want the deadline", err)
+	}
+	if f.reads["GET issue"] != 0 || f.reads["POST merge"] != 0 {
+		t.Errorf("requests %v: want statuses only", f.reads)
 	}
 }
