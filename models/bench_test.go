@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -252,6 +254,79 @@ func BenchmarkCapped(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			s, _, _ := openTestStore(b, c.opts...)
 			acquireRelease(b, s)
+		})
+	}
+}
+
+// BenchmarkGate is the gate's decision alone (Store.Gate, no HTTP, no
+// hook): a push of one ref, carrying its claim's current token, to a
+// fenced branch of a repository with 1,000 open pull requests, each
+// fenced by a live claim of an agent (every other one the pull request's
+// own claim, the others the claim of the issue it closes), on each
+// engine. The pushes go round the 1,000 branches; each must be allowed.
+func BenchmarkGate(b *testing.B) {
+	const pulls = 1000
+	for _, e := range engines {
+		b.Run(e.name, func(b *testing.B) {
+			s, _, _ := e.open(b)
+			bot := who("bot")
+			// Seeded from 32 goroutines, so that group commit batches
+			// the 2,000 writes.
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, 32)
+			for range 32 {
+				wg.Go(func() {
+					for i := next.Add(1); i <= pulls; i = next.Add(1) {
+						pr := pulls + i // issue i is closed by pull request pulls+i
+						p := Pull{RepoID: 1, Number: pr, Head: fmt.Sprintf("%040x", pr), Branch: fmt.Sprint("work/", i),
+							Author: bot, Open: true, Version: 1, Links: []int64{i, pr}}
+						claim, kind := i, KindIssue
+						if i%2 == 0 {
+							claim, kind = pr, KindPull
+						}
+						h := bot
+						h.Agent = fmt.Sprint("agent-", i%64)
+						_, err := s.RecordPull(bg, p, "")
+						if err == nil {
+							_, err = s.Acquire(bg, Key{RepoID: 1, Issue: claim}, h, time.Hour, Observed{Kind: kind})
+						}
+						if err != nil {
+							errs <- err
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			if err := <-errs; err != nil {
+				b.Fatal(err)
+			}
+			push := func(i int64) GatePush {
+				claim := i
+				if i%2 == 0 {
+					claim = pulls + i
+				}
+				return GatePush{RepoID: 1, Repo: "acme/widgets", Pusher: bot,
+					Options: []string{fmt.Sprintf("%s=%d:1", GatePushOption, claim)},
+					Refs:    []GateRef{{Old: strings.Repeat("1", 40), New: strings.Repeat("2", 40), Name: fmt.Sprint("refs/heads/work/", i)}}}
+			}
+			// A push without the token is refused: the branches are fenced.
+			if v, err := s.Gate(bg, GatePush{RepoID: 1, Repo: "acme/widgets", Pusher: bot, Refs: push(7).Refs}); err != nil || v.Allow {
+				b.Fatalf("an untokened push to a claimed branch: %+v %v", v, err)
+			}
+			pushes := make([]GatePush, pulls)
+			for i := range pushes {
+				pushes[i] = push(int64(i) + 1)
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if v, err := s.Gate(bg, pushes[i%pulls]); err != nil || !v.Allow {
+					b.Fatalf("push %d: %+v %v", i%pulls+1, v, err)
+				}
+			}
+			b.ReportMetric(pulls, "open-pulls")
 		})
 	}
 }
