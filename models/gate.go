@@ -80,14 +80,19 @@ type gateClaim struct {
 }
 
 // gateSQL reads, for the branches of a push, the live claims that fence
-// them: each open pull request of the repository with that head branch,
-// joined to the issues it is linked to (itself included) and their live
-// leases. The last argument is the read's time (readNow).
+// them: each open pull request of the repository with that head branch
+// (found by the branch's index), joined to the issues it is linked to
+// (itself included) and their live leases, each by its primary key. The
+// last argument is the read's time (readNow). The joins are CROSS JOINs
+// so that SQLite reads the pull requests first, by the branch, whatever
+// its statistics say (without them it read every link of the
+// repository first: 1,000 pull requests made a decision 15 times
+// slower); PostgreSQL orders them itself.
 const gateSQL = "SELECT p.branch, p.number, l.repo_id, l.issue, l.holder, l.holder_id, l.kind, l.token, l.acquired_at, l.expires_at, l.agent, l.session, l.cap_at" +
-	" FROM pull_requests p" +
-	" JOIN pull_links k ON k.repo_id = p.repo_id AND k.pull = p.number" +
-	" JOIN leases l ON l.repo_id = k.repo_id AND l.issue = k.issue" +
-	" WHERE p.repo_id = ? AND p.open AND p.branch IN ?" +
+	" FROM pull_requests p CROSS JOIN pull_links k CROSS JOIN leases l" +
+	" WHERE p.branch IN ? AND p.repo_id = ? AND p.open" +
+	" AND k.repo_id = p.repo_id AND k.pull = p.number" +
+	" AND l.repo_id = k.repo_id AND l.issue = k.issue" +
 	" AND l.holder IS NOT NULL AND (l.expires_at IS NULL OR l.expires_at > ?)"
 
 // Gate decides whether a push goes in (rules 1 to 3 of the gate), in one
@@ -145,7 +150,7 @@ func (s *Store) Gate(ctx context.Context, p GatePush) (GateVerdict, error) {
 
 // gateClaims reads the live claims that fence the branches.
 func (s *Store) gateClaims(ctx context.Context, repoID int64, branches []string) ([]gateClaim, error) {
-	rows, err := s.db.WithContext(ctx).Raw(gateSQL, repoID, branches, s.readNow()).Rows()
+	rows, err := s.db.WithContext(ctx).Raw(gateSQL, branches, repoID, s.readNow()).Rows()
 	if err != nil {
 		return nil, mapDBError(err)
 	}
