@@ -107,10 +107,10 @@ func TestGateRefusesWhatNoHookSends(t *testing.T) {
 		return contract.GateAnswer{}, fmt.Errorf("%w: the gate's question names no repository", lease.ErrInvalid)
 	})
 	for name, body := range map[string]string{
-		"not JSON":      "refs/heads/main",
+		"not JSON":            "refs/heads/main",
 		"a list for a number": `{"repo_id":[1]}`,
-		"too big":       `{"options":["` + strings.Repeat("x", contract.MaxGateQuestion) + `"]}`,
-		"invalid":       `{"repo_id":0}`,
+		"too big":             `{"options":["` + strings.Repeat("x", contract.MaxGateQuestion) + `"]}`,
+		"invalid":             `{"repo_id":0}`,
 	} {
 		if rec := gateRequest(h, gateSecret, body); rec.Code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", name, rec.Code, rec.Body)
