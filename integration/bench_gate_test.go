@@ -19,7 +19,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// The gate in Gitea's push path (serve --gate, SPEC §10.5): what its
+// The gate in Gitea's push path (serve --gate): what its
 // hook adds to a real `git push` over HTTP, and how fast the sidecar
 // answers the hook while 64 pushes arrive at once.
 

@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// Merging a pull request through the forge (SPEC §10.2): what the merge
+// Merging a pull request through the forge: what the merge
 // needs to know of a pull request, what it asks, and how the forge may
 // answer besides the sentinels of forge.go.
 

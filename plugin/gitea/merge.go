@@ -11,7 +11,7 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
-// Merging a pull request as its holder (SPEC §10.2), verified on Gitea
+// Merging a pull request as its holder, verified on Gitea
 // 1.26: GET /repos/{o}/{r}/pulls/{n} and POST …/pulls/{n}/merge, both as
 // the user through the admin token and Sudo, so that Gitea's own checks
 // apply to them (their permission, the merge allowlist, branch

@@ -93,9 +93,9 @@ var notSeen = map[string]string{
 	"lease.ErrSessionIdle":    "only Session.Run returns it, to the SSH session, which ends the session cleanly (ssh/agentsession.go)",
 
 	// The merge's answers (plugin/forge/merge.go), before the merge verb.
-	"forge.ErrMergeNotYet":     "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb (SPEC §10.2) will answer it",
-	"forge.ErrBaseMoved":       "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb (SPEC §10.2) will answer it",
-	"*forge.MergeRefusedError": "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb (SPEC §10.2) will answer it",
+	"forge.ErrMergeNotYet":     "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb, still to come, will answer it",
+	"forge.ErrBaseMoved":       "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb, still to come, will answer it",
+	"*forge.MergeRefusedError": "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb, still to come, will answer it",
 }
 
 // Every sentinel and error type the transports may be handed has its one
