@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -60,16 +59,19 @@ func (g *gate) push(c *gin.Context) {
 		return
 	}
 	a, err := g.answer(c.Request.Context(), q)
-	switch {
-	case errors.Is(err, lease.ErrInvalid):
-		c.AbortWithStatusJSON(http.StatusBadRequest, gin.H{"error": err.Error()})
-	case err != nil:
-		// The hook does what --gate-unreachable says.
-		c.AbortWithStatusJSON(http.StatusServiceUnavailable, gin.H{"error": "the ledger did not answer"})
-	default:
-		if a.Lines == nil {
-			a.Lines = []string{}
+	if err != nil {
+		// Classified as every error of the transports is; whatever the
+		// class, the hook does what --gate-unreachable says.
+		info := lease.Classify(err)
+		status, line := http.StatusServiceUnavailable, "the ledger did not answer"
+		if info.Class == lease.Invalid || info.Class == lease.Usage {
+			status, line = http.StatusBadRequest, err.Error()
 		}
-		c.JSON(http.StatusOK, a)
+		c.AbortWithStatusJSON(status, gin.H{"error": line})
+		return
 	}
+	if a.Lines == nil {
+		a.Lines = []string{}
+	}
+	c.JSON(http.StatusOK, a)
 }

@@ -218,7 +218,7 @@ func (g *gateRun) answer(ctx context.Context, q contract.GateQuestion) (contract
 	a, res, err := g.leases.Gate(ctx, q)
 	outcome := "allowed"
 	switch {
-	case errors.Is(err, lease.ErrInvalid):
+	case err != nil && lease.Classify(err).Class == lease.Invalid:
 		outcome = "invalid"
 		g.log.Warn("the gate's hook asked a question it should not", "err", err)
 	case err != nil:

@@ -85,20 +85,27 @@ func install(hooks string) (changed bool, err error) {
 	return changed || made, err
 }
 
+// openPreReceive opens hooks/pre-receive.d, or returns nil and no error
+// where there is none (or a link stands in place of it or of hooks).
+func openPreReceive(hooks string) (*os.Root, error) {
+	if _, err := statHooks(hooks); errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSymlink) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	dir, err := openDir(hooks, preReceiveD, false, nil)
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSymlink) {
+		return nil, nil
+	}
+	return dir, err
+}
+
 // current says whether the hooks directory hooks holds the script as the
 // gate writes it. A link where the script or pre-receive.d should be is
 // not the script.
 func current(hooks string) (bool, error) {
-	if _, err := statHooks(hooks); errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSymlink) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	dir, err := openDir(hooks, preReceiveD, false, nil)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSymlink) || err == nil && dir == nil {
-		return false, nil
-	}
-	if err != nil {
+	dir, err := openPreReceive(hooks)
+	if dir == nil || err != nil {
 		return false, err
 	}
 	defer dir.Close()
@@ -116,16 +123,8 @@ func current(hooks string) (bool, error) {
 // file there carries the marker; removed says whether it did. Anything
 // else there, a link included, is not the gate's and is left as it is.
 func uninstall(hooks string) (removed bool, err error) {
-	if _, err := statHooks(hooks); errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSymlink) {
-		return false, nil
-	} else if err != nil {
-		return false, err
-	}
-	dir, err := openDir(hooks, preReceiveD, false, nil)
-	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrSymlink) || err == nil && dir == nil {
-		return false, nil
-	}
-	if err != nil {
+	dir, err := openPreReceive(hooks)
+	if dir == nil || err != nil {
 		return false, err
 	}
 	defer dir.Close()
