@@ -78,6 +78,9 @@ func chown(path string, owner fs.FileInfo) {
 	}
 }
 
+// errChanged: a file was replaced between its look and its read.
+var errChanged = errors.New("changed while it was being read")
+
 // readIn reads the regular file name of dir, at most max bytes: nil, nil
 // and no error when there is none; ErrSymlink for a link; an error for
 // anything but a regular file. big says it is larger than max (data is
@@ -106,7 +109,7 @@ func readIn(dir *os.Root, name string, max int64) (data []byte, fi fs.FileInfo, 
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !os.SameFile(fi, st) {
-		return nil, fi, false, fmt.Errorf("%s changed while it was being read; try again", where)
+		return nil, fi, false, fmt.Errorf("%s %w; try again", where, errChanged)
 	}
 	data, err = io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
@@ -123,6 +126,11 @@ func readIn(dir *os.Root, name string, max int64) (data []byte, fi fs.FileInfo, 
 // wrote. A file it writes gets owner's owner (when owner is not nil).
 func keep(dir *os.Root, name string, data []byte, mode fs.FileMode, owner fs.FileInfo) (changed bool, err error) {
 	old, fi, _, err := readIn(dir, name, int64(len(data)))
+	// Another process (a replica starting at the same moment) replaced
+	// the file between the look and the read: look again.
+	for try := 0; try < 5 && errors.Is(err, errChanged); try++ {
+		old, fi, _, err = readIn(dir, name, int64(len(data)))
+	}
 	if err != nil {
 		return false, err
 	}
