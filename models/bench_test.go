@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // BenchmarkAcquireRelease measures one new tenure plus its release (two
@@ -309,7 +311,7 @@ func BenchmarkGate(b *testing.B) {
 					claim = pulls + i
 				}
 				return GatePush{RepoID: 1, Repo: "acme/widgets", Pusher: bot,
-					Options: []string{fmt.Sprintf("%s=%d:1", GatePushOption, claim)},
+					Options: []string{fmt.Sprintf("%s=%d:1", contract.GatePushOption, claim)},
 					Refs:    []GateRef{{Old: strings.Repeat("1", 40), New: strings.Repeat("2", 40), Name: fmt.Sprint("refs/heads/work/", i)}}}
 			}
 			// A push without the token is refused: the branches are fenced.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // The gate's decision (docs/operating.md, The gate): Gitea's pre-receive
@@ -21,9 +23,6 @@ import (
 // its push options names the claim with its current token:
 // collab-lease=<issue>:<token>. Tokens are not secrets: the account is
 // what the forge vouches for, the token which of its tenures is pushing.
-
-// GatePushOption is the push option's key (contract.GatePushOption).
-const GatePushOption = "collab-lease"
 
 // GatePush is one push the gate asks about.
 type GatePush struct {
@@ -199,7 +198,7 @@ type gateOptions struct {
 func parseGateOptions(opts []string) gateOptions {
 	g := gateOptions{tokens: map[int64]int64{}}
 	for _, o := range opts {
-		val, ok := strings.CutPrefix(o, GatePushOption+"=")
+		val, ok := strings.CutPrefix(o, contract.GatePushOption+"=")
 		if !ok {
 			continue
 		}
@@ -252,11 +251,11 @@ func gateAdmit(p GatePush, branch string, fencing []gateClaim, opts gateOptions)
 	case named:
 		return nil, head + fmt.Sprintf("this push carries token %d, which it never had", t), GateBadToken
 	case opts.malformed != "":
-		return nil, head + fmt.Sprintf("this push carries %q, which is no <issue>:<token>: push with -o %s=%d:%d", opts.malformed, GatePushOption, c.Issue, c.Token), GateBadToken
+		return nil, head + fmt.Sprintf("this push carries %q, which is no <issue>:<token>: push with -o %s=%d:%d", opts.malformed, contract.GatePushOption, c.Issue, c.Token), GateBadToken
 	case len(opts.tokens) > 0:
-		return nil, head + fmt.Sprintf("this push carries no token of #%d: push with -o %s=%d:%d (git collab run does it for you)", c.Issue, GatePushOption, c.Issue, c.Token), GateNoToken
+		return nil, head + fmt.Sprintf("this push carries no token of #%d: push with -o %s=%d:%d (git collab run does it for you)", c.Issue, contract.GatePushOption, c.Issue, c.Token), GateNoToken
 	default:
-		return nil, head + fmt.Sprintf("this push carries no token: push with -o %s=%d:%d (git collab run does it for you)", GatePushOption, c.Issue, c.Token), GateNoToken
+		return nil, head + fmt.Sprintf("this push carries no token: push with -o %s=%d:%d (git collab run does it for you)", contract.GatePushOption, c.Issue, c.Token), GateNoToken
 	}
 }
 
