@@ -70,6 +70,8 @@ type agentConfig struct {
 	LockRepo string
 	// Bare: the work's own defenses are off (workConfig.Bare).
 	Bare bool
+	// The work's waits, sized from Gitea's speed (workConfig's).
+	MergeDeadline, LockHold time.Duration
 }
 
 // Bounds of an agent's waiting.

@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,20 +36,19 @@ const (
 	srcAgents  = "agents"
 )
 
-// modeTimeout bounds one mode: past it, the agents are killed and the run
-// fails.
+// modeTimeout bounds one mode of round two on the machine its bound was
+// set on; the runs' bounds are sized from it and Gitea's measured speed
+// (sizing.go). Past its bound a mode's agents are killed: a collab-lease
+// run fails then, a baseline is measured as far as it got.
 const modeTimeout = 4 * time.Minute
 
-// gitModeTimeout bounds one mode of round three, whose work pushes and
-// merges through Gitea's hooks.
+// gitModeTimeout is modeTimeout for round three, whose work pushes and
+// merges through Gitea's hooks. Its baselines have the same bound: as
+// one account their agents pile onto the same issues, and a stop at the
+// bound is measured (what is left open), not a failure; the wall-time
+// goal compares them with the collab-lease runs, and a baseline stopped
+// sooner would look faster than it is.
 const gitModeTimeout = 6 * time.Minute
-
-// gitBaselineTimeout bounds round three's baselines: as one account
-// their agents pile onto the same issues, and a stop at the bound is
-// measured (what is left open), not a failure. It is the collab-lease
-// runs' bound: the wall-time goal compares them with the one-account
-// baseline, and a baseline stopped sooner would look faster than it is.
-const gitBaselineTimeout = gitModeTimeout
 
 // assigneesStall is how long an assignees agent that finds nothing free
 // waits for the open issues to change before it stops: what is left is
@@ -69,6 +69,9 @@ type fleet struct {
 	gitBin  string // the directory of git-collab
 	// lockRepo holds the merge locks of round three (owner/name).
 	lockRepo string
+
+	// sizing is how the runs are sized from Gitea's speed.
+	sizing sizing
 
 	sidecar *integration.Sidecar
 	// retiredCPU is the CPU time of sidecar processes that have stopped.
@@ -104,6 +107,9 @@ type modeSpec struct {
 	Bare, Gate bool
 	// Lock is its issue in the merge-lock repository (round three).
 	Lock int64
+	// Bound is how long its agents may run before they are stopped,
+	// sized from Gitea's speed (sizing.go).
+	Bound time.Duration
 }
 
 // ModeResult is what one mode measured.
@@ -260,12 +266,12 @@ type agentExit struct {
 // runMode runs every agent of spec to its end and measures the mode.
 func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) ModeResult {
 	res := ModeResult{Spec: spec, UsesSidecar: spec.Mode != modeAssignees}
-	timeout := modeTimeout
-	switch {
-	case spec.Round3 && spec.Mode == modeAssignees:
-		timeout = gitBaselineTimeout
-	case spec.Round3:
-		timeout = gitModeTimeout
+	timeout := spec.Bound
+	if timeout == 0 {
+		timeout = modeTimeout
+		if spec.Round3 {
+			timeout = gitModeTimeout
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -301,6 +307,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			API: f.proxy.urls[srcAgents], Token: u.Token, TTL: spec.TTL, DieAt: spec.Kill[i],
 			Spread: len(spec.Users), Stall: assigneesStall,
 			Work: spec.Round3, Self: f.self, Grace: sessionGrace, Lock: spec.Lock, LockRepo: f.lockRepo, Bare: spec.Bare,
+			MergeDeadline: f.sizing.MergeDeadline, LockHold: f.sizing.LockHold,
 		}
 		if cos != nil {
 			cfg.Dir, cfg.Env = cos[i].Dir, cos[i].Env
@@ -377,7 +384,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 				fmt.Fprintf(f.log, "fleet:   froze %s (SIGSTOP) after its first push of #%d (token %d)\n", agentLogin(e.Agent), e.Issue, e.Token)
 				k := len(zombies) - 1
 				go func() {
-					tctx, cancel := context.WithTimeout(ctx, zombieWait)
+					tctx, cancel := context.WithTimeout(ctx, cmp.Or(f.sizing.ZombieWait, zombieWait))
 					defer cancel()
 					t, err := f.takenOver(tctx, spec.Keys[z.Agent], spec.Repo.FullName(), z.Issue, z.Token)
 					taken <- takeover{k: k, by: t, err: err}

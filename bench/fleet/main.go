@@ -62,15 +62,24 @@ import (
 var allModes = []string{"lease", "assignees", "faults", "sessions", "chain", "zombies", "assignees-bot", "assignees-accounts",
 	"zombies-bare-gate", "zombies-bare-nogate"}
 
+// isRound3 says whether mode is one of round three's (real pushes and
+// merges, sized from Gitea's speed).
+func isRound3(mode string) bool {
+	return !slices.Contains([]string{"lease", "assignees", "faults"}, mode)
+}
+
 // defaultModes are those that run unless -modes names others, as make
 // bench runs them: all of them (the two bare zombie runs add about 5
 // minutes on 2 cores; bench/README.md).
 var defaultModes = allModes
 
 type options struct {
-	seed         int64
-	issues       int
-	gitIssues    int // round three's backlog
+	seed      int64
+	issues    int
+	gitIssues int // round three's backlog
+	// gitIssuesSet: -git-issues was given, so the backlog is not cut
+	// for a slow Gitea (sizing.go).
+	gitIssuesSet bool
 	agents       int
 	ttl          time.Duration
 	faultTTL     time.Duration
@@ -102,6 +111,7 @@ func main() {
 	flag.StringVar(&o.giteaGit, "gitea-git", "", "the git executable Gitea runs; \"\" builds (once, cached) integration/build-git.sh's, recent enough that Gitea tests a pull request's mergeability with git merge-tree")
 	only := flag.String("modes", strings.Join(defaultModes, ","), "the modes to run, comma-separated, of "+strings.Join(allModes, ", ")+")")
 	flag.Parse()
+	flag.Visit(func(fl *flag.Flag) { o.gitIssuesSet = o.gitIssuesSet || fl.Name == "git-issues" })
 	o.modes = map[string]bool{}
 	for _, m := range strings.Split(*only, ",") {
 		if !slices.Contains(allModes, m) {
@@ -267,7 +277,18 @@ func run(ctx context.Context, o options) (err error) {
 	for i, u := range f.agents {
 		ownKeys[i], botUsers[i] = u.Key.Path, bot
 	}
-	gitBacklog := planBacklog(o.seed, o.gitIssues)
+	// Round three's runs are sized from Gitea's speed, measured first.
+	var speed giteaSpeed
+	if slices.ContainsFunc(allModes, func(m string) bool { return o.modes[m] && isRound3(m) }) {
+		warm := time.Now()
+		if speed, err = f.measureGitea(setup, org, bot, warmupRounds); err != nil {
+			return fmt.Errorf("measure Gitea's speed: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "fleet: measured Gitea on a warm-up repository in %.1fs: push %s, pull request %s, test %s, merge %s\n",
+			time.Since(warm).Seconds(), ms(speed.Push), ms(speed.Create), ms(speed.Ready), ms(speed.Merge))
+	}
+	f.sizing = sizeRuns(speed, o.issues, o.gitIssues, o.gitIssuesSet)
+	gitBacklog := planBacklog(o.seed, f.sizing.GitIssues)
 	specs := []modeSpec{
 		{Key: "lease", Title: "collab-lease", Mode: modeLease, TTL: o.ttl},
 		{Key: "assignees", Title: "assignees only", Mode: modeAssignees},
@@ -287,9 +308,12 @@ func run(ctx context.Context, o options) (err error) {
 	for i := range specs {
 		sp := &specs[i]
 		if !sp.Round3 {
-			sp.Users, sp.Keys, sp.Backlog = f.agents, ownKeys, f.backlog
+			sp.Users, sp.Keys, sp.Backlog, sp.Bound = f.agents, ownKeys, f.backlog, f.sizing.Bound2
 		} else {
-			sp.Backlog = gitBacklog
+			sp.Backlog, sp.Bound = gitBacklog, f.sizing.Bound3
+		}
+		if isRound3(sp.Key) != sp.Round3 {
+			return fmt.Errorf("mode %s: isRound3 says %v", sp.Key, !sp.Round3)
 		}
 		if o.modes[sp.Key] {
 			eg.Go(func() (err error) {
@@ -307,7 +331,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	f.lockRepo = locks.FullName()
 	fmt.Fprintf(os.Stderr, "fleet: seeded %d agents, the account bot with %d keys and %d backlogs (%d issues for round two, %d for round three) in %.1fs\n",
-		o.agents, len(botKeys), len(o.modes), o.issues, o.gitIssues, time.Since(step).Seconds())
+		o.agents, len(botKeys), len(o.modes), o.issues, f.sizing.GitIssues, time.Since(step).Seconds())
 
 	results := map[string]ModeResult{}
 	// The assignees runs first, while Gitea is stock: no sidecar, no
@@ -359,7 +383,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	total := time.Since(began)
-	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage(), giteaGit: gitVersion}
+	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage(), giteaGit: gitVersion, sizing: f.sizing}
 	fmt.Print(sum.text())
 	if o.markdown != "" {
 		if err := os.WriteFile(o.markdown, []byte(sum.markdown()), 0o644); err != nil {

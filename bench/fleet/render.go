@@ -23,6 +23,8 @@ type summary struct {
 	load    string
 	// giteaGit is what the git Gitea ran says of its version.
 	giteaGit string
+	// sizing is how the runs were sized from Gitea's speed.
+	sizing sizing
 }
 
 // row is one measure across the modes.
@@ -308,7 +310,7 @@ func (s summary) tables() []table {
 		{title: fmt.Sprintf("Round two: %d agents, %d accounts, a %d-issue backlog, no git", s.opts.agents, s.opts.agents, s.opts.issues),
 			about:   "Each agent is a Gitea user with its own SSH key and a loop of real `git collab` processes (OpenSSH, a handshake per call) in its own checkout; work on an issue takes 50–500 ms and touches no git, the same per issue in every run.",
 			results: s.round(false), rows: s.rows(), bold: 2},
-		{title: fmt.Sprintf("Round three: %d agents, real pushes and merges, a %d-issue backlog", s.opts.agents, s.opts.gitIssues),
+		{title: fmt.Sprintf("Round three: %d agents, real pushes and merges, a %d-issue backlog", s.opts.agents, cmp.Or(s.sizing.GitIssues, s.opts.gitIssues)),
 			about: fmt.Sprintf("The collab-lease runs are one Gitea account `bot` with a key per agent, each agent a loop of `git collab run --next --wait 30s --grace %s --agent <name> -- <work>` (the sidecar wakes a waiting agent when an issue comes free); the work fetches, commits to `work/<issue>`, pushes, opens a pull request \"Fixes #N\", works 1–8 s (the same per issue in every run), pushes again and merges through Gitea's API holding the repository's merge lock (an issue claimed with `git collab claim --wait`), checking its token with `git collab check` before each push and the merge; `main` requires the `collab-lease/claim` status and `serve --fence-pushes` is on. The run without sessions does the same work claimed the way round two's agents claim (`git collab next --ttl 20s`, `git collab renew` every 10 s, the checks over ssh, `git collab unclaim`; each a process chain and a handshake), for the agents' CPU to compare with. The baselines do the same work with Gitea's assignees alone, the merge lock included, as `bot` (every agent sees itself assigned, so the lock excludes nobody) or as 20 accounts. The runs with defenses off are the 3-zombie run with the agents' own defenses switched off: the work runs no `git collab check` and is not stopped when its claim is lost (it runs in a process group of its own, out of reach of `git collab run`'s SIGTERM and SIGKILL, keeping the token and push option run gave it), with `serve --gate` on (Gitea's pre-receive hook asks the sidecar about every push) or off.",
 				sessionGrace),
 			results: s.round(true), rows: s.rows3(), bold: 5},
@@ -360,7 +362,7 @@ func (s summary) notes() []string {
 				more = fmt.Sprintf(" and %d more", n-len(shown))
 			}
 			out = append(out, fmt.Sprintf("%s: %d pull requests replaced that stayed \"not yet\" for %s while their work held the merge lock (Gitea tested them late, or its in-memory queue lost their test): %s%s.",
-				r.Spec.Title, n, lockHold, strings.Join(shown, ", "), more))
+				r.Spec.Title, n, cmp.Or(s.sizing.LockHold, lockHold), strings.Join(shown, ", "), more))
 		}
 		if len(r.WorkErrors) > 0 {
 			out = append(out, fmt.Sprintf("%s: %d pieces of work failed, e.g. %s", r.Spec.Title, len(r.WorkErrors),
@@ -473,6 +475,7 @@ func (s summary) text() string {
 		tw.Flush()
 	}
 	b.WriteString("\n")
+	fmt.Fprintf(&b, "fleet: %s\n\n", s.sizing.describe())
 	for _, n := range append(s.notes(), s.notes3()...) {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
@@ -491,6 +494,7 @@ func (s summary) markdown() string {
 	fmt.Fprintf(&b, "## Fleet: %s\n\n", s.title())
 	fmt.Fprintf(&b, "Written by `bench/fleet` in this run (`%s`, seed %d; the whole run took %.0f s, setup included; load average at its end %s; Gitea ran %s). Every request to Gitea passed a counting proxy. What each run does: `bench/README.md`.\n",
 		s.opts.reproduction, s.opts.seed, s.total.Seconds(), s.load, s.giteaGit)
+	fmt.Fprintf(&b, "\n%s\n", s.sizing.describe())
 	for _, t := range s.tables() {
 		if len(t.results) == 0 {
 			continue

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,9 @@ type workConfig struct {
 	LockRepo string
 	LockWith string
 	Login    string
+	// MergeDeadline and LockHold are mergeDeadline and lockHold sized
+	// from Gitea's speed (sizing.go); 0 is the constant.
+	MergeDeadline, LockHold time.Duration
 }
 
 // The kinds of Event only round three's work emits.
@@ -500,11 +504,11 @@ const mergeDeadline = 5 * time.Minute
 // The merge's own answer says what the pull request's state is ("Please
 // try again later" while it is tested; "already merged"; 404 once closed).
 func (w *work) merge(ctx context.Context, pr int64) error {
-	deadline := w.now().Add(mergeDeadline)
+	deadline := w.now().Add(w.mergeDeadline())
 	wait := pollMerge
 	again := func(why string) error {
 		if w.now().After(deadline) {
-			return fmt.Errorf("pull request #%d: not merged within %s: %s", pr, mergeDeadline, why)
+			return fmt.Errorf("pull request #%d: not merged within %s: %s", pr, w.mergeDeadline(), why)
 		}
 		w.sleep(wait)
 		wait = min(2*wait, maxPollMerge)
@@ -616,7 +620,7 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 				// Wait for the test reading the pull request, a read
 				// for Gitea, where another try would be a check and a
 				// merge Gitea refuses.
-				ready, err := w.awaitMergeable(ctx, pr, lockHold-held)
+				ready, err := w.awaitMergeable(ctx, pr, w.lockHold()-held)
 				if err != nil {
 					return err
 				}
@@ -644,6 +648,14 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 		}
 	}
 }
+
+// mergeDeadline is the work's bound on the wait for its merge, sized
+// from Gitea's speed.
+func (w *work) mergeDeadline() time.Duration { return cmp.Or(w.cfg.MergeDeadline, mergeDeadline) }
+
+// lockHold is how long the work holds the merge lock while Gitea answers
+// its merge "not yet", sized from Gitea's speed.
+func (w *work) lockHold() time.Duration { return cmp.Or(w.cfg.LockHold, lockHold) }
 
 // pollMerge is the first wait before a merge that cannot happen yet is
 // tried again; each wait doubles, up to maxPollMerge.
