@@ -51,6 +51,15 @@ func (s summary) round(three bool) []ModeResult {
 	return out
 }
 
+// unclosed is a run's issues never closed, and whether its bound
+// stopped it.
+func unclosed(r ModeResult) string {
+	if r.StoppedAt > 0 {
+		return fmt.Sprintf("%d (stopped at its bound, %s)", len(r.Report.Unclosed), dur(r.StoppedAt))
+	}
+	return fmt.Sprint(len(r.Report.Unclosed))
+}
+
 // rows3 are round three's measures.
 func (s summary) rows3() []row {
 	zombies := func(r ModeResult, n int) string {
@@ -63,10 +72,16 @@ func (s summary) rows3() []row {
 		{"issues worked more than once", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Duplicates)) }},
 		{"zombie pushes landed (commits)", func(r ModeResult) string { return zombies(r, len(r.Git.ZombiePushes)) }},
 		{"zombie merges landed", func(r ModeResult) string { return zombies(r, len(r.Git.ZombieMerges)) }},
-		{"commits lost (pushed by a live holder, not in main)", func(r ModeResult) string {
+		{"commits lost (pushed by a live holder, not in main, not in flight)", func(r ModeResult) string {
 			return fmt.Sprintf("%d (of %d pushes)", len(r.Git.Lost), r.Git.Pushes)
 		}},
-		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
+		{"issues never closed", unclosed},
+		{"commits in flight at the bound (on their issue's branch, its work unfinished)", func(r ModeResult) string {
+			if r.StoppedAt == 0 {
+				return "none (not stopped)"
+			}
+			return fmt.Sprint(len(r.Git.InFlight))
+		}},
 		{"pushes Gitea's gate refused (of them zombies')", func(r ModeResult) string {
 			if !r.Spec.Gate {
 				return "no gate"
@@ -166,9 +181,6 @@ func (s summary) notes3() []string {
 			}
 			out = append(out, what)
 		}
-		if r.StoppedAt > 0 {
-			out = append(out, fmt.Sprintf("%s: its agents were stopped (SIGKILL) at the run's bound, %s, with %d issues still open.", r.Spec.Title, r.StoppedAt, len(r.OpenInGitea)))
-		}
 		if len(r.Git.Lost) > 0 {
 			out = append(out, fmt.Sprintf("%s: commits pushed but not in main: %s.", r.Spec.Title, strings.Join(shortSHAs(r.Git.Lost, 10), ", ")))
 		}
@@ -261,7 +273,7 @@ func (s summary) rows() []row {
 	closed := perClosed
 	return []row{
 		{"issues worked more than once", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Duplicates)) }},
-		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
+		{"issues never closed", unclosed},
 		{"wall time (last issue closed)", func(r ModeResult) string {
 			return fmt.Sprintf("%.1f s (%.1f s)", r.Report.Wall.Seconds(), r.Report.LastClose.Seconds())
 		}},
@@ -350,6 +362,13 @@ func (s summary) notes() []string {
 				}
 			}
 			out = append(out, what)
+		}
+		if r.StoppedAt > 0 {
+			what := fmt.Sprintf("%s: its agents were stopped (SIGKILL) at the run's bound, %s, with %d issues still open", r.Spec.Title, dur(r.StoppedAt), len(r.OpenInGitea))
+			if r.Spec.Round3 {
+				what += fmt.Sprintf(" and %d commits of work in flight (still on their issue's branch, that work unfinished: not counted as lost)", len(r.Git.InFlight))
+			}
+			out = append(out, what+".")
 		}
 		if r.Restart != nil {
 			out = append(out, fmt.Sprintf("%s: the sidecar was restarted (SIGTERM, then started on the same ledger and addresses) after the %dth close, %.1f s into the run; it was back %.2f s later.",

@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +316,110 @@ func TestReportOfTheBareZombieRuns(t *testing.T) {
 	}
 	if md := s.markdown(); !strings.Contains(md, "| pushes Gitea's gate refused (of them zombies') | 1 (1) | no gate |") {
 		t.Errorf("the markdown lacks the gate's row:\n%s", md)
+	}
+}
+
+// At the bound, a commit main lacks is in flight if its issue's branch
+// still holds it and its work had not finished (the issue open, or the
+// work that pushed it not ended); otherwise it is lost. A run that ended
+// by itself has nothing in flight.
+func TestInFlightAtTheBoundIsNotLost(t *testing.T) {
+	events := []Event{
+		// #1: pushed, merged, closed and ended: all in main.
+		{Agent: 0, Kind: evPushed, Issue: 1, Commits: []string{"a1", "a2"}},
+		{Agent: 0, Kind: evMerged, Issue: 1, Detail: "61"},
+		{Agent: 0, Kind: evClosed, Issue: 1},
+		{Agent: 0, Kind: evWorkCPU, Issue: 1},
+		// #2: pushed, then the bound came (killed: no last line).
+		{Agent: 1, Kind: evPushed, Issue: 2, Commits: []string{"b1"}},
+		// #3: its first work gave up and ended; the next holder pushed
+		// on top of it and was still at work when the bound came.
+		{Agent: 2, Kind: evPushed, Issue: 3, Commits: []string{"c1"}},
+		{Agent: 2, Kind: evError, Issue: 3, Detail: "pull request #63: not merged within 5m0s"},
+		{Agent: 2, Kind: evWorkCPU, Issue: 3},
+		{Agent: 3, Kind: evPushed, Issue: 3, Commits: []string{"c2"}},
+		// #4: its branch no longer holds what was pushed: overwritten.
+		{Agent: 4, Kind: evPushed, Issue: 4, Commits: []string{"d1"}},
+		// #5: merged, closed and ended, yet main lacks a commit of it.
+		{Agent: 5, Kind: evPushed, Issue: 5, Commits: []string{"e1"}},
+		{Agent: 5, Kind: evMerged, Issue: 5, Detail: "65"},
+		{Agent: 5, Kind: evClosed, Issue: 5},
+		{Agent: 5, Kind: evWorkCPU, Issue: 5},
+		// #6: closed by another's merge while its work still pushed.
+		{Agent: 6, Kind: evPushed, Issue: 6, Commits: []string{"f1"}},
+		{Agent: 7, Kind: evMerged, Issue: 6, Detail: "66"},
+		{Agent: 7, Kind: evClosed, Issue: 6},
+		{Agent: 7, Kind: evWorkCPU, Issue: 6},
+		{Agent: 6, Kind: evPushed, Issue: 6, Commits: []string{"f2"}},
+	}
+	inMain := map[string]bool{"a1": true, "a2": true, "f1": true}
+	branches := map[int64][]string{2: {"b1"}, 3: {"c1", "c2"}, 4: {"x9"}, 5: {"e1"}, 6: {"f2"}}
+	onBranch := func(n int64, sha string) bool { return slices.Contains(branches[n], sha) }
+	all := func(string) bool { return true }
+	o := judgeGit(events, nil, func(s string) bool { return inMain[s] }, all)
+	if want := []string{"b1", "c1", "c2", "d1", "e1", "f2"}; !reflect.DeepEqual(o.Lost, want) || len(o.InFlight) != 0 {
+		t.Fatalf("before the bound is taken into account: lost %v, in flight %v; want lost %v", o.Lost, o.InFlight, want)
+	}
+	o = o.inFlightAtBound(events, onBranch)
+	if want := []string{"b1", "c1", "c2", "f2"}; !reflect.DeepEqual(o.InFlight, want) {
+		t.Errorf("in flight %v, want %v", o.InFlight, want)
+	}
+	if want := []string{"d1", "e1"}; !reflect.DeepEqual(o.Lost, want) {
+		t.Errorf("lost %v, want %v", o.Lost, want)
+	}
+	if o.Pushes != 8 {
+		t.Errorf("%d pushes, want 8", o.Pushes)
+	}
+}
+
+// Only commits lost fail a run, and a collab-lease run stopped at its
+// bound fails for that (its bound was sized to let it finish), not for
+// the commits it had in flight or the issues it left open then; the
+// baselines are measured wherever their bound stopped them.
+func TestVerdictTellsInFlightFromLost(t *testing.T) {
+	sessions := modeSpec{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true}
+	baseline := modeSpec{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true}
+	stopped := func(spec modeSpec, lost ...string) ModeResult {
+		return ModeResult{Spec: spec, StoppedAt: 6 * time.Minute, Report: Report{Unclosed: []int64{7, 9}},
+			Git: gitOutcome{InFlight: []string{"b1", "c2"}, Lost: lost}}
+	}
+	err := stopped(sessions).verdict()
+	if err == nil || !strings.Contains(err.Error(), "stopped at its bound of 6 min with 2 issues open and 2 commits of work in flight") {
+		t.Errorf("stopped at its bound: %v", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "commits lost") {
+		t.Errorf("commits in flight were counted lost: %v", err)
+	}
+	if err := stopped(sessions, "d1").verdict(); err == nil || !strings.Contains(err.Error(), "1 commits lost") {
+		t.Errorf("a commit lost at the bound: %v", err)
+	}
+	finished := ModeResult{Spec: sessions, Git: gitOutcome{Pushes: 120}}
+	if err := finished.verdict(); err != nil {
+		t.Errorf("a clean run: %v", err)
+	}
+	if err := stopped(baseline, "d1").verdict(); err != nil {
+		t.Errorf("a baseline stopped at its bound: %v", err)
+	}
+	// The report shows both, apart.
+	s := summary{opts: options{agents: 20, issues: 200, gitIssues: 60, seed: 1},
+		results: []ModeResult{stopped(sessions), finished, stopped(baseline, "d1")}}
+	s.results[1].Spec.Title = "finished"
+	text := s.text()
+	for _, want := range []string{
+		"collab-lease, one account: its agents were stopped (SIGKILL) at the run's bound, 6 min, with 0 issues still open and 2 commits of work in flight (still on their issue's branch, that work unfinished: not counted as lost).",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report lacks %q:\n%s", want, text)
+		}
+	}
+	md := s.markdown()
+	for _, want := range []string{
+		"| commits lost (pushed by a live holder, not in main, not in flight) | **0 (of 0 pushes)** | **0 (of 120 pushes)** | **1 (of 0 pushes)** |",
+		"| issues never closed | **2 (stopped at its bound, 6 min)** | **0** | **2 (stopped at its bound, 6 min)** |",
+		"| commits in flight at the bound (on their issue's branch, its work unfinished) | 2 | none (not stopped) | 2 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md)
+		}
 	}
 }
