@@ -125,10 +125,16 @@ type ModeResult struct {
 	Restart     *restart      // nil: no restart
 	OpenInGitea []int64       // what Gitea says is still open afterwards
 	Zombies     []zombie      // round three
-	// StoppedAt: the run was stopped at this bound, its agents killed.
-	StoppedAt time.Duration
-	Git       gitOutcome // round three
-	Err       error      // an agent loop failed, or the mode did not finish
+	// Bound is the run's bound (modeSpec.Bound). RanOn says it ran on
+	// past it, still closing issues (runOn). StoppedAt, if not 0, is when
+	// it was stopped, its agents killed: past its bound once no issue had
+	// closed for a while, at boundCap times its bound (Capped), or when
+	// the program was interrupted (Interrupted).
+	Bound, StoppedAt    time.Duration
+	RanOn               bool
+	Capped, Interrupted bool
+	Git                 gitOutcome // round three
+	Err                 error      // an agent loop failed, or the mode did not finish
 	// WorkErrors: a round-three baseline's pieces of work that failed
 	// (measured, not a failure of the benchmark).
 	WorkErrors []string
@@ -273,8 +279,11 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			timeout = gitModeTimeout
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	res.Bound = timeout
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	bound := time.NewTimer(timeout)
+	defer bound.Stop()
 	fmt.Fprintf(f.log, "fleet: %s: %d agents on %s\n", spec.Title, len(spec.Users), spec.Repo.FullName())
 
 	f.proxy.take() // what came before is not this mode's
@@ -359,6 +368,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 		restartAt time.Time
 		alive     = len(spec.Users)
 		wall      time.Duration
+		lastClose time.Time // zero: none yet
 		zombies   []zombie
 		taken     = make(chan takeover, len(spec.Zombies))
 	)
@@ -392,6 +402,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			}
 		case evClosed:
 			closes++
+			lastClose = time.Now()
 			if spec.RestartAfter > 0 && closes == spec.RestartAfter {
 				restartAt = time.Now()
 				res.Restart = &restart{AfterCloses: closes, At: time.Since(start)}
@@ -402,6 +413,29 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 				}()
 			}
 		}
+	}
+	// stopAll kills every agent (and every zombie's work) and waits for
+	// them: the run is stopped. What it left open is counted; whether
+	// that fails the run is the verdict's to say.
+	stopAll := func() {
+		if spec.Bare {
+			// A bare work runs in a process group of its own, which
+			// killing its agent's group does not reach.
+			for _, p := range procs {
+				signalTree(syscall.SIGKILL, p.Process.Pid)
+			}
+		}
+		for i := range procs {
+			kill(i)
+		}
+		for _, z := range zombies {
+			signalTree(syscall.SIGKILL, z.workPID)
+		}
+		for ; alive > 0; alive-- {
+			res.AgentsCPU += (<-exits).cpu
+		}
+		wall = time.Since(start)
+		res.StoppedAt = wall
 	}
 	for alive > 0 {
 		select {
@@ -430,27 +464,25 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			if x.err != nil && !killed[x.agent] {
 				failures = append(failures, fmt.Sprintf("agent %s: %v\n%s", agentLogin(x.agent), x.err, x.stderr))
 			}
-		case <-ctx.Done():
-			if spec.Bare {
-				// A bare work runs in a process group of its own, which
-				// killing its agent's group does not reach.
-				for _, p := range procs {
-					signalTree(syscall.SIGKILL, p.Process.Pid)
+		case <-bound.C:
+			since := time.Since(start)
+			if !lastClose.IsZero() {
+				since = time.Since(lastClose)
+			}
+			if next, ok := runOn(timeout, time.Since(start), since); ok {
+				if !res.RanOn {
+					fmt.Fprintf(f.log, "fleet:   %s: its bound, %s, came %s after its last close: it runs on while it closes issues, up to %s\n",
+						spec.Title, dur(timeout), dur(since), dur(boundCap*timeout))
 				}
+				res.RanOn = true
+				bound.Reset(next)
+				continue
 			}
-			for i := range procs {
-				kill(i)
-			}
-			for _, z := range zombies {
-				signalTree(syscall.SIGKILL, z.workPID)
-			}
-			for ; alive > 0; alive-- {
-				res.AgentsCPU += (<-exits).cpu
-			}
-			wall = time.Since(start)
-			// What it left open is counted; whether that fails the
-			// run is the verdict's to say.
-			res.StoppedAt = timeout
+			res.Capped = time.Since(start) >= boundCap*timeout
+			stopAll()
+		case <-ctx.Done():
+			res.Interrupted = true
+			stopAll()
 		}
 	}
 	// Every reader has sent all its events before its exit.
@@ -519,6 +551,46 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 	return res
 }
 
+// A run's bound is not a deadline while it still closes issues: a
+// machine busier during the run than when Gitea's speed was measured
+// (another job started meanwhile) slows every run alike, and stopping
+// one that still makes progress would measure the machine, not the
+// fleet. So at its bound a run that closed an issue within its stall
+// window runs on, until no issue has closed for that long, or until
+// boundCap times its bound.
+const boundCap = 3
+
+// stallWindow is how long without a close stops a run past its bound:
+// a sixth of its bound, at least 2 minutes.
+func stallWindow(bound time.Duration) time.Duration { return max(2*time.Minute, bound/6) }
+
+// runOn says whether a run whose bound has come runs on, at elapsed into
+// it, its last close sinceClose ago (or its start, if none), and when to
+// ask again.
+func runOn(bound, elapsed, sinceClose time.Duration) (time.Duration, bool) {
+	limit, window := boundCap*bound, stallWindow(bound)
+	if elapsed >= limit || sinceClose >= window {
+		return 0, false
+	}
+	return min(window-sinceClose, limit-elapsed), true
+}
+
+// stopped says when and why the run was stopped ("" if it was not).
+func (r ModeResult) stopped() string {
+	at := dur(r.StoppedAt)
+	switch {
+	case r.StoppedAt == 0:
+		return ""
+	case r.Interrupted:
+		return "at " + at + ", interrupted"
+	case r.Capped:
+		return fmt.Sprintf("at %s, %d× its bound of %s, while it still closed issues", at, boundCap, dur(r.Bound))
+	case !r.RanOn:
+		return fmt.Sprintf("at its bound, %s, with no issue closed in the %s before it", dur(r.Bound), dur(stallWindow(r.Bound)))
+	}
+	return fmt.Sprintf("at %s, %s past its bound of %s, once no issue had closed for %s", at, dur(r.StoppedAt-r.Bound), dur(r.Bound), dur(stallWindow(r.Bound)))
+}
+
 // verdict is why a collab-lease run fails the benchmark: it worked an
 // issue twice, left one open, was stopped at its bound (sized from
 // Gitea's speed: a run that still did not finish has stalled), or (round
@@ -540,8 +612,15 @@ func (r ModeResult) verdict() error {
 	g := r.Git
 	var why []string
 	if r.StoppedAt > 0 {
-		why = append(why, fmt.Sprintf("stopped at its bound of %s with %d issues open and %d commits of work in flight (the bound was sized from Gitea's measured speed, so the run stalled or the sizing fell short)",
-			dur(r.StoppedAt), len(r.Report.Unclosed), len(g.InFlight)))
+		flying := ""
+		if r.Spec.Round3 {
+			flying = fmt.Sprintf(" and %d commits of work in flight", len(g.InFlight))
+		}
+		stalled := " (its bound was sized from Gitea's measured speed, and it runs on past it while it closes issues: it stalled)"
+		if r.Interrupted {
+			stalled = ""
+		}
+		why = append(why, fmt.Sprintf("stopped %s, with %d issues open%s%s", r.stopped(), len(r.Report.Unclosed), flying, stalled))
 	}
 	if r.Spec.Bare {
 		if len(g.ZombiePushes) > 0 || len(r.Report.Unclosed) > 0 && r.StoppedAt == 0 || len(g.Lost) > 0 {

@@ -55,7 +55,7 @@ func (s summary) round(three bool) []ModeResult {
 // stopped it.
 func unclosed(r ModeResult) string {
 	if r.StoppedAt > 0 {
-		return fmt.Sprintf("%d (stopped at its bound, %s)", len(r.Report.Unclosed), dur(r.StoppedAt))
+		return fmt.Sprintf("%d (stopped at %s, its bound %s)", len(r.Report.Unclosed), dur(r.StoppedAt), dur(r.Bound))
 	}
 	return fmt.Sprint(len(r.Report.Unclosed))
 }
@@ -76,7 +76,7 @@ func (s summary) rows3() []row {
 			return fmt.Sprintf("%d (of %d pushes)", len(r.Git.Lost), r.Git.Pushes)
 		}},
 		{"issues never closed", unclosed},
-		{"commits in flight at the bound (on their issue's branch, its work unfinished)", func(r ModeResult) string {
+		{"commits in flight when the run was stopped (on their issue's branch, its work unfinished)", func(r ModeResult) string {
 			if r.StoppedAt == 0 {
 				return "none (not stopped)"
 			}
@@ -364,7 +364,7 @@ func (s summary) notes() []string {
 			out = append(out, what)
 		}
 		if r.StoppedAt > 0 {
-			what := fmt.Sprintf("%s: its agents were stopped (SIGKILL) at the run's bound, %s, with %d issues still open", r.Spec.Title, dur(r.StoppedAt), len(r.OpenInGitea))
+			what := fmt.Sprintf("%s: its agents were stopped (SIGKILL) %s, with %d issues still open", r.Spec.Title, r.stopped(), len(r.OpenInGitea))
 			if r.Spec.Round3 {
 				what += fmt.Sprintf(" and %d commits of work in flight (still on their issue's branch, that work unfinished: not counted as lost)", len(r.Git.InFlight))
 			}

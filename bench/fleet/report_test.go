@@ -380,11 +380,11 @@ func TestVerdictTellsInFlightFromLost(t *testing.T) {
 	sessions := modeSpec{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true}
 	baseline := modeSpec{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true}
 	stopped := func(spec modeSpec, lost ...string) ModeResult {
-		return ModeResult{Spec: spec, StoppedAt: 6 * time.Minute, Report: Report{Unclosed: []int64{7, 9}},
+		return ModeResult{Spec: spec, Bound: 6 * time.Minute, StoppedAt: 6 * time.Minute, Report: Report{Unclosed: []int64{7, 9}},
 			Git: gitOutcome{InFlight: []string{"b1", "c2"}, Lost: lost}}
 	}
 	err := stopped(sessions).verdict()
-	if err == nil || !strings.Contains(err.Error(), "stopped at its bound of 6 min with 2 issues open and 2 commits of work in flight") {
+	if err == nil || !strings.Contains(err.Error(), "stopped at its bound, 6 min, with no issue closed in the 2 min before it, with 2 issues open and 2 commits of work in flight") {
 		t.Errorf("stopped at its bound: %v", err)
 	}
 	if err != nil && strings.Contains(err.Error(), "commits lost") {
@@ -406,7 +406,7 @@ func TestVerdictTellsInFlightFromLost(t *testing.T) {
 	s.results[1].Spec.Title = "finished"
 	text := s.text()
 	for _, want := range []string{
-		"collab-lease, one account: its agents were stopped (SIGKILL) at the run's bound, 6 min, with 0 issues still open and 2 commits of work in flight (still on their issue's branch, that work unfinished: not counted as lost).",
+		"collab-lease, one account: its agents were stopped (SIGKILL) at its bound, 6 min, with no issue closed in the 2 min before it, with 0 issues still open and 2 commits of work in flight (still on their issue's branch, that work unfinished: not counted as lost).",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("the report lacks %q:\n%s", want, text)
@@ -415,11 +415,47 @@ func TestVerdictTellsInFlightFromLost(t *testing.T) {
 	md := s.markdown()
 	for _, want := range []string{
 		"| commits lost (pushed by a live holder, not in main, not in flight) | **0 (of 0 pushes)** | **0 (of 120 pushes)** | **1 (of 0 pushes)** |",
-		"| issues never closed | **2 (stopped at its bound, 6 min)** | **0** | **2 (stopped at its bound, 6 min)** |",
-		"| commits in flight at the bound (on their issue's branch, its work unfinished) | 2 | none (not stopped) | 2 |",
+		"| issues never closed | **2 (stopped at 6 min, its bound 6 min)** | **0** | **2 (stopped at 6 min, its bound 6 min)** |",
+		"| commits in flight when the run was stopped (on their issue's branch, its work unfinished) | 2 | none (not stopped) | 2 |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// A run's bound is no deadline while it still closes issues: it runs on
+// until no issue has closed for its stall window, or until boundCap
+// times its bound; and the report says which stopped it.
+func TestARunStillClosingIssuesRunsOnPastItsBound(t *testing.T) {
+	m := func(n int) time.Duration { return time.Duration(n) * time.Minute }
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	for _, c := range []struct {
+		bound, elapsed, since time.Duration
+		next                  time.Duration
+		on                    bool
+	}{
+		{m(6), m(6), s(30), s(90), true},      // closed 30 s ago: asked again once 2 min have passed since
+		{m(6), m(6), m(2), 0, false},          // nothing for 2 min: stopped
+		{m(6), m(17), s(10), m(1), true},      // its cap is near
+		{m(6), m(18), s(1), 0, false},         // at its cap
+		{m(24), m(24), m(3), m(1), true},      // a longer bound, a longer window: 4 min
+		{m(24), m(24), m(4) + s(1), 0, false}, // nothing for 4 min
+	} {
+		next, on := runOn(c.bound, c.elapsed, c.since)
+		if next != c.next || on != c.on {
+			t.Errorf("runOn(%s, %s, %s) = %s, %v; want %s, %v", c.bound, c.elapsed, c.since, next, on, c.next, c.on)
+		}
+	}
+	for r, want := range map[*ModeResult]string{
+		{Bound: m(6), StoppedAt: m(6)}:                             "at its bound, 6 min, with no issue closed in the 2 min before it",
+		{Bound: m(6), StoppedAt: m(9) + s(20), RanOn: true}:        "at 9 min 20 s, 3 min 20 s past its bound of 6 min, once no issue had closed for 2 min",
+		{Bound: m(6), StoppedAt: m(18), RanOn: true, Capped: true}: "at 18 min, 3× its bound of 6 min, while it still closed issues",
+		{Bound: m(6), StoppedAt: m(2), Interrupted: true}:          "at 2 min, interrupted",
+		{Bound: m(6)}: "",
+	} {
+		if got := r.stopped(); got != want {
+			t.Errorf("stopped() = %q, want %q", got, want)
 		}
 	}
 }

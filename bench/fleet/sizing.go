@@ -132,8 +132,8 @@ func (s sizing) describe() string {
 	case s.Fixed && s.Factor > maxScale:
 		out += fmt.Sprintf(" Round three's backlog stays at the %d issues -git-issues asked for.", s.GitIssues)
 	}
-	out += fmt.Sprintf(" Each run is bounded by the fixed bound times that factor and its backlog's size against the bound's (%s for %d issues in round two, %s for %d in round three), never less: round two's runs at %s, round three's at %s; the work waits for its merge up to %s and holds the merge lock for Gitea's test up to %s; a frozen claim's takeover is awaited up to %s.",
-		dur(modeTimeout), refIssues, dur(gitModeTimeout), refGitIssues, dur(s.Bound2), dur(s.Bound3), dur(s.MergeDeadline), dur(s.LockHold), dur(s.ZombieWait))
+	out += fmt.Sprintf(" Each run is bounded by the fixed bound times that factor and its backlog's size against the bound's (%s for %d issues in round two, %s for %d in round three), never less: round two's runs at %s, round three's at %s; a run still closing issues at its bound runs on until none has closed for a sixth of its bound (at least 2 min), up to %d× its bound. The work waits for its merge up to %s and holds the merge lock for Gitea's test up to %s; a frozen claim's takeover is awaited up to %s.",
+		dur(modeTimeout), refIssues, dur(gitModeTimeout), refGitIssues, dur(s.Bound2), dur(s.Bound3), boundCap, dur(s.MergeDeadline), dur(s.LockHold), dur(s.ZombieWait))
 	return out
 }
 
