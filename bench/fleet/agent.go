@@ -72,6 +72,8 @@ type agentConfig struct {
 	Bare bool
 	// The work's waits, sized from Gitea's speed (workConfig's).
 	MergeDeadline, LockHold time.Duration
+	// MergeVerb: the work merges with git collab merge (workConfig's).
+	MergeVerb bool
 }
 
 // Bounds of an agent's waiting.

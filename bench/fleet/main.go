@@ -57,9 +57,11 @@ import (
 )
 
 // allModes are the modes, by key: round two's three, then round three's
-// five, then the zombie run with the agents' own defenses off, with the
-// gate in Gitea's push path and without it.
-var allModes = []string{"lease", "assignees", "faults", "sessions", "chain", "zombies", "assignees-bot", "assignees-accounts",
+// six (the one-account run twice: merging with git collab merge, and
+// holding the merge lock to merge through Gitea's API), then the zombie
+// run with the agents' own defenses off, with the gate in Gitea's push
+// path and without it.
+var allModes = []string{"lease", "assignees", "faults", "sessions", "sessions-lock", "chain", "zombies", "assignees-bot", "assignees-accounts",
 	"zombies-bare-gate", "zombies-bare-nogate"}
 
 // isRound3 says whether mode is one of round three's (real pushes and
@@ -294,14 +296,16 @@ func run(ctx context.Context, o options) (err error) {
 		{Key: "assignees", Title: "assignees only", Mode: modeAssignees},
 		{Key: "faults", Title: "collab-lease, faults", Mode: modeLease, TTL: o.faultTTL,
 			Kill: faults(o.seed, o.agents), RestartAfter: max(1, o.issues/2)},
-		{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys},
-		{Key: "chain", Title: "collab-lease, one account, no sessions", Mode: modeChain, Round3: true, Users: botUsers, Keys: botKeys, TTL: chainTTL},
+		{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys, MergeVerb: true},
+		{Key: "sessions-lock", Title: "collab-lease, one account, merge lock", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys},
+		{Key: "chain", Title: "collab-lease, one account, no sessions", Mode: modeChain, Round3: true, Users: botUsers, Keys: botKeys, TTL: chainTTL,
+			MergeVerb: true},
 		{Key: "zombies", Title: "collab-lease, 3 zombies", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
-			Zombies: pickZombies(o.seed, o.agents)},
+			Zombies: pickZombies(o.seed, o.agents), MergeVerb: true},
 		{Key: "zombies-bare-gate", Title: "3 zombies, defenses off, gate", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
-			Zombies: pickZombies(o.seed, o.agents), Bare: true, Gate: true},
+			Zombies: pickZombies(o.seed, o.agents), Bare: true, Gate: true, MergeVerb: true},
 		{Key: "zombies-bare-nogate", Title: "3 zombies, defenses off, no gate", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
-			Zombies: pickZombies(o.seed, o.agents), Bare: true},
+			Zombies: pickZombies(o.seed, o.agents), Bare: true, MergeVerb: true},
 		{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true, Users: botUsers, Keys: botKeys},
 		{Key: "assignees-accounts", Title: "assignees only, 20 accounts", Mode: modeAssignees, Round3: true, Users: f.agents, Keys: ownKeys},
 	}

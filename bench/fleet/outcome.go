@@ -42,7 +42,8 @@ type zombieOutcome struct {
 	// Stop is what stopped it first: evStale (its check), evTerminated
 	// (git collab run), evGated (Gitea's gate refused its push; Said is
 	// the gate's line), evFenced (the required status refused its merge;
-	// Said is Gitea's answer), "" (nothing did).
+	// Said is Gitea's answer), evMergeStale (git collab merge refused it;
+	// Said is the reply's status), "" (nothing did).
 	Stop, Said string
 	// Landed are its late commits that reached Gitea; Merged the pull
 	// requests it merged late.
@@ -98,9 +99,9 @@ func judgeGit(events []Event, zombies []zombie, inMain, inGitea func(sha string)
 				o.ZombieErrors = append(o.ZombieErrors, errorLine(e))
 			}
 		}
-		if z != nil && z.Stop == "" && slices.Contains([]string{evStale, evTerminated, evGated, evFenced}, e.Kind) {
+		if z != nil && z.Stop == "" && slices.Contains([]string{evStale, evTerminated, evGated, evFenced, evMergeStale}, e.Kind) {
 			z.Stop = e.Kind
-			if e.Kind == evGated || e.Kind == evFenced {
+			if e.Kind == evGated || e.Kind == evFenced || e.Kind == evMergeStale {
 				z.Said = e.Detail
 			}
 		}

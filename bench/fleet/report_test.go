@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"reflect"
 	"slices"
 	"strings"
@@ -457,5 +458,44 @@ func TestARunStillClosingIssuesRunsOnPastItsBound(t *testing.T) {
 		if got := r.stopped(); got != want {
 			t.Errorf("stopped() = %q, want %q", got, want)
 		}
+	}
+}
+
+// Round three's merging, side by side: the merge requests per closed
+// issue (git collab merge calls, by reply, or Gitea merge API calls),
+// the pull requests replaced and the wall time against the 20-account
+// assignees run, each beside its goal.
+func TestMergeRowsAndGoals(t *testing.T) {
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	verb := ModeResult{Spec: modeSpec{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, MergeVerb: true},
+		UsesSidecar: true, Report: Report{Closed: 60, LastClose: s(60), MergeCalls: 63, MergeReplies: map[string]int{"merged": 60, "busy": 3}, MergeCallTime: s(126)},
+		Traffic: traffic{Merges: map[int]*CallStat{http.StatusOK: {N: 60}, http.StatusConflict: {N: 6}}}}
+	lock := ModeResult{Spec: modeSpec{Key: "sessions-lock", Title: "collab-lease, one account, merge lock", Mode: modeSession, Round3: true},
+		UsesSidecar: true, Report: Report{Closed: 60, LastClose: s(130), Replaced: []string{"#61 by #70", "#62 by #71"}, Locks: 70, Unlocks: 70, LockWait: s(700), LockHeld: s(70)},
+		Traffic: traffic{Merges: map[int]*CallStat{http.StatusOK: {N: 60}, http.StatusMethodNotAllowed: {N: 12}}}}
+	base := ModeResult{Spec: modeSpec{Key: "assignees-accounts", Title: "assignees only, 20 accounts", Mode: modeAssignees, Round3: true},
+		Report: Report{Closed: 60, LastClose: s(150)}, Traffic: traffic{Merges: map[int]*CallStat{http.StatusOK: {N: 60}, http.StatusMethodNotAllowed: {N: 48}}}}
+	sum := summary{opts: options{agents: 20, issues: 200, gitIssues: 60, seed: 1}, results: []ModeResult{verb, lock, base}}
+	md := sum.markdown()
+	for _, want := range []string{
+		"| merge requests per closed issue: git collab merge calls where the work merges with it, Gitea merge API calls where it merges itself (goal ≤ 1.1) | 1.05 (1.00 merged + 0.05 busy) | 1.20 (Gitea's API) | 1.80 (Gitea's API) |",
+		"| pull requests the agents replaced (goal 0 with git collab merge) | 0 | 2 | 0 |",
+		"| wall time to the last close ÷ assignees only, 20 accounts (goal ≤ 0.5×) | 0.40× | 0.87× | 1.00× |",
+		"| Gitea merge API calls per closed issue, the sidecar's or the agents' (merged + main moved meanwhile + not yet, + other answers) | 1.1 (1.0 + 0.1 + 0.0) | 1.2 (1.0 + 0.0 + 0.2) | 1.8 (1.0 + 0.0 + 0.8) |",
+		"| merge lock: mean wait / mean hold | none: git collab merge, 2.0 s a call | 10.0 s / 1.00 s | not taken |",
+		"- collab-lease, one account, merging with git collab merge: wall time to the last close against assignees only, 20 accounts: 60.0 s against 150.0 s, 0.40× (goal ≤ 0.5×: met); 63 git collab merge calls for 60 closed issues, 1.05 per closed issue (goal ≤ 1.1: met); 0 pull requests replaced (goal 0: met).",
+		"- collab-lease, one account, merge lock, merging through Gitea's API holding the merge lock: wall time to the last close against assignees only, 20 accounts: 130.0 s against 150.0 s, 0.87× (goal ≤ 0.5×: not met); 72 Gitea merge API calls for 60 closed issues, 1.20 per closed issue (goal ≤ 1.1: not met); 2 pull requests replaced (goal 0: not met).",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md)
+		}
+	}
+	// Replacing a pull request fails a run that merges with the verb.
+	verb.Report.Replaced = []string{"#61 by #70"}
+	if err := verb.verdict(); err == nil || !strings.Contains(err.Error(), "1 pull requests replaced") {
+		t.Errorf("verdict %v", err)
+	}
+	if err := lock.verdict(); err != nil {
+		t.Errorf("the merge-lock run replaces what Gitea does not test: %v", err)
 	}
 }
