@@ -321,7 +321,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			API: f.proxy.urls[srcAgents], Token: u.Token, TTL: spec.TTL, DieAt: spec.Kill[i],
 			Spread: len(spec.Users), Stall: assigneesStall,
 			Work: spec.Round3, Self: f.self, Grace: sessionGrace, Lock: spec.Lock, LockRepo: f.lockRepo, Bare: spec.Bare,
-			MergeDeadline: f.sizing.MergeDeadline, LockHold: f.sizing.LockHold, MergeVerb: spec.MergeVerb,
+			MergeDeadline: f.sizing.MergeDeadline, LockHold: f.sizing.LockHold, CallTimeout: f.sizing.CallTimeout, MergeVerb: spec.MergeVerb,
 		}
 		if cos != nil {
 			cfg.Dir, cfg.Env = cos[i].Dir, cos[i].Env

@@ -82,9 +82,10 @@ type sizing struct {
 	// Bound2 and Bound3 bound each run of round two and of round three.
 	Bound2, Bound3 time.Duration
 	// The work's own waits, scaled alike: for its merge, and for Gitea's
-	// test while it holds the merge lock; and the coordinator's for a
-	// frozen claim's takeover.
-	MergeDeadline, LockHold, ZombieWait time.Duration
+	// test while it holds the merge lock; the agents' and the work's
+	// bound on one git collab process or API request; and the
+	// coordinator's wait for a frozen claim's takeover.
+	MergeDeadline, LockHold, CallTimeout, ZombieWait time.Duration
 }
 
 // sizeRuns sizes the runs from speed: every bound and wait grows by how
@@ -108,6 +109,7 @@ func sizeRuns(speed giteaSpeed, issues, gitIssues int, fixed bool) sizing {
 	s.Bound3 = max(gitModeTimeout, scale(gitModeTimeout, s.Factor*float64(s.GitIssues)/refGitIssues))
 	s.MergeDeadline = scale(mergeDeadline, s.Factor)
 	s.LockHold = scale(lockHold, s.Factor)
+	s.CallTimeout = scale(callTimeout, s.Factor)
 	s.ZombieWait = scale(zombieWait, s.Factor)
 	return s
 }
@@ -132,8 +134,8 @@ func (s sizing) describe() string {
 	case s.Fixed && s.Factor > maxScale:
 		out += fmt.Sprintf(" Round three's backlog stays at the %d issues -git-issues asked for.", s.GitIssues)
 	}
-	out += fmt.Sprintf(" Each run is bounded by the fixed bound times that factor and its backlog's size against the bound's (%s for %d issues in round two, %s for %d in round three), never less: round two's runs at %s, round three's at %s; a run still closing issues at its bound runs on until none has closed for a sixth of its bound (at least 2 min), up to %d× its bound. The work waits for its merge up to %s and holds the merge lock for Gitea's test up to %s; a frozen claim's takeover is awaited up to %s.",
-		dur(modeTimeout), refIssues, dur(gitModeTimeout), refGitIssues, dur(s.Bound2), dur(s.Bound3), boundCap, dur(s.MergeDeadline), dur(s.LockHold), dur(s.ZombieWait))
+	out += fmt.Sprintf(" Each run is bounded by the fixed bound times that factor and its backlog's size against the bound's (%s for %d issues in round two, %s for %d in round three), never less: round two's runs at %s, round three's at %s; a run still closing issues at its bound runs on until none has closed for a sixth of its bound (at least 2 min), up to %d× its bound. The work waits for its merge up to %s and holds the merge lock for Gitea's test up to %s; one git collab process or request to Gitea of an agent's may take up to %s; a frozen claim's takeover is awaited up to %s.",
+		dur(modeTimeout), refIssues, dur(gitModeTimeout), refGitIssues, dur(s.Bound2), dur(s.Bound3), boundCap, dur(s.MergeDeadline), dur(s.LockHold), dur(s.CallTimeout), dur(s.ZombieWait))
 	return out
 }
 

@@ -53,6 +53,9 @@ func TestSizeRunsFromGiteasSpeed(t *testing.T) {
 			if s.Bound2 != c.bound2 || s.Bound3 != c.bound3 {
 				t.Errorf("bounds %s and %s, want %s and %s", s.Bound2, s.Bound3, c.bound2, c.bound3)
 			}
+			if s.CallTimeout != time.Duration(float64(callTimeout)*c.factor) {
+				t.Errorf("call timeout %s, want %s", s.CallTimeout, time.Duration(float64(callTimeout)*c.factor))
+			}
 			if s.MergeDeadline != c.deadline || s.LockHold != c.hold || s.ZombieWait != time.Duration(float64(zombieWait)*c.factor) {
 				t.Errorf("merge deadline %s, lock hold %s, zombie wait %s; want %s, %s and %s", s.MergeDeadline, s.LockHold, s.ZombieWait,
 					c.deadline, c.hold, time.Duration(float64(zombieWait)*c.factor))

@@ -71,9 +71,10 @@ type workConfig struct {
 	LockRepo string
 	LockWith string
 	Login    string
-	// MergeDeadline and LockHold are mergeDeadline and lockHold sized
-	// from Gitea's speed (sizing.go); 0 is the constant.
-	MergeDeadline, LockHold time.Duration
+	// MergeDeadline, LockHold and CallTimeout (one API request) are
+	// mergeDeadline, lockHold and callTimeout sized from Gitea's speed
+	// (sizing.go); 0 is the constant.
+	MergeDeadline, LockHold, CallTimeout time.Duration
 	// MergeVerb: merge with `git collab merge` (the sidecar takes the
 	// turn to merge into main, merges as the holder, and ends the claim)
 	// instead of holding the merge lock and asking Gitea's API.
@@ -166,7 +167,7 @@ func workMain(stdout io.Writer) int {
 		return runDetached()
 	}
 	w := &work{cfg: cfg, n: cfg.Issue, token: os.Getenv("COLLAB_TOKEN"), out: json.NewEncoder(stdout),
-		api: &integration.API{URL: cfg.API, Token: cfg.Token, HTTP: &http.Client{Timeout: callTimeout}}}
+		api: &integration.API{URL: cfg.API, Token: cfg.Token, HTTP: &http.Client{Timeout: cmp.Or(cfg.CallTimeout, callTimeout)}}}
 	if w.n == 0 {
 		n, err := strconv.ParseInt(os.Getenv("COLLAB_ISSUE"), 10, 64)
 		if err != nil {
@@ -437,18 +438,33 @@ type giteaPull struct {
 
 // pullRequest opens the pull request "Fixes #n" from work/<n>, or finds
 // the open one a holder before this one opened.
+//
+// A request that got no answer in time (Gitea creates a pull request
+// slowly on a busy machine, and may have created it all the same) is
+// sent again, up to pullAttempts in all: Gitea then answers that it
+// exists, or creates it.
 func (w *work) pullRequest(ctx context.Context) (int64, error) {
-	var pr giteaPull
 	title := fmt.Sprintf("Fixes #%d", w.n)
-	err := w.api.Do(ctx, "POST", "/repos/"+w.cfg.Repo+"/pulls", map[string]any{
-		"head": w.branch, "base": "main", "title": title, "body": title,
-	}, &pr)
-	var apiErr *integration.APIError
-	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict {
-		return w.openPull(ctx)
+	for attempt := 1; ; attempt++ {
+		var pr giteaPull
+		err := w.api.Do(ctx, "POST", "/repos/"+w.cfg.Repo+"/pulls", map[string]any{
+			"head": w.branch, "base": "main", "title": title, "body": title,
+		}, &pr)
+		var apiErr *integration.APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict:
+			return w.openPull(ctx)
+		case err != nil && apiErr == nil && ctx.Err() == nil && attempt < pullAttempts:
+			w.emit(Event{Kind: evRetry, Detail: "POST /repos/{o}/{r}/pulls: " + err.Error()})
+			continue
+		}
+		return pr.Number, err
 	}
-	return pr.Number, err
 }
+
+// pullAttempts bounds the requests to open one pull request that get no
+// answer.
+const pullAttempts = 3
 
 // openPull finds the open pull request from work/<n>.
 func (w *work) openPull(ctx context.Context) (int64, error) {

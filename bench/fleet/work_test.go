@@ -672,3 +672,43 @@ func TestAStopWaitsForTheMergesReply(t *testing.T) {
 		t.Errorf("events %q, want %q", kindsOf(events(t, out.String())), want)
 	}
 }
+
+// A request to open the pull request that gets no answer (Gitea, busy,
+// may have opened it all the same) is sent again: Gitea answers that it
+// exists, and the work finds it.
+func TestPullRequestAskedAgainAfterNoAnswer(t *testing.T) {
+	var mu sync.Mutex
+	var log []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		log = append(log, r.Method+" "+strings.TrimPrefix(r.URL.Path, "/api/v1/repos/o/r"))
+		n := len(log)
+		mu.Unlock()
+		switch {
+		case r.Method == http.MethodPost && n == 1:
+			// Created, but the answer never comes: the connection drops.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		case r.Method == http.MethodPost:
+			http.Error(w, `{"message":"pull request already exists"}`, http.StatusConflict)
+		default:
+			_, _ = w.Write([]byte(`[{"number":9,"state":"open","head":{"ref":"work/7"}}]`))
+		}
+	}))
+	defer srv.Close()
+	var out strings.Builder
+	w := &work{cfg: workConfig{Agent: 1, Repo: "o/r"}, n: 7, branch: "work/7", out: json.NewEncoder(&out),
+		api: &integration.API{URL: srv.URL, Token: "bot", HTTP: &http.Client{Timeout: 10 * time.Second}}}
+	n, err := w.pullRequest(context.Background())
+	if err != nil || n != 9 {
+		t.Fatalf("pull request #%d, %v; want #9", n, err)
+	}
+	if want := []string{"POST /pulls", "POST /pulls", "GET /pulls"}; !slices.Equal(log, want) {
+		t.Errorf("requests %q, want %q", log, want)
+	}
+	if es := events(t, out.String()); len(es) != 1 || es[0].Kind != evRetry {
+		t.Errorf("events %q, want one retry", out.String())
+	}
+}
