@@ -2,7 +2,8 @@ package forge
 
 import (
 	"errors"
-	"slices"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Merging a pull request through the forge: what the merge
@@ -47,13 +48,11 @@ type MergeOptions struct {
 }
 
 // MergeStyles are the merge styles a merge may ask for, as Gitea names
-// them.
-func MergeStyles() []string {
-	return []string{"merge", "rebase", "rebase-merge", "squash", "fast-forward-only"}
-}
+// them: the contract's (merge --style).
+func MergeStyles() []string { return contract.MergeStyles() }
 
 // ValidMergeStyle reports whether style is one of MergeStyles.
-func ValidMergeStyle(style string) bool { return slices.Contains(MergeStyles(), style) }
+func ValidMergeStyle(style string) bool { return contract.ValidMergeStyle(style) }
 
 var (
 	// ErrMergeNotYet: the forge will not merge the pull request yet. Gitea
