@@ -2,6 +2,7 @@ package forge
 
 import (
 	"errors"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
@@ -31,6 +32,13 @@ type PullState struct {
 	// base repository's); 0 when that repository is gone.
 	HeadRepoID int64
 	MergeSHA   string // the merge commit, once merged
+	// Title and Body are what the closing keywords are read from; Author
+	// opened it.
+	Title, Body string
+	Author      User
+	// Updated is the forge's last update of the pull request; MergedAt,
+	// once merged, when.
+	Updated, MergedAt time.Time
 }
 
 // MergeOptions are what a merge asks of the forge.
