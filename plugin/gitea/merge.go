@@ -86,7 +86,7 @@ type pullJSON struct {
 	} `json:"user"`
 	Updated  *time.Time `json:"updated_at"`
 	MergedAt *time.Time `json:"merged_at"`
-	Base      *struct {
+	Base     *struct {
 		Label string `json:"label"`
 		SHA   string `json:"sha"`
 	} `json:"base"`

@@ -259,8 +259,8 @@ func pullAnswer(change func(map[string]any)) map[string]any {
 	p := map[string]any{
 		"id": 70, "number": 7, "state": "open", "draft": false, "mergeable": true, "merged": false,
 		"merge_commit_sha": nil, "merge_base": baseSHA,
-		"base": map[string]any{"label": "main", "ref": "main", "sha": baseSHA, "repo_id": 5},
-		"head": map[string]any{"label": "feature", "ref": "feature", "sha": headSHA, "repo_id": 5},
+		"base":  map[string]any{"label": "main", "ref": "main", "sha": baseSHA, "repo_id": 5},
+		"head":  map[string]any{"label": "feature", "ref": "feature", "sha": headSHA, "repo_id": 5},
 		"title": "Fix the widget", "body": "Fixes #3", "user": map[string]any{"id": 9, "login": "bot"},
 		"updated_at": "2026-12-07T10:00:00Z",
 	}
