@@ -108,6 +108,16 @@ func (ws *waits[K]) leave(k K, w *waiter) {
 	}
 }
 
+// wakeHead wakes the head of k's queue, if it has one: what it waits
+// for may have ended.
+func (ws *waits[K]) wakeHead(k K) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if q := ws.queues[k]; len(q) > 0 {
+		notify(q[0])
+	}
+}
+
 // ahead returns how many wait before w in k's queue.
 func (ws *waits[K]) ahead(k K, w *waiter) int {
 	ws.mu.Lock()
