@@ -26,6 +26,7 @@ type Leases interface {
 	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 	OpenSession(ctx context.Context, v lease.Viewer, grace time.Duration, resume string) (*lease.Session, contract.SessionOpened, error)
+	Merge(ctx context.Context, v lease.Viewer, owner, name string, m lease.MergeRequest, told func(ahead int)) (contract.Merged, error)
 }
 
 // forgeUser is the account connection c authenticated as.
@@ -85,6 +86,10 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	case contract.VerbHandoff:
 		out, err = leases.Handoff(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.ToLogin, cmd.ToAgent)
 		outcome = contract.StatusHandedOff
+	case contract.VerbMerge:
+		out, err = leases.Merge(ctx, v, cmd.Owner, cmd.Name, lease.MergeRequest{Pull: cmd.Issue, Token: cmd.Token, Style: cmd.Style,
+			DeleteBranch: cmd.DeleteBranch, Wait: cmd.Wait}, tellWaiting(stderr))
+		outcome = contract.StatusMerged
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}

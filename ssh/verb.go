@@ -48,6 +48,9 @@ func (v *LeaseVerb) Timeout(line string, def time.Duration) time.Duration {
 	if err != nil {
 		return def
 	}
+	if cmd.Verb == contract.VerbMerge { // its turn, then the merge while its ticket lasts
+		return def + cmd.Wait + contract.MergeTicketMax
+	}
 	return def + cmd.Wait
 }
 
