@@ -194,11 +194,20 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 	}()
 	// The merge must be done while the ticket lasts: the gate admits it
 	// no longer.
-	within, cancel := context.WithDeadline(ctx, held.ExpiresAt)
-	defer cancel()
+	within, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	over, stop := s.after(held.ExpiresAt.Sub(s.now())) // on the ledger's clock
+	defer stop()
+	go func() {
+		select {
+		case <-over:
+			cancel(errTicketOver)
+		case <-within.Done():
+		}
+	}()
 	done, err := s.mergeHolding(within, merger, r, owner, name, claim, st, m)
 	if err != nil {
-		if ctx.Err() == nil && errors.Is(within.Err(), context.DeadlineExceeded) {
+		if ctx.Err() == nil && errors.Is(context.Cause(within), errTicketOver) {
 			return contract.Merged{}, refused(fmt.Sprintf("Gitea did not merge the pull request while its merge ticket lasted (until %s)", held.ExpiresAt.Format(time.RFC3339)))
 		}
 		return contract.Merged{}, err
@@ -413,6 +422,9 @@ func (s *Service) endMerged(ctx context.Context, r forge.Repo, st forge.PullStat
 		}
 	}
 }
+
+// errTicketOver ends a merge whose ticket ran out.
+var errTicketOver = errors.New("the merge ticket ran out")
 
 // mergeID names one merge (its ticket's ID).
 func mergeID() string {
