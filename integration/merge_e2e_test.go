@@ -1,13 +1,17 @@
 package integration
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
@@ -40,19 +44,19 @@ func parseMerge(t *testing.T, r SSHResult) mergeReply {
 
 // openPullOf opens a pull request by u from a new branch whose commit
 // writes file with content.
-func (gw *gateWorld) openPullOf(u *User, branch, file, content, body string) int64 {
-	gw.t.Helper()
-	as := gw.g.As(u.Login)
-	if err := as.Do(gw.ctx, "POST", "/repos/"+gw.repo.FullName()+"/contents/"+file, map[string]any{
+func (a *agentWorld) openPullOf(u *User, branch, file, content, body string) int64 {
+	a.t.Helper()
+	as := a.g.As(u.Login)
+	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/contents/"+file, map[string]any{
 		"content": base64.StdEncoding.EncodeToString([]byte(content)), "message": "Write " + file, "branch": "main", "new_branch": branch,
 	}, nil); err != nil {
-		gw.t.Fatalf("commit on %s: %v", branch, err)
+		a.t.Fatalf("commit on %s: %v", branch, err)
 	}
 	var pr struct{ Number int64 }
-	if err := as.Do(gw.ctx, "POST", "/repos/"+gw.repo.FullName()+"/pulls", map[string]any{
+	if err := as.Do(a.ctx, "POST", "/repos/"+a.repo.FullName()+"/pulls", map[string]any{
 		"head": branch, "base": "main", "title": "Work on " + branch, "body": body,
 	}, &pr); err != nil {
-		gw.t.Fatalf("open a pull request from %s: %v", branch, err)
+		a.t.Fatalf("open a pull request from %s: %v", branch, err)
 	}
 	return pr.Number
 }
@@ -191,5 +195,79 @@ func TestMergeThroughTheSidecarUnderOneAccountAgainstGitea(t *testing.T) {
 	p6 := gw.openPullOf(bot, "work-a5b", "a5b.txt", "a5b\n", fmt.Sprintf("Fixes #%d", issues[4]))
 	if r := as("a5", "merge", p6, "--wait", "5s"); r.Code != 0 {
 		t.Fatalf("a merge right after a refused one: %s", show(r))
+	}
+}
+
+// A sidecar killed while it holds a base branch's turn does not block
+// the branch beyond the ticket's bound: here, the claim it merges under,
+// which lapses 20 seconds after it began. (This sidecar has no conflict
+// test, so it waits on Gitea's test of a conflicting pull request,
+// holding the turn, when it is killed.)
+func TestAKilledSidecarsMergeTicketEndsWithItsClaimAgainstGitea(t *testing.T) {
+	if _, err := exec.LookPath("sqlite3"); err != nil {
+		t.Fatal("the sqlite3 command-line shell is required (apt-get install sqlite3)")
+	}
+	g, w, bin := shared(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	s, err := StartInstalled(ctx, SidecarOptions{Binary: bin, Gitea: g, DataDir: filepath.Join(t.TempDir(), "data")}, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s)
+	a := &agentWorld{t: t, ctx: ctx, g: g, s: s, repo: identityRepo(t, ctx, g, w)}
+	bot := identityUser(t, ctx, g, w, "bot", a.repo)
+	issues := a.issues(2)
+	as := func(s *Sidecar, agent, verb string, n int64, extra ...string) SSHResult {
+		return run(t, s, bot, lease(verb, a.repo, n, append(extra, "--agent", agent)...))
+	}
+	expect(t, as(s, "a1", "acquire", issues[0], "--ttl", "20s"), 0, "a1 claims its issue for 20 seconds")
+	lapses := time.Now().Add(20 * time.Second)
+	expect(t, as(s, "a2", "acquire", issues[1], "--ttl", "30m"), 0, "a2 claims its issue")
+	p1 := a.openPullOf(bot, "work-a1", "shared.txt", "a1's\n", fmt.Sprintf("Fixes #%d", issues[0]))
+	p2 := a.openPullOf(bot, "work-a2", "a2.txt", "a2\n", fmt.Sprintf("Fixes #%d", issues[1]))
+	// main writes shared.txt too: Gitea finds p1 conflicting, and this
+	// sidecar, without a conflict test, waits holding main's turn.
+	if err := g.As(bot.Login).Do(ctx, "POST", "/repos/"+a.repo.FullName()+"/contents/shared.txt", map[string]any{
+		"content": base64.StdEncoding.EncodeToString([]byte("main's\n")), "message": "Write shared.txt", "branch": "main",
+	}, nil); err != nil {
+		t.Fatal(err)
+	}
+	go as(s, "a1", "merge", p1) // cut off by the kill
+	tickets := func() string {
+		out, err := exec.CommandContext(ctx, "sqlite3", s.DB, "SELECT pull FROM merge_tickets").Output()
+		if err != nil {
+			t.Fatalf("sqlite3: %v", err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	for end := time.Now().Add(webhookDeadline); tickets() != fmt.Sprint(p1); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("a1's merge never took main's turn\n%s", tail(s.Logs(), 30))
+		}
+	}
+	s.Kill()
+	s2, err := s.Restart(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopAtEnd(t, s2)
+	// The dead sidecar's ticket still holds main: a merge that waits a
+	// second is busy (while a1's claim lives).
+	if r := as(s2, "a2", "merge", p2, "--wait", "1s"); time.Now().Before(lapses) {
+		if m := parseMerge(t, r); r.Code != contract.ExitConflict || m.Status != contract.StatusBusy || m.Ahead != 1 {
+			t.Fatalf("a merge while the dead sidecar's ticket holds main: %s, want busy", show(r))
+		}
+	}
+	// Once a1's claim has lapsed, main is free: a2's merge goes in.
+	r := as(s2, "a2", "merge", p2, "--wait", "60s")
+	if m := parseMerge(t, r); r.Code != 0 || m.Status != contract.StatusMerged {
+		t.Fatalf("a2's merge after the dead sidecar's ticket: %s", show(r))
+	}
+	if time.Now().After(lapses.Add(webhookDeadline)) {
+		t.Fatalf("a2's merge went in %s after a1's claim lapsed: the dead ticket held main longer than its bound", time.Since(lapses).Round(time.Second))
+	}
+	if merged, _, _ := (&gateWorld{agentWorld: a}).pullMerged(p1); merged {
+		t.Fatal("the conflicting pull request was merged")
 	}
 }
