@@ -81,6 +81,21 @@ func TestGateMergesOnlyUnderATicket(t *testing.T) {
 			t.Fatal(err)
 		}
 		allowed("PR 40 under #41's ticket", mergePush("bot", 40), false)
+		// A ticket of an earlier tenure admits nothing, even while it
+		// lasts: a2 lets #3 go and claims it again (token 3).
+		if err := s.DropMergeTicket(bg, 1, "main", "m3"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.TakeMergeTicket(bg, ticket(10, 3, 2, a2, "m4"), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Release(bg, Key{RepoID: 1, Issue: 3}, a2); err != nil {
+			t.Fatal(err)
+		}
+		if l := mustAcquireAs(t, s, Key{RepoID: 1, Issue: 3}, a2, time.Hour); l.Token != 3 {
+			t.Fatalf("a2's new token: %d", l.Token)
+		}
+		allowed("PR 10 under tenure 2's ticket, in tenure 3", mergePush("bot", 10), false)
 	})
 }
 
@@ -148,10 +163,17 @@ func TestMergeTicketTakesTurns(t *testing.T) {
 	})
 }
 
-// Twenty merges racing for one base branch: exactly one takes it.
+// Twenty merges racing for one base branch through two replicas of one
+// ledger (two Stores on one database): exactly one takes it.
 func TestMergeTicketOneAtATime(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine) {
-		s, _, _ := e.open(t)
+		s, clock, db := e.open(t)
+		other, err := Open(db, WithClock(clock), WithMaxTTL(168*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = other.Close() })
+		replicas := []*Store{s, other}
 		var hs []Holder
 		for i := range 20 {
 			h := who("bot")
@@ -164,7 +186,7 @@ func TestMergeTicketOneAtATime(t *testing.T) {
 		won := 0
 		for i, h := range hs {
 			wg.Go(func() {
-				_, err := s.TakeMergeTicket(bg, ticket(int64(100+i), int64(100+i), 1, h, h.Agent), time.Minute)
+				_, err := replicas[i%2].TakeMergeTicket(bg, ticket(int64(100+i), int64(100+i), 1, h, h.Agent), time.Minute)
 				var busy *MergeBusyError
 				switch {
 				case err == nil:
