@@ -50,7 +50,8 @@ import (
 //     branch protection rules the sidecar made to fence pushes
 //     (fence_rules).
 //   - 11: merge tickets (merge_tickets): the merge under way into each
-//     base branch, which the gate admits.
+//     base branch, which the gate admits; path reservations
+//     (reservations).
 const schemaVersion = 11
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
@@ -260,7 +261,7 @@ func openSQLite(path string, o options) (*Store, error) {
 // ledgerModels are the ledger's tables, as migrations create them on both
 // engines.
 func ledgerModels() []any {
-	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}, &fenceRuleRow{}, &mergeTicketRow{}}
+	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}, &fenceRuleRow{}, &mergeTicketRow{}, &reservationRow{}}
 }
 
 // migrate brings a SQLite ledger to schemaVersion (migratePostgres is
