@@ -99,6 +99,18 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	return jsonReply(contract.ExitOK, outcome, out), v.Login
 }
 
+// runFor is how long cmd may run, given the server's own bound def for
+// a command: on top of it, the wait it asks for (acquire --wait, next
+// --wait, merge's turn at the base branch), and for a merge the time the
+// sidecar gives itself to merge once its turn has come.
+func runFor(cmd contract.Command, def time.Duration) time.Duration {
+	d := def + cmd.Wait
+	if cmd.Verb == contract.VerbMerge {
+		d += contract.MergeTicketMax
+	}
+	return d
+}
+
 // tellWaiting writes a waiter's place to stderr: "waiting: 2 ahead of you".
 func tellWaiting(stderr io.Writer) func(ahead int) {
 	return func(ahead int) { fmt.Fprintf(stderr, "waiting: %d ahead of you\n", ahead) }

@@ -631,6 +631,10 @@ func TestPartsParseAsTheCommandDoes(t *testing.T) {
 		if _, got := ParseIssue(issue); line(got) != line(want) {
 			t.Errorf("ParseIssue(%q): %q, ParseCommand: %q", issue, line(got), line(want))
 		}
+		_, want = ParseCommand("collab-lease merge a/b "+issue, cmdTestMaxTTL)
+		if _, got := ParsePull(issue); line(got) != line(want) {
+			t.Errorf("ParsePull(%q): %q, ParseCommand: %q", issue, line(got), line(want))
+		}
 	}
 	for _, repo := range []string{"acme/widgets", "/acme/widgets.git", "acme", "acme/widgets.wiki", "/-acme/w", "a/b/c"} {
 		_, want := ParseCommand("collab-lease list "+repo, cmdTestMaxTTL)

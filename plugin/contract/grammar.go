@@ -68,7 +68,7 @@ var argSpecs = [...]struct {
 		return err
 	}},
 	ArgPull: {"<pull>", func(c *Command, s string) (err error) {
-		c.Issue, err = parseNumber("pull request", s)
+		c.Issue, err = ParsePull(s)
 		return err
 	}},
 }

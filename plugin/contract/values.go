@@ -87,6 +87,10 @@ func checkNamePart(what, n, whole string) error {
 // most 2^63-1. Every failure is a *UsageError naming s.
 func ParseIssue(s string) (int64, error) { return parseNumber("issue", s) }
 
+// ParsePull parses <pull> as ParseCommand does: as ParseIssue, with
+// errors that name a pull request.
+func ParsePull(s string) (int64, error) { return parseNumber("pull request", s) }
+
 // parseNumber reads the number of an issue or pull request (what names
 // it in the error lines) as ParseIssue documents.
 func parseNumber(what, s string) (int64, error) {
