@@ -147,7 +147,7 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 	case st.Merged:
 		// Merged already (a reply lost on the way, asked again): say so,
 		// and end what the merge ends, as the webhook will.
-		s.endMerged(ctx, r, st, links)
+		s.endMerged(ctx, r, st, links, claim.Holder)
 		return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: st.MergeSHA, Token: claim.Token}, nil
 	case st.Closed:
 		return contract.Merged{}, refused("the pull request is closed")
@@ -212,7 +212,7 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 		}
 		return contract.Merged{}, err
 	}
-	s.endMerged(ctx, r, done, links)
+	s.endMerged(ctx, r, done, links, claim.Holder)
 	return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: done.MergeSHA, Token: claim.Token}, nil
 }
 
@@ -395,10 +395,23 @@ func (s *Service) mergeConflict(r forge.Repo, n int64, claim models.Lease, err e
 // would: the pull request's own (merged), and those of the issues it
 // closes that the forge says are closed now. A failure is logged: the
 // webhook, or the reconcile, ends them later.
-func (s *Service) endMerged(ctx context.Context, r forge.Repo, st forge.PullState, links []int64) {
+//
+// The merging holder's agent sessions of this sidecar that keep one of
+// those claims take its end as their own doing, as a release: not as a
+// lost claim (git collab run does not stop the work that merged).
+func (s *Service) endMerged(ctx context.Context, r forge.Repo, st forge.PullState, links []int64, by models.Holder) {
 	at := st.MergedAt
 	if at.IsZero() {
 		at = s.now()
+	}
+	for _, n := range links {
+		k := models.Key{RepoID: r.ID, Issue: n}
+		for _, ss := range s.sessions.holding(k) {
+			if w := ss.Viewer(); w.ID == by.ID && w.Agent == by.Agent {
+				done := ss.leaving(k)
+				defer done(true)
+			}
+		}
 	}
 	if _, err := s.Apply(ctx, forge.Event{Kind: forge.EventMerged, RepoID: r.ID, Number: st.Number, Updated: at}); err != nil {
 		slog.Warn("merge: ending the pull request's claim failed; its webhook will", "repo", r.FullName, "pull", st.Number, "err", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -362,5 +363,47 @@ func TestMergesTakeTurns(t *testing.T) {
 	}
 	if mf.most != 1 {
 		t.Fatalf("%d merges asked of the forge at once", mf.most)
+	}
+}
+
+// The holder's own merge ends the claims its agent session keeps as the
+// session's own doing: no lost line (git collab run goes on), while a
+// claim another ends is still told.
+func TestMergeIsNoLossToTheMergingSession(t *testing.T) {
+	w, mf := newMergeWorld(t)
+	mf.pull(10, "work", 1)
+	v := w.as("alice")
+	v.Agent = "a1"
+	ss, _, err := w.svc.OpenSession(t.Context(), v, 10*time.Second, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answering atomic.Bool
+	answering.Store(true)
+	ran := runSession(t, ss, &answering)
+	for _, n := range []int64{1, 4} {
+		if _, err := w.svc.Acquire(bg, ss.Viewer(), "acme", "widgets", n, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// git collab merge runs beside the session, as the same agent.
+	if m, err := w.svc.Merge(bg, v, "acme", "widgets", lease.MergeRequest{Pull: 10}, nil); err != nil || m.Status != contract.StatusMerged {
+		t.Fatalf("merge: %+v %v", m, err)
+	}
+	// A handoff of #4 from beside the session is a loss it is told of;
+	// by then it has looked at #1 too (one look at a time).
+	if _, err := w.svc.Handoff(bg, v, "acme", "widgets", 4, "bob", ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ss.Told():
+		lost := ss.TakeLost()
+		if len(lost) != 1 || lost[0].Issue != 4 {
+			t.Fatalf("lost lines %+v, want #4's only", lost)
+		}
+	case err := <-ran:
+		t.Fatalf("Run ended: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no lost line for the handed-off claim")
 	}
 }
