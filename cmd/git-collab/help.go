@@ -140,8 +140,10 @@ ends (the pull request's, and those of the issues it closes) are over,
 and the pull request's push option leaves the checkout's config. Where
 the sidecar runs its gate (serve --gate), Gitea refuses any other merge
 of a pull request a claim fences: merge with git collab merge. Under
-git collab run, a merge that ends run's own claim is the end of that
-claim as any other is: run stops its command and exits 4.`,
+git collab run, a merge of run's own agent that ends run's claim ends it
+as a release would: run does not stop its command, and exits with its
+status (when the session is on another replica of the sidecar than the
+merge, run hears it as a lost claim).`,
 	},
 	{
 		name: "unclaim", remote: contract.VerbRelease,
