@@ -126,7 +126,9 @@ func readLiveReservations(db *gorm.DB, repoID int64, now any) ([]liveReservation
 }
 
 // sameHolder: the reservation is h's (its account and agent).
-func (r Reservation) sameHolder(h Holder) bool { return r.Holder.ID == h.ID && r.Holder.Agent == h.Agent }
+func (r Reservation) sameHolder(h Holder) bool {
+	return r.Holder.ID == h.ID && r.Holder.Agent == h.Agent
+}
 
 // Reserve reserves r.Globs, all or none: it returns the holder's
 // reservations of those globs, or *ReservedError naming those of other
