@@ -100,6 +100,8 @@ var notSeen = map[string]string{
 	"*models.MergeBusyError":   "Service.Merge waits it out, then answers a *lease.ConflictError (busy)",
 	"models.ErrStale":          "Service.Merge answers it as a *lease.ConflictError (stale)",
 	"*models.StaleTokenError":  "Service.Merge answers it as a *lease.ConflictError (stale)",
+	"models.ErrReserved":       "only models' Reserve returns it, which no verb serves yet",
+	"*models.ReservedError":    "only models' Reserve returns it, which no verb serves yet",
 }
 
 // Every sentinel and error type the transports may be handed has its one
