@@ -25,9 +25,12 @@ RUN CGO_ENABLED=1 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}"
  && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/git-collab ./cmd/git-collab
 
 FROM debian:bookworm-slim
+# git: the conflict test of merges through the sidecar runs git merge-tree
+# (2.38 or later; bookworm has 2.39) in Gitea's repository directory,
+# when the repositories' volume is mounted (--gitea-repo-root).
 # hadolint ignore=DL3008
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
+ && apt-get install -y --no-install-recommends ca-certificates git \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --home-dir /data --shell /usr/sbin/nologin collab \
  && mkdir -p /data \

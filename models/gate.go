@@ -35,9 +35,10 @@ type GatePush struct {
 	// Internal is a push the forge makes itself (a pull request's ref):
 	// never fenced.
 	Internal bool
-	// Merge is a merge the forge makes of pull request MergeOf. Rule 4 of
-	// the gate (merges under a merge ticket) is not decided here yet: a
-	// merge goes in, as the required status fences it.
+	// Merge is a merge the forge makes of pull request MergeOf: where an
+	// agent's claim fences the pull request, it goes in only under a
+	// merge ticket of that claim's current tenure (merges.go); a person's
+	// claim leaves it to the required status, as before the gate.
 	Merge   bool
 	MergeOf int64
 	Options []string
@@ -56,6 +57,7 @@ const (
 	GateNoToken      = "no_token"      // the push names no token of the claim
 	GateBadToken     = "bad_token"     // a token the claim never had, or an option that is no token
 	GateOtherAccount = "other_account" // the pusher's account holds none of the claims
+	GateNoTicket     = "no_ticket"     // a merge of a claimed pull request, not under its claim's merge ticket
 )
 
 // GateVerdict is the gate's answer to one push.
@@ -94,15 +96,18 @@ const gateSQL = "SELECT p.branch, p.number, l.repo_id, l.issue, l.holder, l.hold
 	" AND l.repo_id = k.repo_id AND l.issue = k.issue" +
 	" AND l.holder IS NOT NULL AND (l.expires_at IS NULL OR l.expires_at > ?)"
 
-// Gate decides whether a push goes in (rules 1 to 3 of the gate), in one
-// read of the ledger.
+// Gate decides whether a push goes in (rules 1 to 4 of the gate), in one
+// read of the ledger (two for a merge).
 func (s *Store) Gate(ctx context.Context, p GatePush) (GateVerdict, error) {
 	if p.RepoID <= 0 || p.Pusher.ID < 0 {
 		return GateVerdict{}, fmt.Errorf("gate %d: %w: bad repository or pusher", p.RepoID, ErrInvalid)
 	}
 	v := GateVerdict{Allow: true}
-	if p.Internal || p.Merge {
+	if p.Internal {
 		return v, nil
+	}
+	if p.Merge {
+		return s.gateMerge(ctx, p)
 	}
 	var branches []string
 	for _, r := range p.Refs {
@@ -145,6 +150,64 @@ func (s *Store) Gate(ctx context.Context, p GatePush) (GateVerdict, error) {
 		v.Carried = nil // nothing of a refused push goes in
 	}
 	return v, nil
+}
+
+// gateMergeSQL reads the live claims that fence pull request n: its own,
+// and those of the issues it is linked to (the last argument is the
+// read's time, readNow).
+const gateMergeSQL = "SELECT l.repo_id, l.issue, l.holder, l.holder_id, l.kind, l.token, l.acquired_at, l.expires_at, l.agent, l.session, l.cap_at" +
+	" FROM leases l WHERE l.repo_id = ? AND (l.issue = ? OR l.issue IN (SELECT k.issue FROM pull_links k WHERE k.repo_id = ? AND k.pull = ?))" +
+	" AND l.holder IS NOT NULL AND (l.expires_at IS NULL OR l.expires_at > ?)"
+
+// gateMerge decides a merge of pull request p.MergeOf (rule 4): the claims
+// that fence it are its own if it has one, else those of the issues it
+// closes; if an agent holds one, the merge goes in only when it is made
+// by that agent's account under a live merge ticket of the claim's
+// current token.
+func (s *Store) gateMerge(ctx context.Context, p GatePush) (GateVerdict, error) {
+	allow := GateVerdict{Allow: true}
+	n := p.MergeOf
+	if n <= 0 {
+		return allow, nil // not a pull request Gitea named: nothing to look up
+	}
+	rows, err := s.db.WithContext(ctx).Raw(gateMergeSQL, p.RepoID, n, p.RepoID, n, s.readNow()).Rows()
+	if err != nil {
+		return GateVerdict{}, fmt.Errorf("gate merge %d!%d: %w", p.RepoID, n, mapDBError(err))
+	}
+	var claims []Lease
+	for rows.Next() {
+		var r leaseRow
+		if err := rows.Scan(r.fields()...); err != nil {
+			rows.Close()
+			return GateVerdict{}, fmt.Errorf("gate merge %d!%d: %w", p.RepoID, n, mapDBError(err))
+		}
+		claims = append(claims, r.lease())
+	}
+	if err := rows.Close(); err != nil {
+		return GateVerdict{}, fmt.Errorf("gate merge %d!%d: %w", p.RepoID, n, mapDBError(err))
+	}
+	if own := slices.IndexFunc(claims, func(l Lease) bool { return l.Issue == n }); own >= 0 {
+		claims = claims[own : own+1]
+	}
+	claims = slices.DeleteFunc(claims, func(l Lease) bool { return l.Holder.Agent == "" })
+	if len(claims) == 0 {
+		return allow, nil
+	}
+	tickets, err := s.mergeTicketsOf(ctx, p.RepoID, n)
+	if err != nil {
+		return GateVerdict{}, fmt.Errorf("gate merge %d!%d: %w", p.RepoID, n, err)
+	}
+	for _, c := range claims {
+		for _, t := range tickets {
+			if t.Issue == c.Issue && t.Token == c.Token && t.HolderID == c.Holder.ID && t.Agent == c.Holder.Agent && p.Pusher.ID == c.Holder.ID {
+				return allow, nil
+			}
+		}
+	}
+	return GateVerdict{
+		Lines:   []string{fmt.Sprintf("collab-lease: merging %s!%d needs the current claim: merge with git collab merge", p.Repo, n)},
+		Refused: []string{GateNoTicket},
+	}, nil
 }
 
 // gateClaims reads the live claims that fence the branches.

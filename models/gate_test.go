@@ -86,7 +86,8 @@ func TestGateDecidesEveryRule(t *testing.T) {
 			carried []int64
 		}{
 			{"internal push", internal, true, nil, "", nil},
-			{"a merge (rule 4 is the merge ticket's)", merge, true, nil, "", nil},
+			{"a merge of a pull request an agent's claim fences, with no ticket", merge, false, []string{GateNoTicket},
+				"collab-lease: merging acme/widgets!10 needs the current claim: merge with git collab merge", nil},
 			{"the current token", gatePush("bot", []string{"refs/heads/work/10"}, "collab-lease=3:2"), true, nil, "", []int64{3}},
 			{"the current token among other options", gatePush("bot", []string{"refs/heads/work/10"}, "ci.skip", "collab-lease=9:1", "collab-lease=3:2"), true, nil, "", []int64{3}},
 			{"a stale token", gatePush("bot", []string{"refs/heads/work/10"}, "collab-lease=3:1"), false, []string{GateStale},

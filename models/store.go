@@ -49,7 +49,10 @@ import (
 //   - 10: pull requests' head branches (pull_requests.branch) and the
 //     branch protection rules the sidecar made to fence pushes
 //     (fence_rules).
-const schemaVersion = 10
+//   - 11: merge tickets (merge_tickets): the merge under way into each
+//     base branch, which the gate admits; path reservations
+//     (reservations).
+const schemaVersion = 11
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -258,7 +261,7 @@ func openSQLite(path string, o options) (*Store, error) {
 // ledgerModels are the ledger's tables, as migrations create them on both
 // engines.
 func ledgerModels() []any {
-	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}, &fenceRuleRow{}}
+	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}, &fenceRuleRow{}, &mergeTicketRow{}, &reservationRow{}}
 }
 
 // migrate brings a SQLite ledger to schemaVersion (migratePostgres is

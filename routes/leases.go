@@ -141,10 +141,17 @@ func (h *handler) replyStatus(c *gin.Context, code int, v any) {
 }
 
 // issueNumber parses a positive decimal issue number.
-func issueNumber(s string) (int64, error) {
+func issueNumber(s string) (int64, error) { return positiveNumber("issue", s) }
+
+// pullNumber parses a positive decimal pull request number.
+func pullNumber(s string) (int64, error) { return positiveNumber("pull request", s) }
+
+// positiveNumber parses the number of an issue or pull request (what
+// names it in the error) in the path.
+func positiveNumber(what, s string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n <= 0 || strings.HasPrefix(s, "+") {
-		return 0, malformed("issue number must be a positive integer")
+		return 0, malformed(what + " number must be a positive integer")
 	}
 	return n, nil
 }

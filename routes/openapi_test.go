@@ -376,7 +376,7 @@ func TestOpenAPICheckCanFail(t *testing.T) {
 // against the document.
 func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	// One live event stream per address, so a second one is refused.
-	f := newWriteFixture(t, func(o *Options) { o.Streams = StreamOptions{PerAddress: 1} })
+	f, _ := newMergeFixture(t, func(o *Options) { o.Streams = StreamOptions{PerAddress: 1} })
 	f.forge.Grant("acme/widgets", "alice", forgetest.Admin)
 	spec := loadSpec(t, f)
 
@@ -388,6 +388,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		history = lease1 + "/history"
 		force   = lease1 + "/force-release"
 		handoff = lease1 + "/handoff"
+		merge   = widgets + "/pulls/3/merge"
 		bob     = "Authorization: token bob-write"
 		carol   = "Authorization: token carol-write"
 		reader  = "Authorization: token bob-read"
@@ -500,6 +501,22 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		withBody(bad("hand off a malformed number", "POST", widgets+"/issues/x/lease/handoff", 400, bob, json), `{"to":"carol"}`),
 		withBody(ok("hand off", "POST", handoff, 200, bob, json), `{"to":"carol/agent-8","agent":"agent-7"}`),
 		ok("release the handed-off lease", "DELETE", lease1, 200, carol),
+
+		ok("merge", "POST", merge, 200, bob),
+		withBody(ok("merge with every field", "POST", merge, 200, bob, json), `{"token":3,"style":"squash","delete_branch":true,"wait":"30s","agent":"agent-7"}`),
+		withBody(ok("merge refused by Gitea", "POST", widgets+"/pulls/11/merge", 409, bob, json), `{}`),
+		withBody(ok("merge whose turn did not come", "POST", widgets+"/pulls/12/merge", 409, bob, json), `{"wait":"5s"}`),
+		withBody(ok("merge under a stale token", "POST", widgets+"/pulls/13/merge", 409, bob, json), `{"token":5}`),
+		ok("merge by another", "POST", widgets+"/pulls/14/merge", 409, bob),
+		ok("merge without write access", "POST", widgets+"/pulls/15/merge", 403, bob),
+		ok("merge in an invisible repository", "POST", secret+"/pulls/5/merge", 404, bob),
+		bad("merge without a token", "POST", merge, 401),
+		ok("merge with an invalid token", "POST", merge, 401, revoked),
+		bad("merge a malformed number", "POST", widgets+"/pulls/x/merge", 400, bob),
+		withBody(bad("merge with token 0", "POST", merge, 422, bob, json), `{"token":0}`),
+		withBody(bad("merge in an unknown style", "POST", merge, 422, bob, json), `{"style":"octopus"}`),
+		withBody(bad("merge with a ttl", "POST", merge, 422, bob, json), `{"ttl":"1h"}`),
+		withBody(ok("merge with a wait that is no duration", "POST", merge, 422, bob, json), `{"wait":"soon"}`),
 	} {
 		spec.do(t, f, e)
 	}
@@ -534,6 +551,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("history", "GET", history, 0),
 		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
 		withBody(ok("hand off", "POST", handoff, 0, bob, json), `{"to":"carol"}`),
+		ok("merge", "POST", merge, 0, bob),
 	}
 	// (The events too: refused before any stream begins.)
 	f.forge.SetHook(func(context.Context, string) error { return forge.ErrRateLimited })

@@ -33,6 +33,7 @@ type Leases interface {
 	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
+	Merge(ctx context.Context, v lease.Viewer, owner, name string, m lease.MergeRequest, told func(ahead int)) (contract.Merged, error)
 	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
 	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
@@ -154,6 +155,7 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/check", h.checkLease)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)
+	r.POST(mergePath, h.mergePull)
 	r.GET("/api/v1/session", h.session)
 	r.GET(OpenAPIPath, serveOpenAPI())
 	if o.Webhook != nil {
@@ -258,10 +260,15 @@ func origin(u *url.URL) string {
 	return scheme + "://" + host
 }
 
+// mergePath is the route of a merge, whose handler bounds what it does
+// itself: a merge may wait its turn.
+const mergePath = "/api/v1/repos/:owner/:repo/pulls/:n/merge"
+
 // deadline bounds everything a request does (forge, ledger, OAuth calls);
-// an event stream bounds what it does before it starts itself.
+// an event stream bounds what it does before it starts itself, and a
+// merge what it does on top of a request's work.
 func (h *handler) deadline(c *gin.Context) {
-	if c.FullPath() == EventsPath {
+	if p := c.FullPath(); p == EventsPath || p == mergePath {
 		c.Next()
 		return
 	}

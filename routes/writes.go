@@ -2,6 +2,7 @@ package routes
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,8 +18,9 @@ import (
 )
 
 // Writes for token holders: POST (acquire), PATCH (renew) and DELETE
-// (release) of …/issues/{n}/lease, the HTTP twins of the SSH verbs, with
-// the same service calls and the same JSON. They are authorized only by
+// (release) of …/issues/{n}/lease, POST of …/lease/handoff, and POST of
+// …/pulls/{n}/merge, the HTTP twins of the SSH verbs, with the same
+// service calls and the same JSON. They are authorized only by
 // "Authorization: token …": a browser sends the session cookie with any
 // cross-site request, so a cookie never authorizes a write (CSRF); a
 // request without a token is 401 before anything is looked up. What the
@@ -34,6 +36,16 @@ type writeBody struct {
 	TTL   *string `json:"ttl"`
 	Agent *string `json:"agent"`
 	To    *string `json:"to"` // handoff: "login" or "login/agent"
+	// A merge's: --token, --style, --delete-branch and --wait over SSH.
+	Token        *int64  `json:"token"`
+	Style        *string `json:"style"`
+	DeleteBranch *bool   `json:"delete_branch"`
+	Wait         *string `json:"wait"`
+}
+
+// merges reports whether b carries any of a merge's own fields.
+func (b writeBody) merges() bool {
+	return b.Token != nil || b.Style != nil || b.DeleteBranch != nil || b.Wait != nil
 }
 
 // acquireLease answers POST …/issues/{n}/lease: 201 with the acquired
@@ -94,6 +106,77 @@ func (h *handler) handoffLease(c *gin.Context) {
 	h.reply(c, out)
 }
 
+// mergeWriteSlack is the time a merge's answer has to be written once
+// the merge is done, as the server's write timeout gives any other.
+const mergeWriteSlack = 10 * time.Second
+
+// mergePull answers POST …/pulls/{n}/merge, body
+// {"token":3,"style":"squash","delete_branch":true,"wait":"2m","agent":"agent-7"},
+// every field optional: 200 with the merged reply. Binding the request is
+// bounded as any request's work is; the merge then runs for as long as
+// its turn may take (wait) and the merge itself (contract.MergeTicketMax)
+// on top of that, a bound the deadline middleware leaves to it.
+func (h *handler) mergePull(c *gin.Context) {
+	client := c.Request.Context()
+	bind, cancel := context.WithTimeout(client, h.timeout)
+	c.Request = c.Request.WithContext(bind)
+	w, err := h.writeRequest(c, fieldMerge)
+	var m lease.MergeRequest
+	if err == nil {
+		m, err = h.mergeRequest(w)
+	}
+	cancel()
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	bound := h.timeout + m.Wait + contract.MergeTicketMax
+	ctx, cancel := context.WithTimeout(client, bound)
+	defer cancel()
+	c.Request = c.Request.WithContext(ctx)
+	// The server's write timeout, meant for requests bounded by h.timeout,
+	// would cut the answer to a merge that waited its turn.
+	_ = http.NewResponseController(c.Writer).SetWriteDeadline(time.Now().Add(bound + mergeWriteSlack))
+	out, err := h.leases.Merge(ctx, w.viewer, c.Param("owner"), c.Param("repo"), m, nil)
+	if err != nil {
+		h.fail(c, err)
+		return
+	}
+	h.reply(c, out)
+}
+
+// mergeRequest is the merge a bound merge request asks for, its fields
+// held to the grammar of the SSH verb's flags: a positive token, one of
+// contract.MergeStyles, and a wait as --wait takes it (default
+// contract.DefaultMergeWait).
+func (h *handler) mergeRequest(w write) (lease.MergeRequest, error) {
+	b := w.body
+	m := lease.MergeRequest{Pull: w.issue, Wait: contract.DefaultMergeWait}
+	if b.Token != nil {
+		if *b.Token < 1 {
+			return m, unprocessable(fmt.Sprintf("token must be a positive number, got %d", *b.Token))
+		}
+		m.Token = *b.Token
+	}
+	if b.Style != nil {
+		if !contract.ValidMergeStyle(*b.Style) {
+			return m, unprocessable(fmt.Sprintf("style must be one of %s, got %q", strings.Join(contract.MergeStyles(), ", "), *b.Style))
+		}
+		m.Style = *b.Style
+	}
+	if b.DeleteBranch != nil {
+		m.DeleteBranch = *b.DeleteBranch
+	}
+	if b.Wait != nil {
+		d, err := contract.ParseDuration(*b.Wait, h.maxTTL)
+		if err != nil {
+			return m, bodyError(err, "duration", "wait")
+		}
+		m.Wait = d
+	}
+	return m, nil
+}
+
 // releaseLease answers DELETE …/issues/{n}/lease; releasing nothing
 // succeeds, as over SSH.
 func (h *handler) releaseLease(c *gin.Context) {
@@ -117,6 +200,7 @@ const (
 	fieldTTL         fields = 1 << iota // ttl, optional
 	fieldTTLRequired                    // ttl, required
 	fieldTo                             // to (handoff)
+	fieldMerge                          // token, style, delete_branch, wait (merge); the number is a pull request's
 )
 
 // write is a bound write request.
@@ -127,11 +211,16 @@ type write struct {
 	body   writeBody
 }
 
-// writeRequest binds a write: the issue number (400), a token (401: never
-// a cookie alone), and the body (422), in that order, so that nothing
-// about the repository is looked up for a request that cannot succeed.
+// writeRequest binds a write: the issue (or pull request) number (400), a
+// token (401: never a cookie alone), and the body (422), in that order, so
+// that nothing about the repository is looked up for a request that
+// cannot succeed.
 func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
-	n, err := issueNumber(c.Param("n"))
+	number := issueNumber
+	if f&fieldMerge != 0 {
+		number = pullNumber
+	}
+	n, err := number(c.Param("n"))
 	if err != nil {
 		return write{}, err
 	}
@@ -142,7 +231,11 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 	if err != nil {
 		return write{}, err
 	}
-	b, err := readWriteBody(c)
+	example := `{"ttl":"30m"}`
+	if f&fieldMerge != 0 {
+		example = `{"style":"squash"}`
+	}
+	b, err := readWriteBody(c, example)
 	if err != nil {
 		return write{}, err
 	}
@@ -151,6 +244,8 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 		return write{}, unprocessable("this write takes no ttl")
 	case b.To != nil && f&fieldTo == 0:
 		return write{}, unprocessable("only a handoff takes to")
+	case b.merges() && f&fieldMerge == 0:
+		return write{}, unprocessable("only a merge takes token, style, delete_branch and wait")
 	}
 	ttl, err := h.writeTTL(b, f&fieldTTLRequired != 0)
 	if err != nil {
@@ -166,8 +261,9 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 	return write{viewer: v, issue: n, ttl: ttl, body: b}, nil
 }
 
-// readWriteBody reads the optional JSON body of a write.
-func readWriteBody(c *gin.Context) (writeBody, error) {
+// readWriteBody reads the optional JSON body of a write; example is the
+// body its error shows.
+func readWriteBody(c *gin.Context, example string) (writeBody, error) {
 	var b writeBody
 	raw, err := io.ReadAll(io.LimitReader(c.Request.Body, maxWriteBody+1))
 	if err != nil {
@@ -180,7 +276,7 @@ func readWriteBody(c *gin.Context) (writeBody, error) {
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&b); err != nil || dec.More() {
-			return b, unprocessable(`the body must be a JSON object like {"ttl":"30m"}`)
+			return b, unprocessable("the body must be a JSON object like " + example)
 		}
 	}
 	return b, nil

@@ -412,8 +412,7 @@ func (s *sessionServer) command(ctx context.Context, line string) []byte {
 	case cmd.Agent != "":
 		r = exitCode(&contract.UsageError{Detail: "a session's commands act as its agent; --agent is not allowed"})
 	default:
-		timeout := s.io.CommandTimeout + cmd.Wait
-		cctx, cancel := context.WithTimeout(ctx, timeout)
+		cctx, cancel := context.WithTimeout(ctx, runFor(cmd, s.io.CommandTimeout))
 		r, login = run(cctx, s.v.Leases, s.c, cmd, io.Discard, s.ss)
 		cancel()
 	}

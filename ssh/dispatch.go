@@ -26,6 +26,7 @@ type Leases interface {
 	History(ctx context.Context, v lease.Viewer, owner, name string, n int64, limit int) (contract.History, error)
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 	OpenSession(ctx context.Context, v lease.Viewer, grace time.Duration, resume string) (*lease.Session, contract.SessionOpened, error)
+	Merge(ctx context.Context, v lease.Viewer, owner, name string, m lease.MergeRequest, told func(ahead int)) (contract.Merged, error)
 }
 
 // forgeUser is the account connection c authenticated as.
@@ -85,6 +86,10 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	case contract.VerbHandoff:
 		out, err = leases.Handoff(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.ToLogin, cmd.ToAgent)
 		outcome = contract.StatusHandedOff
+	case contract.VerbMerge:
+		out, err = leases.Merge(ctx, v, cmd.Owner, cmd.Name, lease.MergeRequest{Pull: cmd.Issue, Token: cmd.Token, Style: cmd.Style,
+			DeleteBranch: cmd.DeleteBranch, Wait: cmd.Wait}, tellWaiting(stderr))
+		outcome = contract.StatusMerged
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}
@@ -92,6 +97,18 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 		return exitCode(err), v.Login
 	}
 	return jsonReply(contract.ExitOK, outcome, out), v.Login
+}
+
+// runFor is how long cmd may run, given the server's own bound def for
+// a command: on top of it, the wait it asks for (acquire --wait, next
+// --wait, merge's turn at the base branch), and for a merge the time the
+// sidecar gives itself to merge once its turn has come.
+func runFor(cmd contract.Command, def time.Duration) time.Duration {
+	d := def + cmd.Wait
+	if cmd.Verb == contract.VerbMerge {
+		d += contract.MergeTicketMax
+	}
+	return d
 }
 
 // tellWaiting writes a waiter's place to stderr: "waiting: 2 ahead of you".

@@ -42,13 +42,15 @@ var (
 	_ Sessioned = (*LeaseVerb)(nil)
 )
 
-// Timeout gives acquire --wait its wait on top of the server's timeout.
+// Timeout gives a command that waits (acquire --wait, next --wait) its
+// wait on top of the server's timeout, and a merge its turn and the merge
+// itself (runFor).
 func (v *LeaseVerb) Timeout(line string, def time.Duration) time.Duration {
 	cmd, err := contract.ParseCommand(line, v.maxTTL())
 	if err != nil {
 		return def
 	}
-	return def + cmd.Wait
+	return runFor(cmd, def)
 }
 
 func (v *LeaseVerb) maxTTL() time.Duration {
@@ -71,9 +73,9 @@ func (v *LeaseVerb) Exec(ctx context.Context, c ConnInfo, line string) Reply {
 	return v.ExecStreaming(ctx, c, line, io.Discard)
 }
 
-// ExecStreaming is Exec that tells stderr, while acquire --wait waits,
-// where it stands: a line "waiting: 2 ahead of you" each time that
-// changes.
+// ExecStreaming is Exec that tells stderr, while a command waits its
+// turn (acquire --wait, next --wait, merge), where it stands: a line
+// "waiting: 2 ahead of you" each time that changes.
 func (v *LeaseVerb) ExecStreaming(ctx context.Context, c ConnInfo, line string, stderr io.Writer) Reply {
 	start := time.Now()
 	cmd, err := contract.ParseCommand(line, v.maxTTL())

@@ -15,6 +15,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/gatehook"
+	"github.com/collab-lease/collab-lease/plugin/gitea"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 )
 
@@ -263,4 +264,19 @@ func (g *gateRun) sweep(context.Context) {
 	if n > 0 {
 		g.log.Info("the gate's sweep put its hook into repositories that lacked it", "added", n)
 	}
+}
+
+// mergeConflictTest is the conflict test of merges through the sidecar
+// (lease.WithConflictTest): git merge-tree in Gitea's repository
+// directory under the repository root, when the sidecar knows it (the
+// gate's setting); without it, a merge waits for Gitea's own test, up to
+// lease.MergeUntested.
+func mergeConflictTest(cfg Config) lease.Option {
+	if cfg.RepoRoot == "" {
+		return lease.WithConflictTest(nil)
+	}
+	return lease.WithConflictTest(func(ctx context.Context, owner, name, base, head string) (bool, []string, error) {
+		dir := filepath.Join(cfg.RepoRoot, strings.ToLower(owner), strings.ToLower(name)+".git")
+		return gitea.ConflictTest(ctx, "", dir, base, head)
+	})
 }

@@ -85,7 +85,7 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	now := store.Clock().Now
 	bus := changes.New(now, changes.RealAfter)
 	hub := live.New(store, bus, now, changes.RealAfter, live.Options{Recheck: liveRecheck(cfg)})
-	leases, err := lease.NewService(fg, store, bus, hub, lease.WithClock(now), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next), lease.WithRenewOnPush(cfg.RenewOnPush))
+	leases, err := lease.NewService(fg, store, bus, hub, lease.WithClock(now), lease.WithIssueTTL(cfg.IssueStateTTL), lease.WithPriorityLabels(cfg.PriorityLabels...), lease.WithMaxSessionsPerAccount(cfg.MaxSessionsPerAccount), lease.WithNextObserver(met.next), lease.WithRenewOnPush(cfg.RenewOnPush), mergeConflictTest(cfg))
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 // Invocation is one parsed command line.
 type Invocation struct {
 	Verb   string // a name from verbs, or "help"
-	Issue  int64  // > 0 for the commands that take <issue>
+	Issue  int64  // > 0 for the commands that take <issue> (merge: <pull>)
 	Flags  []Flag // the options that travel to the sidecar, in the order given
 	Remote string // default "origin"
 	Repo   string // owner/name, when not the remote's (check under run)
@@ -51,14 +51,17 @@ func (o option) scoped() bool { return o.sidecar || o.session }
 
 // options are every option of git collab, in the order help lists them.
 // An option named as a flag of the contract's grammar takes its
-// placeholder from there (withMetas).
+// placeholder from there (withMetas), unless it names a shorter one for
+// the list (the synopses keep the grammar's).
 var options = withMetas([]option{
 	{name: "--ttl", sidecar: true, text: "claim length: seconds (300) or a duration (90s, 30m, 2h)"},
-	{name: "--wait", sidecar: true, text: "claim, next: wait up to <dur> for one to free up"},
+	{name: "--wait", sidecar: true, text: "claim, next, merge: wait up to <dur> for a claim or a turn"},
 	{name: "--label", sidecar: true, text: "next: only issues with this label (repeat: with all of them)"},
 	{name: "--pulls", sidecar: true, text: "next: pull requests instead of issues"},
 	{name: "--oldest", sidecar: true, text: "next: the oldest issue, whatever the priority labels"},
-	{name: "--token", sidecar: true, text: "check: the token your claim was given"},
+	{name: "--token", sidecar: true, text: "check, merge: the token your claim was given"},
+	{name: "--style", meta: "<style>", sidecar: true, text: "merge: how Gitea merges (default merge)"},
+	{name: "--delete-branch", sidecar: true, text: "merge: delete the pull request's branch once merged"},
 	{name: "--limit", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
 	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
 	{name: "--to", sidecar: true, text: "handoff: whom the claim goes to"},
@@ -70,11 +73,12 @@ var options = withMetas([]option{
 	{name: "-h, --help", text: "show help"},
 })
 
-// withMetas gives each option that is a flag of the contract's grammar
-// the grammar's placeholder of its value.
+// withMetas gives each option that is a flag of the contract's grammar,
+// and names no placeholder of its own, the grammar's placeholder of its
+// value.
 func withMetas(opts []option) []option {
 	for i := range opts {
-		if meta, ok := contract.FlagMeta(opts[i].name); ok {
+		if meta, ok := contract.FlagMeta(opts[i].name); ok && opts[i].meta == "" {
 			opts[i].meta = meta
 		}
 	}
@@ -265,19 +269,22 @@ func ParseArgs(args []string) (Invocation, error) {
 	if v.required != "" && !given[v.required] {
 		return inv, usagef("%s needs %s %s; usage: %s", v.name, v.required, sidecarOption(v.required).meta, v.synopsis)
 	}
-	want := 0
-	if v.issue {
+	want, what, parse := 0, "an issue number", contract.ParseIssue
+	switch {
+	case v.issue:
 		want = 1
+	case v.pull:
+		want, what, parse = 1, "a pull request number", contract.ParsePull
 	}
 	if len(pos) > want {
 		return inv, usagef("unexpected argument %s; usage: %s", quote(pos[want]), v.synopsis)
 	}
 	if len(pos) < want {
-		return inv, usagef("%s needs an issue number; usage: %s", v.name, v.synopsis)
+		return inv, usagef("%s needs %s; usage: %s", v.name, what, v.synopsis)
 	}
-	if v.issue {
+	if want == 1 {
 		var err error
-		if inv.Issue, err = contract.ParseIssue(pos[0]); err != nil {
+		if inv.Issue, err = parse(pos[0]); err != nil {
 			return inv, contractUsage(err)
 		}
 	}

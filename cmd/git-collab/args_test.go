@@ -42,6 +42,10 @@ var parseArgsCases = []struct {
 	{args: "history 7 --limit 200", want: Invocation{Verb: "history", Issue: 7, Remote: "origin", Flags: []Flag{{"--limit", "200"}}}},
 	{args: "unclaim 7 --force", want: Invocation{Verb: "unclaim", Issue: 7, Remote: "origin", Flags: []Flag{{"--force", ""}}}},
 	{args: "check --help", want: Invocation{Verb: "check", Remote: "origin", Help: true}},
+	{args: "merge 7", want: Invocation{Verb: "merge", Issue: 7, Remote: "origin"}},
+	{args: "merge #7 --token 3 --style squash --delete-branch --wait 5m --agent a-1 --json", want: Invocation{Verb: "merge", Issue: 7, Remote: "origin", JSON: true,
+		Flags: []Flag{{"--token", "3"}, {"--style", "squash"}, {"--delete-branch", ""}, {"--wait", "5m"}, {"--agent", "a-1"}}}},
+	{args: "merge --style=fast-forward-only 7", want: Invocation{Verb: "merge", Issue: 7, Remote: "origin", Flags: []Flag{{"--style", "fast-forward-only"}}}},
 	// mcp sends nothing itself: it takes only the remote.
 	{args: "mcp", want: Invocation{Verb: "mcp", Remote: "origin"}},
 	{args: "mcp --remote upstream", want: Invocation{Verb: "mcp", Remote: "upstream"}},
@@ -126,6 +130,18 @@ var parseArgsCases = []struct {
 	{args: "history", error: "history needs an issue number"},
 	{args: "history 7 --ttl 5m", error: "history takes no --ttl"},
 	{args: "unclaim 7 --force=yes", error: "--force takes no value"},
+	{args: "merge", error: "merge needs a pull request number; usage: git collab merge <pull> [--token <n>]"},
+	{args: "merge 7 8", error: `unexpected argument "8"`},
+	{args: "merge 07", error: `pull request must not have a leading zero, got "07"`},
+	{args: "merge x", error: `pull request must be a positive number like 42 or #42, got "x"`},
+	{args: "merge 7 --style octopus", error: `--style must be one of merge, rebase, rebase-merge, squash, fast-forward-only, got "octopus"`},
+	{args: "merge 7 --style", error: "--style needs a value"},
+	{args: "merge 7 --delete-branch=yes", error: "--delete-branch takes no value"},
+	{args: "merge 7 --token 0", error: `--token must be a positive number, got "0"`},
+	{args: "merge 7 --wait 1.5s", error: `--wait "1.5s" must be a whole number of seconds`},
+	{args: "merge 7 --ttl 5m", error: "merge takes no --ttl"},
+	{args: "claim 7 --style squash", error: "claim takes no --style"},
+	{args: "check 7 --token 3 --delete-branch", error: "check takes no --delete-branch"},
 	{args: "claims --force", error: "claims takes no --force"},
 }
 
@@ -215,11 +231,11 @@ func FuzzParseArgs(f *testing.F) {
 		if strings.ContainsAny(sent, "\n\r\x00") {
 			t.Fatalf("%q: sends %q", args, sent)
 		}
-		if cmd.Verb != v.remote || cmd.Repo() != "acme/widgets" || cmd.Issue != inv.Issue || (inv.Issue > 0) != v.issue {
+		if cmd.Verb != v.remote || cmd.Repo() != "acme/widgets" || cmd.Issue != inv.Issue || (inv.Issue > 0) != (v.issue || v.pull) {
 			t.Fatalf("%q: the sidecar reads %+v", args, cmd)
 		}
 		var labels []string
-		pulls, force := false, false
+		pulls, force, deleteBranch := false, false, false
 		for _, fl := range inv.Flags {
 			if !v.takes(fl.Name) {
 				t.Fatalf("%q: %s sends %s", args, v.name, fl.Name)
@@ -231,9 +247,11 @@ func FuzzParseArgs(f *testing.F) {
 				pulls = true
 			case "--force":
 				force = true
+			case "--delete-branch":
+				deleteBranch = true
 			}
 		}
-		if !reflect.DeepEqual(cmd.Labels, labels) || cmd.Pulls != pulls || cmd.Force != force {
+		if !reflect.DeepEqual(cmd.Labels, labels) || cmd.Pulls != pulls || cmd.Force != force || cmd.DeleteBranch != deleteBranch {
 			t.Fatalf("%q: the sidecar reads %+v", args, cmd)
 		}
 	})

@@ -83,7 +83,8 @@ func relaySSH(addr string, args []string) int {
 
 // fakeSidecar serves sessions with a small ledger of its own: acquire
 // and next claim (next takes issue nextIssue), release releases, check
-// compares tokens, list lists the caller's session's claims. Tests change
+// compares tokens, list lists the caller's session's claims, merge merges
+// a pull request the session holds. Tests change
 // its answers through its fields, under mu, and with reply.
 type fakeSidecar struct {
 	t  *testing.T
@@ -338,6 +339,16 @@ func (f *fakeSidecar) answer(c *fakeConn, line string) string {
 				cmd.Issue, agent, token)
 		}
 		return fmt.Sprintf(`{"status":"stale","repo":"acme/widgets","issue":%d,"token":null,"exit":4}`, cmd.Issue)
+	case contract.VerbMerge:
+		// Merged under the pull request's own claim, which the merge
+		// ends; the claims of the issues it closes are the test's to
+		// lose.
+		token, ok := s.claims[cmd.Issue]
+		if !ok {
+			return fmt.Sprintf(`{"status":"not_holder","repo":"acme/widgets","issue":%d,"holder":null,"agent":null,"expires_at":null,"exit":4}`, cmd.Issue)
+		}
+		delete(s.claims, cmd.Issue)
+		return fmt.Sprintf(`{"status":"merged","repo":"acme/widgets","pull":%d,"sha":"6f1c0e2d","token":%d,"exit":0}`, cmd.Issue, token)
 	case contract.VerbList:
 		var leases []string
 		for issue, token := range s.claims {

@@ -9,13 +9,14 @@ import (
 )
 
 // verb is one git collab command and the collab-lease sub-verb it runs.
-// For a command with a sub-verb, issue, flags, required and (unless it is
-// given) synopsis come from the sub-verb's row of the contract's grammar
-// (fromGrammar).
+// For a command with a sub-verb, issue, pull, flags, required and (unless
+// it is given) synopsis come from the sub-verb's row of the contract's
+// grammar (fromGrammar).
 type verb struct {
 	name     string
 	remote   contract.Verb // the collab-lease sub-verb; "" for run and mcp, which run several over a session
 	issue    bool          // takes <issue>
+	pull     bool          // takes <pull>, a pull request's number, where others take <issue>
 	flags    []string      // the sidecar options it takes (see options)
 	required string        // the one of them it cannot do without, if any
 	synopsis string
@@ -118,6 +119,33 @@ claimed pull request's branch from anyone but the holder's account
 says whose claim it is now.`,
 	},
 	{
+		name: "merge", remote: contract.VerbMerge,
+		brief:   "merge <pull> [<options>]",
+		summary: "have the sidecar merge <pull> under your claim",
+		detail: `Merge pull request <pull> through the sidecar, as the holder of its
+claim or of the claim of an issue it closes (anyone else: exit 4), under
+that claim's current token: --token <n>, else your current one (a token
+no longer current: stale, exit 4, as for check). Merges into one base
+branch happen one at a time, first come first served, however many
+agents and replicas merge: git collab waits up to --wait (default 2m)
+for its turn, saying on stderr where it stands (waiting: 2 ahead of
+you), and answers busy, exit 4, if the turn does not come. Then the
+sidecar has Gitea merge it as your account (--style: merge, rebase,
+rebase-merge, squash or fast-forward-only; --delete-branch deletes its
+branch once merged), waiting while Gitea still tests the pull request,
+and trying once more if the base branch moved. Gitea's refusal (a
+conflict, a check or an approval it wants) is refused with Gitea's
+words, exit 4: fix that, then merge again. Merged: the claims the merge
+ends (the pull request's, and those of the issues it closes) are over,
+and the pull request's push option leaves the checkout's config. Where
+the sidecar runs its gate (serve --gate), Gitea refuses any other merge
+of a pull request a claim fences: merge with git collab merge. Under
+git collab run, a merge of run's own agent that ends run's claim ends it
+as a release would: run does not stop its command, and exits with its
+status (when the session is on another replica of the sidecar than the
+merge, run hears it as a lost claim).`,
+	},
+	{
 		name: "unclaim", remote: contract.VerbRelease,
 		summary: "release your claim",
 		detail: `Release your claim on <issue>. Releasing an issue nobody holds succeeds
@@ -156,28 +184,29 @@ if it has not. --limit shows at most <n> of them (default 20, at most 200).`,
 		flags:    []string{"--agent", "--grace"},
 		synopsis: "git collab mcp [--agent <name>] [--grace <dur>] [--remote <name>]",
 		summary:  "serve these commands to coding agents over MCP",
-		detail: `Serve claim, renew, unclaim, claims, next, check, handoff and history as
-tools of the Model Context Protocol, on stdin and stdout, to a coding agent
-that starts git collab mcp in a checkout (command git, arguments collab
-mcp). At the first tool call it opens one session with the sidecar, on the
-same repository, sidecar and ssh as git collab, and sends every call over
-it: the claims made through it live as long as the server runs, with no
-renewing (a ttl caps one), and are released when it ends. A dropped
-connection is reopened within --grace (default 30s) and the session
-resumed; the next tool result says so, and says which claims were lost,
-if any. A claim lost, alone or with the session, is also sent to the
-client at once, as a log message at level warning. It acts as --agent,
-else COLLAB_AGENT, else <short host name>-<pid>. Each answer is the
-sidecar's JSON reply. Exit 4 answers (held, not_holder, none, stale) are
-ordinary results; the rest are tool errors, and a temporary one (75) says
-how long to wait before retrying. ssh runs without a terminal: use a key
-without a passphrase, or an agent. It serves until the client closes its
-stdin, then exits 0.`,
+		detail: `Serve claim, renew, unclaim, claims, next, check, handoff, merge and
+history as tools of the Model Context Protocol, on stdin and stdout, to a
+coding agent that starts git collab mcp in a checkout (command git,
+arguments collab mcp). At the first tool call it opens one session with
+the sidecar, on the same repository, sidecar and ssh as git collab, and
+sends every call over it: the claims made through it live as long as the
+server runs, with no renewing (a ttl caps one), and are released when it
+ends. A dropped connection is reopened within --grace (default 30s) and
+the session resumed; the next tool result says so, and says which claims
+were lost, if any. A claim lost, alone or with the session, is also sent
+to the client at once, as a log message at level warning. It acts as
+--agent, else COLLAB_AGENT, else <short host name>-<pid>. Each answer is
+the sidecar's JSON reply. Exit 4 answers (held, not_holder, none, stale, a
+merge refused or busy) are ordinary results; the rest are tool errors, and
+a temporary one (75) says how long to wait before retrying. ssh runs
+without a terminal: use a key without a passphrase, or an agent. It serves
+until the client closes its stdin, then exits 0.`,
 	},
 })
 
 // fromGrammar fills in each command of vs that runs a sub-verb from the
-// sub-verb's row of the contract's grammar: whether it takes <issue>, its
+// sub-verb's row of the contract's grammar: whether it takes <issue> or
+// <pull>, its
 // flags, the one it requires, and, unless the row of vs gives one, its
 // synopsis: the sub-verb's usage without <owner>/<repo>, which git names.
 func fromGrammar(vs []verb) []verb {
@@ -187,7 +216,7 @@ func fromGrammar(vs []verb) []verb {
 		if !ok {
 			continue
 		}
-		v.issue, v.flags = s.TakesArg(contract.ArgIssue), s.Flags
+		v.issue, v.pull, v.flags = s.TakesArg(contract.ArgIssue), s.TakesArg(contract.ArgPull), s.Flags
 		if len(s.Required) > 0 {
 			v.required = s.Required[0]
 		}
@@ -229,12 +258,15 @@ func allOptions(option) bool { return true }
 
 const issueHelp = `<issue> is an issue or pull request number: 42 or #42.`
 
+const pullHelp = `<pull> is a pull request number: 7 or #7.`
+
 const exitHelp = `  0    done (also: claiming what you hold, unclaiming what nobody holds)
   1    error: bad arguments, unknown repository or issue, closed issue,
        or your key no longer belongs to an active Gitea account
   4    an answer, not an error: claimed by someone else, cooling down
        after a claim lapsed, past your claim cap, you are not the holder,
-       nothing to claim (next), or a stale token (check)
+       nothing to claim (next), a stale token (check, merge), or a merge
+       Gitea refused or whose turn did not come (merge)
   75   temporary failure (forge unavailable, database busy): retry
   255  ssh could not reach or log in to the sidecar`
 
@@ -284,8 +316,11 @@ func mainHelp() string {
 func verbHelp(v *verb) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "usage: %s\n\n%s\n", v.synopsis, v.detail)
-	if v.issue {
+	switch {
+	case v.issue:
 		b.WriteString("\n" + issueHelp + "\n")
+	case v.pull:
+		b.WriteString("\n" + pullHelp + "\n")
 	}
 	b.WriteString("\noptions:\n" + optionsHelp(func(o option) bool {
 		if o.name == "--json" {

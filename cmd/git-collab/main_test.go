@@ -154,6 +154,9 @@ func TestEachVerbSendsItsCommand(t *testing.T) {
 		{[]string{"history", "7"}, "collab-lease history 'acme/widgets' '7'"},
 		{[]string{"history", "7", "--limit", "5"}, "collab-lease history 'acme/widgets' '7' --limit '5'"},
 		{[]string{"unclaim", "7", "--force"}, "collab-lease release 'acme/widgets' '7' --force"},
+		{[]string{"merge", "#7"}, "collab-lease merge 'acme/widgets' '7'"},
+		{[]string{"merge", "7", "--token", "3", "--style", "squash", "--delete-branch", "--wait=5m"},
+			"collab-lease merge 'acme/widgets' '7' --token '3' --style 'squash' --delete-branch --wait '5m'"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -203,6 +206,12 @@ func TestJSONIsTheSidecarsBytesAndExitStatus(t *testing.T) {
 		{[]string{"unclaim", "42", "--force"}, "0", `{"status":"released","repo":"acme/widgets","issue":42}` + "\n", 0},
 		{[]string{"unclaim", "42", "--force"}, "1", "", 1},
 		{[]string{"next"}, "75", "", 75},
+		{[]string{"merge", "7"}, "0", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d","token":3}` + "\n", 0},
+		{[]string{"merge", "7"}, "4", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"merge conflict"}` + "\n", 4},
+		{[]string{"merge", "7"}, "4", `{"status":"busy","repo":"acme/widgets","pull":7,"ahead":3}` + "\n", 4},
+		{[]string{"merge", "7", "--token", "2"}, "4", `{"status":"stale","repo":"acme/widgets","issue":42,"token":3}` + "\n", 4},
+		{[]string{"merge", "7"}, "4", `{"status":"not_holder","repo":"acme/widgets","issue":7,"holder":null,"agent":null,"expires_at":null}` + "\n", 4},
+		{[]string{"merge", "7"}, "75", "", 75},
 	} {
 		h := newHarness(t, "git@forge.example:acme/widgets.git")
 		h.answer(c.code, c.stdout, "")
@@ -238,6 +247,11 @@ func TestHumanOutputAndExitStatus(t *testing.T) {
 			result{"TOKEN  HOLDER  ACQUIRED   ENDED  HOW\n1      alice   11:00 UTC  live\n", "", 0}},
 		{[]string{"unclaim", "7", "--force"}, "1", "", "error: admin access to acme/widgets is required\n",
 			result{"", "error: admin access to acme/widgets is required\n", 1}},
+		{[]string{"merge", "7"}, "0", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d","token":3}` + "\n", "waiting: 1 ahead of you\nwaiting: 0 ahead of you\n",
+			result{"merged acme/widgets!7 under token 3: 6f1c0e2d\n", "waiting: 1 ahead of you\nwaiting: 0 ahead of you\n", 0}},
+		{[]string{"merge", "7", "--wait", "10m"}, "4", `{"status":"busy","repo":"acme/widgets","pull":7,"ahead":1}` + "\n", "",
+			result{"", "not merged: acme/widgets!7 did not get its turn within 10m (1 merge ahead); merge again later, or with a longer --wait\n", 4}},
+		{[]string{"merge", "7"}, "75", "", "error: forge unavailable, try again\n", result{"", "error: forge unavailable, try again\n", 75}},
 		// Server errors pass through as they are.
 		{[]string{"claim", "99999"}, "1", "", "error: issue not found\n", result{"", "error: issue not found\n", 1}},
 		{[]string{"claim", "42"}, "75", "", "error: forge unavailable, try again\n", result{"", "error: forge unavailable, try again\n", 75}},
@@ -452,6 +466,7 @@ func TestCommandsActAsTheAgent(t *testing.T) {
 		{"COLLAB_AGENT=agent-7", []string{"next", "--agent", "other"}, "collab-lease next 'acme/widgets' --agent 'other'"},
 		{"COLLAB_AGENT=", []string{"unclaim", "7", "--agent=a.1"}, "collab-lease release 'acme/widgets' '7' --agent 'a.1'"},
 		{"COLLAB_AGENT=", []string{"claim", "7"}, "collab-lease acquire 'acme/widgets' '7'"},
+		{"COLLAB_AGENT=agent-7", []string{"merge", "7", "--style", "rebase"}, "collab-lease merge 'acme/widgets' '7' --style 'rebase' --agent 'agent-7'"},
 	} {
 		t.Run(c.env+" "+strings.Join(c.args, " "), func(t *testing.T) {
 			t.Parallel()

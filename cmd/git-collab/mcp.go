@@ -33,7 +33,8 @@ import (
 //
 //	exit 0        the reply (decodeReply's contract shape) as structured
 //	              content, with its one-line summary as text
-//	exit 4        the same: held, not_holder, none and stale are answers
+//	exit 4        the same: held, not_holder, none, stale, refused and
+//	              busy are answers
 //	exit 1        a tool error with the sidecar's error line
 //	exit 75       a tool error that says it is temporary and how long to
 //	              wait before retrying
@@ -507,6 +508,8 @@ func adviceFor(req contract.Command, reply any) string {
 			return "Not an error: someone else is working on it. Pick other work (next), or claim it again later."
 		case req.Verb == contract.VerbRenew:
 			return "Not an error, but the claim is no longer yours: stop working under its token, and claim it again before going on."
+		case req.Verb == contract.VerbMerge:
+			return "Not an error: nothing was merged. Only the holder of the pull request's claim, or of a claim of an issue it closes, may merge it."
 		}
 		return "Not an error: it is not yours to release; force is for repository admins."
 	case *contract.None:
@@ -522,6 +525,12 @@ func adviceFor(req contract.Command, reply any) string {
 		return "Not an error: its last claim lapsed moments ago, and it stays its holder's until then. Pick other work, or claim it after until."
 	case *contract.Stale:
 		return "Not an error, but your claim is gone: do not merge or push under this token."
+	case *contract.Merged:
+		return "Merged. The claims it ended are over: claim new work before pushing again."
+	case *contract.MergeRefused:
+		return "Not an error: Gitea would not merge it. Fix what the reason names (a conflict: update the branch and push), or wait for the check or approval it wants, then merge again."
+	case *contract.MergeBusy:
+		return "Not an error: nothing was merged, as other merges into the same branch came first. Merge again, perhaps with a longer wait."
 	}
 	return ""
 }

@@ -144,6 +144,19 @@ var mcpCalls = []struct {
 		{"4", `{"status":"stale","repo":"acme/widgets","issue":7,"token":null}`,
 			"token 3 is stale: nobody holds acme/widgets#7\nNot an error, but your claim is gone: do not merge or push"},
 	}},
+	{"merge", map[string]any{"pull": 7, "token": 3, "style": "squash", "delete_branch": true, "wait": "5m"},
+		[]string{"merge", "7", "--token", "3", "--style", "squash", "--delete-branch", "--wait", "5m"}, []mcpReply{
+			{"0", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","token":3}`,
+				"merged acme/widgets!7 under token 3: 6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e\nMerged. The claims it ended are over"},
+			{"4", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"Please try again later"}`,
+				"not merged: Gitea refused acme/widgets!7: Please try again later\nNot an error: Gitea would not merge it."},
+			{"4", `{"status":"busy","repo":"acme/widgets","pull":7,"ahead":2}`,
+				"not merged: acme/widgets!7 did not get its turn within 5m (2 merges ahead); merge again later, or with a longer --wait\nNot an error: nothing was merged"},
+			{"4", `{"status":"stale","repo":"acme/widgets","issue":42,"token":4}`,
+				"not merged: token 3 is stale: acme/widgets#42 is now at token 4\nNot an error, but your claim is gone"},
+			{"4", `{"status":"not_holder","repo":"acme/widgets","issue":7,"holder":"bob","agent":null,"expires_at":null}`,
+				"not merged: acme/widgets!7 is claimed by bob (open-ended)\nNot an error: nothing was merged. Only the holder"},
+		}},
 	{"history", map[string]any{"issue": 7, "limit": 5}, []string{"history", "7", "--limit", "5"}, []mcpReply{
 		{"0", `{"repo":"acme/widgets","issue":7,"tenures":[{"token":1,"holder":"alice","agent":null,"acquired_at":"2026-09-05T11:00:00Z","ended_at":"2026-09-05T11:30:00Z","ended_by":"force_released","forced_by":"root"}]}`,
 			"TOKEN  HOLDER  ACQUIRED   ENDED      HOW\n1      alice   11:00 UTC  11:30 UTC  force_released by root"},
@@ -300,6 +313,10 @@ func TestMCPLocalMistakesSendNothing(t *testing.T) {
 		{"check", map[string]any{"issue": 7}, `validating "arguments"`},
 		{"claim", map[string]any{"issue": "#42"}, `validating "arguments"`},
 		{"claims", map[string]any{"repo": "acme/other"}, `validating "arguments"`},
+		{"merge", map[string]any{"pull": 7, "style": "octopus"}, `validating "arguments"`},
+		{"merge", map[string]any{"pull": 0}, `validating "arguments"`},
+		{"merge", map[string]any{"issue": 7}, `validating "arguments"`},
+		{"merge", map[string]any{"pull": 7, "wait": "1.5s"}, `git-collab: --wait "1.5s" must be a whole number of seconds`},
 	} {
 		h := newHarness(t, "git@forge.example:acme/widgets.git")
 		res := callTool(t, h.mcpClient(), c.tool, c.args)

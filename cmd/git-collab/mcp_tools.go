@@ -19,9 +19,10 @@ import (
 const workflow = `Claim an issue before working on it, so that no other agent or person works on it at the same time:
 1. next (or claim with an issue number). The answer's token identifies your claim. This server keeps the claim alive for as long as it runs: no renewing. A ttl, if you give one, caps the claim's whole life.
 2. Work. If a result starts with a note that a claim of yours was lost, stop working under its token, and claim again before going on; do not assume earlier work is still yours to finish.
-3. Right before a merge or a push, check the issue with your token; unless it answers current, do not merge or push. While the claim is yours, every git push from this checkout carries its token as the push option collab-lease=<issue>:<token>, which Gitea may require: push with plain git push, or, if you give -o options of your own, add -o collab-lease=<issue>:<token> too.
-4. unclaim when done, or when you give up.
-The statuses held, cooling, limit, not_holder, none and stale are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
+3. Right before a push, check the issue with your token; unless it answers current, do not push. While the claim is yours, every git push from this checkout carries its token as the push option collab-lease=<issue>:<token>, which Gitea may require: push with plain git push, or, if you give -o options of your own, add -o collab-lease=<issue>:<token> too.
+4. To merge the pull request of your claim (or one that closes your claimed issue), call merge, not Gitea's merge: it checks your token, waits its turn behind other merges into the same branch, and merges; Gitea may refuse any other merge.
+5. unclaim when done, or when you give up.
+The statuses held, cooling, limit, not_holder, none, stale, refused and busy are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
 
 // errorsNote ends every tool's description: the outcomes an agent must
 // tell apart, in one place.
@@ -66,6 +67,26 @@ type handoffArgs struct {
 }
 
 func (a handoffArgs) words() (int64, []Flag) { return a.Issue, flagsOf("--to", a.To) }
+
+type mergeArgs struct {
+	Pull         int64  `json:"pull" jsonschema:"the pull request number, e.g. 7"`
+	Token        int64  `json:"token,omitempty" jsonschema:"the token of the claim you merge under: the pull request's, or that of an issue it closes; omit it for your current one"`
+	Style        string `json:"style,omitempty" jsonschema:"how Gitea merges; omit it for merge"`
+	DeleteBranch bool   `json:"delete_branch,omitempty" jsonschema:"delete the pull request's branch once merged"`
+	Wait         string `json:"wait,omitempty" jsonschema:"how long to wait for the turn to merge into the base branch, behind other merges into it (e.g. \"5m\"); omit it for 2m"`
+}
+
+func (a mergeArgs) words() (int64, []Flag) {
+	var flags []Flag
+	if a.Token != 0 {
+		flags = append(flags, Flag{Name: "--token", Value: fmt.Sprint(a.Token)})
+	}
+	flags = append(flags, flagsOf("--style", a.Style)...)
+	if a.DeleteBranch {
+		flags = append(flags, Flag{Name: "--delete-branch"})
+	}
+	return a.Pull, append(flags, flagsOf("--wait", a.Wait)...)
+}
 
 type claimsArgs struct{}
 
@@ -165,6 +186,22 @@ var (
 	outStale = outcome{shape: contract.Stale{}, status: contract.StatusStale,
 		means:  "an answer, not an error: the token is no longer the live claim's; do not merge or push",
 		fields: map[string]string{"token": "the live claim's token, not the one checked; null: nobody holds the issue"}}
+	outMerged = outcome{shape: contract.Merged{}, status: contract.StatusMerged,
+		means:  "merged: the claims the merge ended (the pull request's, and those of the issues it closes) are over; do not push to its branch under them",
+		fields: map[string]string{"token": "the token of the claim it was merged under"}}
+	outRefused = outcome{shape: contract.MergeRefused{}, status: contract.StatusRefused,
+		means: "an answer, not an error: Gitea would not merge (a conflict, a check or an approval it wants, a closed pull request); reason is Gitea's words: fix that, then merge again"}
+	outBusy = outcome{shape: contract.MergeBusy{}, status: contract.StatusBusy,
+		means: "an answer, not an error: other merges into the same base branch came first and the wait ran out; nothing was merged: merge again later, or with a longer wait"}
+	outMergeStale = outcome{shape: contract.Stale{}, status: contract.StatusStale,
+		means: "an answer, not an error: the token is no longer the live claim's, and nothing was merged: do not merge or push under it",
+		fields: map[string]string{"issue": "the issue or pull request of the claim the token named",
+			"token": "the live claim's token, not the one merged under; null: nobody holds it"}}
+	outMergeNotHolder = outcome{shape: contract.Conflict{}, status: contract.StatusNotHolder,
+		means: "an answer, not an error: you hold neither the pull request's claim nor that of an issue it closes, and nothing was merged",
+		fields: map[string]string{"issue": "the pull request, or the issue it closes whose claim holder holds",
+			"holder": "the Gitea login holding the pull request's claim, else that of an issue it closes; null: nobody holds any",
+			"agent":  "which agent of holder's account holds it; null: the account itself, or nobody holds it", "expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}}
 	outList    = outcome{shape: contract.List{}, means: "the live claims, oldest first"}
 	outHistory = outcome{shape: contract.History{}, means: "the issue's claims, newest first"}
 )
@@ -192,6 +229,10 @@ var replyFields = map[string]string{
 	"live":           "how many live claims the scope holds now",
 	"ended_by_login": "who released it, where a person or an agent did (released, force_released)",
 	"ended_by_agent": "which agent of ended_by_login's account released it; null: the account itself",
+	"pull":           "the pull request number",
+	"sha":            "the merge commit",
+	"reason":         "Gitea's words, on one line",
+	"ahead":          "how many merges into the same base branch were before this one when the wait ran out, the one under way included",
 }
 
 // mcpTool is one tool: the git collab command it runs, what it says of
@@ -214,6 +255,7 @@ var mcpTools = []mcpTool{
 	{name: "check", add: addTool[checkArgs], readOnly: true, outcomes: []outcome{outCurrent, outStale}, description: `Check that token is still the live claim on the issue. Call it right before every action your claim must fence, such as a merge or a push: a claim can lapse between two calls. Answers status current (go ahead) or status stale (the claim was released, lapsed or taken over since; token is the live claim's, null if nobody holds the issue): an answer, not an error, and the action must not happen. Needs only read access.`},
 	{name: "handoff", add: addTool[handoffArgs], destructive: true, outcomes: []outcome{outHandedOff, outNotHolder, outLimit}, description: `Hand your live claim on an issue to another holder: a Gitea login, or login/agent for one of that account's agents. In one step your claim ends (handed_off) and theirs begins with the next token, keeping your expiry (at least ten minutes ahead); from then on your token is stale, so stop working under it. The target must be allowed to claim the issue itself. Answers status handed_off; not_holder if the claim is not yours to hand (an answer, not an error); limit if the target holds as many claims as the sidecar allows.`},
 	{name: "unclaim", add: addTool[unclaimArgs], idempotent: true, destructive: true, outcomes: []outcome{outReleased, outNotHolder}, description: `Release your claim on an issue when you are done with it or give up. Answers status released, also when nobody held it, so a retry is safe. Someone else's live claim is not released: status not_holder with holder and expires_at, an answer, not an error; with force a repository admin releases it anyway.`},
+	{name: "merge", add: addTool[mergeArgs], destructive: true, outcomes: []outcome{outMerged, outRefused, outBusy, outMergeStale, outMergeNotHolder}, description: `Merge a pull request of this repository through the sidecar, as the holder of its claim or of the claim of an issue it closes, under that claim's live token (token, else your current one): use it instead of Gitea's own merge, which Gitea may refuse for a claimed pull request. Merges into one base branch happen one at a time across all agents: the sidecar waits up to wait (default 2m) for this one's turn, then has Gitea merge it as your account (style; delete_branch deletes its branch), waiting while Gitea still tests it. Answers status merged with the merge commit (sha); the claims it ended (the pull request's, and those of the issues it closes) are over, and their loss is noted like any other. Answers, not errors: refused (Gitea's reason: fix it, then merge again), busy (its turn did not come in time: merge again later), stale (the token is no longer the live claim's: nothing was merged), not_holder (not your claim).`},
 	{name: "claims", add: addTool[claimsArgs], readOnly: true, outcomes: []outcome{outList}, description: `List the live claims on this repository, oldest first: issue, holder, token and expires_at (null: open-ended) of each.`},
 	{name: "history", add: addTool[historyArgs], readOnly: true, outcomes: []outcome{outHistory}, description: `Show who claimed an issue, newest first: token, holder, acquired_at, and ended_at and ended_by (released, expired, taken_over, closed, merged, deleted, force_released with forced_by; both null while the claim is live).`},
 }
@@ -227,8 +269,12 @@ func inputSchema[In any]() (*jsonschema.Schema, error) {
 	}
 	for name, p := range s.Properties {
 		switch name {
-		case "issue", "token":
+		case "issue", "pull", "token":
 			p.Minimum = jsonschema.Ptr(1.0)
+		case "style":
+			for _, style := range contract.MergeStyles() {
+				p.Enum = append(p.Enum, style)
+			}
 		case "limit":
 			p.Minimum, p.Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(contract.MaxHistoryLimit))
 		case "labels":

@@ -85,10 +85,11 @@ func pushOptionEnv(n int, option string) []string {
 
 // The checkout's own config (.git/config) holds one gate option per
 // claim made from it: a claim sets its issue's, replacing any older one
-// of that issue; a release, a handoff, or news that the claim is gone
-// removes it. Values of other issues, and every other value of
-// push.pushOption, stay as they are. Outside a repository there is no
-// checkout to push from: nothing is done and nothing said.
+// of that issue; a release, a handoff, a merge of the pull request, or
+// news that the claim is gone removes it. Values of other issues, and
+// every other value of push.pushOption, stay as they are. Outside a
+// repository there is no checkout to push from: nothing is done and
+// nothing said.
 
 // setGateOption makes collab-lease=<issue>:<token> the checkout's one
 // gate option of issue, and says so ("" outside a repository).
@@ -180,8 +181,11 @@ func gateOptionChange(req contract.Command, reply any) (issue, token int64, set,
 		return r.Issue, 0, false, true
 	case *contract.HandedOff:
 		return r.Issue, 0, false, true // the target's now, under its own token
+	case *contract.Merged:
+		return r.Pull, 0, false, true // the merge ended the pull request's claim, whoever held it
 	case *contract.Conflict:
-		// Not released, not renewed, not handed off: not ours (any more).
+		// Not released, not renewed, not handed off, not merged: not ours
+		// (any more).
 		if r.Status == contract.StatusNotHolder {
 			return r.Issue, 0, false, true
 		}
@@ -198,7 +202,65 @@ func followReply(g Git, req contract.Command, reply any) (note string, err error
 	case set:
 		return setGateOption(g, issue, token)
 	case remove:
+		if m, ok := reply.(*contract.Merged); ok {
+			return followMerge(g, *m)
+		}
 		return removeGateOptions(g, issue, 0)
 	}
 	return "", nil
+}
+
+// followMerge takes the merged pull request's gate options out of the
+// checkout: the merge ended its claim, whoever held it. It ended the
+// claims of the issues the pull request closes too, the one it was
+// merged under perhaps among them; but the reply names only that claim's
+// token, not its issue, and tokens are counted per issue, so an option
+// of another issue with the same token may be a live claim's. Those
+// stay, and the note names them as what they may be.
+func followMerge(g Git, m contract.Merged) (note string, err error) {
+	own, err := gateOptions(g, m.Pull)
+	if errors.Is(err, errNoRepository) {
+		return "", nil
+	}
+	if note, err = removeGateOptions(g, m.Pull, 0); err != nil || slices.Contains(own, gateOption(m.Pull, m.Token)) {
+		return note, err // merged under the pull request's own claim
+	}
+	values, err := g.LocalValues(pushOptionKey)
+	if err != nil {
+		return note, nil // the merge stands; this was only a hint
+	}
+	var maybe, issues []string
+	for _, v := range values {
+		if issue, token, ok := parseGateOption(v); ok && issue != m.Pull && token == m.Token {
+			maybe = append(maybe, v)
+			issues = append(issues, strconv.FormatInt(issue, 10))
+		}
+	}
+	var more string
+	switch len(maybe) {
+	case 0:
+		return note, nil
+	case 1:
+		more = fmt.Sprintf("push option %s stays in this checkout: if it is the claim the merge ended (token %d), git collab unclaim %s takes it out",
+			maybe[0], m.Token, issues[0])
+	default:
+		more = fmt.Sprintf("push options %s stay in this checkout: if one is the claim the merge ended (token %d), git collab unclaim <issue> takes it out",
+			strings.Join(maybe, ", "), m.Token)
+	}
+	return strings.TrimPrefix(note+"\n"+more, "\n"), nil
+}
+
+// parseGateOption reads a gate option, collab-lease=<issue>:<token>.
+func parseGateOption(v string) (issue, token int64, ok bool) {
+	rest, ok := strings.CutPrefix(v, contract.GatePushOption+"=")
+	if !ok {
+		return 0, 0, false
+	}
+	i, t, ok := strings.Cut(rest, ":")
+	if !ok {
+		return 0, 0, false
+	}
+	issue, err1 := strconv.ParseInt(i, 10, 64)
+	token, err2 := strconv.ParseInt(t, 10, 64)
+	return issue, token, err1 == nil && err2 == nil && issue > 0 && token > 0
 }

@@ -4,6 +4,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -276,6 +277,61 @@ func TestClaimAndUnclaimKeepTheCheckoutsPushOption(t *testing.T) {
 	}
 }
 
+// A merge takes the pull request's options out of the checkout: it ended
+// the pull request's claim, whoever held it. The claim it was merged
+// under may be an issue's the pull request closes, which the reply does
+// not name: an option of another issue with that token stays, and is
+// named. A merge that did not happen changes nothing, but one answered
+// not_holder, as a release would be.
+func TestMergeTakesThePullRequestsPushOptionOut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	for _, v := range []string{"ci.skip", "collab-lease=7:3", "collab-lease=42:3", "collab-lease=8:1", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"} {
+		h.git("-C", h.repo, "config", "--add", "push.pushOption", v)
+	}
+	merged := `{"status":"merged","repo":"acme/widgets","pull":%d,"sha":"6f1c0e2d","token":%d}` + "\n"
+	for _, c := range []struct {
+		args         []string
+		code, stdout string
+		want         result
+		options      []string
+	}{
+		{[]string{"merge", "7", "--style", "squash"}, "4", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"merge conflict"}` + "\n",
+			result{"", "not merged: Gitea refused acme/widgets!7: merge conflict\n", 4},
+			[]string{"ci.skip", "collab-lease=7:3", "collab-lease=42:3", "collab-lease=8:1", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+		{[]string{"merge", "7", "--token", "2"}, "4", `{"status":"stale","repo":"acme/widgets","issue":7,"token":3}` + "\n",
+			result{"", "not merged: token 2 is stale: acme/widgets#7 is now at token 3\n", 4},
+			[]string{"ci.skip", "collab-lease=7:3", "collab-lease=42:3", "collab-lease=8:1", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+		// Under the pull request's own claim: 42:3 is another issue's.
+		{[]string{"merge", "7"}, "0", fmt.Sprintf(merged, 7, 3),
+			result{"merged acme/widgets!7 under token 3: 6f1c0e2d\npush option collab-lease=7:3 removed from this checkout\n", "", 0},
+			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=8:1", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+		// Under an issue's claim: the one option of that token is named.
+		{[]string{"merge", "8"}, "0", fmt.Sprintf(merged, 8, 3),
+			result{"merged acme/widgets!8 under token 3: 6f1c0e2d\npush option collab-lease=8:1 removed from this checkout\n" +
+				"push option collab-lease=42:3 stays in this checkout: if it is the claim the merge ended (token 3), git collab unclaim 42 takes it out\n", "", 0},
+			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+		{[]string{"merge", "10"}, "0", fmt.Sprintf(merged, 10, 5),
+			result{"merged acme/widgets!10 under token 5: 6f1c0e2d\n" +
+				"push options collab-lease=43:5, collab-lease=44:5 stay in this checkout: if one is the claim the merge ended (token 5), git collab unclaim <issue> takes it out\n", "", 0},
+			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+		{[]string{"merge", "11"}, "0", fmt.Sprintf(merged, 11, 8),
+			result{"merged acme/widgets!11 under token 8: 6f1c0e2d\n", "", 0},
+			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+		{[]string{"merge", "9"}, "4", `{"status":"not_holder","repo":"acme/widgets","issue":9,"holder":"bob","agent":null,"expires_at":null}` + "\n",
+			result{"", "not merged: acme/widgets!9 is claimed by bob (open-ended)\npush option collab-lease=9:2 removed from this checkout\n", 4},
+			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5"}},
+	} {
+		h.answer(c.code, c.stdout, "")
+		if r := h.run(c.args...); r != c.want {
+			t.Errorf("%q: %+v, want %+v", c.args, r, c.want)
+		}
+		if got := h.localOptions(); !reflect.DeepEqual(got, c.options) {
+			t.Errorf("%q: the checkout's push options are %q, want %q", c.args, got, c.options)
+		}
+	}
+}
+
 // A checkout whose config cannot be written does not turn a claim into a
 // failure: one warning line, and the reply as ever.
 func TestClaimThatCannotSetThePushOptionWarns(t *testing.T) {
@@ -359,6 +415,38 @@ func TestMCPKeepsTheCheckoutsPushOption(t *testing.T) {
 	closeServer()
 	if got, want := h.localOptions(), []string{"ci.skip"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("after the server's end the checkout's push options are %q, want %q", got, want)
+	}
+}
+
+// The MCP server's merge takes the pull request's option out of its
+// checkout, as an unclaim would; the claim of an issue the pull request
+// closes goes when the session says it was lost.
+func TestMCPMergeTakesThePullRequestsPushOptionOut(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	cs := h.mcpClient()
+	callTool(t, cs, "claim", map[string]any{"issue": 7})
+	callTool(t, cs, "claim", map[string]any{"issue": 42})
+	if got, want := h.localOptions(), []string{"collab-lease=7:1", "collab-lease=42:2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the checkout's push options are %q, want %q", got, want)
+	}
+	res := callTool(t, cs, "merge", map[string]any{"pull": 7, "style": "squash"})
+	if txt := texts(res); res.IsError || !strings.HasPrefix(txt[0], "merged acme/widgets!7 under token 1: 6f1c0e2d\npush option collab-lease=7:1 removed from this checkout\nMerged.") {
+		t.Fatalf("%q", txt)
+	}
+	if got, want := f.received()[2], "merge 'acme/widgets' '7' --style 'squash'"; got != want {
+		t.Fatalf("the session received %q, want %q", got, want)
+	}
+	if got, want := h.localOptions(), []string{"collab-lease=42:2"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the checkout's push options are %q, want %q", got, want)
+	}
+	f.lose(42, "closed")
+	waitFor(t, "the closed issue's option to go", func() bool {
+		return strings.Contains(texts(callTool(t, cs, "claims", nil))[0], "Note: push option collab-lease=42:2 removed from this checkout.")
+	})
+	if got := h.localOptions(); got != nil {
+		t.Fatalf("the checkout's push options are %q", got)
 	}
 }
 

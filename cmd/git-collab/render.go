@@ -54,6 +54,13 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 			expiresPhrase(stdTime(r.ExpiresAt), now))}
 	case *contract.Released:
 		return rendered{stdout: "released " + named(r.Repo, r.Issue) + "\n"}
+	case *contract.Merged:
+		return rendered{stdout: fmt.Sprintf("merged %s under token %d: %s\n", pullNamed(r.Repo, r.Pull), r.Token, clean(r.SHA))}
+	case *contract.MergeRefused:
+		return rendered{stderr: fmt.Sprintf("not merged: Gitea refused %s: %s\n", pullNamed(r.Repo, r.Pull), clean(r.Reason))}
+	case *contract.MergeBusy:
+		return rendered{stderr: fmt.Sprintf("not merged: %s did not get its turn within %s (%s ahead); merge again later, or with a longer --wait\n",
+			pullNamed(r.Repo, r.Pull), durationWords(req.Wait), merges(r.Ahead))}
 	case *contract.Tenure:
 		if r.Status == contract.StatusCurrent {
 			return rendered{stdout: fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
@@ -77,6 +84,9 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 			named(r.Repo, r.Issue), clock(time.Time(r.Until), now))}
 	case *contract.Stale:
 		// The reply names the current token, not the one asked about.
+		if req.Verb == contract.VerbMerge {
+			return rendered{stderr: "not merged: " + staleMerge(req.Token, *r) + "\n"}
+		}
 		if r.Token == nil {
 			return rendered{stderr: fmt.Sprintf("token %d is stale: nobody holds %s\n", req.Token, named(r.Repo, r.Issue))}
 		}
@@ -86,7 +96,16 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 		if r.Status == contract.StatusHeld {
 			return rendered{stderr: claimedBy(name, who(*r.Holder, r.Agent), stdTime(r.ExpiresAt), now) + "\n"}
 		}
-		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released", contract.VerbHandoff: "not handed off"}[req.Verb]
+		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released", contract.VerbHandoff: "not handed off",
+			contract.VerbMerge: "not merged"}[req.Verb]
+		if req.Verb == contract.VerbMerge && r.Issue == req.Issue {
+			// The pull request's claim; else the reply names the claim of
+			// an issue it closes, by the issue.
+			name = pullNamed(r.Repo, r.Issue)
+			if r.Holder == nil {
+				return rendered{stderr: fmt.Sprintf("%s: nobody holds %s or an issue it closes; claim it first\n", what, name)}
+			}
+		}
 		if r.Holder == nil {
 			return rendered{stderr: fmt.Sprintf("%s: you do not hold %s (nobody does; claim it again)\n", what, name)}
 		}
@@ -97,6 +116,50 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 
 // named is how a reply's issue is shown: "acme/widgets#42".
 func named(repo string, issue int64) string { return clean(repo) + "#" + strconv.FormatInt(issue, 10) }
+
+// pullNamed is how a merge's pull request is shown: "acme/widgets!7", as
+// the sidecar's own lines name one.
+func pullNamed(repo string, pull int64) string {
+	return clean(repo) + "!" + strconv.FormatInt(pull, 10)
+}
+
+// staleMerge says why a merge under token (0: the caller's current one)
+// was stale: the claim it named is at another token now, or nobody's.
+func staleMerge(token int64, r contract.Stale) string {
+	yours := "your token"
+	if token != 0 {
+		yours = fmt.Sprintf("token %d", token)
+	}
+	if r.Token == nil {
+		return fmt.Sprintf("%s is stale: nobody holds %s", yours, named(r.Repo, r.Issue))
+	}
+	return fmt.Sprintf("%s is stale: %s is now at token %d", yours, named(r.Repo, r.Issue), *r.Token)
+}
+
+// merges is "1 merge" or "2 merges".
+func merges(n int) string {
+	if n == 1 {
+		return "1 merge"
+	}
+	return strconv.Itoa(n) + " merges"
+}
+
+// durationWords is a wait as a person writes it: "2m", "90s", "1h30m".
+func durationWords(d time.Duration) string {
+	d = d.Round(time.Second)
+	h, m, s := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
+	var b strings.Builder
+	if h > 0 {
+		fmt.Fprintf(&b, "%dh", h)
+	}
+	if m > 0 {
+		fmt.Fprintf(&b, "%dm", m)
+	}
+	if s > 0 || b.Len() == 0 {
+		fmt.Fprintf(&b, "%ds", s)
+	}
+	return b.String()
+}
 
 // stdTime reads an optional contract time (nil: open-ended).
 func stdTime(t *contract.Time) *time.Time { return (*time.Time)(t) }

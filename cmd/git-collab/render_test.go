@@ -108,6 +108,27 @@ func TestRender(t *testing.T) {
 				"5      alice        10:00 UTC             11:00 UTC             force_released by root\n" +
 				"4      bob          2026-09-04 09:00 UTC  2026-09-04 09:30 UTC  expired\n" +
 				"3      bob          2026-09-04 08:00 UTC  2026-09-04 08:10 UTC  released\n", ""},
+		// merge, and every answer of it that is not a merge.
+		{"merge 7", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","token":3}`, 0,
+			"merged acme/widgets!7 under token 3: 6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e\n", ""},
+		{"merge 7", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"Please try again later"}`, 4,
+			"", "not merged: Gitea refused acme/widgets!7: Please try again later\n"},
+		{"merge 7", `{"status":"busy","repo":"acme/widgets","pull":7,"ahead":2}`, 4,
+			"", "not merged: acme/widgets!7 did not get its turn within 2m (2 merges ahead); merge again later, or with a longer --wait\n"},
+		{"merge 7 --wait 90", `{"status":"busy","repo":"acme/widgets","pull":7,"ahead":1}`, 4,
+			"", "not merged: acme/widgets!7 did not get its turn within 1m30s (1 merge ahead); merge again later, or with a longer --wait\n"},
+		{"merge 7 --token 3", `{"status":"stale","repo":"acme/widgets","issue":42,"token":5}`, 4,
+			"", "not merged: token 3 is stale: acme/widgets#42 is now at token 5\n"},
+		{"merge 7", `{"status":"stale","repo":"acme/widgets","issue":7,"token":null}`, 4,
+			"", "not merged: your token is stale: nobody holds acme/widgets#7\n"},
+		{"merge 7", `{"status":"not_holder","repo":"acme/widgets","issue":7,"holder":"bob","agent":"b1","expires_at":"2026-09-05T12:05:00Z"}`, 4,
+			"", "not merged: acme/widgets!7 is claimed by bob/b1 until 12:05 UTC\n"},
+		{"merge 7", `{"status":"not_holder","repo":"acme/widgets","issue":7,"holder":null,"agent":null,"expires_at":null}`, 4,
+			"", "not merged: nobody holds acme/widgets!7 or an issue it closes; claim it first\n"},
+		{"merge 7", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":"bob","agent":null,"expires_at":null}`, 4,
+			"", "not merged: acme/widgets#42 is claimed by bob (open-ended)\n"},
+		{"merge 7", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"conflict\u001b[2J"}`, 4,
+			"", "not merged: Gitea refused acme/widgets!7: \"conflict\\x1b[2J\"\n"},
 		// A tenure that ended without saying how, and a holder with a
 		// control character.
 		{"history 7", `{"repo":"acme/widgets","issue":7,"tenures":[` +
@@ -146,6 +167,11 @@ func TestRenderRefusesWhatItDoesNotKnow(t *testing.T) {
 		{"history 1", `{"repo":"a/b","issue":1,"tenures":[]}`, 4},
 		{"history 1", `{"repo":"a/b","issue":1,"tenures":{}}`, 0},
 		{"claim 1", `{"status":"acquired","repo":"a/b","issue":1}`, 1}, // errors are on stderr already
+		{"merge 7", `{"status":"merged","repo":"a/b","pull":7,"sha":"x","token":1}`, 4},
+		{"merge 7", `{"status":"refused","repo":"a/b","pull":7,"reason":"no"}`, 0},
+		{"merge 7", `{"status":"held","repo":"a/b","issue":7,"holder":"bob","agent":null,"expires_at":null}`, 4}, // acquire's refusal
+		{"merge 7", `{"status":"none","repo":"a/b"}`, 4},
+		{"merge 7", `{"status":"current","repo":"a/b","issue":7,"holder":"bob","agent":null,"token":1}`, 0},
 	} {
 		if got, err := Render(request(t, c.args), c.code, []byte(c.body), now); err == nil {
 			t.Errorf("%s %q (exit %d): rendered %+v, want an error", c.args, c.body, c.code, got)

@@ -11,11 +11,11 @@ import (
 // decodeReply reads the sidecar's reply to req, sent with exit status code
 // (0 or 4), into the contract shape that verb answers with under that
 // status: *contract.Tenure, *contract.Conflict, *contract.Cooling,
-// *contract.Limit,
-// *contract.None, *contract.Stale, *contract.Released, *contract.List or
-// *contract.History. What it cannot read, and a shape or status the verb
-// never answers with, is an error: the callers then show the reply as it
-// is rather than guess.
+// *contract.Limit, *contract.None, *contract.Stale, *contract.Released,
+// *contract.HandedOff, *contract.List, *contract.History,
+// *contract.Merged, *contract.MergeRefused or *contract.MergeBusy. What
+// it cannot read, and a shape or status the verb never answers with, is
+// an error: the callers then show the reply as it is rather than guess.
 //
 // It is the one reading of a reply: the command line renders what it
 // returns for people, and the MCP server hands it to agents.
@@ -37,6 +37,24 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return nil, err
 		}
 		return r, wantStatus(r.Status, code, contract.StatusHandedOff)
+	case code == contract.ExitOK && req.Verb == contract.VerbMerge:
+		r, err := decodeAs[contract.Merged](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusMerged)
+	case req.Verb == contract.VerbMerge && bytes.Contains(body, []byte(`"status":"refused"`)):
+		r, err := decodeAs[contract.MergeRefused](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusRefused)
+	case req.Verb == contract.VerbMerge && bytes.Contains(body, []byte(`"status":"busy"`)):
+		r, err := decodeAs[contract.MergeBusy](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusBusy)
 	case code == contract.ExitOK && req.Verb == contract.VerbRelease:
 		r, err := decodeAs[contract.Released](body)
 		if err != nil {
@@ -63,7 +81,7 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return nil, err
 		}
 		return r, wantStatus(r.Status, code, contract.StatusNone)
-	case req.Verb == contract.VerbCheck:
+	case req.Verb == contract.VerbCheck || (req.Verb == contract.VerbMerge && bytes.Contains(body, []byte(`"status":"stale"`))):
 		r, err := decodeAs[contract.Stale](body)
 		if err != nil {
 			return nil, err
@@ -83,7 +101,8 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 	switch {
 	case r.Status == contract.StatusHeld && req.Verb == contract.VerbAcquire && r.Holder != nil:
 		return r, nil
-	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease || req.Verb == contract.VerbHandoff):
+	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease || req.Verb == contract.VerbHandoff ||
+		req.Verb == contract.VerbMerge):
 		return r, nil
 	}
 	return nil, unexpected(r.Status, code)

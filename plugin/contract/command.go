@@ -24,6 +24,7 @@ const (
 	VerbCheck   Verb = "check"
 	VerbHistory Verb = "history"
 	VerbHandoff Verb = "handoff"
+	VerbMerge   Verb = "merge"
 	VerbSession Verb = "session"
 	VerbHelp    Verb = "help"
 )
@@ -35,15 +36,17 @@ type Command struct {
 	Verb  Verb
 	Owner string // without a leading "/"
 	Name  string // without a trailing ".git"
-	// Issue is > 0 for acquire, renew, release, check and history; 0 for
-	// list, next and help.
+	// Issue is > 0 for acquire, renew, release, check and history, and
+	// merge's pull request; 0 for list, next and help.
 	Issue int64
 	// TTL is 0 when no --ttl was given (an open-ended acquire or next, and
 	// always for the other verbs); otherwise whole seconds in [1s, maxTTL].
 	TTL time.Duration
 	// Wait (acquire --wait, next --wait): how long to wait for a held
 	// issue, or for any issue next may take, to free up; 0 means do not
-	// wait. Whole seconds in [1s, maxTTL].
+	// wait. Whole seconds in [1s, maxTTL]. For merge, how long to wait for
+	// the turn to merge into the base branch: DefaultMergeWait unless
+	// given.
 	Wait time.Duration
 	// Force (release --force): release another account's lease, as a
 	// repository admin.
@@ -55,7 +58,8 @@ type Command struct {
 	// Oldest (next --oldest): the oldest free issue, whatever the
 	// sidecar's priority labels.
 	Oldest bool
-	// Token (check --token): the fencing token to check, > 0.
+	// Token (check --token, merge --token): the fencing token to check, > 0;
+	// 0 for a merge without one (the caller's current token).
 	Token int64
 	// ToLogin and ToAgent (handoff --to <login>[/<agent>]): whom the
 	// claim goes to, an account and, after a "/", one of its agents.
@@ -73,6 +77,11 @@ type Command struct {
 	Grace time.Duration
 	// Resume (session --resume): the id of the session to take over.
 	Resume string
+	// Style (merge --style): how the forge merges, one of MergeStyles; ""
+	// is the forge's "merge". DeleteBranch (merge --delete-branch): delete
+	// the head branch once merged.
+	Style        string
+	DeleteBranch bool
 }
 
 // To is handoff's target as --to names it: "login" or "login/agent".

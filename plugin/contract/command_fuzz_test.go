@@ -42,7 +42,7 @@ func FuzzParseCommand(f *testing.F) {
 			if cmd.Issue != 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: %s carries an issue", line, cmd, cmd.Verb)
 			}
-		case VerbAcquire, VerbRenew, VerbRelease, VerbCheck, VerbHistory, VerbHandoff:
+		case VerbAcquire, VerbRenew, VerbRelease, VerbCheck, VerbHistory, VerbHandoff, VerbMerge:
 			if cmd.Issue <= 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: issue not positive", line, cmd)
 			}
@@ -61,13 +61,15 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("ParseCommand(%q) = %+v: renew without ttl", line, cmd)
 		case cmd.Verb != VerbAcquire && cmd.Verb != VerbRenew && cmd.Verb != VerbNext && cmd.TTL != 0:
 			t.Fatalf("ParseCommand(%q) = %+v: ttl on %s", line, cmd, cmd.Verb)
-		case cmd.Wait != 0 && (cmd.Verb != VerbAcquire && cmd.Verb != VerbNext || cmd.Wait < time.Second || cmd.Wait%time.Second != 0 || (limit > 0 && cmd.Wait > limit)):
+		case (cmd.Verb == VerbMerge) && cmd.Wait == 0, cmd.Wait != 0 && (cmd.Verb != VerbAcquire && cmd.Verb != VerbNext && cmd.Verb != VerbMerge || cmd.Wait < time.Second || cmd.Wait%time.Second != 0 || (limit > 0 && cmd.Wait > limit)):
 			t.Fatalf("ParseCommand(%q, %v) = %+v: bad wait", line, limit, cmd)
 		case (cmd.Labels != nil || cmd.Pulls) && cmd.Verb != VerbNext, len(cmd.Labels) > MaxLabels:
 			t.Fatalf("ParseCommand(%q) = %+v: bad labels", line, cmd)
+		case (cmd.Style != "" || cmd.DeleteBranch) && cmd.Verb != VerbMerge, cmd.Style != "" && !ValidMergeStyle(cmd.Style):
+			t.Fatalf("ParseCommand(%q) = %+v: bad merge options", line, cmd)
 		case cmd.Force && cmd.Verb != VerbRelease:
 			t.Fatalf("ParseCommand(%q) = %+v: force on %s", line, cmd, cmd.Verb)
-		case (cmd.Verb == VerbCheck) != (cmd.Token > 0), cmd.Token < 0:
+		case cmd.Verb == VerbCheck && cmd.Token <= 0, cmd.Token != 0 && cmd.Verb != VerbCheck && cmd.Verb != VerbMerge, cmd.Token < 0:
 			t.Fatalf("ParseCommand(%q) = %+v: bad token", line, cmd)
 		case (cmd.Verb == VerbHistory) != (cmd.Limit != 0), cmd.Limit < 0, cmd.Limit > MaxHistoryLimit:
 			t.Fatalf("ParseCommand(%q) = %+v: bad limit", line, cmd)
@@ -103,6 +105,12 @@ func FuzzParseCommand(f *testing.F) {
 		}
 		if cmd.Token != 0 {
 			rendered += " --token " + strconv.FormatInt(cmd.Token, 10)
+		}
+		if cmd.Style != "" {
+			rendered += " --style " + cmd.Style
+		}
+		if cmd.DeleteBranch {
+			rendered += " --delete-branch"
 		}
 		if cmd.Verb == VerbHistory {
 			rendered += " --limit " + strconv.Itoa(cmd.Limit)

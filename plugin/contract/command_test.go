@@ -155,6 +155,14 @@ var parseCases = []parseCase{
 	{line: "collab-lease handoff acme/widgets 42 --to bot/agent-8 --agent agent-7", want: Command{Verb: VerbHandoff, Owner: "acme", Name: "widgets", Issue: 42, ToLogin: "bot", ToAgent: "agent-8", Agent: "agent-7"}},
 	{line: "collab-lease handoff acme/widgets 42", err: "error: usage: handoff needs --to <login>[/<agent>]; expected: collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]"},
 	{line: "collab-lease handoff acme/widgets 42 --to 'a b'", err: `error: usage: --to must be a login, or login/agent, got "a b"`},
+	{line: "collab-lease merge acme/widgets 7", want: Command{Verb: VerbMerge, Owner: "acme", Name: "widgets", Issue: 7, Wait: DefaultMergeWait}},
+	{line: "collab-lease merge acme/widgets #7 --token 8 --style squash --delete-branch --wait 30s --agent a1",
+		want: Command{Verb: VerbMerge, Owner: "acme", Name: "widgets", Issue: 7, Token: 8, Style: "squash", DeleteBranch: true, Wait: 30 * time.Second, Agent: "a1"}},
+	{line: "collab-lease merge acme/widgets 7 --style manually-merged", err: `error: usage: --style must be one of merge, rebase, rebase-merge, squash, fast-forward-only, got "manually-merged"`},
+	{line: "collab-lease merge acme/widgets 07", err: `error: usage: pull request must not have a leading zero, got "07"`},
+	{line: "collab-lease merge acme/widgets", err: "error: usage: merge needs <pull>; expected: collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]"},
+	{line: "collab-lease merge acme/widgets 7 --ttl 5m", err: "error: usage: merge takes no --ttl; expected: collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]"},
+	{line: "collab-lease acquire acme/widgets 7 --style squash", err: "error: usage: acquire takes no --style; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
 	{line: "collab-lease handoff acme/widgets 42 --to bob/", err: `error: usage: --to "bob/": the agent must be 1 to 40 of A-Z a-z 0-9 . _ - starting with a letter or digit`},
 	{line: "collab-lease acquire acme/widgets 42 --oldest", err: "error: usage: acquire takes no --oldest; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
 	{line: "collab-lease check acme/widgets 42 --token 3 --agent x", want: Command{Verb: VerbCheck, Owner: "acme", Name: "widgets", Issue: 42, Token: 3, Agent: "x"}},
@@ -563,7 +571,7 @@ func TestFormatTTL(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	lines := strings.Split(Usage, "\n")
-	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbSession, VerbHelp}
+	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbMerge, VerbSession, VerbHelp}
 	if len(lines) != len(verbs)+1 || lines[len(verbs)] != "" {
 		t.Fatalf("Usage is not one line per verb and a trailing newline: %q", Usage)
 	}
@@ -622,6 +630,10 @@ func TestPartsParseAsTheCommandDoes(t *testing.T) {
 		_, want := ParseCommand("collab-lease release a/b "+issue, cmdTestMaxTTL)
 		if _, got := ParseIssue(issue); line(got) != line(want) {
 			t.Errorf("ParseIssue(%q): %q, ParseCommand: %q", issue, line(got), line(want))
+		}
+		_, want = ParseCommand("collab-lease merge a/b "+issue, cmdTestMaxTTL)
+		if _, got := ParsePull(issue); line(got) != line(want) {
+			t.Errorf("ParsePull(%q): %q, ParseCommand: %q", issue, line(got), line(want))
 		}
 	}
 	for _, repo := range []string{"acme/widgets", "/acme/widgets.git", "acme", "acme/widgets.wiki", "/-acme/w", "a/b/c"} {

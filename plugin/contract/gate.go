@@ -84,7 +84,18 @@ type GateQuestion struct {
 	Options []string `json:"options"`
 	// Refs are the lines of the hook's stdin.
 	Refs []GateRef `json:"refs"`
+	// Paths are the paths the push's new commits change (those no ref
+	// reached before the push), for path reservations, at most
+	// MaxGatePaths; past that, PathsAreDirs: the directories of those
+	// paths instead (a directory "a/b" stands for everything under it),
+	// at most MaxGatePaths of them. Empty for an internal push and a
+	// merge, which are not checked.
+	Paths        []string `json:"paths,omitempty"`
+	PathsAreDirs bool     `json:"paths_are_dirs,omitempty"`
 }
+
+// MaxGatePaths bounds the paths (or directories) of one question.
+const MaxGatePaths = 10000
 
 // GateRef is one "<old> <new> <ref>" line of a push.
 type GateRef struct {

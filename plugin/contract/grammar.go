@@ -29,11 +29,13 @@ type Arg int
 const (
 	ArgRepo  Arg = iota // <owner>/<repo>, as ParseRepo reads it
 	ArgIssue            // <issue>, as ParseIssue reads it
+	ArgPull             // <pull>, a pull request's number, read as ParseIssue reads an issue's
 )
 
 var (
 	repoArgs  = []Arg{ArgRepo}
 	issueArgs = []Arg{ArgRepo, ArgIssue}
+	pullArgs  = []Arg{ArgRepo, ArgPull}
 )
 
 // syntaxes are the verbs, in the order Usage lists them. Help takes
@@ -47,6 +49,7 @@ var syntaxes = []Syntax{
 	{VerbCheck, issueArgs, []string{"--token", "--agent"}, []string{"--token"}},
 	{VerbHistory, issueArgs, []string{"--limit", "--agent"}, nil},
 	{VerbHandoff, issueArgs, []string{"--to", "--agent"}, []string{"--to"}},
+	{VerbMerge, pullArgs, []string{"--token", "--style", "--delete-branch", "--wait", "--agent"}, nil},
 	{VerbSession, nil, []string{"--agent", "--grace", "--resume"}, nil},
 	{VerbHelp, nil, nil, nil},
 }
@@ -62,6 +65,10 @@ var argSpecs = [...]struct {
 	}},
 	ArgIssue: {"<issue>", func(c *Command, s string) (err error) {
 		c.Issue, err = ParseIssue(s)
+		return err
+	}},
+	ArgPull: {"<pull>", func(c *Command, s string) (err error) {
+		c.Issue, err = ParsePull(s)
 		return err
 	}},
 }
@@ -123,7 +130,26 @@ var flagSpecs = []flagSpec{
 			c.Wait, err = parseTTL("--wait", v, maxTTL)
 			return err
 		},
-		show: func(c Command) []string { return shown(c.Wait != 0, formatTTL(c.Wait)) }},
+		preset: func(c *Command) {
+			if c.Verb == VerbMerge {
+				c.Wait = DefaultMergeWait
+			}
+		},
+		show: func(c Command) []string {
+			return shown(c.Wait != 0 && (c.Verb != VerbMerge || c.Wait != DefaultMergeWait), formatTTL(c.Wait))
+		}},
+	{name: "--style", meta: "merge|rebase|rebase-merge|squash|fast-forward-only", needs: "a merge style", example: "--style squash",
+		set: func(c *Command, v string, _ time.Duration) error {
+			if !ValidMergeStyle(v) {
+				return usageErrorf("--style must be one of %s, got %s", strings.Join(MergeStyles(), ", "), quoteArg(v))
+			}
+			c.Style = v
+			return nil
+		},
+		show: func(c Command) []string { return shown(c.Style != "", c.Style) }},
+	{name: "--delete-branch",
+		set:  func(c *Command, _ string, _ time.Duration) error { c.DeleteBranch = true; return nil },
+		show: func(c Command) []string { return shown(c.DeleteBranch, "") }},
 	{name: "--force",
 		set:  func(c *Command, _ string, _ time.Duration) error { c.Force = true; return nil },
 		show: func(c Command) []string { return shown(c.Force, "") }},

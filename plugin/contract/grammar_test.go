@@ -25,6 +25,7 @@ collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--
 collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
 collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
 collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]
+collab-lease merge   <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]
 collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]
 collab-lease help
 `
@@ -38,6 +39,7 @@ var handWrittenLines = map[Verb]string{
 	VerbCheck:   "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]",
 	VerbHistory: "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]",
 	VerbHandoff: "collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]",
+	VerbMerge:   "collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]",
 	VerbSession: "collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]",
 	VerbHelp:    "collab-lease help",
 }

@@ -85,20 +85,28 @@ func checkNamePart(what, n, whole string) error {
 // ParseIssue parses <issue> as ParseCommand does: ASCII decimal digits,
 // optionally after one "#", positive, without a sign or a leading zero, at
 // most 2^63-1. Every failure is a *UsageError naming s.
-func ParseIssue(s string) (int64, error) {
+func ParseIssue(s string) (int64, error) { return parseNumber("issue", s) }
+
+// ParsePull parses <pull> as ParseCommand does: as ParseIssue, with
+// errors that name a pull request.
+func ParsePull(s string) (int64, error) { return parseNumber("pull request", s) }
+
+// parseNumber reads the number of an issue or pull request (what names
+// it in the error lines) as ParseIssue documents.
+func parseNumber(what, s string) (int64, error) {
 	d := strings.TrimPrefix(s, "#")
 	if d == "" || !allDigitBytes(d) {
-		return 0, usageErrorf("issue must be a positive number like 42 or #42, got %s", quoteArg(s))
+		return 0, usageErrorf("%s must be a positive number like 42 or #42, got %s", what, quoteArg(s))
 	}
 	if d[0] == '0' {
 		if strings.Trim(d, "0") == "" {
-			return 0, usageErrorf("issue must be a positive number, got %s", quoteArg(s))
+			return 0, usageErrorf("%s must be a positive number, got %s", what, quoteArg(s))
 		}
-		return 0, usageErrorf("issue must not have a leading zero, got %s", quoteArg(s))
+		return 0, usageErrorf("%s must not have a leading zero, got %s", what, quoteArg(s))
 	}
 	n, err := strconv.ParseInt(d, 10, 64)
 	if err != nil {
-		return 0, usageErrorf("issue number too large, got %s", quoteArg(s))
+		return 0, usageErrorf("%s number too large, got %s", what, quoteArg(s))
 	}
 	return n, nil
 }

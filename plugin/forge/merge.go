@@ -2,7 +2,9 @@ package forge
 
 import (
 	"errors"
-	"slices"
+	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // Merging a pull request through the forge: what the merge
@@ -30,6 +32,13 @@ type PullState struct {
 	// base repository's); 0 when that repository is gone.
 	HeadRepoID int64
 	MergeSHA   string // the merge commit, once merged
+	// Title and Body are what the closing keywords are read from; Author
+	// opened it.
+	Title, Body string
+	Author      User
+	// Updated is the forge's last update of the pull request; MergedAt,
+	// once merged, when.
+	Updated, MergedAt time.Time
 }
 
 // MergeOptions are what a merge asks of the forge.
@@ -47,13 +56,11 @@ type MergeOptions struct {
 }
 
 // MergeStyles are the merge styles a merge may ask for, as Gitea names
-// them.
-func MergeStyles() []string {
-	return []string{"merge", "rebase", "rebase-merge", "squash", "fast-forward-only"}
-}
+// them: the contract's (merge --style).
+func MergeStyles() []string { return contract.MergeStyles() }
 
 // ValidMergeStyle reports whether style is one of MergeStyles.
-func ValidMergeStyle(style string) bool { return slices.Contains(MergeStyles(), style) }
+func ValidMergeStyle(style string) bool { return contract.ValidMergeStyle(style) }
 
 var (
 	// ErrMergeNotYet: the forge will not merge the pull request yet. Gitea

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/collab-lease/collab-lease/plugin/forge"
@@ -77,7 +78,15 @@ type pullJSON struct {
 	Mergeable bool    `json:"mergeable"`
 	Merged    bool    `json:"merged"`
 	MergeSHA  *string `json:"merge_commit_sha"`
-	Base      *struct {
+	Title     string  `json:"title"`
+	Body      string  `json:"body"`
+	User      *struct {
+		ID    int64  `json:"id"`
+		Login string `json:"login"`
+	} `json:"user"`
+	Updated  *time.Time `json:"updated_at"`
+	MergedAt *time.Time `json:"merged_at"`
+	Base     *struct {
 		Label string `json:"label"`
 		SHA   string `json:"sha"`
 	} `json:"base"`
@@ -126,6 +135,16 @@ func pullState(p pullJSON, n int64) (forge.PullState, error) {
 	}
 	if p.MergeSHA != nil {
 		st.MergeSHA = *p.MergeSHA
+	}
+	st.Title, st.Body = p.Title, p.Body
+	if p.User != nil {
+		st.Author = forge.User{ID: p.User.ID, Login: p.User.Login}
+	}
+	if p.Updated != nil {
+		st.Updated = p.Updated.UTC()
+	}
+	if p.MergedAt != nil {
+		st.MergedAt = p.MergedAt.UTC()
 	}
 	for _, sha := range []string{st.HeadSHA, st.BaseSHA, st.MergeSHA} {
 		if sha != "" && !validSHA(sha) {

@@ -58,15 +58,15 @@ func TestMergeAgainstGitea(t *testing.T) {
 		n := h.openPull("add-a", "a.txt", "a\n")
 		st := h.waitFor(n, "mergeable", func(st forge.PullState) bool { return st.Mergeable })
 		want := forge.PullState{Number: n, Mergeable: true, HeadSHA: h.branch("add-a"), BaseSHA: h.branch("main"),
-			Base: "main", Head: "add-a", HeadRepoID: repo.ID}
-		if st != want {
+			Base: "main", Head: "add-a", HeadRepoID: repo.ID, Title: st.Title, Author: st.Author, Updated: st.Updated}
+		if st != want || st.Title == "" || st.Author.Login == "" || st.Updated.IsZero() {
 			t.Errorf("PullForMerge = %+v, want %+v", st, want)
 		}
 		if err := f.MergePull(ctx, "wes", "maria", "merges", n, forge.MergeOptions{Style: "merge", HeadSHA: st.HeadSHA, DeleteBranch: true}); err != nil {
 			t.Fatalf("MergePull: %v", err)
 		}
 		after, err := f.PullForMerge(ctx, "wes", "maria", "merges", n)
-		if err != nil || !after.Merged || !after.Closed || after.MergeSHA == "" || after.MergeSHA != h.branch("main") {
+		if err != nil || !after.Merged || !after.Closed || after.MergeSHA == "" || after.MergeSHA != h.branch("main") || after.MergedAt.IsZero() {
 			t.Errorf("after the merge: %+v, %v; want merged, closed, and main at the merge commit %s", after, err, h.branch("main"))
 		}
 		var raw struct {

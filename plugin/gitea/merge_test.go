@@ -241,13 +241,28 @@ func TestMergeWithGiteaDown(t *testing.T) {
 	}
 }
 
+// pulled is st with what pullAnswer says of every pull request besides.
+func pulled(st forge.PullState) forge.PullState {
+	st.Title, st.Body, st.Author = "Fix the widget", "Fixes #3", forge.User{ID: 9, Login: "bot"}
+	st.Updated = time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	return st
+}
+
+// merged is st merged when pullAnswer's merges say.
+func merged(st forge.PullState) forge.PullState {
+	st.MergedAt = time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	return st
+}
+
 // pullAnswer is Gitea 1.26's pull request, in part, with changes.
 func pullAnswer(change func(map[string]any)) map[string]any {
 	p := map[string]any{
 		"id": 70, "number": 7, "state": "open", "draft": false, "mergeable": true, "merged": false,
 		"merge_commit_sha": nil, "merge_base": baseSHA,
-		"base": map[string]any{"label": "main", "ref": "main", "sha": baseSHA, "repo_id": 5},
-		"head": map[string]any{"label": "feature", "ref": "feature", "sha": headSHA, "repo_id": 5},
+		"base":  map[string]any{"label": "main", "ref": "main", "sha": baseSHA, "repo_id": 5},
+		"head":  map[string]any{"label": "feature", "ref": "feature", "sha": headSHA, "repo_id": 5},
+		"title": "Fix the widget", "body": "Fixes #3", "user": map[string]any{"id": 9, "login": "bot"},
+		"updated_at": "2026-12-07T10:00:00Z",
 	}
 	if change != nil {
 		change(p)
@@ -263,15 +278,16 @@ func TestPullForMerge(t *testing.T) {
 		want   forge.PullState
 		err    error
 	}{
-		{"open and mergeable", jsonBody(pullAnswer(nil)), forge.PullState{
-			Number: 7, Mergeable: true, HeadSHA: headSHA, BaseSHA: baseSHA, Base: "main", Head: "feature", HeadRepoID: 5}, nil},
-		{"a draft being tested", jsonBody(pullAnswer(func(p map[string]any) { p["draft"], p["mergeable"] = true, false })), forge.PullState{
-			Number: 7, Draft: true, HeadSHA: headSHA, BaseSHA: baseSHA, Base: "main", Head: "feature", HeadRepoID: 5}, nil},
+		{"open and mergeable", jsonBody(pullAnswer(nil)), pulled(forge.PullState{
+			Number: 7, Mergeable: true, HeadSHA: headSHA, BaseSHA: baseSHA, Base: "main", Head: "feature", HeadRepoID: 5}), nil},
+		{"a draft being tested", jsonBody(pullAnswer(func(p map[string]any) { p["draft"], p["mergeable"] = true, false })), pulled(forge.PullState{
+			Number: 7, Draft: true, HeadSHA: headSHA, BaseSHA: baseSHA, Base: "main", Head: "feature", HeadRepoID: 5}), nil},
 		{"merged, its head repository gone", jsonBody(pullAnswer(func(p map[string]any) {
 			p["state"], p["merged"], p["mergeable"], p["merge_commit_sha"] = "closed", true, false, mergeSHA
+			p["merged_at"] = "2026-12-07T10:00:00Z"
 			p["head"] = map[string]any{"label": "feature", "ref": "refs/pull/7/head", "sha": headSHA, "repo_id": -1}
-		})), forge.PullState{
-			Number: 7, Closed: true, Merged: true, HeadSHA: headSHA, BaseSHA: baseSHA, Base: "main", Head: "feature", MergeSHA: mergeSHA}, nil},
+		})), merged(pulled(forge.PullState{
+			Number: 7, Closed: true, Merged: true, HeadSHA: headSHA, BaseSHA: baseSHA, Base: "main", Head: "feature", MergeSHA: mergeSHA})), nil},
 		{"not there", status(404, `{"message":"not found"}`), forge.PullState{}, forge.ErrNotFound},
 		{"another number", jsonBody(pullAnswer(func(p map[string]any) { p["number"] = 8 })), forge.PullState{}, forge.ErrUnavailable},
 		{"no state", jsonBody(pullAnswer(func(p map[string]any) { p["state"] = "" })), forge.PullState{}, forge.ErrUnavailable},

@@ -15,7 +15,7 @@ import (
 // it tests a pull request and after its test found a conflict, and says
 // neither in its API (mergeable is false for both). So the sidecar tests
 // the merge as Gitea does (services/pull/merge_tree.go and
-// modules/gitrepo/merge_tree.go, v1.26, with git 2.40 or later): the merge
+// modules/gitrepo/merge_tree.go, v1.26, with git 2.40 or later; 2.38 here): the merge
 // base of the base and head commits, then git merge-tree on the three,
 // whose exit status is 1 for a conflict. It runs in Gitea's repository
 // directory (on the same machine, or a shared disk, readable by the
@@ -30,8 +30,9 @@ const maxConflictFiles = 100
 // and in which files (at most maxConflictFiles; git may find a conflict
 // without naming a file), in the bare repository repoDir (Gitea's
 // <repository root>/<owner>/<name>.git, in lower case), with the git at
-// git ("" is the git on PATH), which must be 2.40 or later: Gitea's test
-// needs merge-tree's --merge-base, and so does this. As in Gitea's test,
+// git ("" is the git on PATH), which must be 2.38 or later: Gitea's test
+// needs merge-tree's --merge-base (2.40), which this passes where git has
+// it; 2.38 and 2.39 find the merge base themselves. As in Gitea's test,
 // commits without a merge base, and a head already in the base, are not
 // a conflict (Gitea finds such a pull request mergeable, with nothing to
 // merge).
@@ -74,13 +75,19 @@ func ConflictTest(ctx context.Context, git, repoDir, baseSHA, headSHA string) (c
 
 	out, code, err = runGit(ctx, git, repoDir, env, "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages",
 		"--merge-base="+base, baseSHA, headSHA)
+	if errors.Is(err, errOldGit) {
+		// git 2.38 and 2.39 have --write-tree but not --merge-base: they
+		// find the merge base themselves (the same one, but where two
+		// commits have several, which they merge first).
+		out, code, err = runGit(ctx, git, repoDir, env, "merge-tree", "--write-tree", "-z", "--name-only", "--no-messages", baseSHA, headSHA)
+	}
 	switch {
 	case code == 0:
 		return false, nil, nil
 	case code == 1:
 		return true, conflictedFiles(out), nil
 	case errors.Is(err, errOldGit):
-		return false, nil, fmt.Errorf("conflict test: %s needs git 2.40 or later (merge-tree --merge-base), as Gitea's own test does: %w", git, err)
+		return false, nil, fmt.Errorf("conflict test: %s needs git 2.38 or later (merge-tree --write-tree; Gitea's own test needs 2.40): %w", git, err)
 	}
 	return false, nil, fmt.Errorf("conflict test in %s: %w", repoDir, err)
 }

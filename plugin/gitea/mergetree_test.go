@@ -243,29 +243,37 @@ func TestConflictTestWritesNothing(t *testing.T) {
 	}
 }
 
-// A git without merge-tree --merge-base (before 2.40) is named for what
-// it lacks.
-func TestConflictTestNeedsARecentGit(t *testing.T) {
-	r, _, main, clean, _, _ := history(t)
-	// A git that has merge-base but none of merge-tree's options, as git
-	// 2.39 lacks --merge-base.
+// git 2.38 and 2.39, which have merge-tree --write-tree but not
+// --merge-base, test as well (the base found by git itself); a git
+// without either is named for what it lacks.
+func TestConflictTestWithAnOlderGit(t *testing.T) {
+	r, _, main, clean, clash, _ := history(t)
 	sysGit, err := exec.LookPath("git")
 	if err != nil {
 		t.Fatal(err)
 	}
-	old := filepath.Join(t.TempDir(), "git")
-	script := "#!/bin/sh\nif [ \"$1\" = merge-tree ]; then echo \"error: unknown option \\`merge-base=x'\" >&2; exit 129; fi\nexec " + sysGit + " \"$@\"\n"
-	if err := os.WriteFile(old, []byte(script), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	gits := []string{old}
-	if !gitAtLeast(t, "git", 2, 40) {
-		gits = append(gits, "git") // the real thing
-	}
-	for _, git := range gits {
-		_, _, err := ConflictTest(context.Background(), git, r.bare, main, clean)
-		if err == nil || !strings.Contains(err.Error(), "needs git 2.40 or later") {
-			t.Errorf("%s: %v, want it to say it needs git 2.40", git, err)
+	fake := func(refuse string) string {
+		git := filepath.Join(t.TempDir(), "git")
+		script := "#!/bin/sh\nfor a in \"$@\"; do case \"$a\" in " + refuse + ") echo \"error: unknown option \\`${a#--}'\" >&2; exit 129;; esac; done\nexec " + sysGit + " \"$@\"\n"
+		if err := os.WriteFile(git, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
 		}
+		return git
+	}
+	if !gitAtLeast(t, "git", 2, 38) {
+		t.Skip("the git on PATH is older than 2.38")
+	}
+	// As 2.39: no --merge-base.
+	for _, git := range []string{fake("--merge-base=*"), "git"} {
+		if conflict, _, err := ConflictTest(context.Background(), git, r.bare, main, clean); err != nil || conflict {
+			t.Errorf("%s, a clean merge: %v %v, want no conflict", git, conflict, err)
+		}
+		if conflict, files, err := ConflictTest(context.Background(), git, r.bare, main, clash); err != nil || !conflict || !slices.Equal(files, []string{"a.txt"}) {
+			t.Errorf("%s, a clash: %v %v %v, want a conflict in a.txt", git, conflict, files, err)
+		}
+	}
+	// As 2.37: no --write-tree either.
+	if _, _, err := ConflictTest(context.Background(), fake("--merge-base=*|--write-tree"), r.bare, main, clean); err == nil || !strings.Contains(err.Error(), "needs git 2.38 or later") {
+		t.Errorf("a git without merge-tree --write-tree: %v, want it to say it needs git 2.38", err)
 	}
 }

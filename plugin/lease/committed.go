@@ -184,3 +184,15 @@ func (c committed) EndSession(ctx context.Context, ref models.SessionRef, h mode
 	}
 	return ls, err
 }
+
+// TakeMergeTicket and DropMergeTicket change no lease: a merge ticket is
+// a turn at a base branch, which the merges of this sidecar wait for
+// themselves (merge.go), and those of other replicas look at again.
+// Nothing is published.
+func (c committed) TakeMergeTicket(ctx context.Context, t models.MergeTicket, bound time.Duration) (models.MergeTicket, error) {
+	return c.Ledger.TakeMergeTicket(ctx, t, bound)
+}
+
+func (c committed) DropMergeTicket(ctx context.Context, repoID int64, base, id string) error {
+	return c.Ledger.DropMergeTicket(ctx, repoID, base, id)
+}

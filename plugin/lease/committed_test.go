@@ -80,6 +80,12 @@ type succeeding struct{ Ledger }
 
 var oneEnded = models.Ended{Leases: []models.Lease{{Key: models.Key{RepoID: 1, Issue: 2}}}}
 
+func (succeeding) TakeMergeTicket(_ context.Context, t models.MergeTicket, _ time.Duration) (models.MergeTicket, error) {
+	return t, nil
+}
+
+func (succeeding) DropMergeTicket(context.Context, int64, string, string) error { return nil }
+
 func (succeeding) OpenSession(context.Context, models.Holder, time.Duration, int) (models.SessionRef, error) {
 	return models.SessionRef{}, nil
 }
@@ -156,6 +162,10 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 		"ResumeSession": func() { _, _, _ = l.ResumeSession(ctx, "", h) },
 		"Heartbeat":     func() { _, _ = l.Heartbeat(ctx, models.SessionRef{}, h, time.Minute) },
 		"EndSession":    func() { _, _ = l.EndSession(ctx, models.SessionRef{}, h) },
+		"TakeMergeTicket": func() {
+			_, _ = l.TakeMergeTicket(ctx, models.MergeTicket{RepoID: 1, Base: "main", Pull: 2, Claim: k, Token: 1, Holder: h, ID: "m"}, time.Minute)
+		},
+		"DropMergeTicket": func() { _ = l.DropMergeTicket(ctx, 1, "main", "m") },
 	}
 	typ := reflect.TypeFor[Ledger]()
 	for i := range typ.NumMethod() {
@@ -171,7 +181,8 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 		sets = nil
 		call()
 		switch {
-		case name == "EndSessions" || name == "OpenSession" || name == "ResumeSession" || name == "Heartbeat":
+		case name == "EndSessions" || name == "OpenSession" || name == "ResumeSession" || name == "Heartbeat" ||
+			name == "TakeMergeTicket" || name == "DropMergeTicket":
 			if len(sets) != 0 {
 				t.Errorf("%s published %+v; it changes no lease", name, sets)
 			}

@@ -92,10 +92,16 @@ var notSeen = map[string]string{
 	"lease.ErrSessionLost":    "only Session.Run returns it, to the SSH session, which ends the session as a loss (ssh/agentsession.go)",
 	"lease.ErrSessionIdle":    "only Session.Run returns it, to the SSH session, which ends the session cleanly (ssh/agentsession.go)",
 
-	// The merge's answers (plugin/forge/merge.go), before the merge verb.
-	"forge.ErrMergeNotYet":     "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb, still to come, will answer it",
-	"forge.ErrBaseMoved":       "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb, still to come, will answer it",
-	"*forge.MergeRefusedError": "only plugin/gitea's MergePull returns it, which nothing calls yet: the merge verb, still to come, will answer it",
+	// The merge's answers (plugin/forge/merge.go, models/merges.go).
+	"forge.ErrMergeNotYet":     "Service.Merge waits it out (merge.go); no transport is handed it",
+	"forge.ErrBaseMoved":       "Service.Merge tries once more, then answers a *lease.ConflictError (refused)",
+	"*forge.MergeRefusedError": "Service.Merge answers it as a *lease.ConflictError (refused)",
+	"models.ErrMergeBusy":      "Service.Merge waits it out, then answers a *lease.ConflictError (busy)",
+	"*models.MergeBusyError":   "Service.Merge waits it out, then answers a *lease.ConflictError (busy)",
+	"models.ErrStale":          "Service.Merge answers it as a *lease.ConflictError (stale)",
+	"*models.StaleTokenError":  "Service.Merge answers it as a *lease.ConflictError (stale)",
+	"models.ErrReserved":       "only models' Reserve returns it, which no verb serves yet",
+	"*models.ReservedError":    "only models' Reserve returns it, which no verb serves yet",
 }
 
 // Every sentinel and error type the transports may be handed has its one

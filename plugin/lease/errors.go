@@ -86,6 +86,10 @@ func (e *ConflictError) Status() string {
 		return r.Status
 	case contract.SessionGone:
 		return r.Status
+	case contract.MergeRefused:
+		return r.Status
+	case contract.MergeBusy:
+		return r.Status
 	}
 	return "conflict"
 }
@@ -101,6 +105,10 @@ func (e *ConflictError) Error() string {
 		return fmt.Sprintf("%s: %s#%d", r.Status, r.Repo, r.Issue)
 	case contract.None:
 		return fmt.Sprintf("%s: %s", r.Status, r.Repo)
+	case contract.MergeRefused:
+		return fmt.Sprintf("%s: %s!%d: %s", r.Status, r.Repo, r.Pull, r.Reason)
+	case contract.MergeBusy:
+		return fmt.Sprintf("%s: %s!%d: %d ahead", r.Status, r.Repo, r.Pull, r.Ahead)
 	case contract.Stale:
 		return fmt.Sprintf("%s: %s#%d", r.Status, r.Repo, r.Issue)
 	case contract.Cooling:

@@ -69,7 +69,7 @@ func (s *Service) NextWait(ctx context.Context, v Viewer, owner, name string, f 
 	if err != nil {
 		return contract.Tenure{}, err
 	}
-	return waitTurns(ctx, s.after, s.nextWaits, keyOfNext(r.ID, f), "next in "+r.FullName, wait, NextRecheck, told, waitTurn{
+	return waitTurns(ctx, s.after, s.nextWaits, keyOfNext(r.ID, f), "next in "+r.FullName, wait, NextRecheck, told, waitTurn[contract.Tenure]{
 		try: func() (contract.Tenure, error) { return s.Next(ctx, v, owner, name, f, ttl) },
 		again: func(err error) bool {
 			again, ok := isNone(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/changes"
+	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
 	"github.com/collab-lease/collab-lease/plugin/live"
 )
@@ -50,6 +51,9 @@ type Ledger interface {
 	Gate(ctx context.Context, p models.GatePush) (models.GateVerdict, error)
 	TenureTTL(ctx context.Context, k models.Key, token int64) (time.Duration, bool, error)
 	RenewTenure(ctx context.Context, k models.Key, h models.Holder, token int64, ttl time.Duration) (models.Lease, error)
+	// Merge tickets: the turn to merge into a base branch (merge.go).
+	TakeMergeTicket(ctx context.Context, t models.MergeTicket, bound time.Duration) (models.MergeTicket, error)
+	DropMergeTicket(ctx context.Context, repoID int64, base, id string) error
 }
 
 var _ Ledger = (*models.Store)(nil)
@@ -123,6 +127,13 @@ type Service struct {
 	// openIssues spares an acquire the read of an issue's record that
 	// an acquire of it read lately.
 	openIssues *openIssues
+	// Merges (merge.go): the callers of this sidecar waiting for their
+	// turn at a base branch, the conflict test, the bound of a merge
+	// ticket and how often a waiting merge looks again.
+	mergeWaits   *waits[mergeKey]
+	conflictTest ConflictTest
+	mergeBound   time.Duration
+	mergeRecheck time.Duration
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
@@ -175,7 +186,8 @@ func NewService(forge Forge, ledger Ledger, bus *changes.Bus, hub *live.Hub, opt
 	}
 	s := &Service{forge: forge, bus: bus, hub: hub, recheck: hub.Options().Recheck, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
 		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), nextWaits: newNextWaits(DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
-		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex(), openIssues: newOpenIssues(defaultOpenIssues)}
+		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex(), openIssues: newOpenIssues(defaultOpenIssues),
+		mergeWaits: newMergeWaits(DefaultWaiters), mergeBound: contract.MergeTicketMax, mergeRecheck: MergeRecheck}
 	for _, o := range opts {
 		o(s)
 	}

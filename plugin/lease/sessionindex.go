@@ -158,3 +158,14 @@ func (x *sessionIndex) touchedLocked(set changes.Set) []*Session {
 	}
 	return to
 }
+
+// holding returns the open sessions that hold claim k.
+func (x *sessionIndex) holding(k models.Key) []*Session {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := make([]*Session, 0, len(x.byKey[k]))
+	for ss := range x.byKey[k] {
+		out = append(out, ss)
+	}
+	return out
+}

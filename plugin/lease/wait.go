@@ -108,6 +108,16 @@ func (ws *waits[K]) leave(k K, w *waiter) {
 	}
 }
 
+// wakeHead wakes the head of k's queue, if it has one: what it waits
+// for may have ended.
+func (ws *waits[K]) wakeHead(k K) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if q := ws.queues[k]; len(q) > 0 {
+		notify(q[0])
+	}
+}
+
 // ahead returns how many wait before w in k's queue.
 func (ws *waits[K]) ahead(k K, w *waiter) int {
 	ws.mu.Lock()
@@ -201,7 +211,7 @@ func (s *Service) AcquireWaitTold(ctx context.Context, v Viewer, owner, name str
 		return contract.Tenure{}, err
 	}
 	k := models.Key{RepoID: r.ID, Issue: n}
-	return waitTurns(ctx, s.after, s.waits, k, fmt.Sprintf("%s#%d", r.FullName, n), wait, 0, told, waitTurn{
+	return waitTurns(ctx, s.after, s.waits, k, fmt.Sprintf("%s#%d", r.FullName, n), wait, 0, told, waitTurn[contract.Tenure]{
 		try: func() (contract.Tenure, error) { return s.Acquire(ctx, v, owner, name, n, ttl) },
 		again: func(err error) bool {
 			if !errors.As(err, &held) || !waitable(held) {
@@ -235,9 +245,9 @@ func (s *Service) AcquireWaitTold(ctx context.Context, v Viewer, owner, name str
 }
 
 // waitTurn is what a waiter does at its turns (waitTurns).
-type waitTurn struct {
+type waitTurn[T any] struct {
 	// try is the caller's call, made at each turn.
-	try func() (contract.Tenure, error)
+	try func() (T, error)
 	// again says whether try's error is one to wait out (it may note
 	// what it needs for the next turn, and for over).
 	again func(err error) bool
@@ -252,11 +262,12 @@ type waitTurn struct {
 // recheck when that is not 0) it tries again, until try answers anything
 // but what turn.again waits out, the wait is over (turn.over), or ctx
 // ends (its error). acquire --wait and next --wait are each one.
-func waitTurns[K comparable](ctx context.Context, after func(time.Duration) (<-chan time.Time, func() bool),
-	ws *waits[K], k K, where string, wait, recheck time.Duration, told func(ahead int), turn waitTurn) (contract.Tenure, error) {
+func waitTurns[K comparable, T any](ctx context.Context, after func(time.Duration) (<-chan time.Time, func() bool),
+	ws *waits[K], k K, where string, wait, recheck time.Duration, told func(ahead int), turn waitTurn[T]) (T, error) {
+	var none T
 	w, err := ws.join(k)
 	if err != nil {
-		return contract.Tenure{}, fmt.Errorf("%s: %w", where, err)
+		return none, fmt.Errorf("%s: %w", where, err)
 	}
 	defer ws.leave(k, w)
 	deadline, stopDeadline := after(wait)
@@ -284,10 +295,10 @@ func waitTurns[K comparable](ctx context.Context, after func(time.Duration) (<-c
 		case <-again:
 		case <-deadline:
 			stopAgain()
-			return contract.Tenure{}, turn.over()
+			return none, turn.over()
 		case <-ctx.Done():
 			stopAgain()
-			return contract.Tenure{}, ctx.Err()
+			return none, ctx.Err()
 		}
 		stopAgain()
 		if !ws.head(k, w) {
@@ -296,7 +307,7 @@ func waitTurns[K comparable](ctx context.Context, after func(time.Duration) (<-c
 		t, err := turn.try()
 		switch {
 		case err != nil && ctx.Err() != nil:
-			return contract.Tenure{}, ctx.Err() // the caller went away meanwhile
+			return none, ctx.Err() // the caller went away meanwhile
 		case !turn.again(err):
 			return t, err
 		}

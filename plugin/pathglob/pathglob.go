@@ -1,8 +1,8 @@
 // Package pathglob is the language of path reservations, which keep two
 // agents off the same files: globs over a repository's paths, their
-// matching, and whether two of them may match a common path. It is the
-// ground the reservations are being built on; nothing of the sidecar
-// uses it yet.
+// matching, and whether two of them may match a common path. The
+// ledger's reservations (models/reservations.go) decide their conflicts
+// with it.
 //
 // A glob is '/'-separated segments of a repository path: '*' matches any
 // run of characters within a segment, '?' one character, a segment '**'

@@ -1,0 +1,304 @@
+package models
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/collab-lease/collab-lease/plugin/pathglob"
+)
+
+// Path reservations (groundwork: no verb serves them yet): a holder's
+// claim on paths of one repository, given as globs (plugin/pathglob),
+// exclusive or shared. A reservation lives as long as its anchor: a
+// claim's tenure (it ends when that tenure ends, however it ends), else
+// an agent session, else a time to live of its own. Conflicts are
+// decided here, under the write primitive, for a whole set of globs at
+// once: an exclusive glob conflicts with another holder's live
+// reservation whose glob matches a common path, a shared one only with
+// another holder's exclusive ones. pathglob.Overlap is exact, so the
+// conflicts are too. A reservation that is no longer live is dead
+// weight: the next reserve in its repository removes it.
+
+// MaxReserveGlobs bounds the globs of one reserve.
+const MaxReserveGlobs = 64
+
+// reservationRow is one glob of one holder.
+type reservationRow struct {
+	ID       int64  `gorm:"primaryKey"`
+	RepoID   int64  `gorm:"not null;index:idx_reservations_repo"`
+	Glob     string `gorm:"size:255;not null"`
+	Shared   bool   `gorm:"not null"`
+	HolderID int64  `gorm:"not null"`
+	Login    string `gorm:"size:255;not null"`
+	Agent    string `gorm:"size:40;not null;default:''"`
+	// The anchor: the claim of Issue under Token, else the agent session
+	// Session, else ExpiresAt.
+	Issue     int64  `gorm:"not null;default:0"`
+	Token     int64  `gorm:"not null;default:0"`
+	Session   string `gorm:"size:32;not null;default:''"`
+	ExpiresAt *int64
+	CreatedAt int64 `gorm:"not null"`
+}
+
+func (reservationRow) TableName() string { return "reservations" }
+
+// Reservation is one live reservation.
+type Reservation struct {
+	RepoID int64
+	Glob   string
+	Shared bool
+	Holder Holder
+	// Issue is the claim it is anchored to (0: none); ExpiresAt its
+	// anchor's expiry (nil: open-ended).
+	Issue     int64
+	ExpiresAt *time.Time
+}
+
+// Reserve is a reserve: Globs for Holder in RepoID, anchored to its
+// claim of Issue (if not 0), else to Holder.Session (if set), else for
+// TTL.
+type Reserve struct {
+	RepoID int64
+	Holder Holder
+	Globs  []string
+	Shared bool
+	Issue  int64
+	TTL    time.Duration
+}
+
+// ReservedError: reservations of other holders stand in the way; With
+// are those that do, and nothing was reserved.
+type ReservedError struct {
+	With []Reservation
+}
+
+func (e *ReservedError) Error() string {
+	return fmt.Sprintf("%d reservations of others stand in the way", len(e.With))
+}
+
+// Is makes errors.Is(err, ErrReserved) true.
+func (e *ReservedError) Is(target error) bool { return target == ErrReserved }
+
+// ErrReserved: another holder's reservation conflicts (*ReservedError).
+var ErrReserved = errors.New("paths reserved by another")
+
+// liveReservationsSQL reads the live reservations of a repository with
+// their anchors' expiry (Unix seconds, NULL: open-ended); its arguments
+// are the repository and now three times.
+const liveReservationsSQL = "SELECT r.id, r.repo_id, r.glob, r.shared, r.holder_id, r.login, r.agent, r.issue," +
+	" CASE WHEN r.issue <> 0 THEN l.expires_at WHEN r.session <> '' THEN s.alive_until ELSE r.expires_at END" +
+	" FROM reservations r" +
+	" LEFT JOIN leases l ON l.repo_id = r.repo_id AND l.issue = r.issue" +
+	" LEFT JOIN agent_sessions s ON s.id = r.session" +
+	" WHERE r.repo_id = ? AND (" +
+	"(r.issue <> 0 AND l.holder IS NOT NULL AND (l.expires_at IS NULL OR l.expires_at > ?) AND l.token = r.token AND l.holder_id = r.holder_id AND l.agent = r.agent)" +
+	" OR (r.issue = 0 AND r.session <> '' AND s.ended_at IS NULL AND s.alive_until > ?)" +
+	" OR (r.issue = 0 AND r.session = '' AND r.expires_at > ?))" +
+	" ORDER BY r.id"
+
+type liveReservation struct {
+	id int64
+	Reservation
+}
+
+func readLiveReservations(db *gorm.DB, repoID int64, now any) ([]liveReservation, error) {
+	rows, err := db.Raw(liveReservationsSQL, repoID, now, now, now).Rows()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []liveReservation
+	for rows.Next() {
+		var r liveReservation
+		var expires *int64
+		if err := rows.Scan(&r.id, &r.RepoID, &r.Glob, &r.Shared, &r.Holder.ID, &r.Holder.Login, &r.Holder.Agent, &r.Issue, &expires); err != nil {
+			return nil, err
+		}
+		r.ExpiresAt = unixPtr(expires)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// sameHolder: the reservation is h's (its account and agent).
+func (r Reservation) sameHolder(h Holder) bool {
+	return r.Holder.ID == h.ID && r.Holder.Agent == h.Agent
+}
+
+// Reserve reserves r.Globs, all or none: it returns the holder's
+// reservations of those globs, or *ReservedError naming those of other
+// holders that conflict, or *NotHolderError when r.Issue is not the
+// holder's live claim.
+func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
+	globs, err := s.validReserve(r)
+	if err != nil {
+		return nil, fmt.Errorf("reserve in %d: %w", r.RepoID, err)
+	}
+	var out []Reservation
+	err = s.write(ctx, repoScope(r.RepoID), func(tx *gorm.DB, now int64) error {
+		out = nil
+		row := reservationRow{RepoID: r.RepoID, Shared: r.Shared, HolderID: r.Holder.ID, Login: r.Holder.Login, Agent: r.Holder.Agent, CreatedAt: now}
+		var anchorExpiry *int64
+		switch {
+		case r.Issue != 0:
+			l, found, err := load(tx, Key{RepoID: r.RepoID, Issue: r.Issue})
+			if err != nil {
+				return err
+			}
+			if !found || !l.live(now) || !l.heldBy(r.Holder) {
+				e := &NotHolderError{}
+				if found && l.live(now) {
+					e.Holder, e.Agent, e.ExpiresAt = *l.Holder, l.Agent, unixPtr(l.ExpiresAt)
+				}
+				return e
+			}
+			row.Issue, row.Token, anchorExpiry = r.Issue, l.Token, l.ExpiresAt
+		case r.Holder.Session != nil:
+			row.Session = r.Holder.Session.ID
+			var alive []int64
+			if err := tx.Model(&agentSessionRow{}).Where("id = ? AND ended_at IS NULL AND alive_until > ?", row.Session, now).
+				Pluck("alive_until", &alive).Error; err != nil {
+				return err
+			}
+			if len(alive) == 0 {
+				return fmt.Errorf("%w: the session is not alive", ErrInvalid)
+			}
+			anchorExpiry = &alive[0]
+		default:
+			e := now + int64(r.TTL/time.Second)
+			row.ExpiresAt, anchorExpiry = &e, &e
+		}
+		live, err := readLiveReservations(tx, r.RepoID, now)
+		if err != nil {
+			return err
+		}
+		var with []Reservation
+		for _, x := range live {
+			if x.sameHolder(r.Holder) || (r.Shared && x.Shared) {
+				continue
+			}
+			other, err := pathglob.Parse(x.Glob)
+			if err != nil {
+				continue // not written by Reserve: never there
+			}
+			if slices.ContainsFunc(globs, func(g pathglob.Glob) bool { _, ok := pathglob.Overlap(g, other); return ok }) {
+				with = append(with, x.Reservation)
+			}
+		}
+		if len(with) > 0 {
+			return &ReservedError{With: with}
+		}
+		// Dead reservations of the repository go; the holder's own of
+		// these globs are replaced.
+		keep := make([]int64, 0, len(live))
+		for _, x := range live {
+			if !(x.sameHolder(r.Holder) && slices.ContainsFunc(globs, func(g pathglob.Glob) bool { return g.String() == x.Glob })) {
+				keep = append(keep, x.id)
+			}
+		}
+		del := tx.Where("repo_id = ?", r.RepoID)
+		if len(keep) > 0 {
+			del = del.Where("id NOT IN ?", keep)
+		}
+		if err := del.Delete(&reservationRow{}).Error; err != nil {
+			return err
+		}
+		for _, g := range globs {
+			row := row
+			row.ID, row.Glob = 0, g.String()
+			if err := tx.Create(&row).Error; err != nil {
+				return err
+			}
+			out = append(out, Reservation{RepoID: r.RepoID, Glob: row.Glob, Shared: r.Shared, Holder: Holder{ID: r.Holder.ID, Login: r.Holder.Login, Agent: r.Holder.Agent},
+				Issue: row.Issue, ExpiresAt: unixPtr(anchorExpiry)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reserve in %d: %w", r.RepoID, err)
+	}
+	return out, nil
+}
+
+func (s *Store) validReserve(r Reserve) ([]pathglob.Glob, error) {
+	switch {
+	case r.RepoID <= 0 || r.Holder.ID <= 0 || r.Holder.Login == "" || len(r.Holder.Login) > 255:
+		return nil, ErrInvalid
+	case len(r.Globs) == 0 || len(r.Globs) > MaxReserveGlobs:
+		return nil, fmt.Errorf("%w: 1 to %d globs", ErrInvalid, MaxReserveGlobs)
+	case r.Issue < 0, r.Issue > 0 && r.TTL != 0:
+		return nil, fmt.Errorf("%w: a reservation of a claim lives as long as the claim, with no ttl of its own", ErrInvalid)
+	case r.Issue == 0 && r.Holder.Session == nil && (r.TTL < time.Second || r.TTL%time.Second != 0 || (s.maxTTL > 0 && r.TTL > s.maxTTL)):
+		return nil, fmt.Errorf("%w: a reservation of no claim or session needs a ttl of whole seconds, at most the maximum", ErrInvalid)
+	}
+	var globs []pathglob.Glob
+	for _, g := range r.Globs {
+		p, err := pathglob.Parse(g)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if !slices.ContainsFunc(globs, func(x pathglob.Glob) bool { return x.String() == p.String() }) {
+			globs = append(globs, p)
+		}
+	}
+	return globs, nil
+}
+
+// Unreserve removes the holder's live reservations in the repository of
+// these globs (all of them if none is named), of the claim of issue if
+// it is not 0; with force, whoever's they are (a repository admin's
+// doing, decided by the caller). It returns the reservations removed.
+func (s *Store) Unreserve(ctx context.Context, repoID int64, h Holder, globs []string, issue int64, force bool) ([]Reservation, error) {
+	if repoID <= 0 || h.ID <= 0 || len(globs) > MaxReserveGlobs || issue < 0 {
+		return nil, fmt.Errorf("unreserve in %d: %w", repoID, ErrInvalid)
+	}
+	var out []Reservation
+	err := s.write(ctx, repoScope(repoID), func(tx *gorm.DB, now int64) error {
+		out = nil
+		live, err := readLiveReservations(tx, repoID, now)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		for _, x := range live {
+			if (!force && !x.sameHolder(h)) || (len(globs) > 0 && !slices.Contains(globs, x.Glob)) || (issue != 0 && x.Issue != issue) {
+				continue
+			}
+			ids = append(ids, x.id)
+			out = append(out, x.Reservation)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		return tx.Where("id IN ?", ids).Delete(&reservationRow{}).Error
+	})
+	if err != nil {
+		return nil, fmt.Errorf("unreserve in %d: %w", repoID, err)
+	}
+	return out, nil
+}
+
+// Reservations returns the live reservations of the repository, oldest
+// first; with path, only those whose glob matches it.
+func (s *Store) Reservations(ctx context.Context, repoID int64, path string) ([]Reservation, error) {
+	live, err := readLiveReservations(s.db.WithContext(ctx), repoID, s.readNow())
+	if err != nil {
+		return nil, fmt.Errorf("reservations in %d: %w", repoID, mapDBError(err))
+	}
+	out := make([]Reservation, 0, len(live))
+	for _, x := range live {
+		if path != "" {
+			g, err := pathglob.Parse(x.Glob)
+			if err != nil || !g.Match(path) {
+				continue
+			}
+		}
+		out = append(out, x.Reservation)
+	}
+	return out, nil
+}

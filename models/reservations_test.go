@@ -1,0 +1,141 @@
+package models
+
+import (
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+func globsOf(rs []Reservation) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Glob)
+	}
+	return out
+}
+
+// Exclusive globs keep other holders off every path they may share;
+// shared ones meet only exclusive ones; a holder never conflicts with
+// itself; a reservation ends with its anchor.
+func TestReserveDecidesConflicts(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, clock, _ := e.open(t)
+		a1, a2 := who("bot"), who("bot")
+		a1.Agent, a2.Agent = "a1", "a2"
+		mustAcquireAs(t, s, Key{RepoID: 1, Issue: 1}, a1, time.Hour)
+		mustAcquireAs(t, s, Key{RepoID: 1, Issue: 2}, a2, time.Hour)
+		got, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"src/auth/**"}, Issue: 1})
+		if err != nil || !slices.Equal(globsOf(got), []string{"src/auth/**"}) || got[0].Issue != 1 || got[0].ExpiresAt == nil {
+			t.Fatalf("a1's reserve: %+v %v", got, err)
+		}
+		var conflict *ReservedError
+		for _, g := range []string{"src/auth/login.go", "src/*/login.go", "**/*.go", "src/"} {
+			if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a2, Globs: []string{"docs/x.md", g}, Issue: 2}); !errors.As(err, &conflict) ||
+				len(conflict.With) != 1 || conflict.With[0].Glob != "src/auth/**" || conflict.With[0].Holder != a1 || conflict.With[0].Issue != 1 {
+				t.Fatalf("a2's reserve of %s: %v, want a conflict with a1's src/auth/**", g, err)
+			}
+		}
+		// All or none: docs/x.md was not reserved either.
+		if rs, err := s.Reservations(bg, 1, "docs/x.md"); err != nil || len(rs) != 0 {
+			t.Fatalf("docs/x.md after a refused reserve: %+v %v", rs, err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a2, Globs: []string{"src/authz/**", "docs/x.md"}, Issue: 2}); err != nil {
+			t.Fatalf("paths apart: %v", err)
+		}
+		// Another repository is another world.
+		if _, err := s.Reserve(bg, Reserve{RepoID: 2, Holder: a2, Globs: []string{"src/auth/login.go"}, TTL: time.Minute}); err != nil {
+			t.Fatalf("another repository: %v", err)
+		}
+		// Shared meets shared, not exclusive.
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"go.mod"}, Shared: true, TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a2, Globs: []string{"go.*"}, Shared: true, TTL: time.Minute}); err != nil {
+			t.Fatalf("shared with shared: %v", err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: who("carol"), Globs: []string{"go.mod"}, TTL: time.Minute}); !errors.As(err, &conflict) || len(conflict.With) != 2 {
+			t.Fatalf("exclusive over two shared: %v, want a conflict with both", err)
+		}
+		// A holder's own reservations never stand in its way.
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"src/auth/login.go"}, TTL: time.Minute}); err != nil {
+			t.Fatalf("a1 over its own: %v", err)
+		}
+		// The claim ends: its reservations with it.
+		if _, err := s.Release(bg, Key{RepoID: 1, Issue: 1}, a1); err != nil {
+			t.Fatal(err)
+		}
+		if rs, _ := s.Reservations(bg, 1, "src/auth/login.go"); !slices.Equal(globsOf(rs), []string{"src/auth/login.go"}) {
+			t.Fatalf("after a1's release: %v, want only its own ttl's", globsOf(rs))
+		}
+		// Its ttl ends the rest.
+		clock.Advance(time.Minute)
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a2, Globs: []string{"src/auth/login.go"}, Issue: 2}); err != nil {
+			t.Fatalf("after every reservation of a1 ended: %v", err)
+		}
+		// Unreserve: one's own only, unless forced.
+		if rs, err := s.Unreserve(bg, 1, a1, nil, 0, false); err != nil || len(rs) != 0 {
+			t.Fatalf("a1's unreserve of nothing: %+v %v", rs, err)
+		}
+		if rs, err := s.Unreserve(bg, 1, who("admin"), []string{"src/auth/login.go"}, 0, true); err != nil || len(rs) != 1 || rs[0].Holder != a2 {
+			t.Fatalf("a forced unreserve: %+v %v", rs, err)
+		}
+		if rs, err := s.Unreserve(bg, 1, a2, nil, 2, false); err != nil || !slices.Equal(globsOf(rs), []string{"src/authz/**", "docs/x.md"}) {
+			t.Fatalf("a2's unreserve of its claim's: %v %v", globsOf(rs), err)
+		}
+		// Bad input changes nothing.
+		var nh *NotHolderError
+		for _, bad := range []Reserve{
+			{RepoID: 1, Holder: a1, Globs: []string{"/abs"}, TTL: time.Minute},
+			{RepoID: 1, Holder: a1, Globs: []string{"a/../b"}, TTL: time.Minute},
+			{RepoID: 1, Holder: a1, Globs: nil, TTL: time.Minute},
+			{RepoID: 1, Holder: a1, Globs: []string{"x"}},
+			{RepoID: 1, Holder: a1, Globs: []string{"x"}, Issue: 2, TTL: time.Minute},
+		} {
+			if _, err := s.Reserve(bg, bad); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%+v: %v, want invalid", bad, err)
+			}
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"x"}, Issue: 2}); !errors.As(err, &nh) || nh.Agent != "a2" {
+			t.Errorf("a reserve on another's claim: %v, want not holder", err)
+		}
+	})
+}
+
+// Twenty holders racing to reserve overlapping globs, through two
+// replicas of one ledger: exactly one wins.
+func TestReserveRaceHasOneWinner(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, clock, db := e.open(t)
+		other, err := Open(db, WithClock(clock), WithMaxTTL(168*time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = other.Close() })
+		globs := []string{"src/**", "src/auth/*", "**/login.go", "src/auth/login.go", "src/a*/l*"}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for i := range 20 {
+			wg.Go(func() {
+				h := who("bot")
+				h.Agent = "a" + string(rune('a'+i))
+				_, err := []*Store{s, other}[i%2].Reserve(bg, Reserve{RepoID: 1, Holder: h, Globs: []string{globs[i%len(globs)]}, TTL: time.Minute})
+				var conflict *ReservedError
+				switch {
+				case err == nil:
+					mu.Lock()
+					won++
+					mu.Unlock()
+				case !errors.As(err, &conflict):
+					t.Errorf("%s: %v", h.Agent, err)
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Fatalf("%d holders reserved overlapping globs at once, want 1", won)
+		}
+	})
+}
