@@ -748,7 +748,9 @@ func (f *fleet) startSidecar(ctx context.Context, bin string) error {
 	}
 	s, err := integration.StartInstalled(ctx, integration.SidecarOptions{
 		Binary: bin, Gitea: f.g, GiteaURL: f.proxy.urls[srcSidecar], DataDir: filepath.Join(f.dir, "sidecar"),
-		Args: sidecarFlags,
+		// Gitea's repository root lets git collab merge tell a conflict
+		// from a test Gitea has not finished (lease.WithConflictTest).
+		Args: append(append([]string(nil), sidecarFlags...), "--gitea-repo-root", repoRoot(f.g)),
 	}, custom)
 	if err != nil {
 		return err

@@ -794,7 +794,7 @@ func (w *work) mergeThroughSidecar(ctx context.Context, pr int64, deadline time.
 }
 
 // collabMerge asks the sidecar to merge pull request pr, waiting up to
-// turn for its turn: `git collab merge <pr> --wait <turn> [--token <t>]`
+// turn for its turn: `git collab merge <pr> --wait <turn> --json [--token <t>]`
 // (the repository is the checkout's; under git collab run it acts as
 // run's agent, and otherwise as COLLAB_AGENT's), trying again after exit
 // 75 (Gitea or the sidecar unreachable) or 255 (ssh). Each call is an
@@ -802,7 +802,7 @@ func (w *work) mergeThroughSidecar(ctx context.Context, pr int64, deadline time.
 // is evMerged and evClosed at once, written with the reply, before a
 // SIGTERM's evTerminated (awaitMerge).
 func (w *work) collabMerge(ctx context.Context, pr int64, turn time.Duration) (mergeReply, error) {
-	args := []string{"merge", strconv.FormatInt(pr, 10), "--wait", turn.String()}
+	args := []string{"merge", strconv.FormatInt(pr, 10), "--wait", turn.String(), "--json"}
 	if w.token != "" {
 		args = append(args, "--token", w.token)
 	}

@@ -561,7 +561,7 @@ func TestMergeWithTheVerbTakesOneCall(t *testing.T) {
 	if err := verbWork(f, &out).merge(context.Background(), 12); err != nil {
 		t.Fatal(err)
 	}
-	if want := [][]string{{"merge", "12", "--wait", "5m0s", "--token", "3"}}; !reflect.DeepEqual(f.calls, want) {
+	if want := [][]string{{"merge", "12", "--wait", "5m0s", "--json", "--token", "3"}}; !reflect.DeepEqual(f.calls, want) {
 		t.Errorf("calls %q, want %q", f.calls, want)
 	}
 	es := events(t, out.String())
