@@ -350,7 +350,12 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	if slices.ContainsFunc(specs, func(sp modeSpec) bool { return o.modes[sp.Key] && sp.Mode != modeAssignees }) {
-		if err := f.startSidecar(setup, sidecarBin); err != nil {
+		// Its own bound: the assignees runs before it may have taken
+		// longer than setup's.
+		start, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := f.startSidecar(start, sidecarBin)
+		cancel()
+		if err != nil {
 			return err
 		}
 		defer func() { _ = f.sidecar.Stop(20 * time.Second) }()
