@@ -775,9 +775,14 @@ func (w *work) mergeThroughSidecar(ctx context.Context, pr int64, deadline time.
 			w.emit(Event{Kind: evFenced, Detail: rep.Reason})
 			return errFenced
 		case rep.Status == refusedReply && (strings.Contains(reason, "try again later") || strings.Contains(reason, "out of date") ||
-			strings.Contains(reason, "cannot lock ref")):
-			// Gitea still testing, or main moved under the merge: the
-			// sidecar waited and retried once already; so does the work.
+			strings.Contains(reason, "cannot lock ref") || strings.Contains(reason, "moved during the merge") ||
+			strings.Contains(reason, "while its merge ticket lasted")):
+			// Gitea still testing, main moved under the merge, or the
+			// turn ran out before Gitea merged (a turn lasts at most
+			// until the claim's expiry, which under a session is a grace
+			// away): nothing to fix but time; the sidecar waited already,
+			// and Gitea's test it waited for is done or under way. Merge
+			// again.
 		default:
 			err := fmt.Errorf("git collab merge %d: %s: %s", pr, rep.Status, rep.Reason)
 			w.emit(Event{Kind: evRefused, Detail: err.Error()})

@@ -589,12 +589,14 @@ func TestMergeWithTheVerbStopsWhenStale(t *testing.T) {
 	}
 }
 
-// Exit 75 (Gitea or the sidecar unreachable) is tried again, and so is
-// Gitea's "try again later"; each call counts.
+// Exit 75 (Gitea or the sidecar unreachable) is tried again, and so are
+// Gitea's "try again later" and a turn that ran out before Gitea merged;
+// each call counts.
 func TestMergeWithTheVerbTriesAgain(t *testing.T) {
 	f := &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{
 		{Code: 75, Stderr: "git-collab: forge unavailable, try again\n"},
 		reply(4, `{"status":"refused","repo":"o/r","pull":12,"reason":"Please try again later"}`),
+		reply(4, `{"status":"refused","repo":"o/r","pull":12,"reason":"Gitea did not merge the pull request while its merge ticket lasted (until 2026-12-07T18:47:39Z)"}`),
 		reply(0, `{"status":"merged","repo":"o/r","pull":12,"sha":"abc","token":3}`)}}
 	var out strings.Builder
 	w := verbWork(f, &out)
@@ -602,13 +604,13 @@ func TestMergeWithTheVerbTriesAgain(t *testing.T) {
 	if err := w.merge(context.Background(), 12); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"mergecall:exit 75", "mergecall:refused", "mergecall:merged", "merged:12", "closed:"}; !slices.Equal(kindsOf(events(t, out.String())), want) {
+	if want := []string{"mergecall:exit 75", "mergecall:refused", "mergecall:refused", "mergecall:merged", "merged:12", "closed:"}; !slices.Equal(kindsOf(events(t, out.String())), want) {
 		t.Errorf("events %q, want %q", kindsOf(events(t, out.String())), want)
 	}
-	if waited := f.c.Now().Sub(start); waited != 100*time.Millisecond+pollMerge {
-		t.Errorf("waited %s between the calls, want %s", waited, 100*time.Millisecond+pollMerge)
+	if waited := f.c.Now().Sub(start); waited != 100*time.Millisecond+3*pollMerge {
+		t.Errorf("waited %s between the calls, want %s", waited, 100*time.Millisecond+3*pollMerge)
 	}
-	if len(f.calls) != 3 || f.calls[2][3] != "4m59s" {
+	if len(f.calls) != 4 || f.calls[3][3] != "4m59s" {
 		t.Errorf("calls %q: the last one waits for what is left of the deadline", f.calls)
 	}
 }
