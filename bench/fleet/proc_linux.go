@@ -22,10 +22,11 @@ func agentProcess(cmd *exec.Cmd) {
 // killAgent SIGKILLs an agent's process group.
 func killAgent(cmd *exec.Cmd) { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 
-// mergeProcess starts a work's git collab merge in a process group of
-// its own, out of reach of git collab run's signals to its command's
-// group (the merge's end of the claim makes run stop the work while the
-// reply is on its way: the work waits for the reply first), and has the
+// mergeProcess starts a work's git collab merge, or its git collab
+// unclaim of the merge lock, in a process group of its own, out of reach
+// of git collab run's signals to its command's group (the merge's end of
+// the claim makes run stop the work while the reply, or the letting go
+// after it, is under way: the work waits for it first), and has the
 // kernel kill it if the work dies.
 func mergeProcess(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -162,8 +162,12 @@ func (s summary) rows3() []row {
 			if r.Report.Locks == 0 {
 				return "not taken"
 			}
-			return fmt.Sprintf("%.1f s / %.2f s", r.Report.LockWait.Seconds()/float64(r.Report.Locks),
+			out := fmt.Sprintf("%.1f s / %.2f s", r.Report.LockWait.Seconds()/float64(r.Report.Locks),
 				r.Report.LockHeld.Seconds()/float64(max(r.Report.Unlocks, 1)))
+			if n := len(r.Report.UnlockFailures); n > 0 {
+				out += fmt.Sprintf(" (%d let-gos failed: those locks lapsed)", n)
+			}
+			return out
 		}},
 		{"sidecar CPU per closed issue", func(r ModeResult) string {
 			if !r.UsesSidecar {
@@ -468,6 +472,10 @@ func (s summary) notes() []string {
 			}
 			out = append(out, fmt.Sprintf("%s: %d pull requests replaced that stayed \"not yet\" for %s while their work held the merge lock (Gitea tested them late, or its in-memory queue lost their test): %s%s.",
 				r.Spec.Title, n, cmp.Or(s.sizing.LockHold, lockHold), strings.Join(shown, ", "), more))
+		}
+		if n := len(r.Report.UnlockFailures); n > 0 {
+			out = append(out, fmt.Sprintf("%s: %d times a work could not let the merge lock go, which then lapsed after its %s TTL, e.g. %s",
+				r.Spec.Title, n, lockTTL, firstLines(strings.Join(r.Report.UnlockFailures, "\n"), 3)))
 		}
 		if len(r.WorkErrors) > 0 {
 			out = append(out, fmt.Sprintf("%s: %d pieces of work failed, e.g. %s", r.Spec.Title, len(r.WorkErrors),

@@ -80,6 +80,9 @@ type Report struct {
 	// the time spent waiting for it, and the time it was held.
 	Locks, Unlocks     int
 	LockWait, LockHeld time.Duration
+	// UnlockFailures are the works' failures to let the lock go (each
+	// such lock lapsed after lockTTL), by what failed.
+	UnlockFailures []string
 	// Replaced are the pull requests a work replaced because Gitea no
 	// longer tested them ("#old by #new").
 	Replaced []string
@@ -158,6 +161,8 @@ func summarize(issues, agents int, wall time.Duration, events []Event) Report {
 		case evUnlocked:
 			r.Unlocks++
 			r.LockHeld += e.Took
+		case evUnlockFailed:
+			r.UnlockFailures = append(r.UnlockFailures, e.Detail)
 		case evReplaced:
 			r.Replaced = append(r.Replaced, e.Detail)
 		case evMergeCall:

@@ -83,20 +83,21 @@ type workConfig struct {
 
 // The kinds of Event only round three's work emits.
 const (
-	evCommitted  = "committed"  // it made a commit (Detail: its hash) that it means to push
-	evPushed     = "pushed"     // a push was accepted (Commits: what it added to the branch; Detail: the work's PID)
-	evRefused    = "refused"    // Gitea refused a push or a merge (Detail: what it said)
-	evGated      = "gated"      // Gitea's gate refused a push (Detail: the gate's line)
-	evFenced     = "fenced"     // Gitea refused a merge: the required status does not say success (Detail: what it said)
-	evMerged     = "merged"     // its merge of the pull request was accepted (Detail: the pull request)
-	evTerminated = "terminated" // it was stopped by SIGTERM (git collab run: the claim was lost)
-	evWorkCPU    = "workcpu"    // its last line: its CPU time (Took) and its git collab check's (CPU)
-	evSkipped    = "skipped"    // the issue was closed already: it did nothing
-	evLocked     = "locked"     // it took the merge lock (Took: how long it waited)
-	evUnlocked   = "unlocked"   // it let the merge lock go (Took: how long it held it)
-	evReplaced   = "replaced"   // it replaced a pull request Gitea no longer tested (Detail: "#old by #new")
-	evMergeCall  = "mergecall"  // it ran git collab merge (Detail: the reply's status, or "exit N"; Took: how long)
-	evMergeStale = "mergestale" // git collab merge refused: the token is stale, or the work holds no claim (Detail: the status)
+	evCommitted    = "committed"    // it made a commit (Detail: its hash) that it means to push
+	evPushed       = "pushed"       // a push was accepted (Commits: what it added to the branch; Detail: the work's PID)
+	evRefused      = "refused"      // Gitea refused a push or a merge (Detail: what it said)
+	evGated        = "gated"        // Gitea's gate refused a push (Detail: the gate's line)
+	evFenced       = "fenced"       // Gitea refused a merge: the required status does not say success (Detail: what it said)
+	evMerged       = "merged"       // its merge of the pull request was accepted (Detail: the pull request)
+	evTerminated   = "terminated"   // it was stopped by SIGTERM (git collab run: the claim was lost)
+	evWorkCPU      = "workcpu"      // its last line: its CPU time (Took) and its git collab check's (CPU)
+	evSkipped      = "skipped"      // the issue was closed already: it did nothing
+	evLocked       = "locked"       // it took the merge lock (Took: how long it waited)
+	evUnlocked     = "unlocked"     // it let the merge lock go (Took: how long it held it)
+	evReplaced     = "replaced"     // it replaced a pull request Gitea no longer tested (Detail: "#old by #new")
+	evMergeCall    = "mergecall"    // it ran git collab merge (Detail: the reply's status, or "exit N"; Took: how long)
+	evMergeStale   = "mergestale"   // git collab merge refused: the token is stale, or the work holds no claim (Detail: the status)
+	evUnlockFailed = "unlockfailed" // it could not let the merge lock go (Detail: why): the lock lapses after lockTTL
 )
 
 // errStale is a check that said the token is stale: the work stops and
@@ -138,6 +139,10 @@ type work struct {
 	// whatever letting go was under way when the signal came.
 	lockMu   sync.Mutex
 	lockedAt time.Time // when it took the merge lock; zero: not held
+	// letMu makes letting the lock go and saying so one step, which the
+	// SIGTERM handler waits for: the work's own letting go after its
+	// merge often meets run's stop, which the merge's close sets off.
+	letMu sync.Mutex
 	// A test's clock (nil: the real one): sleeping moves it on.
 	clockNow   func() time.Time
 	clockSleep func(time.Duration)
@@ -184,13 +189,17 @@ func workMain(stdout io.Writer) int {
 		// A git collab merge that ended the claim makes run stop the
 		// work while the merge's reply is on its way: its events first.
 		w.awaitMerge(mergeGrace)
-		w.mu.Lock() // never released: the process ends here
+		w.letMu.Lock() // a letting go of the lock under way says so first
+		w.mu.Lock()    // never released: the process ends here
 		w.emitLocked(Event{Kind: evTerminated, Issue: w.n})
 		// The merge that closed the issue ends the claim, and with it
 		// the work, a moment after it: often while the work lets the
 		// merge lock go, whose git collab the same signal stopped.
-		if held, ok := w.unlock(context.Background()); ok {
+		switch held, ok, err := w.unlock(context.Background()); {
+		case ok:
 			w.emitLocked(Event{Kind: evUnlocked, Issue: w.n, Took: held})
+		case err != nil:
+			w.emitLocked(Event{Kind: evUnlockFailed, Issue: w.n, Detail: err.Error()})
 		}
 		// Its CPU is the work's too: git collab run stops most pieces
 		// of work this way (the merge's close ends the claim a moment
@@ -988,8 +997,14 @@ func (w *work) takeLock(ctx context.Context, deadline time.Time) error {
 
 // letGo lets the merge lock go if the work holds it, and says so.
 func (w *work) letGo(ctx context.Context) {
-	if held, ok := w.unlock(ctx); ok {
+	w.letMu.Lock()
+	defer w.letMu.Unlock()
+	held, ok, err := w.unlock(ctx)
+	switch {
+	case ok:
 		w.emit(Event{Kind: evUnlocked, Took: held})
+	case err != nil:
+		w.emit(Event{Kind: evUnlockFailed, Detail: err.Error()})
 	}
 }
 
@@ -1029,18 +1044,17 @@ func (w *work) heldFor() (time.Duration, bool) {
 }
 
 // unlock lets the merge lock go if the work holds it, and says how long
-// it held it; ok is false if it did not hold it or could not let go. The
-// work counts itself let go either way: a claim it could not let go
+// it held it; ok is false if it did not hold it or could not let go (err
+// says why). The work counts itself let go either way: a claim it could not let go
 // lapses after lockTTL, an assignee it could not take off is taken over
 // after as long, and either way the work takes the lock anew before it
 // merges again.
-func (w *work) unlock(ctx context.Context) (held time.Duration, ok bool) {
+func (w *work) unlock(ctx context.Context) (held time.Duration, ok bool, err error) {
 	w.lockMu.Lock()
 	defer w.lockMu.Unlock()
 	if w.lockedAt.IsZero() {
-		return 0, false
+		return 0, false, nil
 	}
-	var err error
 	switch w.cfg.LockWith {
 	case lockClaim:
 		err = w.collabLock(ctx, "unclaim")
@@ -1050,10 +1064,9 @@ func (w *work) unlock(ctx context.Context) (held time.Duration, ok bool) {
 	held = w.now().Sub(w.lockedAt)
 	w.lockedAt = time.Time{}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "fleet work: let go of merge lock %s#%d: %v\n", w.cfg.LockRepo, w.cfg.Lock, err)
-		return 0, false
+		return 0, false, fmt.Errorf("let go of merge lock %s#%d: %w", w.cfg.LockRepo, w.cfg.Lock, err)
 	}
-	return held, true
+	return held, true, nil
 }
 
 // claimLock claims the lock with collab-lease, waiting in the sidecar,
@@ -1069,7 +1082,14 @@ func (w *work) claimLock(ctx context.Context, deadline time.Time) error {
 func (w *work) collabLock(ctx context.Context, verb string, flags ...string) error {
 	args := append([]string{"collab", verb, strconv.FormatInt(w.cfg.Lock, 10), "--remote", lockRemote,
 		"--agent", agentLogin(w.cfg.Agent)}, flags...)
-	r, err := integration.RunCommand(exec.CommandContext(ctx, "git", args...))
+	cmd := exec.CommandContext(ctx, "git", args...)
+	if verb == "unclaim" {
+		// Out of reach of run's stop, which the merge's close sets off
+		// as the work lets go: killed with it, the lock would lapse
+		// only after its TTL, every time.
+		mergeProcess(cmd)
+	}
+	r, err := integration.RunCommand(cmd)
 	switch {
 	case err != nil:
 		return err

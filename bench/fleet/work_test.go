@@ -108,7 +108,7 @@ func TestAssigneeLockWaitsForAnotherAccount(t *testing.T) {
 	if who, _ := f.state(); !slices.Equal(who, []string{"alice"}) {
 		t.Fatalf("assignees %v while bob waits", who)
 	}
-	if _, ok := alice.unlock(ctx); !ok {
+	if _, ok, err := alice.unlock(ctx); !ok || err != nil {
 		t.Fatal("alice could not let go")
 	}
 	select {
@@ -125,7 +125,7 @@ func TestAssigneeLockWaitsForAnotherAccount(t *testing.T) {
 	if !bob.holdsLock() || alice.holdsLock() {
 		t.Errorf("bob holds %v, alice holds %v", bob.holdsLock(), alice.holdsLock())
 	}
-	if _, ok := alice.unlock(ctx); ok {
+	if _, ok, _ := alice.unlock(ctx); ok {
 		t.Error("alice let go of a lock she no longer holds")
 	}
 }
