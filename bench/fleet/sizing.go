@@ -94,6 +94,10 @@ type sizing struct {
 // backlog shrinks by as much as the factor exceeds it (not below
 // minGitIssues, nor when -git-issues was given), so that its bound stays
 // near maxScale × gitModeTimeout.
+//
+// The work's wait for its merge is the longest its run may last
+// (boundCap times round three's bound), never less than mergeDeadline
+// times the factor.
 func sizeRuns(speed giteaSpeed, issues, gitIssues int, fixed bool) sizing {
 	s := sizing{Measured: speed.Rounds > 0, Speed: speed, Factor: 1, AskedGitIssues: gitIssues, GitIssues: gitIssues, Fixed: fixed}
 	if s.Measured {
@@ -107,7 +111,11 @@ func sizeRuns(speed giteaSpeed, issues, gitIssues int, fixed bool) sizing {
 	}
 	s.Bound2 = max(modeTimeout, scale(modeTimeout, s.Factor*float64(issues)/refIssues))
 	s.Bound3 = max(gitModeTimeout, scale(gitModeTimeout, s.Factor*float64(s.GitIssues)/refGitIssues))
-	s.MergeDeadline = scale(mergeDeadline, s.Factor)
+	// The work waits for its merge as long as its run may last: on a
+	// machine busier than the warm-up saw, the turns to merge come as
+	// slowly as everything else, and a work that gave up would leave its
+	// issue to be worked again.
+	s.MergeDeadline = max(scale(mergeDeadline, s.Factor), boundCap*s.Bound3)
 	s.LockHold = scale(lockHold, s.Factor)
 	s.CallTimeout = scale(callTimeout, s.Factor)
 	s.ZombieWait = scale(zombieWait, s.Factor)
@@ -134,7 +142,7 @@ func (s sizing) describe() string {
 	case s.Fixed && s.Factor > maxScale:
 		out += fmt.Sprintf(" Round three's backlog stays at the %d issues -git-issues asked for.", s.GitIssues)
 	}
-	out += fmt.Sprintf(" Each run is bounded by the fixed bound times that factor and its backlog's size against the bound's (%s for %d issues in round two, %s for %d in round three), never less: round two's runs at %s, round three's at %s; a run still closing issues at its bound runs on until none has closed for a sixth of its bound (at least 2 min), up to %d× its bound. The work waits for its merge up to %s and holds the merge lock for Gitea's test up to %s; one git collab process or request to Gitea of an agent's may take up to %s; a frozen claim's takeover is awaited up to %s.",
+	out += fmt.Sprintf(" Each run is bounded by the fixed bound times that factor and its backlog's size against the bound's (%s for %d issues in round two, %s for %d in round three), never less: round two's runs at %s, round three's at %s; a run still closing issues at its bound runs on until none has closed for a sixth of its bound (at least 2 min), up to %d× its bound. The work waits for its merge up to %s (as long as its run may last) and holds the merge lock for Gitea's test up to %s; one git collab process or request to Gitea of an agent's may take up to %s; a frozen claim's takeover is awaited up to %s.",
 		dur(modeTimeout), refIssues, dur(gitModeTimeout), refGitIssues, dur(s.Bound2), dur(s.Bound3), boundCap, dur(s.MergeDeadline), dur(s.LockHold), dur(s.CallTimeout), dur(s.ZombieWait))
 	return out
 }

@@ -30,17 +30,17 @@ func TestSizeRunsFromGiteasSpeed(t *testing.T) {
 		bound2, bound3 time.Duration
 		deadline, hold time.Duration
 	}{
-		{"not measured", giteaSpeed{}, 200, 60, false, 1, 60, 4 * time.Minute, 6 * time.Minute, 5 * time.Minute, 3 * time.Second},
-		{"as fast as the reference", slower(1), 200, 60, false, 1, 60, 4 * time.Minute, 6 * time.Minute, 5 * time.Minute, 3 * time.Second},
-		{"faster: never below the fixed bounds", slower(0.5), 200, 60, false, 1, 60, 4 * time.Minute, 6 * time.Minute, 5 * time.Minute, 3 * time.Second},
-		{"twice as slow", slower(2), 200, 60, false, 2, 60, 8 * time.Minute, 12 * time.Minute, 10 * time.Minute, 6 * time.Second},
-		{"at maxScale the backlog stays", slower(maxScale), 200, 60, false, maxScale, 60, 10 * time.Minute, 15 * time.Minute, 750 * time.Second, 8 * time.Second},
-		{"five times as slow: half the backlog", slower(5), 200, 60, false, 5, 30, 20 * time.Minute, 15 * time.Minute, 25 * time.Minute, 15 * time.Second},
-		{"twenty times as slow: at least minGitIssues", slower(20), 200, 60, false, 20, minGitIssues, 80 * time.Minute, 40 * time.Minute, 100 * time.Minute, time.Minute},
-		{"a backlog asked for is kept", slower(5), 200, 60, true, 5, 60, 20 * time.Minute, 30 * time.Minute, 25 * time.Minute, 15 * time.Second},
+		{"not measured", giteaSpeed{}, 200, 60, false, 1, 60, 4 * time.Minute, 6 * time.Minute, 18 * time.Minute, 3 * time.Second},
+		{"as fast as the reference", slower(1), 200, 60, false, 1, 60, 4 * time.Minute, 6 * time.Minute, 18 * time.Minute, 3 * time.Second},
+		{"faster: never below the fixed bounds", slower(0.5), 200, 60, false, 1, 60, 4 * time.Minute, 6 * time.Minute, 18 * time.Minute, 3 * time.Second},
+		{"twice as slow", slower(2), 200, 60, false, 2, 60, 8 * time.Minute, 12 * time.Minute, 36 * time.Minute, 6 * time.Second},
+		{"at maxScale the backlog stays", slower(maxScale), 200, 60, false, maxScale, 60, 10 * time.Minute, 15 * time.Minute, 45 * time.Minute, 8 * time.Second},
+		{"five times as slow: half the backlog", slower(5), 200, 60, false, 5, 30, 20 * time.Minute, 15 * time.Minute, 45 * time.Minute, 15 * time.Second},
+		{"twenty times as slow: at least minGitIssues", slower(20), 200, 60, false, 20, minGitIssues, 80 * time.Minute, 40 * time.Minute, 120 * time.Minute, time.Minute},
+		{"a backlog asked for is kept", slower(5), 200, 60, true, 5, 60, 20 * time.Minute, 30 * time.Minute, 90 * time.Minute, 15 * time.Second},
 		{"a smaller backlog is never cut below itself", slower(20), 200, 10, false, 20, 10, 80 * time.Minute, 20 * time.Minute, 100 * time.Minute, time.Minute},
-		{"twice the backlog, twice the bound", slower(1), 400, 120, false, 1, 120, 8 * time.Minute, 12 * time.Minute, 5 * time.Minute, 3 * time.Second},
-		{"a small backlog keeps the fixed bound", slower(1), 50, 10, false, 1, 10, 4 * time.Minute, 6 * time.Minute, 5 * time.Minute, 3 * time.Second},
+		{"twice the backlog, twice the bound", slower(1), 400, 120, false, 1, 120, 8 * time.Minute, 12 * time.Minute, 36 * time.Minute, 3 * time.Second},
+		{"a small backlog keeps the fixed bound", slower(1), 50, 10, false, 1, 10, 4 * time.Minute, 6 * time.Minute, 18 * time.Minute, 3 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := sizeRuns(c.speed, c.issues, c.git, c.fixed)
