@@ -490,6 +490,23 @@ func TestMergeRowsAndGoals(t *testing.T) {
 			t.Errorf("the markdown lacks %q:\n%s", want, md)
 		}
 	}
+	// A run that closed nothing, or left issues open, meets no goal of
+	// its wall time: its time to close them all is longer still.
+	none := verb
+	none.Report = Report{MergeCalls: 40, MergeReplies: map[string]int{"refused": 40}, Unclosed: make([]int64, 60)}
+	open := lock
+	open.Report.Unclosed = []int64{44, 53}
+	sum.results = []ModeResult{none, open, base}
+	md = sum.markdown()
+	for _, want := range []string{
+		"| wall time to the last close ÷ assignees only, 20 accounts (goal ≤ 0.5×) | none closed | 0.87× (2 left open) | 1.00× |",
+		"collab-lease, one account, merging with git collab merge: wall time to the last close against assignees only, 20 accounts: it closed no issue (goal ≤ 0.5×: not met); 40 git collab merge calls for 0 closed issues, none closed (goal ≤ 1.1 per closed issue: not met);",
+		"wall time to the last close against assignees only, 20 accounts: 130.0 s against 150.0 s, leaving 2 issues open (goal ≤ 0.5×: not met);",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md)
+		}
+	}
 	// Replacing a pull request fails a run that merges with the verb.
 	verb.Report.Replaced = []string{"#61 by #70"}
 	if err := verb.verdict(); err == nil || !strings.Contains(err.Error(), "1 pull requests replaced") {
