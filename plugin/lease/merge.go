@@ -134,6 +134,13 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 	}
 	claim, err := s.mergeClaim(ctx, r, v, n, links)
 	if err != nil {
+		if st.Merged {
+			// Asked again after a reply that was lost: the merge ended
+			// the claim it was made under.
+			if t, ok := s.mergedUnder(ctx, r, v, links); ok {
+				return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: st.MergeSHA, Token: t}, nil
+			}
+		}
 		return contract.Merged{}, err
 	}
 	if m.Token != 0 && m.Token != claim.Token {
@@ -378,6 +385,25 @@ func (s *Service) mergeClaim(ctx context.Context, r forge.Repo, v Viewer, n int6
 		c.Issue = ls[0].Issue
 	}
 	return models.Lease{}, &ConflictError{Reply: c}
+}
+
+// mergedUnder finds, for a merged pull request, the token of v's tenure
+// that its merge ended (of the pull request, or of an issue it closes),
+// if v had one: the last tenure of one of links, v's, ended merged or
+// closed.
+func (s *Service) mergedUnder(ctx context.Context, r forge.Repo, v Viewer, links []int64) (int64, bool) {
+	h := v.holder()
+	for _, n := range links {
+		ts, err := s.ledger.Tenures(ctx, models.Key{RepoID: r.ID, Issue: n}, 1)
+		if err != nil || len(ts) == 0 {
+			continue
+		}
+		t := ts[0]
+		if t.Holder.ID == h.ID && t.Holder.Agent == h.Agent && (t.EndedBy == models.EndMerged || t.EndedBy == models.EndClosed) {
+			return t.Token, true
+		}
+	}
+	return 0, false
 }
 
 // mergeConflict renders the ledger's refusal of a merge ticket: the claim
