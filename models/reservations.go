@@ -151,12 +151,8 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 			if err != nil {
 				return err
 			}
-			if !found || !l.live(now) || !l.heldBy(r.Holder) {
-				e := &NotHolderError{}
-				if found && l.live(now) {
-					e.Holder, e.Agent, e.ExpiresAt = *l.Holder, l.Agent, unixPtr(l.ExpiresAt)
-				}
-				return e
+			if err := heldLive(l, found, r.Holder, now); err != nil {
+				return err
 			}
 			row.Issue, row.Token, anchorExpiry = r.Issue, l.Token, l.ExpiresAt
 		case r.Holder.Session != nil:

@@ -110,11 +110,7 @@ func TestReserveDecidesConflicts(t *testing.T) {
 func TestReserveRaceHasOneWinner(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine) {
 		s, clock, db := e.open(t)
-		other, err := Open(db, WithClock(clock), WithMaxTTL(168*time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = other.Close() })
+		other := replica(t, db, clock)
 		globs := []string{"src/**", "src/auth/*", "**/login.go", "src/auth/login.go", "src/a*/l*"}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
