@@ -377,7 +377,7 @@ func (s *Store) gateReserved(ctx context.Context, p GatePush) ([]string, error) 
 		if p.PathsAreDirs && under == nil {
 			// A directory also meets the globs below it.
 			for prefix, hs := range byPrefix {
-				if prefix == path || strings.HasPrefix(prefix, path+"/") {
+				if path == "" || prefix == path || strings.HasPrefix(prefix, path+"/") {
 					for _, h := range hs {
 						if reservedBy(h.glob, path, true) {
 							under = &h
@@ -393,7 +393,14 @@ func (s *Store) gateReserved(ctx context.Context, p GatePush) ([]string, error) 
 		if under == nil {
 			continue
 		}
-		lines = append(lines, reservedLine(p.Repo, path, under.Reservation))
+		what := path
+		switch {
+		case p.PathsAreDirs && path == "":
+			what = "a path this push changes"
+		case p.PathsAreDirs:
+			what = "a path under " + path + "/"
+		}
+		lines = append(lines, reservedLine(p.Repo, what, under.Reservation))
 		if len(lines) == maxReservedLines {
 			break
 		}
@@ -404,8 +411,11 @@ func (s *Store) gateReserved(ctx context.Context, p GatePush) ([]string, error) 
 // reservedBy reports whether g reserves path, or, for a directory, some
 // path under it.
 func reservedBy(g pathglob.Glob, path string, dir bool) bool {
-	if !dir {
+	switch {
+	case !dir:
 		return g.Match(path)
+	case path == "": // the root: the whole tree
+		return true
 	}
 	all, err := pathglob.Parse(path + "/")
 	if err != nil {
@@ -415,9 +425,9 @@ func reservedBy(g pathglob.Glob, path string, dir bool) bool {
 	return ok
 }
 
-// reservedLine is what the pusher reads of a path under r.
-func reservedLine(repo, path string, r Reservation) string {
-	line := fmt.Sprintf("collab-lease: %s is reserved by %s", path, holderName(r.Holder))
+// reservedLine is what the pusher reads of what (a path) under r.
+func reservedLine(repo, what string, r Reservation) string {
+	line := fmt.Sprintf("collab-lease: %s is reserved by %s", what, holderName(r.Holder))
 	if r.Issue != 0 {
 		line += fmt.Sprintf(" for %s#%d", repo, r.Issue)
 	}

@@ -179,8 +179,10 @@ func TestGateRefusesReservedPaths(t *testing.T) {
 			{"an account's own reservation with no agent keeps none of its agents off", push("bot", a2opt, "account/x"), nil},
 			{"another account meets the account's", push("carol", nil, "account/x"), []string{"collab-lease: account/x is reserved by bot until "}},
 			{"a directory standing for its paths", func() GatePush { p := push("carol", nil, "src"); p.PathsAreDirs = true; return p }(),
-				[]string{"collab-lease: src is reserved by bot · a1 for acme/widgets#1 (no expiry)"}},
+				[]string{"collab-lease: a path under src/ is reserved by bot · a1 for acme/widgets#1 (no expiry)"}},
 			{"a directory apart", func() GatePush { p := push("carol", nil, "docs"); p.PathsAreDirs = true; return p }(), nil},
+			{"the root, for a top-level file among too many paths", func() GatePush { p := push("carol", nil, ""); p.PathsAreDirs = true; return p }(),
+				[]string{"collab-lease: a path this push changes is reserved by"}},
 		} {
 			v, err := s.Gate(bg, c.push)
 			if err != nil {
