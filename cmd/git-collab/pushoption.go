@@ -226,18 +226,3 @@ func followMerge(g Git, m contract.Merged) (note string, err error) {
 	more, err := removeGateOptions(g, m.Issue, 0)
 	return strings.Trim(note+"\n"+more, "\n"), err
 }
-
-// parseGateOption reads a gate option, collab-lease=<issue>:<token>.
-func parseGateOption(v string) (issue, token int64, ok bool) {
-	rest, ok := strings.CutPrefix(v, contract.GatePushOption+"=")
-	if !ok {
-		return 0, 0, false
-	}
-	i, t, ok := strings.Cut(rest, ":")
-	if !ok {
-		return 0, 0, false
-	}
-	issue, err1 := strconv.ParseInt(i, 10, 64)
-	token, err2 := strconv.ParseInt(t, 10, 64)
-	return issue, token, err1 == nil && err2 == nil && issue > 0 && token > 0
-}
