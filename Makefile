@@ -105,8 +105,10 @@ bench: gitea git
 # real git collab processes each, 200 issues, with collab-lease, with
 # Gitea's assignees alone, and with faults. Round three: one bot account,
 # a 60-issue backlog with real pushes, pull requests and merges under git
-# collab run, without sessions, with 3 frozen agents, and with assignees alone (one account,
-# twenty). It prints what each cost; see bench/README.md. make bench runs
+# collab run (merging with git collab merge, and again holding a merge lock
+# to compare), without sessions, with 3 frozen agents, and with assignees
+# alone (one account, twenty); its bounds are sized from Gitea's speed,
+# measured first. It prints what each cost; see bench/README.md. make bench runs
 # it too. Flags go in FLEET_FLAGS, e.g. make fleet FLEET_FLAGS='-seed 7 -agents 10 -v'
 # or FLEET_FLAGS='-modes sessions,zombies' for part of it.
 FLEET_FLAGS ?=

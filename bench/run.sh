@@ -197,11 +197,42 @@ step "end-to-end benchmarks (integration/, real Gitea and sidecar, -bench $e2e_b
 "$go" test -run '^$' -bench "$e2e_bench" -benchtime 1x -v -timeout 30m ./integration/ | tee "$work/e2e.txt" >&2
 : >"$work/fleet.md"
 : >"$work/fleet.txt"
+fleet_rc=0
+# How many of the fleet's last lines of output a failure quotes.
+fleet_tail=25
 if [ -z "$only_pg" ]; then
 	step "fleet benchmark (bench/fleet: agents drain a backlog with collab-lease, with Gitea's assignees alone and with faults; round three: one account, real pushes and merges, zombies; see bench/README.md)"
-	# It fails (and so does this script, writing nothing) if an agent's loop
-	# failed or a collab-lease run worked an issue twice or left one open.
-	"$go" run ./bench/fleet -md "$work/fleet.md" | tee "$work/fleet.txt" >&2
+	# It fails if an agent's loop failed, or a collab-lease run worked an
+	# issue twice, left one open, was stopped at its bound or lost a
+	# commit. Then RESULTS.md is still written, every other row with it,
+	# its fleet section saying that the fleet failed and the last lines
+	# of its output (stdout and stderr, all in the raw output), and this
+	# script exits non-zero at its end.
+	"$go" run ./bench/fleet -md "$work/fleet.md" 2>&1 | tee "$work/fleet.txt" >&2 || fleet_rc=$?
+fi
+if [ "$fleet_rc" -ne 0 ]; then
+	step "the fleet benchmark failed (exit $fleet_rc); writing the rest of the report"
+	# Its section: the heading (its own, if it got as far as writing
+	# one), why it failed, then whatever it measured.
+	{
+		if [ -s "$work/fleet.md" ]; then sed -n 1p "$work/fleet.md"; else echo "## Fleet: the fleet benchmark"; fi
+		echo
+		echo "**The fleet benchmark failed** (\`go run ./bench/fleet\` exited with \`$fleet_rc\`), so \`make bench\` exits non-zero; every other section of this file is of this run as usual. The last lines of its output (all of it is in the raw output):"
+		echo
+		echo '```'
+		tail -n "$fleet_tail" "$work/fleet.txt"
+		echo '```'
+		if [ -s "$work/fleet.md" ]; then
+			echo
+			echo "What it measured before it failed:"
+			sed 1d "$work/fleet.md"
+		else
+			echo
+			echo "It wrote no report of its own: it failed before its runs ended."
+			echo
+		fi
+	} >"$work/fleet-failed.md"
+	mv "$work/fleet-failed.md" "$work/fleet.md"
 fi
 
 : >"$work/base-models.txt"
@@ -433,6 +464,12 @@ render() {
 } >"$out"
 [ -z "$only_pg" ] || exit 0
 render | sed -n '/^## Goals/,/^## Before/p' | sed '$d'
-# The fleet's heading and table, as written into RESULTS.md.
-sed -n '/^## Fleet/,/^- /p' "$work/fleet.md" | sed '$d'
+# The fleet's heading and table (or why it failed: through its quoted
+# output), as written into RESULTS.md.
+if [ "$fleet_rc" -eq 0 ]; then
+	sed -n '/^## Fleet/,/^- /p' "$work/fleet.md" | sed '$d'
+else
+	awk '{ print } /^```$/ && ++fences == 2 { exit }' "$work/fleet.md"
+fi
 step "wrote $out"
+[ "$fleet_rc" -eq 0 ] || fail "the fleet benchmark failed (exit $fleet_rc; above, and in $out); every other row was written"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,11 @@ type agentConfig struct {
 	LockRepo string
 	// Bare: the work's own defenses are off (workConfig.Bare).
 	Bare bool
+	// The work's waits, sized from Gitea's speed (workConfig's), and
+	// the bound of one git collab process or API request (0: callTimeout).
+	MergeDeadline, LockHold, CallTimeout time.Duration
+	// MergeVerb: the work merges with git collab merge (workConfig's).
+	MergeVerb bool
 }
 
 // Bounds of an agent's waiting.
@@ -111,7 +117,7 @@ func agentMain(stdin io.Reader, stdout io.Writer) int {
 		out: json.NewEncoder(stdout),
 		// Its own stream of the seed: jitter and picks differ by agent.
 		rng:   rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(1<<32+cfg.Index))),
-		api:   &integration.API{URL: cfg.API, Token: cfg.Token, HTTP: &http.Client{Timeout: callTimeout}},
+		api:   &integration.API{URL: cfg.API, Token: cfg.Token, HTTP: &http.Client{Timeout: cmp.Or(cfg.CallTimeout, callTimeout)}},
 		calls: map[string]*CallStat{},
 	}
 	ctx := context.Background()
@@ -254,7 +260,7 @@ func (a *agent) workRenewing(ctx context.Context, n int64, ttl string) (kept boo
 func (a *agent) collab(ctx context.Context, args ...string) (integration.SSHResult, error) {
 	delay := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		cctx, cancel := context.WithTimeout(ctx, cmp.Or(a.cfg.CallTimeout, callTimeout))
 		cmd := exec.CommandContext(cctx, "git", append([]string{"collab"}, args...)...)
 		cmd.Dir, cmd.Env = a.cfg.Dir, a.cfg.Env
 		start := time.Now()

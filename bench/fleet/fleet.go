@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,20 +36,19 @@ const (
 	srcAgents  = "agents"
 )
 
-// modeTimeout bounds one mode: past it, the agents are killed and the run
-// fails.
+// modeTimeout bounds one mode of round two on the machine its bound was
+// set on; the runs' bounds are sized from it and Gitea's measured speed
+// (sizing.go). Past its bound a mode's agents are killed: a collab-lease
+// run fails then, a baseline is measured as far as it got.
 const modeTimeout = 4 * time.Minute
 
-// gitModeTimeout bounds one mode of round three, whose work pushes and
-// merges through Gitea's hooks.
+// gitModeTimeout is modeTimeout for round three, whose work pushes and
+// merges through Gitea's hooks. Its baselines have the same bound: as
+// one account their agents pile onto the same issues, and a stop at the
+// bound is measured (what is left open), not a failure; the wall-time
+// goal compares them with the collab-lease runs, and a baseline stopped
+// sooner would look faster than it is.
 const gitModeTimeout = 6 * time.Minute
-
-// gitBaselineTimeout bounds round three's baselines: as one account
-// their agents pile onto the same issues, and a stop at the bound is
-// measured (what is left open), not a failure. It is the collab-lease
-// runs' bound: the wall-time goal compares them with the one-account
-// baseline, and a baseline stopped sooner would look faster than it is.
-const gitBaselineTimeout = gitModeTimeout
 
 // assigneesStall is how long an assignees agent that finds nothing free
 // waits for the open issues to change before it stops: what is left is
@@ -69,6 +69,9 @@ type fleet struct {
 	gitBin  string // the directory of git-collab
 	// lockRepo holds the merge locks of round three (owner/name).
 	lockRepo string
+
+	// sizing is how the runs are sized from Gitea's speed.
+	sizing sizing
 
 	sidecar *integration.Sidecar
 	// retiredCPU is the CPU time of sidecar processes that have stopped.
@@ -104,6 +107,14 @@ type modeSpec struct {
 	Bare, Gate bool
 	// Lock is its issue in the merge-lock repository (round three).
 	Lock int64
+	// Bound is how long its agents may run before they are stopped,
+	// sized from Gitea's speed (sizing.go).
+	Bound time.Duration
+	// MergeVerb: its work merges with `git collab merge`, which takes
+	// the turn to merge in the sidecar, instead of holding the merge
+	// lock and asking Gitea's API (round three's collab-lease runs but
+	// the merge-lock one and those with the agents' defenses off).
+	MergeVerb bool
 }
 
 // ModeResult is what one mode measured.
@@ -119,10 +130,16 @@ type ModeResult struct {
 	Restart     *restart      // nil: no restart
 	OpenInGitea []int64       // what Gitea says is still open afterwards
 	Zombies     []zombie      // round three
-	// StoppedAt: a round-three baseline was stopped at this bound.
-	StoppedAt time.Duration
-	Git       gitOutcome // round three
-	Err       error      // an agent loop failed, or the mode did not finish
+	// Bound is the run's bound (modeSpec.Bound). RanOn says it ran on
+	// past it, still closing issues (runOn). StoppedAt, if not 0, is when
+	// it was stopped, its agents killed: past its bound once no issue had
+	// closed for a while, at boundCap times its bound (Capped), or when
+	// the program was interrupted (Interrupted).
+	Bound, StoppedAt    time.Duration
+	RanOn               bool
+	Capped, Interrupted bool
+	Git                 gitOutcome // round three
+	Err                 error      // an agent loop failed, or the mode did not finish
 	// WorkErrors: a round-three baseline's pieces of work that failed
 	// (measured, not a failure of the benchmark).
 	WorkErrors []string
@@ -260,15 +277,18 @@ type agentExit struct {
 // runMode runs every agent of spec to its end and measures the mode.
 func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) ModeResult {
 	res := ModeResult{Spec: spec, UsesSidecar: spec.Mode != modeAssignees}
-	timeout := modeTimeout
-	switch {
-	case spec.Round3 && spec.Mode == modeAssignees:
-		timeout = gitBaselineTimeout
-	case spec.Round3:
-		timeout = gitModeTimeout
+	timeout := spec.Bound
+	if timeout == 0 {
+		timeout = modeTimeout
+		if spec.Round3 {
+			timeout = gitModeTimeout
+		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	res.Bound = timeout
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	bound := time.NewTimer(timeout)
+	defer bound.Stop()
 	fmt.Fprintf(f.log, "fleet: %s: %d agents on %s\n", spec.Title, len(spec.Users), spec.Repo.FullName())
 
 	f.proxy.take() // what came before is not this mode's
@@ -301,6 +321,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			API: f.proxy.urls[srcAgents], Token: u.Token, TTL: spec.TTL, DieAt: spec.Kill[i],
 			Spread: len(spec.Users), Stall: assigneesStall,
 			Work: spec.Round3, Self: f.self, Grace: sessionGrace, Lock: spec.Lock, LockRepo: f.lockRepo, Bare: spec.Bare,
+			MergeDeadline: f.sizing.MergeDeadline, LockHold: f.sizing.LockHold, CallTimeout: f.sizing.CallTimeout, MergeVerb: spec.MergeVerb,
 		}
 		if cos != nil {
 			cfg.Dir, cfg.Env = cos[i].Dir, cos[i].Env
@@ -352,6 +373,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 		restartAt time.Time
 		alive     = len(spec.Users)
 		wall      time.Duration
+		lastClose time.Time // zero: none yet
 		zombies   []zombie
 		taken     = make(chan takeover, len(spec.Zombies))
 	)
@@ -377,7 +399,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 				fmt.Fprintf(f.log, "fleet:   froze %s (SIGSTOP) after its first push of #%d (token %d)\n", agentLogin(e.Agent), e.Issue, e.Token)
 				k := len(zombies) - 1
 				go func() {
-					tctx, cancel := context.WithTimeout(ctx, zombieWait)
+					tctx, cancel := context.WithTimeout(ctx, cmp.Or(f.sizing.ZombieWait, zombieWait))
 					defer cancel()
 					t, err := f.takenOver(tctx, spec.Keys[z.Agent], spec.Repo.FullName(), z.Issue, z.Token)
 					taken <- takeover{k: k, by: t, err: err}
@@ -385,6 +407,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			}
 		case evClosed:
 			closes++
+			lastClose = time.Now()
 			if spec.RestartAfter > 0 && closes == spec.RestartAfter {
 				restartAt = time.Now()
 				res.Restart = &restart{AfterCloses: closes, At: time.Since(start)}
@@ -395,6 +418,29 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 				}()
 			}
 		}
+	}
+	// stopAll kills every agent (and every zombie's work) and waits for
+	// them: the run is stopped. What it left open is counted; whether
+	// that fails the run is the verdict's to say.
+	stopAll := func() {
+		if spec.Bare {
+			// A bare work runs in a process group of its own, which
+			// killing its agent's group does not reach.
+			for _, p := range procs {
+				signalTree(syscall.SIGKILL, p.Process.Pid)
+			}
+		}
+		for i := range procs {
+			kill(i)
+		}
+		for _, z := range zombies {
+			signalTree(syscall.SIGKILL, z.workPID)
+		}
+		for ; alive > 0; alive-- {
+			res.AgentsCPU += (<-exits).cpu
+		}
+		wall = time.Since(start)
+		res.StoppedAt = wall
 	}
 	for alive > 0 {
 		select {
@@ -423,30 +469,25 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 			if x.err != nil && !killed[x.agent] {
 				failures = append(failures, fmt.Sprintf("agent %s: %v\n%s", agentLogin(x.agent), x.err, x.stderr))
 			}
-		case <-ctx.Done():
-			if spec.Bare {
-				// A bare work runs in a process group of its own, which
-				// killing its agent's group does not reach.
-				for _, p := range procs {
-					signalTree(syscall.SIGKILL, p.Process.Pid)
+		case <-bound.C:
+			since := time.Since(start)
+			if !lastClose.IsZero() {
+				since = time.Since(lastClose)
+			}
+			if next, ok := runOn(timeout, time.Since(start), since); ok {
+				if !res.RanOn {
+					fmt.Fprintf(f.log, "fleet:   %s: its bound, %s, came %s after its last close: it runs on while it closes issues, up to %s\n",
+						spec.Title, dur(timeout), dur(since), dur(boundCap*timeout))
 				}
+				res.RanOn = true
+				bound.Reset(next)
+				continue
 			}
-			for i := range procs {
-				kill(i)
-			}
-			for _, z := range zombies {
-				signalTree(syscall.SIGKILL, z.workPID)
-			}
-			for ; alive > 0; alive-- {
-				res.AgentsCPU += (<-exits).cpu
-			}
-			wall = time.Since(start)
-			if spec.Round3 && spec.Mode == modeAssignees {
-				// A measure, not a failure: what it left open is counted.
-				res.StoppedAt = timeout
-			} else {
-				failures = append(failures, fmt.Sprintf("the agents did not finish within %s", timeout))
-			}
+			res.Capped = time.Since(start) >= boundCap*timeout
+			stopAll()
+		case <-ctx.Done():
+			res.Interrupted = true
+			stopAll()
 		}
 	}
 	// Every reader has sent all its events before its exit.
@@ -480,7 +521,7 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 	}
 	if spec.Round3 {
 		res.Zombies = zombies
-		if res.Git, err = f.judge(context.Background(), spec.Repo, all, zombies); err != nil {
+		if res.Git, err = f.judge(context.Background(), spec.Repo, all, zombies, res.StoppedAt > 0); err != nil {
 			failures = append(failures, err.Error())
 		}
 	}
@@ -515,34 +556,99 @@ func (f *fleet) runMode(ctx context.Context, spec modeSpec, cos []checkout) Mode
 	return res
 }
 
+// A run's bound is not a deadline while it still closes issues: a
+// machine busier during the run than when Gitea's speed was measured
+// (another job started meanwhile) slows every run alike, and stopping
+// one that still makes progress would measure the machine, not the
+// fleet. So at its bound a run that closed an issue within its stall
+// window runs on, until no issue has closed for that long, or until
+// boundCap times its bound.
+const boundCap = 3
+
+// stallWindow is how long without a close stops a run past its bound:
+// a sixth of its bound, at least 2 minutes.
+func stallWindow(bound time.Duration) time.Duration { return max(2*time.Minute, bound/6) }
+
+// runOn says whether a run whose bound has come runs on, at elapsed into
+// it, its last close sinceClose ago (or its start, if none), and when to
+// ask again.
+func runOn(bound, elapsed, sinceClose time.Duration) (time.Duration, bool) {
+	limit, window := boundCap*bound, stallWindow(bound)
+	if elapsed >= limit || sinceClose >= window {
+		return 0, false
+	}
+	return min(window-sinceClose, limit-elapsed), true
+}
+
+// stopped says when and why the run was stopped ("" if it was not).
+func (r ModeResult) stopped() string {
+	at := dur(r.StoppedAt)
+	switch {
+	case r.StoppedAt == 0:
+		return ""
+	case r.Interrupted:
+		return "at " + at + ", interrupted"
+	case r.Capped:
+		return fmt.Sprintf("at %s, %d× its bound of %s, while it still closed issues", at, boundCap, dur(r.Bound))
+	case !r.RanOn:
+		return fmt.Sprintf("at its bound, %s, with no issue closed in the %s before it", dur(r.Bound), dur(stallWindow(r.Bound)))
+	}
+	return fmt.Sprintf("at %s, %s past its bound of %s, once no issue had closed for %s", at, dur(r.StoppedAt-r.Bound), dur(r.Bound), dur(stallWindow(r.Bound)))
+}
+
 // verdict is why a collab-lease run fails the benchmark: it worked an
-// issue twice, left one open, or (round three) landed a zombie's push or
-// merge or lost a commit. Baselines only measure: the assignees runs,
-// round three's claims without sessions (TTL claims that a loaded
-// machine's late renewal can let lapse; it is there for its CPU), and
-// the bare zombies without the gate (what lands when nothing stops
-// them). The bare zombies with the gate fail on what the gate promises:
-// a zombie's push landed; and, as every run, on an issue left open or a
-// commit lost. Their merges, and so an issue worked twice through a
-// merge after the claim was lost, are the gate's rule 4 (merges under
-// the current tenure), not built yet: reported, not failed on.
+// issue twice, left one open, was stopped (past its bound, sized from
+// Gitea's speed, once it closed no more issues: it stalled), or (round
+// three) landed a zombie's push or merge, lost a commit, or replaced a
+// pull request while merging with git collab merge. A commit of work
+// still in flight when the run was stopped (gitOutcome.InFlight) is not
+// lost. Baselines only measure: the assignees runs, round three's claims
+// without sessions (TTL claims that a loaded machine's late renewal can
+// let lapse; it is there for its CPU), and the bare zombies without the
+// gate (what lands when nothing stops them). The bare zombies with the
+// gate fail on what the gate and the sidecar promise: a zombie's push
+// landed, or its merge through git collab merge; and, as every run, on
+// an issue left open, a stop or a commit lost. An issue worked twice
+// there is reported, not failed on: a zombie's work reports its work
+// done before its merge is refused.
 func (r ModeResult) verdict() error {
 	if r.Spec.Mode == modeAssignees || r.Spec.Mode == modeChain || r.Spec.Bare && !r.Spec.Gate {
 		return nil
 	}
 	g := r.Git
-	if r.Spec.Bare {
-		if len(g.ZombiePushes) > 0 || len(r.Report.Unclosed) > 0 || len(g.Lost) > 0 {
-			return fmt.Errorf("%s: %d zombie commits landed through the gate, %d issues never closed, %d commits lost; all must be 0",
-				r.Spec.Title, len(g.ZombiePushes), len(r.Report.Unclosed), len(g.Lost))
+	var why []string
+	if r.StoppedAt > 0 {
+		flying := ""
+		if r.Spec.Round3 {
+			flying = fmt.Sprintf(" and %d commits of work in flight", len(g.InFlight))
 		}
+		stalled := " (its bound was sized from Gitea's measured speed, and it runs on past it while it closes issues: it stalled)"
+		if r.Interrupted {
+			stalled = ""
+		}
+		why = append(why, fmt.Sprintf("stopped %s, with %d issues open%s%s", r.stopped(), len(r.Report.Unclosed), flying, stalled))
+	}
+	if r.Spec.Bare {
+		merges := 0 // a zombie's merge through the sidecar is refused; through Gitea's API, nothing refuses it
+		if r.Spec.MergeVerb {
+			merges = len(g.ZombieMerges)
+		}
+		if len(g.ZombiePushes) > 0 || merges > 0 || len(r.Report.Unclosed) > 0 && r.StoppedAt == 0 || len(g.Lost) > 0 {
+			why = append(why, fmt.Sprintf("%d zombie commits landed through the gate, %d zombie merges through git collab merge, %d issues never closed, %d commits lost; all must be 0",
+				len(g.ZombiePushes), merges, len(r.Report.Unclosed), len(g.Lost)))
+		}
+	} else if len(r.Report.Duplicates) > 0 || len(r.Report.Unclosed) > 0 && r.StoppedAt == 0 || len(g.ZombiePushes) > 0 || len(g.ZombieMerges) > 0 || len(g.Lost) > 0 {
+		why = append(why, fmt.Sprintf("%d issues worked more than once, %d never closed, %d zombie commits and %d zombie merges landed, %d commits lost; all must be 0",
+			len(r.Report.Duplicates), len(r.Report.Unclosed), len(g.ZombiePushes), len(g.ZombieMerges), len(g.Lost)))
+	}
+	if r.Spec.MergeVerb && len(r.Report.Replaced) > 0 {
+		// The sidecar recovers a pull request whose test Gitea lost.
+		why = append(why, fmt.Sprintf("%d pull requests replaced, merging with git collab merge; must be 0", len(r.Report.Replaced)))
+	}
+	if len(why) == 0 {
 		return nil
 	}
-	if len(r.Report.Duplicates) > 0 || len(r.Report.Unclosed) > 0 || len(g.ZombiePushes) > 0 || len(g.ZombieMerges) > 0 || len(g.Lost) > 0 {
-		return fmt.Errorf("%s: %d issues worked more than once, %d never closed, %d zombie commits and %d zombie merges landed, %d commits lost; all must be 0",
-			r.Spec.Title, len(r.Report.Duplicates), len(r.Report.Unclosed), len(g.ZombiePushes), len(g.ZombieMerges), len(g.Lost))
-	}
-	return nil
+	return fmt.Errorf("%s: %s", r.Spec.Title, strings.Join(why, "; "))
 }
 
 // takeover is what the history said of a frozen claim.
@@ -560,29 +666,59 @@ const zombieWait = 90 * time.Second
 // session allows (the issue asked for 3 s, which sessions refuse).
 const sessionGrace = 5 * time.Second
 
-// judge reads what a round-three run left in Gitea: main's commits (a
-// clone, straight from Gitea, not counted) and, for each zombie's late
-// commit, whether Gitea has it at all.
-func (f *fleet) judge(ctx context.Context, repo integration.Repo, events []Event, zombies []zombie) (gitOutcome, error) {
+// judge reads what a round-three run left in Gitea: its branches (a
+// bare clone, straight from Gitea, not counted): main's commits, and
+// each work/<n> branch's commits that main lacks; and, for each
+// zombie's late commit, whether Gitea has it at all. stopped says the
+// run was stopped at its bound: a commit still on its issue's branch
+// whose work had not finished then was in flight, not lost.
+func (f *fleet) judge(ctx context.Context, repo integration.Repo, events []Event, zombies []zombie, stopped bool) (gitOutcome, error) {
 	dir, err := os.MkdirTemp(f.dir, "judge-")
 	if err != nil {
 		return gitOutcome{}, err
 	}
 	defer os.RemoveAll(dir)
-	cmd := exec.CommandContext(ctx, "git", "clone", "-q", "--bare", "--single-branch", "--branch", "main", f.g.URL+"/"+repo.FullName()+".git", dir)
-	cmd.Env = integration.CheckoutEnv(dir, f.gitBin)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return gitOutcome{}, fmt.Errorf("clone %s to judge it: %v: %s", repo.FullName(), err, b)
+	git := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Env = integration.CheckoutEnv(dir, f.gitBin)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		}
+		return string(out), nil
 	}
-	cmd = exec.CommandContext(ctx, "git", "-C", dir, "rev-list", "main")
-	cmd.Env = integration.CheckoutEnv(dir, f.gitBin)
-	out, err := cmd.Output()
+	if _, err := git("clone", "-q", "--bare", f.g.URL+"/"+repo.FullName()+".git", dir); err != nil {
+		return gitOutcome{}, fmt.Errorf("clone %s to judge it: %w", repo.FullName(), err)
+	}
+	out, err := git("-C", dir, "rev-list", "main")
 	if err != nil {
 		return gitOutcome{}, fmt.Errorf("list main's commits of %s: %w", repo.FullName(), err)
 	}
 	inMain := map[string]bool{}
-	for _, sha := range strings.Fields(string(out)) {
+	for _, sha := range strings.Fields(out) {
 		inMain[sha] = true
+	}
+	// What each issue's branch holds beyond main.
+	onBranch := map[int64]map[string]bool{}
+	refs, err := git("-C", dir, "for-each-ref", "--format=%(refname:short)", "refs/heads/work/")
+	if err != nil {
+		return gitOutcome{}, err
+	}
+	for _, ref := range strings.Fields(refs) {
+		n, err := strconv.ParseInt(strings.TrimPrefix(ref, "work/"), 10, 64)
+		if err != nil {
+			continue // not an issue's branch
+		}
+		out, err := git("-C", dir, "rev-list", ref, "^main")
+		if err != nil {
+			return gitOutcome{}, err
+		}
+		onBranch[n] = map[string]bool{}
+		for _, sha := range strings.Fields(out) {
+			onBranch[n][sha] = true
+		}
 	}
 	var askErr error
 	inGitea := func(sha string) bool {
@@ -594,6 +730,9 @@ func (f *fleet) judge(ctx context.Context, repo integration.Repo, events []Event
 		return err == nil
 	}
 	o := judgeGit(events, zombies, func(sha string) bool { return inMain[sha] }, inGitea)
+	if stopped {
+		o = o.inFlightAtBound(events, func(n int64, sha string) bool { return onBranch[n][sha] })
+	}
 	return o, askErr
 }
 
@@ -609,7 +748,9 @@ func (f *fleet) startSidecar(ctx context.Context, bin string) error {
 	}
 	s, err := integration.StartInstalled(ctx, integration.SidecarOptions{
 		Binary: bin, Gitea: f.g, GiteaURL: f.proxy.urls[srcSidecar], DataDir: filepath.Join(f.dir, "sidecar"),
-		Args: sidecarFlags,
+		// Gitea's repository root lets git collab merge tell a conflict
+		// from a test Gitea has not finished (lease.WithConflictTest).
+		Args: append(append([]string(nil), sidecarFlags...), "--gitea-repo-root", repoRoot(f.g)),
 	}, custom)
 	if err != nil {
 		return err

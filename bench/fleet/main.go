@@ -57,10 +57,18 @@ import (
 )
 
 // allModes are the modes, by key: round two's three, then round three's
-// five, then the zombie run with the agents' own defenses off, with the
-// gate in Gitea's push path and without it.
-var allModes = []string{"lease", "assignees", "faults", "sessions", "chain", "zombies", "assignees-bot", "assignees-accounts",
+// six (the one-account run twice: merging with git collab merge, and
+// holding the merge lock to merge through Gitea's API), then the zombie
+// run with the agents' own defenses off, with the gate in Gitea's push
+// path and without it.
+var allModes = []string{"lease", "assignees", "faults", "sessions", "sessions-lock", "chain", "zombies", "assignees-bot", "assignees-accounts",
 	"zombies-bare-gate", "zombies-bare-nogate"}
+
+// isRound3 says whether mode is one of round three's (real pushes and
+// merges, sized from Gitea's speed).
+func isRound3(mode string) bool {
+	return !slices.Contains([]string{"lease", "assignees", "faults"}, mode)
+}
 
 // defaultModes are those that run unless -modes names others, as make
 // bench runs them: all of them (the two bare zombie runs add about 5
@@ -68,9 +76,12 @@ var allModes = []string{"lease", "assignees", "faults", "sessions", "chain", "zo
 var defaultModes = allModes
 
 type options struct {
-	seed         int64
-	issues       int
-	gitIssues    int // round three's backlog
+	seed      int64
+	issues    int
+	gitIssues int // round three's backlog
+	// gitIssuesSet: -git-issues was given, so the backlog is not cut
+	// for a slow Gitea (sizing.go).
+	gitIssuesSet bool
 	agents       int
 	ttl          time.Duration
 	faultTTL     time.Duration
@@ -102,6 +113,7 @@ func main() {
 	flag.StringVar(&o.giteaGit, "gitea-git", "", "the git executable Gitea runs; \"\" builds (once, cached) integration/build-git.sh's, recent enough that Gitea tests a pull request's mergeability with git merge-tree")
 	only := flag.String("modes", strings.Join(defaultModes, ","), "the modes to run, comma-separated, of "+strings.Join(allModes, ", ")+")")
 	flag.Parse()
+	flag.Visit(func(fl *flag.Flag) { o.gitIssuesSet = o.gitIssuesSet || fl.Name == "git-issues" })
 	o.modes = map[string]bool{}
 	for _, m := range strings.Split(*only, ",") {
 		if !slices.Contains(allModes, m) {
@@ -267,29 +279,45 @@ func run(ctx context.Context, o options) (err error) {
 	for i, u := range f.agents {
 		ownKeys[i], botUsers[i] = u.Key.Path, bot
 	}
-	gitBacklog := planBacklog(o.seed, o.gitIssues)
+	// Round three's runs are sized from Gitea's speed, measured first.
+	var speed giteaSpeed
+	if slices.ContainsFunc(allModes, func(m string) bool { return o.modes[m] && isRound3(m) }) {
+		warm := time.Now()
+		if speed, err = f.measureGitea(setup, org, bot, warmupRounds); err != nil {
+			return fmt.Errorf("measure Gitea's speed: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "fleet: measured Gitea on a warm-up repository in %.1fs: push %s, pull request %s, test %s, merge %s\n",
+			time.Since(warm).Seconds(), ms(speed.Push), ms(speed.Create), ms(speed.Ready), ms(speed.Merge))
+	}
+	f.sizing = sizeRuns(speed, o.issues, o.gitIssues, o.gitIssuesSet)
+	gitBacklog := planBacklog(o.seed, f.sizing.GitIssues)
 	specs := []modeSpec{
 		{Key: "lease", Title: "collab-lease", Mode: modeLease, TTL: o.ttl},
 		{Key: "assignees", Title: "assignees only", Mode: modeAssignees},
 		{Key: "faults", Title: "collab-lease, faults", Mode: modeLease, TTL: o.faultTTL,
 			Kill: faults(o.seed, o.agents), RestartAfter: max(1, o.issues/2)},
-		{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys},
-		{Key: "chain", Title: "collab-lease, one account, no sessions", Mode: modeChain, Round3: true, Users: botUsers, Keys: botKeys, TTL: chainTTL},
+		{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys, MergeVerb: true},
+		{Key: "sessions-lock", Title: "collab-lease, one account, merge lock", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys},
+		{Key: "chain", Title: "collab-lease, one account, no sessions", Mode: modeChain, Round3: true, Users: botUsers, Keys: botKeys, TTL: chainTTL,
+			MergeVerb: true},
 		{Key: "zombies", Title: "collab-lease, 3 zombies", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
-			Zombies: pickZombies(o.seed, o.agents)},
+			Zombies: pickZombies(o.seed, o.agents), MergeVerb: true},
 		{Key: "zombies-bare-gate", Title: "3 zombies, defenses off, gate", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
-			Zombies: pickZombies(o.seed, o.agents), Bare: true, Gate: true},
+			Zombies: pickZombies(o.seed, o.agents), Bare: true, Gate: true, MergeVerb: true},
 		{Key: "zombies-bare-nogate", Title: "3 zombies, defenses off, no gate", Mode: modeSession, Round3: true, Users: botUsers, Keys: botKeys,
-			Zombies: pickZombies(o.seed, o.agents), Bare: true},
+			Zombies: pickZombies(o.seed, o.agents), Bare: true, MergeVerb: true},
 		{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true, Users: botUsers, Keys: botKeys},
 		{Key: "assignees-accounts", Title: "assignees only, 20 accounts", Mode: modeAssignees, Round3: true, Users: f.agents, Keys: ownKeys},
 	}
 	for i := range specs {
 		sp := &specs[i]
 		if !sp.Round3 {
-			sp.Users, sp.Keys, sp.Backlog = f.agents, ownKeys, f.backlog
+			sp.Users, sp.Keys, sp.Backlog, sp.Bound = f.agents, ownKeys, f.backlog, f.sizing.Bound2
 		} else {
-			sp.Backlog = gitBacklog
+			sp.Backlog, sp.Bound = gitBacklog, f.sizing.Bound3
+		}
+		if isRound3(sp.Key) != sp.Round3 {
+			return fmt.Errorf("mode %s: isRound3 says %v", sp.Key, !sp.Round3)
 		}
 		if o.modes[sp.Key] {
 			eg.Go(func() (err error) {
@@ -307,7 +335,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	f.lockRepo = locks.FullName()
 	fmt.Fprintf(os.Stderr, "fleet: seeded %d agents, the account bot with %d keys and %d backlogs (%d issues for round two, %d for round three) in %.1fs\n",
-		o.agents, len(botKeys), len(o.modes), o.issues, o.gitIssues, time.Since(step).Seconds())
+		o.agents, len(botKeys), len(o.modes), o.issues, f.sizing.GitIssues, time.Since(step).Seconds())
 
 	results := map[string]ModeResult{}
 	// The assignees runs first, while Gitea is stock: no sidecar, no
@@ -322,7 +350,12 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	if slices.ContainsFunc(specs, func(sp modeSpec) bool { return o.modes[sp.Key] && sp.Mode != modeAssignees }) {
-		if err := f.startSidecar(setup, sidecarBin); err != nil {
+		// Its own bound: the assignees runs before it may have taken
+		// longer than setup's.
+		start, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := f.startSidecar(start, sidecarBin)
+		cancel()
+		if err != nil {
 			return err
 		}
 		defer func() { _ = f.sidecar.Stop(20 * time.Second) }()
@@ -359,7 +392,7 @@ func run(ctx context.Context, o options) (err error) {
 		}
 	}
 	total := time.Since(began)
-	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage(), giteaGit: gitVersion}
+	sum := summary{opts: o, backlog: f.backlog, results: ran, total: total, load: loadAverage(), giteaGit: gitVersion, sizing: f.sizing}
 	fmt.Print(sum.text())
 	if o.markdown != "" {
 		if err := os.WriteFile(o.markdown, []byte(sum.markdown()), 0o644); err != nil {

@@ -16,8 +16,15 @@ type gitOutcome struct {
 	// those of them a zombie made after its freeze.
 	Gated, ZombieGated int
 	// Lost are the commits a live holder pushed that main does not hold
-	// at the end.
+	// at the end, but those in flight.
 	Lost []string
+	// InFlight are the commits a live holder pushed that main does not
+	// hold, of work the run's bound stopped: still on their issue's
+	// branch, where that issue's work, unfinished when the bound came
+	// (the issue still open, or the work that pushed them not done),
+	// would have merged them. A commit lost is one that is not there:
+	// overwritten or dropped, or left behind by work that had finished.
+	InFlight []string
 	// ZombiePushes are the commits a zombie made after its freeze that
 	// reached Gitea (its pushes that landed); ZombieMerges the pull
 	// requests it merged then.
@@ -35,7 +42,8 @@ type zombieOutcome struct {
 	// Stop is what stopped it first: evStale (its check), evTerminated
 	// (git collab run), evGated (Gitea's gate refused its push; Said is
 	// the gate's line), evFenced (the required status refused its merge;
-	// Said is Gitea's answer), "" (nothing did).
+	// Said is Gitea's answer), evMergeStale (git collab merge refused it;
+	// Said is the reply's status), "" (nothing did).
 	Stop, Said string
 	// Landed are its late commits that reached Gitea; Merged the pull
 	// requests it merged late.
@@ -91,9 +99,9 @@ func judgeGit(events []Event, zombies []zombie, inMain, inGitea func(sha string)
 				o.ZombieErrors = append(o.ZombieErrors, errorLine(e))
 			}
 		}
-		if z != nil && z.Stop == "" && slices.Contains([]string{evStale, evTerminated, evGated, evFenced}, e.Kind) {
+		if z != nil && z.Stop == "" && slices.Contains([]string{evStale, evTerminated, evGated, evFenced, evMergeStale}, e.Kind) {
 			z.Stop = e.Kind
-			if e.Kind == evGated || e.Kind == evFenced {
+			if e.Kind == evGated || e.Kind == evFenced || e.Kind == evMergeStale {
 				z.Said = e.Detail
 			}
 		}
@@ -113,6 +121,46 @@ func judgeGit(events []Event, zombies []zombie, inMain, inGitea func(sha string)
 			o.Lost = append(o.Lost, sha)
 		}
 	}
+	return o
+}
+
+// inFlightAtBound moves from o.Lost to o.InFlight the commits of work
+// the run's bound stopped: a commit is in flight if onBranch says its
+// issue's branch still holds it and, when the bound came, its issue had
+// not been closed or the work that pushed it had not ended (a work's
+// last line is its evWorkCPU). Only for a run stopped at its bound: one
+// that ended by itself has no work in flight.
+func (o gitOutcome) inFlightAtBound(events []Event, onBranch func(issue int64, sha string) bool) gitOutcome {
+	closed := map[int64]bool{}
+	for _, e := range events {
+		if e.Kind == evClosed || e.Kind == evMerged {
+			closed[e.Issue] = true
+		}
+	}
+	// ended says whether the work of agent on issue that pushed at
+	// events[i] reported its end after it.
+	ended := func(i int, agent int, issue int64) bool {
+		return slices.ContainsFunc(events[i+1:], func(e Event) bool {
+			return e.Kind == evWorkCPU && e.Agent == agent && e.Issue == issue
+		})
+	}
+	var lost []string
+	for _, sha := range o.Lost {
+		flying := false
+		for i, e := range events {
+			if e.Kind == evPushed && slices.Contains(e.Commits, sha) && onBranch(e.Issue, sha) &&
+				(!closed[e.Issue] || !ended(i, e.Agent, e.Issue)) {
+				flying = true
+				break
+			}
+		}
+		if flying {
+			o.InFlight = append(o.InFlight, sha)
+		} else {
+			lost = append(lost, sha)
+		}
+	}
+	o.Lost = lost
 	return o
 }
 

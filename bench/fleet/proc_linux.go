@@ -22,6 +22,18 @@ func agentProcess(cmd *exec.Cmd) {
 // killAgent SIGKILLs an agent's process group.
 func killAgent(cmd *exec.Cmd) { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 
+// mergeProcess starts a work's git collab merge in a process group of
+// its own, out of reach of git collab run's signals to its command's
+// group (the merge's end of the claim makes run stop the work while the
+// reply is on its way: the work waits for the reply first), and has the
+// kernel kill it if the work dies.
+func mergeProcess(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// killGroup SIGKILLs the process group whose leader is pid.
+func killGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }
+
 // signalTree sends sig to every process of the trees rooted at roots:
 // the roots and all their descendants, whatever session or group they
 // made for themselves (git collab's ssh runs in a session of its own), as

@@ -17,6 +17,10 @@ func detachedProcess(cmd *exec.Cmd) {}
 
 func killAgent(cmd *exec.Cmd) { _ = cmd.Process.Kill() }
 
+func mergeProcess(cmd *exec.Cmd) {}
+
+func killGroup(pid int) {}
+
 func signalTree(sig syscall.Signal, roots ...int) {}
 
 func selfCPU() time.Duration { return 0 }

@@ -54,7 +54,7 @@ func TestProxyCountsMergesByAnswer(t *testing.T) {
 func TestMergeRowShowsEveryAnswer(t *testing.T) {
 	var cell func(ModeResult) string
 	for _, r := range (summary{}).rows3() {
-		if strings.HasPrefix(r.label, "merge requests per closed issue") {
+		if strings.HasPrefix(r.label, "Gitea merge API calls per closed issue") {
 			cell = r.cell
 		}
 	}

@@ -23,6 +23,8 @@ type summary struct {
 	load    string
 	// giteaGit is what the git Gitea ran says of its version.
 	giteaGit string
+	// sizing is how the runs were sized from Gitea's speed.
+	sizing sizing
 }
 
 // row is one measure across the modes.
@@ -49,6 +51,49 @@ func (s summary) round(three bool) []ModeResult {
 	return out
 }
 
+// mergeRequests are a run's requests to merge per closed issue: its
+// git collab merge calls, by reply, where its work merges with them; its
+// merge requests to Gitea's API otherwise.
+func mergeRequests(r ModeResult) string {
+	if r.Spec.MergeVerb {
+		replies := r.Report.MergeReplies
+		keys := slices.Collect(maps.Keys(replies))
+		slices.SortFunc(keys, func(a, b string) int { return cmp.Or(replies[b]-replies[a], strings.Compare(a, b)) })
+		var parts []string
+		for _, k := range keys {
+			parts = append(parts, fmt.Sprintf("%.2f %s", float64(replies[k])/perClosed(r), k))
+		}
+		out := fmt.Sprintf("%.2f", float64(r.Report.MergeCalls)/perClosed(r))
+		if len(parts) > 0 {
+			out += " (" + strings.Join(parts, " + ") + ")"
+		}
+		return out
+	}
+	all := 0
+	for _, m := range r.Traffic.Merges {
+		all += m.N
+	}
+	return fmt.Sprintf("%.2f (Gitea's API)", float64(all)/perClosed(r))
+}
+
+// byKey is the runs by their mode's key.
+func (s summary) byKey() map[string]ModeResult {
+	out := map[string]ModeResult{}
+	for _, r := range s.results {
+		out[r.Spec.Key] = r
+	}
+	return out
+}
+
+// unclosed is a run's issues never closed, and whether its bound
+// stopped it.
+func unclosed(r ModeResult) string {
+	if r.StoppedAt > 0 {
+		return fmt.Sprintf("%d (stopped at %s, its bound %s)", len(r.Report.Unclosed), dur(r.StoppedAt), dur(r.Bound))
+	}
+	return fmt.Sprint(len(r.Report.Unclosed))
+}
+
 // rows3 are round three's measures.
 func (s summary) rows3() []row {
 	zombies := func(r ModeResult, n int) string {
@@ -61,10 +106,16 @@ func (s summary) rows3() []row {
 		{"issues worked more than once", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Duplicates)) }},
 		{"zombie pushes landed (commits)", func(r ModeResult) string { return zombies(r, len(r.Git.ZombiePushes)) }},
 		{"zombie merges landed", func(r ModeResult) string { return zombies(r, len(r.Git.ZombieMerges)) }},
-		{"commits lost (pushed by a live holder, not in main)", func(r ModeResult) string {
+		{"commits lost (pushed by a live holder, not in main, not in flight)", func(r ModeResult) string {
 			return fmt.Sprintf("%d (of %d pushes)", len(r.Git.Lost), r.Git.Pushes)
 		}},
-		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
+		{"issues never closed", unclosed},
+		{"commits in flight when the run was stopped (on their issue's branch, its work unfinished)", func(r ModeResult) string {
+			if r.StoppedAt == 0 {
+				return "none (not stopped)"
+			}
+			return fmt.Sprint(len(r.Git.InFlight))
+		}},
 		{"pushes Gitea's gate refused (of them zombies')", func(r ModeResult) string {
 			if !r.Spec.Gate {
 				return "no gate"
@@ -76,7 +127,16 @@ func (s summary) rows3() []row {
 			sc, ag := float64(r.Requests[srcSidecar]), float64(r.Requests[srcAgents])
 			return fmt.Sprintf("%.1f (%.1f + %.1f)", (sc+ag)/perClosed(r), sc/perClosed(r), ag/perClosed(r))
 		}},
-		{"merge requests per closed issue (merged + main moved meanwhile + not yet, + other answers)", func(r ModeResult) string {
+		{"merge requests per closed issue: git collab merge calls where the work merges with it, Gitea merge API calls where it merges itself (goal ≤ 1.1)", mergeRequests},
+		{"pull requests the agents replaced (goal 0 with git collab merge)", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Replaced)) }},
+		{"wall time to the last close ÷ assignees only, 20 accounts (goal ≤ 0.5×)", func(r ModeResult) string {
+			base, ok := s.byKey()["assignees-accounts"]
+			if !ok || base.Report.LastClose == 0 {
+				return "no such run"
+			}
+			return fmt.Sprintf("%.2f×", ratio(r.Report.LastClose.Seconds(), base.Report.LastClose.Seconds()))
+		}},
+		{"Gitea merge API calls per closed issue, the sidecar's or the agents' (merged + main moved meanwhile + not yet, + other answers)", func(r ModeResult) string {
 			n := func(code int) float64 {
 				if m := r.Traffic.Merges[code]; m != nil {
 					return float64(m.N)
@@ -96,6 +156,9 @@ func (s summary) rows3() []row {
 			return out + ")"
 		}},
 		{"merge lock: mean wait / mean hold", func(r ModeResult) string {
+			if r.Spec.MergeVerb {
+				return fmt.Sprintf("none: git collab merge, %.1f s a call", r.Report.MergeCallTime.Seconds()/float64(max(r.Report.MergeCalls, 1)))
+			}
 			if r.Report.Locks == 0 {
 				return "not taken"
 			}
@@ -156,6 +219,8 @@ func (s summary) notes3() []string {
 					what += "git collab run saw the claim lost and stopped its work (SIGTERM) before its next push."
 				case evGated:
 					what += fmt.Sprintf("its next push carried its old token %d, and Gitea's gate refused it: \"%s\"; %s.", z.Token, zo.Said, lateWrites(zo))
+				case evMergeStale:
+					what += fmt.Sprintf("the sidecar refused its git collab merge with its old token %d (%s); %s.", z.Token, zo.Said, lateWrites(zo))
 				case evFenced:
 					what += fmt.Sprintf("Gitea refused its merge for the required status (fenced merges): %s; %s.", zo.Said, lateWrites(zo))
 				default:
@@ -164,15 +229,17 @@ func (s summary) notes3() []string {
 			}
 			out = append(out, what)
 		}
-		if r.StoppedAt > 0 {
-			out = append(out, fmt.Sprintf("%s: its agents were stopped (SIGKILL) at the run's bound, %s, with %d issues still open.", r.Spec.Title, r.StoppedAt, len(r.OpenInGitea)))
-		}
 		if len(r.Git.Lost) > 0 {
 			out = append(out, fmt.Sprintf("%s: commits pushed but not in main: %s.", r.Spec.Title, strings.Join(shortSHAs(r.Git.Lost, 10), ", ")))
 		}
 	}
 	if line := bareZombies(byKey); line != "" {
 		out = append(out, line)
+	}
+	for _, key := range []string{"sessions", "sessions-lock"} {
+		if r, ok := byKey[key]; ok {
+			out = append(out, mergeGoals(r, byKey))
+		}
 	}
 	if sess, ok := byKey["sessions"]; ok {
 		if chain, ok := byKey["chain"]; ok {
@@ -198,6 +265,39 @@ func (s summary) notes3() []string {
 		}
 	}
 	return out
+}
+
+// mergeGoals sets a one-account collab-lease run against round three's
+// goals for merging: its wall time to the last close at most half the
+// 20-account assignees run's, at most 1.1 merge requests per closed
+// issue, and no pull request replaced.
+func mergeGoals(r ModeResult, byKey map[string]ModeResult) string {
+	how := "merging with git collab merge"
+	if !r.Spec.MergeVerb {
+		how = "merging through Gitea's API holding the merge lock"
+	}
+	verdict := func(met bool) string {
+		if met {
+			return "met"
+		}
+		return "not met"
+	}
+	wall := "not measured: no run of assignees only, 20 accounts"
+	if base, ok := byKey["assignees-accounts"]; ok && base.Report.LastClose > 0 {
+		q := ratio(r.Report.LastClose.Seconds(), base.Report.LastClose.Seconds())
+		wall = fmt.Sprintf("%.1f s against %.1f s, %.2f× (goal ≤ 0.5×: %s)", r.Report.LastClose.Seconds(), base.Report.LastClose.Seconds(), q, verdict(q <= 0.5))
+	}
+	calls := r.Report.MergeCalls
+	what := "git collab merge calls"
+	if !r.Spec.MergeVerb {
+		calls, what = 0, "Gitea merge API calls"
+		for _, m := range r.Traffic.Merges {
+			calls += m.N
+		}
+	}
+	per := float64(calls) / perClosed(r)
+	return fmt.Sprintf("%s, %s: wall time to the last close against assignees only, 20 accounts: %s; %d %s for %d closed issues, %.2f per closed issue (goal ≤ 1.1: %s); %d pull requests replaced (goal 0: %s).",
+		r.Spec.Title, how, wall, calls, what, r.Report.Closed, per, verdict(per <= 1.1), len(r.Report.Replaced), verdict(len(r.Report.Replaced) == 0))
 }
 
 // lateWrites says what a zombie landed once woken.
@@ -232,7 +332,7 @@ func bareZombies(byKey map[string]ModeResult) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("The %d zombies with their agents' own defenses off (no git collab check; the work not stopped when its claim is lost, and pushing with the token of the tenure it began under): %s. The gate does not check merges yet (its rule 4), and under one account the required status says success for any agent of it: nothing stops a zombie's merge but the refusal of its push before it (every zombie here pushes once more before it merges; one frozen between its last push and its merge would merge).",
+	return fmt.Sprintf("The %d zombies with their agents' own defenses off (no git collab check; the work not stopped when its claim is lost, and pushing with the token of the tenure it began under): %s. Their merges go through git collab merge with that token, which the sidecar refuses once the tenure is not the claim's current one, whether or not the push before it landed (under one account the required status says success for any agent of it: Gitea's own check of the merge would not refuse it).",
 		zombieCount, strings.Join(parts, "; "))
 }
 
@@ -259,7 +359,7 @@ func (s summary) rows() []row {
 	closed := perClosed
 	return []row{
 		{"issues worked more than once", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Duplicates)) }},
-		{"issues never closed", func(r ModeResult) string { return fmt.Sprint(len(r.Report.Unclosed)) }},
+		{"issues never closed", unclosed},
 		{"wall time (last issue closed)", func(r ModeResult) string {
 			return fmt.Sprintf("%.1f s (%.1f s)", r.Report.Wall.Seconds(), r.Report.LastClose.Seconds())
 		}},
@@ -308,8 +408,8 @@ func (s summary) tables() []table {
 		{title: fmt.Sprintf("Round two: %d agents, %d accounts, a %d-issue backlog, no git", s.opts.agents, s.opts.agents, s.opts.issues),
 			about:   "Each agent is a Gitea user with its own SSH key and a loop of real `git collab` processes (OpenSSH, a handshake per call) in its own checkout; work on an issue takes 50–500 ms and touches no git, the same per issue in every run.",
 			results: s.round(false), rows: s.rows(), bold: 2},
-		{title: fmt.Sprintf("Round three: %d agents, real pushes and merges, a %d-issue backlog", s.opts.agents, s.opts.gitIssues),
-			about: fmt.Sprintf("The collab-lease runs are one Gitea account `bot` with a key per agent, each agent a loop of `git collab run --next --wait 30s --grace %s --agent <name> -- <work>` (the sidecar wakes a waiting agent when an issue comes free); the work fetches, commits to `work/<issue>`, pushes, opens a pull request \"Fixes #N\", works 1–8 s (the same per issue in every run), pushes again and merges through Gitea's API holding the repository's merge lock (an issue claimed with `git collab claim --wait`), checking its token with `git collab check` before each push and the merge; `main` requires the `collab-lease/claim` status and `serve --fence-pushes` is on. The run without sessions does the same work claimed the way round two's agents claim (`git collab next --ttl 20s`, `git collab renew` every 10 s, the checks over ssh, `git collab unclaim`; each a process chain and a handshake), for the agents' CPU to compare with. The baselines do the same work with Gitea's assignees alone, the merge lock included, as `bot` (every agent sees itself assigned, so the lock excludes nobody) or as 20 accounts. The runs with defenses off are the 3-zombie run with the agents' own defenses switched off: the work runs no `git collab check` and is not stopped when its claim is lost (it runs in a process group of its own, out of reach of `git collab run`'s SIGTERM and SIGKILL, keeping the token and push option run gave it), with `serve --gate` on (Gitea's pre-receive hook asks the sidecar about every push) or off.",
+		{title: fmt.Sprintf("Round three: %d agents, real pushes and merges, a %d-issue backlog", s.opts.agents, cmp.Or(s.sizing.GitIssues, s.opts.gitIssues)),
+			about: fmt.Sprintf("The collab-lease runs are one Gitea account `bot` with a key per agent, each agent a loop of `git collab run --next --wait 30s --grace %s --agent <name> -- <work>` (the sidecar wakes a waiting agent when an issue comes free); the work fetches, commits to `work/<issue>`, pushes, opens a pull request \"Fixes #N\", works 1–8 s (the same per issue in every run), pushes again and, once the required status says success, merges with `git collab merge <pull>` (the sidecar checks that the agent holds the claim and that its token is current, waits for its turn to merge into `main`, one merge at a time, first come first served, asks Gitea to merge as the holder, waits while Gitea tests the pull request, and ends the claim before it replies), checking its token with `git collab check` before each push and the merge; `main` requires the `collab-lease/claim` status and `serve --fence-pushes` is on. The merge-lock run does the same work but merges as the work did before `git collab merge`: through Gitea's API, holding the repository's merge lock (an issue claimed with `git collab claim --wait`), replacing a pull request Gitea has not tested within the lock's hold. The run without sessions does the same work as the first, claimed the way round two's agents claim (`git collab next --ttl 20s`, `git collab renew` every 10 s, the checks and the merge over ssh, `git collab unclaim`; each a process chain and a handshake), for the agents' CPU to compare with. The baselines do the same work with Gitea's assignees alone, the merge lock included, as `bot` (every agent sees itself assigned, so the lock excludes nobody) or as 20 accounts. The runs with defenses off are the 3-zombie run with the agents' own defenses switched off: the work runs no `git collab check`, merges through Gitea's API holding the merge lock (an agent that skips the sidecar's checks skips its merge too) and is not stopped when its claim is lost (it runs in a process group of its own, out of reach of `git collab run`'s SIGTERM and SIGKILL, keeping the token and push option run gave it), with `serve --gate` on (Gitea's pre-receive hook asks the sidecar about every push) or off.",
 				sessionGrace),
 			results: s.round(true), rows: s.rows3(), bold: 5},
 	}
@@ -349,6 +449,13 @@ func (s summary) notes() []string {
 			}
 			out = append(out, what)
 		}
+		if r.StoppedAt > 0 {
+			what := fmt.Sprintf("%s: its agents were stopped (SIGKILL) %s, with %d issues still open", r.Spec.Title, r.stopped(), len(r.OpenInGitea))
+			if r.Spec.Round3 {
+				what += fmt.Sprintf(" and %d commits of work in flight (still on their issue's branch, that work unfinished: not counted as lost)", len(r.Git.InFlight))
+			}
+			out = append(out, what+".")
+		}
 		if r.Restart != nil {
 			out = append(out, fmt.Sprintf("%s: the sidecar was restarted (SIGTERM, then started on the same ledger and addresses) after the %dth close, %.1f s into the run; it was back %.2f s later.",
 				r.Spec.Title, r.Restart.AfterCloses, r.Restart.At.Seconds(), r.Restart.Took.Seconds()))
@@ -360,7 +467,7 @@ func (s summary) notes() []string {
 				more = fmt.Sprintf(" and %d more", n-len(shown))
 			}
 			out = append(out, fmt.Sprintf("%s: %d pull requests replaced that stayed \"not yet\" for %s while their work held the merge lock (Gitea tested them late, or its in-memory queue lost their test): %s%s.",
-				r.Spec.Title, n, lockHold, strings.Join(shown, ", "), more))
+				r.Spec.Title, n, cmp.Or(s.sizing.LockHold, lockHold), strings.Join(shown, ", "), more))
 		}
 		if len(r.WorkErrors) > 0 {
 			out = append(out, fmt.Sprintf("%s: %d pieces of work failed, e.g. %s", r.Spec.Title, len(r.WorkErrors),
@@ -473,6 +580,7 @@ func (s summary) text() string {
 		tw.Flush()
 	}
 	b.WriteString("\n")
+	fmt.Fprintf(&b, "fleet: %s\n\n", s.sizing.describe())
 	for _, n := range append(s.notes(), s.notes3()...) {
 		fmt.Fprintf(&b, "- %s\n", n)
 	}
@@ -491,6 +599,7 @@ func (s summary) markdown() string {
 	fmt.Fprintf(&b, "## Fleet: %s\n\n", s.title())
 	fmt.Fprintf(&b, "Written by `bench/fleet` in this run (`%s`, seed %d; the whole run took %.0f s, setup included; load average at its end %s; Gitea ran %s). Every request to Gitea passed a counting proxy. What each run does: `bench/README.md`.\n",
 		s.opts.reproduction, s.opts.seed, s.total.Seconds(), s.load, s.giteaGit)
+	fmt.Fprintf(&b, "\n%s\n", s.sizing.describe())
 	for _, t := range s.tables() {
 		if len(t.results) == 0 {
 			continue

@@ -83,6 +83,12 @@ type Report struct {
 	// Replaced are the pull requests a work replaced because Gitea no
 	// longer tested them ("#old by #new").
 	Replaced []string
+	// MergeCalls are the works' git collab merge processes (round
+	// three's runs that merge with it), MergeReplies them by the reply's
+	// status (or "exit N"), MergeCallTime their time in all.
+	MergeCalls    int
+	MergeReplies  map[string]int
+	MergeCallTime time.Duration
 }
 
 // Duplicate is an issue worked more than once.
@@ -107,7 +113,7 @@ type Abandoned struct {
 // backlog's size (issues 1..issues), agents the fleet's, wall the mode's
 // duration.
 func summarize(issues, agents int, wall time.Duration, events []Event) Report {
-	r := Report{Issues: issues, Agents: agents, Wall: wall, Calls: map[string]*CallStat{}, RetryReasons: map[string]int{}}
+	r := Report{Issues: issues, Agents: agents, Wall: wall, Calls: map[string]*CallStat{}, RetryReasons: map[string]int{}, MergeReplies: map[string]int{}}
 	worked := map[int64][]int{}
 	closed := map[int64]bool{}
 	doomed := map[int]Event{} // agent → its doomed event
@@ -154,6 +160,10 @@ func summarize(issues, agents int, wall time.Duration, events []Event) Report {
 			r.LockHeld += e.Took
 		case evReplaced:
 			r.Replaced = append(r.Replaced, e.Detail)
+		case evMergeCall:
+			r.MergeCalls++
+			r.MergeReplies[e.Detail]++
+			r.MergeCallTime += e.Took
 		}
 	}
 	for n, who := range worked {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -315,5 +317,185 @@ func TestReportOfTheBareZombieRuns(t *testing.T) {
 	}
 	if md := s.markdown(); !strings.Contains(md, "| pushes Gitea's gate refused (of them zombies') | 1 (1) | no gate |") {
 		t.Errorf("the markdown lacks the gate's row:\n%s", md)
+	}
+}
+
+// At the bound, a commit main lacks is in flight if its issue's branch
+// still holds it and its work had not finished (the issue open, or the
+// work that pushed it not ended); otherwise it is lost. A run that ended
+// by itself has nothing in flight.
+func TestInFlightAtTheBoundIsNotLost(t *testing.T) {
+	events := []Event{
+		// #1: pushed, merged, closed and ended: all in main.
+		{Agent: 0, Kind: evPushed, Issue: 1, Commits: []string{"a1", "a2"}},
+		{Agent: 0, Kind: evMerged, Issue: 1, Detail: "61"},
+		{Agent: 0, Kind: evClosed, Issue: 1},
+		{Agent: 0, Kind: evWorkCPU, Issue: 1},
+		// #2: pushed, then the bound came (killed: no last line).
+		{Agent: 1, Kind: evPushed, Issue: 2, Commits: []string{"b1"}},
+		// #3: its first work gave up and ended; the next holder pushed
+		// on top of it and was still at work when the bound came.
+		{Agent: 2, Kind: evPushed, Issue: 3, Commits: []string{"c1"}},
+		{Agent: 2, Kind: evError, Issue: 3, Detail: "pull request #63: not merged within 5m0s"},
+		{Agent: 2, Kind: evWorkCPU, Issue: 3},
+		{Agent: 3, Kind: evPushed, Issue: 3, Commits: []string{"c2"}},
+		// #4: its branch no longer holds what was pushed: overwritten.
+		{Agent: 4, Kind: evPushed, Issue: 4, Commits: []string{"d1"}},
+		// #5: merged, closed and ended, yet main lacks a commit of it.
+		{Agent: 5, Kind: evPushed, Issue: 5, Commits: []string{"e1"}},
+		{Agent: 5, Kind: evMerged, Issue: 5, Detail: "65"},
+		{Agent: 5, Kind: evClosed, Issue: 5},
+		{Agent: 5, Kind: evWorkCPU, Issue: 5},
+		// #6: closed by another's merge while its work still pushed.
+		{Agent: 6, Kind: evPushed, Issue: 6, Commits: []string{"f1"}},
+		{Agent: 7, Kind: evMerged, Issue: 6, Detail: "66"},
+		{Agent: 7, Kind: evClosed, Issue: 6},
+		{Agent: 7, Kind: evWorkCPU, Issue: 6},
+		{Agent: 6, Kind: evPushed, Issue: 6, Commits: []string{"f2"}},
+	}
+	inMain := map[string]bool{"a1": true, "a2": true, "f1": true}
+	branches := map[int64][]string{2: {"b1"}, 3: {"c1", "c2"}, 4: {"x9"}, 5: {"e1"}, 6: {"f2"}}
+	onBranch := func(n int64, sha string) bool { return slices.Contains(branches[n], sha) }
+	all := func(string) bool { return true }
+	o := judgeGit(events, nil, func(s string) bool { return inMain[s] }, all)
+	if want := []string{"b1", "c1", "c2", "d1", "e1", "f2"}; !reflect.DeepEqual(o.Lost, want) || len(o.InFlight) != 0 {
+		t.Fatalf("before the bound is taken into account: lost %v, in flight %v; want lost %v", o.Lost, o.InFlight, want)
+	}
+	o = o.inFlightAtBound(events, onBranch)
+	if want := []string{"b1", "c1", "c2", "f2"}; !reflect.DeepEqual(o.InFlight, want) {
+		t.Errorf("in flight %v, want %v", o.InFlight, want)
+	}
+	if want := []string{"d1", "e1"}; !reflect.DeepEqual(o.Lost, want) {
+		t.Errorf("lost %v, want %v", o.Lost, want)
+	}
+	if o.Pushes != 8 {
+		t.Errorf("%d pushes, want 8", o.Pushes)
+	}
+}
+
+// Only commits lost fail a run, and a collab-lease run stopped at its
+// bound fails for that (its bound was sized to let it finish), not for
+// the commits it had in flight or the issues it left open then; the
+// baselines are measured wherever their bound stopped them.
+func TestVerdictTellsInFlightFromLost(t *testing.T) {
+	sessions := modeSpec{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true}
+	baseline := modeSpec{Key: "assignees-bot", Title: "assignees only, one account", Mode: modeAssignees, Round3: true}
+	stopped := func(spec modeSpec, lost ...string) ModeResult {
+		return ModeResult{Spec: spec, Bound: 6 * time.Minute, StoppedAt: 6 * time.Minute, Report: Report{Unclosed: []int64{7, 9}},
+			Git: gitOutcome{InFlight: []string{"b1", "c2"}, Lost: lost}}
+	}
+	err := stopped(sessions).verdict()
+	if err == nil || !strings.Contains(err.Error(), "stopped at its bound, 6 min, with no issue closed in the 2 min before it, with 2 issues open and 2 commits of work in flight") {
+		t.Errorf("stopped at its bound: %v", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "commits lost") {
+		t.Errorf("commits in flight were counted lost: %v", err)
+	}
+	if err := stopped(sessions, "d1").verdict(); err == nil || !strings.Contains(err.Error(), "1 commits lost") {
+		t.Errorf("a commit lost at the bound: %v", err)
+	}
+	finished := ModeResult{Spec: sessions, Git: gitOutcome{Pushes: 120}}
+	if err := finished.verdict(); err != nil {
+		t.Errorf("a clean run: %v", err)
+	}
+	if err := stopped(baseline, "d1").verdict(); err != nil {
+		t.Errorf("a baseline stopped at its bound: %v", err)
+	}
+	// The report shows both, apart.
+	s := summary{opts: options{agents: 20, issues: 200, gitIssues: 60, seed: 1},
+		results: []ModeResult{stopped(sessions), finished, stopped(baseline, "d1")}}
+	s.results[1].Spec.Title = "finished"
+	text := s.text()
+	for _, want := range []string{
+		"collab-lease, one account: its agents were stopped (SIGKILL) at its bound, 6 min, with no issue closed in the 2 min before it, with 0 issues still open and 2 commits of work in flight (still on their issue's branch, that work unfinished: not counted as lost).",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the report lacks %q:\n%s", want, text)
+		}
+	}
+	md := s.markdown()
+	for _, want := range []string{
+		"| commits lost (pushed by a live holder, not in main, not in flight) | **0 (of 0 pushes)** | **0 (of 120 pushes)** | **1 (of 0 pushes)** |",
+		"| issues never closed | **2 (stopped at 6 min, its bound 6 min)** | **0** | **2 (stopped at 6 min, its bound 6 min)** |",
+		"| commits in flight when the run was stopped (on their issue's branch, its work unfinished) | 2 | none (not stopped) | 2 |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// A run's bound is no deadline while it still closes issues: it runs on
+// until no issue has closed for its stall window, or until boundCap
+// times its bound; and the report says which stopped it.
+func TestARunStillClosingIssuesRunsOnPastItsBound(t *testing.T) {
+	m := func(n int) time.Duration { return time.Duration(n) * time.Minute }
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	for _, c := range []struct {
+		bound, elapsed, since time.Duration
+		next                  time.Duration
+		on                    bool
+	}{
+		{m(6), m(6), s(30), s(90), true},      // closed 30 s ago: asked again once 2 min have passed since
+		{m(6), m(6), m(2), 0, false},          // nothing for 2 min: stopped
+		{m(6), m(17), s(10), m(1), true},      // its cap is near
+		{m(6), m(18), s(1), 0, false},         // at its cap
+		{m(24), m(24), m(3), m(1), true},      // a longer bound, a longer window: 4 min
+		{m(24), m(24), m(4) + s(1), 0, false}, // nothing for 4 min
+	} {
+		next, on := runOn(c.bound, c.elapsed, c.since)
+		if next != c.next || on != c.on {
+			t.Errorf("runOn(%s, %s, %s) = %s, %v; want %s, %v", c.bound, c.elapsed, c.since, next, on, c.next, c.on)
+		}
+	}
+	for r, want := range map[*ModeResult]string{
+		{Bound: m(6), StoppedAt: m(6)}:                             "at its bound, 6 min, with no issue closed in the 2 min before it",
+		{Bound: m(6), StoppedAt: m(9) + s(20), RanOn: true}:        "at 9 min 20 s, 3 min 20 s past its bound of 6 min, once no issue had closed for 2 min",
+		{Bound: m(6), StoppedAt: m(18), RanOn: true, Capped: true}: "at 18 min, 3× its bound of 6 min, while it still closed issues",
+		{Bound: m(6), StoppedAt: m(2), Interrupted: true}:          "at 2 min, interrupted",
+		{Bound: m(6)}: "",
+	} {
+		if got := r.stopped(); got != want {
+			t.Errorf("stopped() = %q, want %q", got, want)
+		}
+	}
+}
+
+// Round three's merging, side by side: the merge requests per closed
+// issue (git collab merge calls, by reply, or Gitea merge API calls),
+// the pull requests replaced and the wall time against the 20-account
+// assignees run, each beside its goal.
+func TestMergeRowsAndGoals(t *testing.T) {
+	s := func(n int) time.Duration { return time.Duration(n) * time.Second }
+	verb := ModeResult{Spec: modeSpec{Key: "sessions", Title: "collab-lease, one account", Mode: modeSession, Round3: true, MergeVerb: true},
+		UsesSidecar: true, Report: Report{Closed: 60, LastClose: s(60), MergeCalls: 63, MergeReplies: map[string]int{"merged": 60, "busy": 3}, MergeCallTime: s(126)},
+		Traffic: traffic{Merges: map[int]*CallStat{http.StatusOK: {N: 60}, http.StatusConflict: {N: 6}}}}
+	lock := ModeResult{Spec: modeSpec{Key: "sessions-lock", Title: "collab-lease, one account, merge lock", Mode: modeSession, Round3: true},
+		UsesSidecar: true, Report: Report{Closed: 60, LastClose: s(130), Replaced: []string{"#61 by #70", "#62 by #71"}, Locks: 70, Unlocks: 70, LockWait: s(700), LockHeld: s(70)},
+		Traffic: traffic{Merges: map[int]*CallStat{http.StatusOK: {N: 60}, http.StatusMethodNotAllowed: {N: 12}}}}
+	base := ModeResult{Spec: modeSpec{Key: "assignees-accounts", Title: "assignees only, 20 accounts", Mode: modeAssignees, Round3: true},
+		Report: Report{Closed: 60, LastClose: s(150)}, Traffic: traffic{Merges: map[int]*CallStat{http.StatusOK: {N: 60}, http.StatusMethodNotAllowed: {N: 48}}}}
+	sum := summary{opts: options{agents: 20, issues: 200, gitIssues: 60, seed: 1}, results: []ModeResult{verb, lock, base}}
+	md := sum.markdown()
+	for _, want := range []string{
+		"| merge requests per closed issue: git collab merge calls where the work merges with it, Gitea merge API calls where it merges itself (goal ≤ 1.1) | 1.05 (1.00 merged + 0.05 busy) | 1.20 (Gitea's API) | 1.80 (Gitea's API) |",
+		"| pull requests the agents replaced (goal 0 with git collab merge) | 0 | 2 | 0 |",
+		"| wall time to the last close ÷ assignees only, 20 accounts (goal ≤ 0.5×) | 0.40× | 0.87× | 1.00× |",
+		"| Gitea merge API calls per closed issue, the sidecar's or the agents' (merged + main moved meanwhile + not yet, + other answers) | 1.1 (1.0 + 0.1 + 0.0) | 1.2 (1.0 + 0.0 + 0.2) | 1.8 (1.0 + 0.0 + 0.8) |",
+		"| merge lock: mean wait / mean hold | none: git collab merge, 2.0 s a call | 10.0 s / 1.00 s | not taken |",
+		"- collab-lease, one account, merging with git collab merge: wall time to the last close against assignees only, 20 accounts: 60.0 s against 150.0 s, 0.40× (goal ≤ 0.5×: met); 63 git collab merge calls for 60 closed issues, 1.05 per closed issue (goal ≤ 1.1: met); 0 pull requests replaced (goal 0: met).",
+		"- collab-lease, one account, merge lock, merging through Gitea's API holding the merge lock: wall time to the last close against assignees only, 20 accounts: 130.0 s against 150.0 s, 0.87× (goal ≤ 0.5×: not met); 72 Gitea merge API calls for 60 closed issues, 1.20 per closed issue (goal ≤ 1.1: not met); 2 pull requests replaced (goal 0: not met).",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the markdown lacks %q:\n%s", want, md)
+		}
+	}
+	// Replacing a pull request fails a run that merges with the verb.
+	verb.Report.Replaced = []string{"#61 by #70"}
+	if err := verb.verdict(); err == nil || !strings.Contains(err.Error(), "1 pull requests replaced") {
+		t.Errorf("verdict %v", err)
+	}
+	if err := lock.verdict(); err != nil {
+		t.Errorf("the merge-lock run replaces what Gitea does not test: %v", err)
 	}
 }

@@ -239,7 +239,7 @@ func seedLocks(ctx context.Context, g *integration.Gitea, org string, specs []mo
 		})
 	}
 	for i := range specs {
-		if !specs[i].Round3 || !runs[specs[i].Key] {
+		if !specs[i].Round3 || !runs[specs[i].Key] || specs[i].MergeVerb {
 			continue
 		}
 		eg.Go(func() error {

@@ -94,7 +94,8 @@ func (a *agent) runWorkWith(ctx context.Context, kind string, issue int64, env [
 	}
 	cfg, err := json.Marshal(workConfig{Agent: a.cfg.Index, Seed: a.cfg.Seed, Repo: a.cfg.Repo, API: a.cfg.API,
 		Token: a.cfg.Token, Issue: issue, Check: claims, Bare: a.cfg.Bare,
-		Lock: a.cfg.Lock, LockRepo: a.cfg.LockRepo, LockWith: lockWith, Login: a.cfg.Login})
+		Lock: a.cfg.Lock, LockRepo: a.cfg.LockRepo, LockWith: lockWith, Login: a.cfg.Login,
+		MergeDeadline: a.cfg.MergeDeadline, LockHold: a.cfg.LockHold, CallTimeout: a.cfg.CallTimeout, MergeVerb: a.cfg.MergeVerb})
 	if err != nil {
 		return false, workResult{}, err
 	}

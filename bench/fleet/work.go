@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -70,6 +71,14 @@ type workConfig struct {
 	LockRepo string
 	LockWith string
 	Login    string
+	// MergeDeadline, LockHold and CallTimeout (one API request) are
+	// mergeDeadline, lockHold and callTimeout sized from Gitea's speed
+	// (sizing.go); 0 is the constant.
+	MergeDeadline, LockHold, CallTimeout time.Duration
+	// MergeVerb: merge with `git collab merge` (the sidecar takes the
+	// turn to merge into main, merges as the holder, and ends the claim)
+	// instead of holding the merge lock and asking Gitea's API.
+	MergeVerb bool
 }
 
 // The kinds of Event only round three's work emits.
@@ -86,6 +95,8 @@ const (
 	evLocked     = "locked"     // it took the merge lock (Took: how long it waited)
 	evUnlocked   = "unlocked"   // it let the merge lock go (Took: how long it held it)
 	evReplaced   = "replaced"   // it replaced a pull request Gitea no longer tested (Detail: "#old by #new")
+	evMergeCall  = "mergecall"  // it ran git collab merge (Detail: the reply's status, or "exit N"; Took: how long)
+	evMergeStale = "mergestale" // git collab merge refused: the token is stale, or the work holds no claim (Detail: the status)
 )
 
 // errStale is a check that said the token is stale: the work stops and
@@ -130,6 +141,18 @@ type work struct {
 	// A test's clock (nil: the real one): sleeping moves it on.
 	clockNow   func() time.Time
 	clockSleep func(time.Duration)
+
+	// The git collab merge in flight, if any (mergeMu guards them):
+	// mergeDone is closed once its reply has been read and its events
+	// written, mergeProc is its process, and stopping says that the
+	// SIGTERM handler gave up waiting for it and killed it.
+	mergeMu   sync.Mutex
+	mergeDone chan struct{}
+	mergeProc *os.Process
+	stopping  bool
+	// runMerge runs git collab with args for a merge (nil: the real
+	// one, a process of its own); tests set it.
+	runMerge func(ctx context.Context, args ...string) (integration.SSHResult, error)
 }
 
 // workMain runs one piece of work and returns its exit status: 0 done,
@@ -144,7 +167,7 @@ func workMain(stdout io.Writer) int {
 		return runDetached()
 	}
 	w := &work{cfg: cfg, n: cfg.Issue, token: os.Getenv("COLLAB_TOKEN"), out: json.NewEncoder(stdout),
-		api: &integration.API{URL: cfg.API, Token: cfg.Token, HTTP: &http.Client{Timeout: callTimeout}}}
+		api: &integration.API{URL: cfg.API, Token: cfg.Token, HTTP: &http.Client{Timeout: cmp.Or(cfg.CallTimeout, callTimeout)}}}
 	if w.n == 0 {
 		n, err := strconv.ParseInt(os.Getenv("COLLAB_ISSUE"), 10, 64)
 		if err != nil {
@@ -158,6 +181,9 @@ func workMain(stdout io.Writer) int {
 	signal.Notify(term, syscall.SIGTERM)
 	go func() {
 		<-term
+		// A git collab merge that ended the claim makes run stop the
+		// work while the merge's reply is on its way: its events first.
+		w.awaitMerge(mergeGrace)
 		w.mu.Lock() // never released: the process ends here
 		w.emitLocked(Event{Kind: evTerminated, Issue: w.n})
 		// The merge that closed the issue ends the claim, and with it
@@ -412,18 +438,33 @@ type giteaPull struct {
 
 // pullRequest opens the pull request "Fixes #n" from work/<n>, or finds
 // the open one a holder before this one opened.
+//
+// A request that got no answer in time (Gitea creates a pull request
+// slowly on a busy machine, and may have created it all the same) is
+// sent again, up to pullAttempts in all: Gitea then answers that it
+// exists, or creates it.
 func (w *work) pullRequest(ctx context.Context) (int64, error) {
-	var pr giteaPull
 	title := fmt.Sprintf("Fixes #%d", w.n)
-	err := w.api.Do(ctx, "POST", "/repos/"+w.cfg.Repo+"/pulls", map[string]any{
-		"head": w.branch, "base": "main", "title": title, "body": title,
-	}, &pr)
-	var apiErr *integration.APIError
-	if errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict {
-		return w.openPull(ctx)
+	for attempt := 1; ; attempt++ {
+		var pr giteaPull
+		err := w.api.Do(ctx, "POST", "/repos/"+w.cfg.Repo+"/pulls", map[string]any{
+			"head": w.branch, "base": "main", "title": title, "body": title,
+		}, &pr)
+		var apiErr *integration.APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusConflict:
+			return w.openPull(ctx)
+		case err != nil && apiErr == nil && ctx.Err() == nil && attempt < pullAttempts:
+			w.emit(Event{Kind: evRetry, Detail: "POST /repos/{o}/{r}/pulls: " + err.Error()})
+			continue
+		}
+		return pr.Number, err
 	}
-	return pr.Number, err
 }
+
+// pullAttempts bounds the requests to open one pull request that get no
+// answer.
+const pullAttempts = 3
 
 // openPull finds the open pull request from work/<n>.
 func (w *work) openPull(ctx context.Context) (int64, error) {
@@ -500,11 +541,11 @@ const mergeDeadline = 5 * time.Minute
 // The merge's own answer says what the pull request's state is ("Please
 // try again later" while it is tested; "already merged"; 404 once closed).
 func (w *work) merge(ctx context.Context, pr int64) error {
-	deadline := w.now().Add(mergeDeadline)
+	deadline := w.now().Add(w.mergeDeadline())
 	wait := pollMerge
 	again := func(why string) error {
 		if w.now().After(deadline) {
-			return fmt.Errorf("pull request #%d: not merged within %s: %s", pr, mergeDeadline, why)
+			return fmt.Errorf("pull request #%d: not merged within %s: %s", pr, w.mergeDeadline(), why)
 		}
 		w.sleep(wait)
 		wait = min(2*wait, maxPollMerge)
@@ -546,6 +587,9 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 	}
 	if err := awaitStatus(); err != nil {
 		return err
+	}
+	if w.cfg.MergeVerb {
+		return w.mergeThroughSidecar(ctx, pr, deadline)
 	}
 	if w.cfg.Lock != 0 {
 		defer w.letGo(ctx)
@@ -616,7 +660,7 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 				// Wait for the test reading the pull request, a read
 				// for Gitea, where another try would be a check and a
 				// merge Gitea refuses.
-				ready, err := w.awaitMergeable(ctx, pr, lockHold-held)
+				ready, err := w.awaitMergeable(ctx, pr, w.lockHold()-held)
 				if err != nil {
 					return err
 				}
@@ -642,6 +686,236 @@ func (w *work) merge(ctx context.Context, pr int64) error {
 			w.emit(Event{Kind: evRefused, Detail: err.Error()})
 			return err
 		}
+	}
+}
+
+// mergeDeadline is the work's bound on the wait for its merge, sized
+// from Gitea's speed.
+func (w *work) mergeDeadline() time.Duration { return cmp.Or(w.cfg.MergeDeadline, mergeDeadline) }
+
+// lockHold is how long the work holds the merge lock while Gitea answers
+// its merge "not yet", sized from Gitea's speed.
+func (w *work) lockHold() time.Duration { return cmp.Or(w.cfg.LockHold, lockHold) }
+
+// The statuses of git collab merge's replies (one JSON line on stdout;
+// exit 0 for merged, 4 for the others).
+const (
+	mergedReply    = "merged"     // merged: its merge commit and the claim's token
+	refusedReply   = "refused"    // Gitea would not merge: its words in reason
+	busyReply      = "busy"       // the turn to merge into the base did not come within --wait
+	staleReply     = "stale"      // the token is not the claim's current one
+	notHolderReply = "not_holder" // the caller holds neither the pull request's claim nor that of an issue it closes
+)
+
+// mergeReply is git collab merge's reply.
+type mergeReply struct {
+	Status string `json:"status"`
+	Repo   string `json:"repo"`
+	Pull   int64  `json:"pull"`
+	SHA    string `json:"sha,omitempty"`
+	Token  int64  `json:"token,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Ahead  int    `json:"ahead,omitempty"`
+}
+
+// mergeGrace is how long a work that git collab run stops waits for the
+// reply of its git collab merge in flight before it kills it: less than
+// the 10 s run gives its command before SIGKILL.
+const mergeGrace = 5 * time.Second
+
+// mergeThroughSidecar merges pull request pr with `git collab merge`:
+// the sidecar checks the claim and its token, waits for the turn to merge
+// into main (first come, first served), asks Gitea to merge as the
+// holder, waits while Gitea tests the pull request, and ends the claim
+// before it replies. So there is no merge lock to take and no pull
+// request to replace here. The work still checks its token first, as
+// before every fenced action (unless its defenses are off), and waits for
+// its turn up to the merge's deadline.
+func (w *work) mergeThroughSidecar(ctx context.Context, pr int64, deadline time.Time) error {
+	wait := pollMerge
+	for {
+		if err := w.check(ctx); err != nil {
+			return err
+		}
+		turn := max(deadline.Sub(w.now()).Truncate(time.Second), time.Second)
+		rep, err := w.collabMerge(ctx, pr, turn)
+		if err != nil {
+			w.emit(Event{Kind: evRefused, Detail: err.Error()})
+			return err
+		}
+		switch reason := strings.ToLower(rep.Reason); {
+		case rep.Status == mergedReply:
+			return nil // collabMerge said so
+		case rep.Status == staleReply, rep.Status == notHolderReply:
+			w.emit(Event{Kind: evMergeStale, Detail: rep.Status})
+			return errStale
+		case rep.Status == busyReply:
+			// Its turn did not come within the wait, which ran to the
+			// deadline: below, it gives up.
+		case rep.Status == refusedReply && strings.Contains(reason, "already merged"):
+			// Merged by someone else: as after Gitea's own answer.
+			if in, err := w.inMain(ctx); err != nil || in {
+				if in {
+					w.emit(Event{Kind: evClosed, Detail: "merged by another"})
+				}
+				return err
+			}
+			next, err := w.pullRequest(ctx)
+			var apiErr *integration.APIError
+			if errors.As(err, &apiErr) && apiErr.Status == http.StatusUnprocessableEntity {
+				w.emit(Event{Kind: evClosed, Detail: "merged by another"})
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			pr, wait = next, pollMerge
+			continue
+		case rep.Status == refusedReply && strings.Contains(reason, "required status"):
+			w.emit(Event{Kind: evFenced, Detail: rep.Reason})
+			return errFenced
+		case rep.Status == refusedReply && (strings.Contains(reason, "try again later") || strings.Contains(reason, "out of date") ||
+			strings.Contains(reason, "cannot lock ref") || strings.Contains(reason, "moved during the merge") ||
+			strings.Contains(reason, "while its merge ticket lasted")):
+			// Gitea still testing, main moved under the merge, or the
+			// turn ran out before Gitea merged (a turn lasts at most
+			// until the claim's expiry, which under a session is a grace
+			// away): nothing to fix but time; the sidecar waited already,
+			// and Gitea's test it waited for is done or under way. Merge
+			// again.
+		default:
+			err := fmt.Errorf("git collab merge %d: %s: %s", pr, rep.Status, rep.Reason)
+			w.emit(Event{Kind: evRefused, Detail: err.Error()})
+			return err
+		}
+		if !w.now().Before(deadline) {
+			err := fmt.Errorf("pull request #%d: not merged within %s: git collab merge said %s %s", pr, w.mergeDeadline(), rep.Status, rep.Reason)
+			w.emit(Event{Kind: evRefused, Detail: err.Error()})
+			return err
+		}
+		w.sleep(wait)
+		wait = min(2*wait, maxPollMerge)
+	}
+}
+
+// collabMerge asks the sidecar to merge pull request pr, waiting up to
+// turn for its turn: `git collab merge <pr> --wait <turn> --json [--token <t>]`
+// (the repository is the checkout's; under git collab run it acts as
+// run's agent, and otherwise as COLLAB_AGENT's), trying again after exit
+// 75 (Gitea or the sidecar unreachable) or 255 (ssh). Each call is an
+// evMergeCall (Detail: the reply's status, or the exit status); a merge
+// is evMerged and evClosed at once, written with the reply, before a
+// SIGTERM's evTerminated (awaitMerge).
+func (w *work) collabMerge(ctx context.Context, pr int64, turn time.Duration) (mergeReply, error) {
+	args := []string{"merge", strconv.FormatInt(pr, 10), "--wait", turn.String(), "--json"}
+	if w.token != "" {
+		args = append(args, "--token", w.token)
+	}
+	for attempt := 1; ; attempt++ {
+		start := w.now()
+		done := make(chan struct{})
+		w.mergeMu.Lock()
+		w.mergeDone = done
+		w.mergeMu.Unlock()
+		r, err := w.mergeOnce(ctx, args...)
+		w.mergeMu.Lock()
+		stopped := w.stopping
+		w.mergeMu.Unlock()
+		if stopped {
+			select {} // killed by the SIGTERM handler, which ends the process
+		}
+		w.mu.Lock()
+		w.mergeMu.Lock()
+		w.mergeDone, w.mergeProc = nil, nil
+		w.mergeMu.Unlock()
+		close(done)
+		rep, code, err := readMergeReply(r, err)
+		took := w.now().Sub(start)
+		switch {
+		case err != nil:
+			w.emitLocked(Event{Kind: evMergeCall, Detail: fmt.Sprintf("exit %d", code), Took: took})
+		default:
+			w.emitLocked(Event{Kind: evMergeCall, Detail: rep.Status, Took: took})
+			if rep.Status == mergedReply {
+				w.emitLocked(Event{Kind: evMerged, Detail: strconv.FormatInt(pr, 10)})
+				w.emitLocked(Event{Kind: evClosed})
+			}
+		}
+		w.mu.Unlock()
+		temporary := code == contract.ExitTempFail || code == exitSSH
+		if err == nil || !temporary || attempt == maxAttempts {
+			return rep, err
+		}
+		w.sleep(time.Duration(attempt) * 100 * time.Millisecond)
+	}
+}
+
+// readMergeReply reads git collab merge's answer: its reply on exit 0
+// or 4, an error otherwise (with the exit status, -1 when it did not
+// run).
+func readMergeReply(r integration.SSHResult, err error) (mergeReply, int, error) {
+	if err != nil {
+		return mergeReply{}, -1, fmt.Errorf("git collab merge: %w", err)
+	}
+	if r.Code != contract.ExitOK && r.Code != contract.ExitConflict {
+		return mergeReply{}, r.Code, fmt.Errorf("git collab merge: exit %d: %s", r.Code, lastLine(r.Stderr))
+	}
+	var rep mergeReply
+	if err := json.Unmarshal([]byte(lastLine(r.Stdout)), &rep); err != nil || rep.Status == "" {
+		return mergeReply{}, r.Code, fmt.Errorf("git collab merge: exit %d, an unreadable reply %q: %v", r.Code, strings.TrimSpace(r.Stdout), err)
+	}
+	if (r.Code == contract.ExitOK) != (rep.Status == mergedReply) {
+		return mergeReply{}, r.Code, fmt.Errorf("git collab merge: exit %d with the reply %q", r.Code, strings.TrimSpace(r.Stdout))
+	}
+	return rep, r.Code, nil
+}
+
+// mergeOnce runs git collab with args once: runMerge in a test, else a
+// process in a group of its own, which git collab run's stop does not
+// reach (awaitMerge waits for it instead).
+func (w *work) mergeOnce(ctx context.Context, args ...string) (integration.SSHResult, error) {
+	if w.runMerge != nil {
+		return w.runMerge(ctx, args...)
+	}
+	cmd := exec.CommandContext(ctx, "git", append([]string{"collab"}, args...)...)
+	mergeProcess(cmd)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		return integration.SSHResult{}, err
+	}
+	w.mergeMu.Lock()
+	w.mergeProc = cmd.Process
+	w.mergeMu.Unlock()
+	err := cmd.Wait()
+	r := integration.SSHResult{Stdout: out.String(), Stderr: errb.String()}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() >= 0 {
+		r.Code, err = exit.ExitCode(), nil
+	}
+	return r, err
+}
+
+// awaitMerge waits up to grace for the git collab merge in flight, if
+// any, to have its reply read and its events written; past grace it
+// kills it (its claim is gone: the sidecar would refuse it at its turn)
+// and the work writes nothing more of it.
+func (w *work) awaitMerge(grace time.Duration) {
+	w.mergeMu.Lock()
+	done := w.mergeDone
+	w.mergeMu.Unlock()
+	if done == nil {
+		return
+	}
+	select {
+	case <-done:
+	case <-time.After(grace):
+		w.mergeMu.Lock()
+		w.stopping = true
+		if w.mergeProc != nil {
+			killGroup(w.mergeProc.Pid)
+		}
+		w.mergeMu.Unlock()
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -486,5 +487,230 @@ func TestWorkWaitsForTheStatusUntilItsDeadline(t *testing.T) {
 	}
 	if f.reads["GET issue"] != 0 || f.reads["POST merge"] != 0 {
 		t.Errorf("requests %v: want statuses only", f.reads)
+	}
+}
+
+// fakeMerge is git collab merge as a test scripts it: its replies in
+// turn, each an exit status and a JSON line; on a busy reply it moves
+// the clock on by the --wait it was given, as the sidecar waits that
+// long for the turn that did not come.
+type fakeMerge struct {
+	c       *clocktest.Clock
+	replies []integration.SSHResult
+	calls   [][]string
+}
+
+func (f *fakeMerge) run(_ context.Context, args ...string) (integration.SSHResult, error) {
+	f.calls = append(f.calls, args)
+	r := f.replies[0]
+	f.replies = f.replies[1:]
+	if strings.Contains(r.Stdout, `"busy"`) {
+		if i := slices.Index(args, "--wait"); i >= 0 {
+			d, err := time.ParseDuration(args[i+1])
+			if err != nil {
+				return r, err
+			}
+			f.c.Advance(d)
+		}
+	}
+	return r, nil
+}
+
+func reply(code int, line string) integration.SSHResult {
+	return integration.SSHResult{Code: code, Stdout: line + "\n"}
+}
+
+// verbWork is bot's work on o/r#7 with token 3, merging with git collab
+// merge as f scripts it, on c's clock, writing its events to out; its
+// agent's checks are off (there is no sidecar here to check with).
+func verbWork(f *fakeMerge, out io.Writer) *work {
+	w := &work{cfg: workConfig{Agent: 2, Repo: "o/r", MergeVerb: true}, n: 7, token: "3", branch: "work/7", out: json.NewEncoder(out)}
+	w.clockNow, w.clockSleep, w.runMerge = f.c.Now, f.c.Advance, f.run
+	return w
+}
+
+// events reads a work's events.
+func events(t *testing.T, out string) []Event {
+	t.Helper()
+	var es []Event
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var e Event
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("event %q: %v", l, err)
+		}
+		es = append(es, e)
+	}
+	return es
+}
+
+func kindsOf(es []Event) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Kind+":"+e.Detail)
+	}
+	return out
+}
+
+// With git collab merge, one call merges: no lock, no request to Gitea
+// of its own; the call carries the pull request, the wait up to the
+// merge's deadline and the claim's token, and the merge closes the issue.
+func TestMergeWithTheVerbTakesOneCall(t *testing.T) {
+	f := &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{
+		reply(0, `{"status":"merged","repo":"o/r","pull":12,"sha":"abc","token":3}`)}}
+	var out strings.Builder
+	if err := verbWork(f, &out).merge(context.Background(), 12); err != nil {
+		t.Fatal(err)
+	}
+	if want := [][]string{{"merge", "12", "--wait", "5m0s", "--json", "--token", "3"}}; !reflect.DeepEqual(f.calls, want) {
+		t.Errorf("calls %q, want %q", f.calls, want)
+	}
+	es := events(t, out.String())
+	if want := []string{"mergecall:merged", "merged:12", "closed:"}; !slices.Equal(kindsOf(es), want) {
+		t.Errorf("events %q, want %q", kindsOf(es), want)
+	}
+	r := summarize(7, 3, time.Minute, es)
+	if r.MergeCalls != 1 || r.MergeReplies["merged"] != 1 || r.Closed != 1 || len(r.Replaced) != 0 || r.Locks != 0 {
+		t.Errorf("report: %d merge calls %v, %d closed, %d replaced, %d locks", r.MergeCalls, r.MergeReplies, r.Closed, len(r.Replaced), r.Locks)
+	}
+}
+
+// A claim lost before the merge's turn: the sidecar says stale (or
+// not_holder), and the work lands nothing more.
+func TestMergeWithTheVerbStopsWhenStale(t *testing.T) {
+	for _, status := range []string{"stale", "not_holder"} {
+		f := &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{reply(4, `{"status":"`+status+`","repo":"o/r","pull":12}`)}}
+		var out strings.Builder
+		if err := verbWork(f, &out).merge(context.Background(), 12); !errors.Is(err, errStale) {
+			t.Fatalf("%s: merge %v, want errStale", status, err)
+		}
+		if want := []string{"mergecall:" + status, "mergestale:" + status}; !slices.Equal(kindsOf(events(t, out.String())), want) {
+			t.Errorf("%s: events %q, want %q", status, kindsOf(events(t, out.String())), want)
+		}
+	}
+}
+
+// Exit 75 (Gitea or the sidecar unreachable) is tried again, and so are
+// Gitea's "try again later" and a turn that ran out before Gitea merged;
+// each call counts.
+func TestMergeWithTheVerbTriesAgain(t *testing.T) {
+	f := &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{
+		{Code: 75, Stderr: "git-collab: forge unavailable, try again\n"},
+		reply(4, `{"status":"refused","repo":"o/r","pull":12,"reason":"Please try again later"}`),
+		reply(4, `{"status":"refused","repo":"o/r","pull":12,"reason":"Gitea did not merge the pull request while its merge ticket lasted (until 2026-12-07T18:47:39Z)"}`),
+		reply(0, `{"status":"merged","repo":"o/r","pull":12,"sha":"abc","token":3}`)}}
+	var out strings.Builder
+	w := verbWork(f, &out)
+	start := f.c.Now()
+	if err := w.merge(context.Background(), 12); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"mergecall:exit 75", "mergecall:refused", "mergecall:refused", "mergecall:merged", "merged:12", "closed:"}; !slices.Equal(kindsOf(events(t, out.String())), want) {
+		t.Errorf("events %q, want %q", kindsOf(events(t, out.String())), want)
+	}
+	if waited := f.c.Now().Sub(start); waited != 100*time.Millisecond+3*pollMerge {
+		t.Errorf("waited %s between the calls, want %s", waited, 100*time.Millisecond+3*pollMerge)
+	}
+	if len(f.calls) != 4 || f.calls[3][3] != "4m59s" {
+		t.Errorf("calls %q: the last one waits for what is left of the deadline", f.calls)
+	}
+}
+
+// A turn that never comes within the merge's deadline (busy), and a
+// refusal that is not Gitea's "not yet" (a conflict), end the work with
+// an error; a refusal for the required status is the fence's.
+func TestMergeWithTheVerbGivesUp(t *testing.T) {
+	f := &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{reply(4, `{"status":"busy","repo":"o/r","pull":12,"ahead":3}`)}}
+	var out strings.Builder
+	err := verbWork(f, &out).merge(context.Background(), 12)
+	if err == nil || !strings.Contains(err.Error(), "not merged within 5m0s: git collab merge said busy") {
+		t.Errorf("busy: %v", err)
+	}
+	f = &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{reply(4, `{"status":"refused","repo":"o/r","pull":12,"reason":"Merge conflict"}`)}}
+	if err := verbWork(f, io.Discard).merge(context.Background(), 12); err == nil || !strings.Contains(err.Error(), "refused: Merge conflict") {
+		t.Errorf("a conflict: %v", err)
+	}
+	f = &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{reply(4, `{"status":"refused","repo":"o/r","pull":12,"reason":"Not all required status checks successful"}`)}}
+	if err := verbWork(f, io.Discard).merge(context.Background(), 12); !errors.Is(err, errFenced) {
+		t.Errorf("the required status: %v", err)
+	}
+	f = &fakeMerge{c: clocktest.New(), replies: []integration.SSHResult{reply(4, `{"status":"merged","repo":"o/r","pull":12}`)}}
+	if err := verbWork(f, io.Discard).merge(context.Background(), 12); err == nil || !strings.Contains(err.Error(), "exit 4 with the reply") {
+		t.Errorf("a reply at odds with its exit status: %v", err)
+	}
+}
+
+// git collab run stops the work (SIGTERM) when the merge's end of the
+// claim reaches it, which can be before the merge's reply reaches the
+// work: the work's stop waits for the reply and its events first.
+func TestAStopWaitsForTheMergesReply(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	var out strings.Builder
+	w := &work{cfg: workConfig{Agent: 2, MergeVerb: true}, n: 7, token: "3", out: json.NewEncoder(&out)}
+	w.runMerge = func(context.Context, ...string) (integration.SSHResult, error) {
+		close(started)
+		<-release
+		return reply(0, `{"status":"merged","repo":"o/r","pull":12,"sha":"abc","token":3}`), nil
+	}
+	merged := make(chan error, 1)
+	go func() {
+		_, err := w.collabMerge(context.Background(), 12, time.Minute)
+		merged <- err
+	}()
+	<-started
+	stopped := make(chan struct{})
+	go func() { // as the SIGTERM handler does
+		w.awaitMerge(time.Hour)
+		w.mu.Lock()
+		w.emitLocked(Event{Kind: evTerminated})
+		w.mu.Unlock()
+		close(stopped)
+	}()
+	close(release)
+	<-stopped
+	if err := <-merged; err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"mergecall:merged", "merged:12", "closed:", "terminated:"}; !slices.Equal(kindsOf(events(t, out.String())), want) {
+		t.Errorf("events %q, want %q", kindsOf(events(t, out.String())), want)
+	}
+}
+
+// A request to open the pull request that gets no answer (Gitea, busy,
+// may have opened it all the same) is sent again: Gitea answers that it
+// exists, and the work finds it.
+func TestPullRequestAskedAgainAfterNoAnswer(t *testing.T) {
+	var mu sync.Mutex
+	var log []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		log = append(log, r.Method+" "+strings.TrimPrefix(r.URL.Path, "/api/v1/repos/o/r"))
+		n := len(log)
+		mu.Unlock()
+		switch {
+		case r.Method == http.MethodPost && n == 1:
+			// Created, but the answer never comes: the connection drops.
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		case r.Method == http.MethodPost:
+			http.Error(w, `{"message":"pull request already exists"}`, http.StatusConflict)
+		default:
+			_, _ = w.Write([]byte(`[{"number":9,"state":"open","head":{"ref":"work/7"}}]`))
+		}
+	}))
+	defer srv.Close()
+	var out strings.Builder
+	w := &work{cfg: workConfig{Agent: 1, Repo: "o/r"}, n: 7, branch: "work/7", out: json.NewEncoder(&out),
+		api: &integration.API{URL: srv.URL, Token: "bot", HTTP: &http.Client{Timeout: 10 * time.Second}}}
+	n, err := w.pullRequest(context.Background())
+	if err != nil || n != 9 {
+		t.Fatalf("pull request #%d, %v; want #9", n, err)
+	}
+	if want := []string{"POST /pulls", "POST /pulls", "GET /pulls"}; !slices.Equal(log, want) {
+		t.Errorf("requests %q, want %q", log, want)
+	}
+	if es := events(t, out.String()); len(es) != 1 || es[0].Kind != evRetry {
+		t.Errorf("events %q, want one retry", out.String())
 	}
 }
