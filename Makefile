@@ -120,7 +120,7 @@ fleet: gitea git
 FUZZTIME ?= 30s
 FUZZ_TARGETS := ./plugin/contract:FuzzParseCommand ./plugin/contract:FuzzParseDuration ./plugin/contract:FuzzSplitWords \
 	./cmd/git-collab:FuzzParseRemoteURL ./cmd/git-collab:FuzzParseArgs ./cmd/collab-sidecar:FuzzConfig \
-	./cmd/collab-gate-hook:FuzzReadRefs \
+	./cmd/collab-gate-hook:FuzzReadRefs ./cmd/collab-gate-hook:FuzzPathSet ./cmd/collab-gate-hook:FuzzJSONLen \
 	./plugin/gitea/branchglob:FuzzRuleName ./plugin/pathglob:FuzzOverlap
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \

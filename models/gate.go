@@ -43,6 +43,10 @@ type GatePush struct {
 	MergeOf int64
 	Options []string
 	Refs    []GateRef
+	// Paths are the paths the push's new commits change; with
+	// PathsAreDirs, directories standing for everything under them.
+	Paths        []string
+	PathsAreDirs bool
 }
 
 // GateRef is one ref a push updates.
@@ -58,6 +62,7 @@ const (
 	GateBadToken     = "bad_token"     // a token the claim never had, or an option that is no token
 	GateOtherAccount = "other_account" // the pusher's account holds none of the claims
 	GateNoTicket     = "no_ticket"     // a merge of a claimed pull request, not under its claim's merge ticket
+	GateReserved     = "reserved"      // the push changes a path under another holder's exclusive reservation
 )
 
 // GateVerdict is the gate's answer to one push.
@@ -102,13 +107,33 @@ func (s *Store) Gate(ctx context.Context, p GatePush) (GateVerdict, error) {
 	if p.RepoID <= 0 || p.Pusher.ID < 0 {
 		return GateVerdict{}, fmt.Errorf("gate %d: %w: bad repository or pusher", p.RepoID, ErrInvalid)
 	}
-	v := GateVerdict{Allow: true}
 	if p.Internal {
-		return v, nil
+		return GateVerdict{Allow: true}, nil
 	}
 	if p.Merge {
 		return s.gateMerge(ctx, p)
 	}
+	v, err := s.gateRefs(ctx, p)
+	if err != nil || len(p.Paths) == 0 {
+		return v, err
+	}
+	lines, err := s.gateReserved(ctx, p)
+	if err != nil {
+		return GateVerdict{}, fmt.Errorf("gate %d: %w", p.RepoID, err)
+	}
+	if len(lines) > 0 {
+		v.Allow, v.Carried = false, nil
+		v.Lines = append(v.Lines, lines...)
+		for range lines {
+			v.Refused = append(v.Refused, GateReserved)
+		}
+	}
+	return v, nil
+}
+
+// gateRefs decides the refs of a push (rules 1 to 3).
+func (s *Store) gateRefs(ctx context.Context, p GatePush) (GateVerdict, error) {
+	v := GateVerdict{Allow: true}
 	var branches []string
 	for _, r := range p.Refs {
 		if b, ok := strings.CutPrefix(r.Name, "refs/heads/"); ok && b != "" && len(b) <= MaxBranchLen {

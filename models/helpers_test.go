@@ -49,6 +49,18 @@ func (e engine) open(t testing.TB, opts ...Option) (*Store, *clocktest.Clock, st
 	return s, clock, db
 }
 
+// replica opens another Store on the ledger at db, on clock: another
+// replica of a sidecar. It is closed when t ends.
+func replica(t testing.TB, db string, clock *clocktest.Clock) *Store {
+	t.Helper()
+	s, err := Open(db, WithClock(clock), WithMaxTTL(168*time.Hour))
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
 // openTestStore opens a new SQLite ledger, for the tests about SQLite.
 func openTestStore(t testing.TB, opts ...Option) (*Store, *clocktest.Clock, string) {
 	t.Helper()

@@ -108,12 +108,8 @@ func (s *Store) TakeMergeTicket(ctx context.Context, t MergeTicket, bound time.D
 		if err != nil {
 			return err
 		}
-		if !found || !row.live(now) || !row.heldBy(t.Holder) {
-			e := &NotHolderError{}
-			if found && row.live(now) {
-				e.Holder, e.Agent, e.ExpiresAt = *row.Holder, row.Agent, unixPtr(row.ExpiresAt)
-			}
-			return e
+		if err := heldLive(row, found, t.Holder, now); err != nil {
+			return err
 		}
 		if row.Token != t.Token {
 			return &StaleTokenError{Token: row.Token}
@@ -145,6 +141,19 @@ func (s *Store) TakeMergeTicket(ctx context.Context, t MergeTicket, bound time.D
 		return MergeTicket{}, fmt.Errorf("merge ticket %d!%d into %q: %w", t.RepoID, t.Pull, t.Base, err)
 	}
 	return t, nil
+}
+
+// heldLive is nil when row (found) is h's live lease, else the
+// *NotHolderError naming its live holder, if any.
+func heldLive(row leaseRow, found bool, h Holder, now int64) error {
+	if found && row.live(now) && row.heldBy(h) {
+		return nil
+	}
+	e := &NotHolderError{}
+	if found && row.live(now) {
+		e.Holder, e.Agent, e.ExpiresAt = *row.Holder, row.Agent, unixPtr(row.ExpiresAt)
+	}
+	return e
 }
 
 // ticketLive says whether a ticket still holds its base branch: not

@@ -168,11 +168,7 @@ func TestMergeTicketTakesTurns(t *testing.T) {
 func TestMergeTicketOneAtATime(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine) {
 		s, clock, db := e.open(t)
-		other, err := Open(db, WithClock(clock), WithMaxTTL(168*time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = other.Close() })
+		other := replica(t, db, clock)
 		replicas := []*Store{s, other}
 		var hs []Holder
 		for i := range 20 {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -150,12 +151,8 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 			if err != nil {
 				return err
 			}
-			if !found || !l.live(now) || !l.heldBy(r.Holder) {
-				e := &NotHolderError{}
-				if found && l.live(now) {
-					e.Holder, e.Agent, e.ExpiresAt = *l.Holder, l.Agent, unixPtr(l.ExpiresAt)
-				}
-				return e
+			if err := heldLive(l, found, r.Holder, now); err != nil {
+				return err
 			}
 			row.Issue, row.Token, anchorExpiry = r.Issue, l.Token, l.ExpiresAt
 		case r.Holder.Session != nil:
@@ -186,7 +183,7 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 			if err != nil {
 				continue // not written by Reserve: never there
 			}
-			if slices.ContainsFunc(globs, func(g pathglob.Glob) bool { _, ok := pathglob.Overlap(g, other); return ok }) {
+			if slices.ContainsFunc(globs, func(g pathglob.Glob) bool { return mayOverlap(g, other) }) {
 				with = append(with, x.Reservation)
 			}
 		}
@@ -301,4 +298,159 @@ func (s *Store) Reservations(ctx context.Context, repoID int64, path string) ([]
 		out = append(out, x.Reservation)
 	}
 	return out, nil
+}
+
+// maxReservedLines bounds the lines of one push refused for reserved
+// paths.
+const maxReservedLines = 10
+
+// gateReserved checks the paths of a push against the repository's live
+// exclusive reservations: the lines of its refusal, one per path under
+// another holder's reservation (at most maxReservedLines), or none. The
+// pusher is the holder whose current token the push carries, else its
+// account with no agent; its own reservations never refuse it, and an
+// account's reservations made with no agent never refuse that account.
+func (s *Store) gateReserved(ctx context.Context, p GatePush) ([]string, error) {
+	db := s.db.WithContext(ctx)
+	live, err := readLiveReservations(db, p.RepoID, s.readNow())
+	if err != nil {
+		return nil, mapDBError(err)
+	}
+	pusher := Holder{ID: p.Pusher.ID, Login: p.Pusher.Login}
+	if opts := parseGateOptions(p.Options); len(opts.tokens) > 0 && p.Pusher.ID > 0 {
+		issues := make([]int64, 0, len(opts.tokens))
+		for n := range opts.tokens {
+			issues = append(issues, n)
+		}
+		slices.Sort(issues)
+		ls, err := s.Leases(ctx, p.RepoID, issues)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range ls {
+			if l.Holder.ID == p.Pusher.ID && opts.tokens[l.Issue] == l.Token {
+				pusher.Agent = l.Holder.Agent
+				break
+			}
+		}
+	}
+	// The exclusive reservations of others, by their globs' literal
+	// prefixes: a path is matched only against the globs it is under.
+	type held struct {
+		Reservation
+		glob pathglob.Glob
+	}
+	byPrefix := map[string][]held{}
+	for _, x := range live {
+		if x.Shared || (p.Pusher.ID > 0 && x.Holder.ID == p.Pusher.ID && (x.Holder.Agent == pusher.Agent || x.Holder.Agent == "")) {
+			continue
+		}
+		g, err := pathglob.Parse(x.Glob)
+		if err != nil {
+			continue
+		}
+		byPrefix[g.Prefix()] = append(byPrefix[g.Prefix()], held{x.Reservation, g})
+	}
+	if len(byPrefix) == 0 {
+		return nil, nil
+	}
+	var lines []string
+	for _, path := range p.Paths {
+		var under *held
+		for dir := path; under == nil; {
+			i := strings.LastIndexByte(dir, '/')
+			if i < 0 {
+				dir = ""
+			} else {
+				dir = dir[:i]
+			}
+			for _, h := range byPrefix[dir] {
+				if reservedBy(h.glob, path, p.PathsAreDirs) {
+					under = &h
+					break
+				}
+			}
+			if dir == "" {
+				break
+			}
+		}
+		if p.PathsAreDirs && under == nil {
+			// A directory also meets the globs below it.
+			for prefix, hs := range byPrefix {
+				if path == "" || prefix == path || strings.HasPrefix(prefix, path+"/") {
+					for _, h := range hs {
+						if reservedBy(h.glob, path, true) {
+							under = &h
+							break
+						}
+					}
+				}
+				if under != nil {
+					break
+				}
+			}
+		}
+		if under == nil {
+			continue
+		}
+		what := path
+		switch {
+		case p.PathsAreDirs && path == "":
+			what = "a path this push changes"
+		case p.PathsAreDirs:
+			what = "a path under " + path + "/"
+		}
+		lines = append(lines, reservedLine(p.Repo, what, under.Reservation))
+		if len(lines) == maxReservedLines {
+			break
+		}
+	}
+	return lines, nil
+}
+
+// reservedBy reports whether g reserves path, or, for a directory, some
+// path under it.
+func reservedBy(g pathglob.Glob, path string, dir bool) bool {
+	switch {
+	case !dir:
+		return g.Match(path)
+	case path == "": // the root: the whole tree
+		return true
+	}
+	all, err := pathglob.Parse(path + "/")
+	if err != nil {
+		return false
+	}
+	_, ok := pathglob.Overlap(g, all)
+	return ok
+}
+
+// reservedLine is what the pusher reads of what (a path) under r.
+func reservedLine(repo, what string, r Reservation) string {
+	line := fmt.Sprintf("collab-lease: %s is reserved by %s", what, holderName(r.Holder))
+	if r.Issue != 0 {
+		line += fmt.Sprintf(" for %s#%d", repo, r.Issue)
+	}
+	if r.ExpiresAt == nil {
+		return line + " (no expiry)"
+	}
+	return line + " until " + r.ExpiresAt.UTC().Format("15:04") + " UTC"
+}
+
+// mayOverlap is pathglob.Overlap, after the cheap test that decides most
+// pairs: every path a glob matches is under its literal prefix, so two
+// globs whose prefixes part (neither is the other's, segment by segment)
+// match no common path.
+func mayOverlap(a, b pathglob.Glob) bool {
+	pa, pb := a.Prefix(), b.Prefix()
+	if !under(pa, pb) && !under(pb, pa) {
+		return false
+	}
+	_, ok := pathglob.Overlap(a, b)
+	return ok
+}
+
+// under reports whether directory a is dir or below it.
+func under(a, dir string) bool {
+	return dir == "" || a == dir || strings.HasPrefix(a, dir+"/")
 }

@@ -2,7 +2,9 @@ package models
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,11 +110,7 @@ func TestReserveDecidesConflicts(t *testing.T) {
 func TestReserveRaceHasOneWinner(t *testing.T) {
 	forEachEngine(t, func(t *testing.T, e engine) {
 		s, clock, db := e.open(t)
-		other, err := Open(db, WithClock(clock), WithMaxTTL(168*time.Hour))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = other.Close() })
+		other := replica(t, db, clock)
 		globs := []string{"src/**", "src/auth/*", "**/login.go", "src/auth/login.go", "src/a*/l*"}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -136,6 +134,75 @@ func TestReserveRaceHasOneWinner(t *testing.T) {
 		wg.Wait()
 		if won != 1 {
 			t.Fatalf("%d holders reserved overlapping globs at once, want 1", won)
+		}
+	})
+}
+
+// The gate refuses a push whose paths are under another holder's
+// exclusive reservation, naming the path, the holder and its claim.
+func TestGateRefusesReservedPaths(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, _, _ := e.open(t)
+		a1, a2 := who("bot"), who("bot")
+		a1.Agent, a2.Agent = "a1", "a2"
+		mustAcquireAs(t, s, Key{RepoID: 1, Issue: 1}, a1, 0)
+		l2 := mustAcquireAs(t, s, Key{RepoID: 1, Issue: 2}, a2, time.Hour)
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"src/auth/**", "*.md"}, Issue: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a2, Globs: []string{"lib/**"}, Shared: true, Issue: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: who("bot"), Globs: []string{"account/**"}, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		push := func(pusher string, opts []string, paths ...string) GatePush {
+			p := gatePush(pusher, []string{"refs/heads/anything"}, opts...)
+			p.Paths = paths
+			return p
+		}
+		a2opt := []string{"collab-lease=2:" + fmt.Sprint(l2.Token)}
+		for _, c := range []struct {
+			name  string
+			push  GatePush
+			lines []string
+		}{
+			{"a2 changes a1's file", push("bot", a2opt, "docs/x.txt", "src/auth/login.go"),
+				[]string{"collab-lease: src/auth/login.go is reserved by bot · a1 for acme/widgets#1 (no expiry)"}},
+			{"a2 changes what nobody reserved", push("bot", a2opt, "docs/x.txt", "src/authz/a.go"), nil},
+			{"a1 changes its own", push("bot", []string{"collab-lease=1:1"}, "src/auth/login.go", "README.md"), nil},
+			{"the account with no agent (no token) is not a1", push("bot", nil, "README.md"),
+				[]string{"collab-lease: README.md is reserved by bot · a1 for acme/widgets#1 (no expiry)"}},
+			{"another account", push("carol", nil, "src/auth/a.go", "src/auth/b.go", "lib/x.go"),
+				[]string{"collab-lease: src/auth/a.go is reserved by bot · a1 for acme/widgets#1 (no expiry)",
+					"collab-lease: src/auth/b.go is reserved by bot · a1 for acme/widgets#1 (no expiry)"}},
+			{"an account's own reservation with no agent keeps none of its agents off", push("bot", a2opt, "account/x"), nil},
+			{"another account meets the account's", push("carol", nil, "account/x"), []string{"collab-lease: account/x is reserved by bot until "}},
+			{"a directory standing for its paths", func() GatePush { p := push("carol", nil, "src"); p.PathsAreDirs = true; return p }(),
+				[]string{"collab-lease: a path under src/ is reserved by bot · a1 for acme/widgets#1 (no expiry)"}},
+			{"a directory apart", func() GatePush { p := push("carol", nil, "docs"); p.PathsAreDirs = true; return p }(), nil},
+			{"the root, for a top-level file among too many paths", func() GatePush { p := push("carol", nil, ""); p.PathsAreDirs = true; return p }(),
+				[]string{"collab-lease: a path this push changes is reserved by"}},
+		} {
+			v, err := s.Gate(bg, c.push)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Allow != (len(c.lines) == 0) || len(v.Lines) != len(c.lines) {
+				t.Fatalf("%s: %+v, want lines %q", c.name, v, c.lines)
+			}
+			for i, want := range c.lines {
+				if !strings.HasPrefix(v.Lines[i], want) || v.Refused[i] != GateReserved {
+					t.Fatalf("%s: line %q (%s), want %q", c.name, v.Lines[i], v.Refused[i], want)
+				}
+			}
+		}
+		// The claim ends: so does the refusal.
+		if _, err := s.Release(bg, Key{RepoID: 1, Issue: 1}, a1); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := s.Gate(bg, push("carol", nil, "src/auth/login.go")); err != nil || !v.Allow {
+			t.Fatalf("after a1's release: %+v %v", v, err)
 		}
 	})
 }

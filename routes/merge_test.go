@@ -61,7 +61,7 @@ func (s *mergeService) Merge(ctx context.Context, v lease.Viewer, owner, name st
 	if token == 0 {
 		token = 4
 	}
-	return contract.Merged{Status: contract.StatusMerged, Repo: "acme/widgets", Pull: m.Pull, SHA: "6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e", Token: token}, nil
+	return contract.Merged{Status: contract.StatusMerged, Repo: "acme/widgets", Pull: m.Pull, SHA: "6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e", Issue: m.Pull, Token: token}, nil
 }
 
 // merges are the merges the service was asked for.
@@ -111,7 +111,7 @@ func mergePathOf(n string) string { return "/api/v1/repos/acme/widgets/pulls/" +
 func TestMergeWithAToken(t *testing.T) {
 	f, ms := newMergeFixture(t)
 	bob := "Authorization: token bob-write"
-	merged := `{"status":"merged","repo":"acme/widgets","pull":3,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","token":`
+	merged := `{"status":"merged","repo":"acme/widgets","pull":3,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","issue":3,"token":`
 
 	r := f.doBody("POST", mergePathOf("3"), "", bob)
 	expectReply(t, "merge", r, 200, merged+`4}`)

@@ -123,8 +123,8 @@ func TestMergeAnswersByItsReply(t *testing.T) {
 		stderr  string
 		outcome string
 	}{
-		{name: "merged", merged: contract.Merged{Status: contract.StatusMerged, Repo: "acme/widgets", Pull: 7, SHA: "0123abcd", Token: 3},
-			code: contract.ExitOK, stdout: `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"0123abcd","token":3}` + "\n", outcome: contract.StatusMerged},
+		{name: "merged", merged: contract.Merged{Status: contract.StatusMerged, Repo: "acme/widgets", Pull: 7, SHA: "0123abcd", Issue: 7, Token: 3},
+			code: contract.ExitOK, stdout: `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"0123abcd","issue":7,"token":3}` + "\n", outcome: contract.StatusMerged},
 		{name: "refused", err: &lease.ConflictError{Reply: contract.MergeRefused{Status: contract.StatusRefused, Repo: "acme/widgets", Pull: 7, Reason: "Please try again later"}},
 			code: contract.ExitConflict, stdout: `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"Please try again later"}` + "\n", outcome: contract.StatusRefused},
 		{name: "busy", err: &lease.ConflictError{Reply: contract.MergeBusy{Status: contract.StatusBusy, Repo: "acme/widgets", Pull: 7, Ahead: 2}},
@@ -162,7 +162,7 @@ func TestMergeAnswersByItsReply(t *testing.T) {
 // A merge without flags asks for the caller's current token, the forge's
 // own style, and the default wait for its turn.
 func TestMergeDefaults(t *testing.T) {
-	f := &mergeLeases{merged: contract.Merged{Status: contract.StatusMerged, Repo: "acme/widgets", Pull: 7, SHA: "0123abcd", Token: 3}}
+	f := &mergeLeases{merged: contract.Merged{Status: contract.StatusMerged, Repo: "acme/widgets", Pull: 7, SHA: "0123abcd", Issue: 7, Token: 3}}
 	v := &LeaseVerb{Leases: f, Logger: slog.New(slog.DiscardHandler)}
 	r := v.Exec(context.Background(), ConnInfo{Fingerprint: "SHA256:a", UserID: 7, Login: "alice"}, "collab-lease merge acme/widgets 7")
 	if r.Code != contract.ExitOK {

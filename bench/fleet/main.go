@@ -32,7 +32,8 @@
 // sidecar's gate in Gitea's push path, for the runs that have it
 // (gate.go); what the agents report and what a run computes from it
 // (report.go), what landed in git (outcome.go) and the frozen agents
-// woken late (zombies.go); the summary and the markdown section
+// woken late (zombies.go); the bounds and backlog sized from Gitea's
+// speed, measured first (sizing.go); the summary and the markdown section
 // (render.go); process groups (proc_linux.go, proc_other.go).
 package main
 

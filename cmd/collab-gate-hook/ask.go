@@ -1,19 +1,28 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
-// preReceive is the hook: it asks the sidecar about the push and returns
-// the exit status Gitea goes by.
-func preReceive(dir string, getenv func(string) string, stdin io.Reader, stderr io.Writer) int {
+// lister lists the paths a push changes: repository.changedPaths.
+type lister interface {
+	changedPaths(ctx context.Context, refs []contract.GateRef, budget int) (paths []string, dirs bool, err error)
+}
+
+var _ lister = repository{}
+
+// preReceive is the hook: it asks the sidecar about the push, with the
+// paths repo lists, and returns the exit status Gitea goes by.
+func preReceive(dir string, getenv func(string) string, repo lister, stdin io.Reader, stderr io.Writer) int {
 	if internal(getenv) {
 		// Gitea's own pushes (a pull request's refs/pull/<n>/head) are
 		// let in unasked: the ledger allows them whatever it holds.
@@ -32,10 +41,20 @@ func preReceive(dir string, getenv func(string) string, stdin io.Reader, stderr 
 		fmt.Fprintf(stderr, "collab-lease: the gate is not configured (%v); this push was not checked\n", err)
 		return exitAllow
 	}
+	// The timeout bounds the whole question: listing the paths takes
+	// half of it at most, and the sidecar has what is left.
+	deadline := time.Now().Add(g.timeout)
 	q, err := readQuestion(getenv, stdin)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitRefuse
+	}
+	if q.Trigger != mergeTrigger {
+		if err := addPaths(&q, repo, g.timeout/2); err != nil {
+			// Asked anyway, without paths: the sidecar still
+			// checks the push's tokens, and no reservations.
+			fmt.Fprintln(stderr, unlisted)
+		}
 	}
 	body, err := json.Marshal(q)
 	if err == nil && len(body) > contract.MaxGateQuestion {
@@ -45,8 +64,24 @@ func preReceive(dir string, getenv func(string) string, stdin io.Reader, stderr 
 		fmt.Fprintln(stderr, err)
 		return exitRefuse
 	}
+	g.timeout = time.Until(deadline)
 	a, err := ask(g, body)
 	return settle(stderr, g, a, err)
+}
+
+// addPaths puts into q the paths the push changes, listed in repo within
+// timeout, in the room the rest of q leaves: or, when they cannot be
+// listed, none.
+func addPaths(q *contract.GateQuestion, repo lister, timeout time.Duration) error {
+	rest, err := json.Marshal(q)
+	if err != nil || len(rest) > contract.MaxGateQuestion {
+		return err // too large already: refused for that
+	}
+	budget := contract.MaxGateQuestion - len(rest) - len(`,"paths":[],"paths_are_dirs":true`)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	q.Paths, q.PathsAreDirs, err = repo.changedPaths(ctx, q.Refs, budget)
+	return err
 }
 
 // ask sends the question to the sidecar and returns its answer, or why

@@ -92,13 +92,14 @@ func replying(status int, body string) func(http.ResponseWriter, *http.Request) 
 	}
 }
 
-// hook runs the program as Gitea would for a push of one branch, with dir
-// as its directory, and returns its exit status and stderr.
+// hook runs the program as Gitea would for a push of one branch that
+// changes no paths, with dir as its directory, and returns its exit
+// status and stderr.
 func hook(t *testing.T, dir string, env environ) (int, string) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	stdin := strings.NewReader(zero + " " + sha1 + " refs/heads/work/1\n")
-	code := run([]string{"--dir", dir}, env.get, stdin, &stdout, &stderr)
+	code := run([]string{"--dir", dir}, env.get, listed{}, stdin, &stdout, &stderr)
 	if stdout.Len() > 0 {
 		t.Errorf("the hook wrote to stdout (Gitea does not show it): %q", stdout.String())
 	}
@@ -308,7 +309,7 @@ func TestAGateNotConfiguredLetsThePushIn(t *testing.T) {
 	}
 	t.Run("no directory", func(t *testing.T) {
 		var stderr bytes.Buffer
-		if code := preReceive("", gitea().get, strings.NewReader(""), &stderr); code != exitAllow ||
+		if code := preReceive("", gitea().get, noGit, strings.NewReader(""), &stderr); code != exitAllow ||
 			!strings.Contains(stderr.String(), "not configured") {
 			t.Errorf("exit %d, stderr %q", code, stderr.String())
 		}

@@ -15,9 +15,10 @@
 //
 // Its files: the command line and its exit statuses (main.go); the
 // configuration and secret it finds beside itself (config.go); the
-// question, from the environment and stdin (question.go); one request to
-// the sidecar (call.go); asking about a push and exiting by the answer
-// (ask.go); ping, for doctor (ping.go); --version (version.go).
+// question, from the environment and stdin (question.go); the paths the
+// push changes, listed with git (paths.go); one request to the sidecar
+// (call.go); asking about a push and exiting by the answer (ask.go);
+// ping, for doctor (ping.go); --version (version.go).
 package main
 
 import (
@@ -48,11 +49,12 @@ const usage = `usage:
 `
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(run(os.Args[1:], os.Getenv, pushedTo(), os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run is the program, with its environment (getenv) and streams given.
-func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+// run is the program, with its environment (getenv), the repository it
+// is run in and its streams given.
+func run(args []string, getenv func(string) string, repo lister, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 1 && args[0] == "--version" {
 		fmt.Fprintln(stdout, "collab-gate-hook "+buildinfo.Read(version).String())
 		return exitAllow
@@ -85,5 +87,5 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	if ping {
 		return runPing(*dir, stdout, stderr)
 	}
-	return preReceive(*dir, getenv, stdin, stderr)
+	return preReceive(*dir, getenv, repo, stdin, stderr)
 }

@@ -11,7 +11,7 @@ import (
 
 func TestVersion(t *testing.T) {
 	var stdout, stderr bytes.Buffer
-	if code := run([]string{"--version"}, environ{}.get, nil, &stdout, &stderr); code != exitAllow ||
+	if code := run([]string{"--version"}, environ{}.get, noGit, nil, &stdout, &stderr); code != exitAllow ||
 		!strings.HasPrefix(stdout.String(), "collab-gate-hook ") || stderr.Len() > 0 {
 		t.Errorf("exit %d, %q %q", code, stdout.String(), stderr.String())
 	}
@@ -20,13 +20,13 @@ func TestVersion(t *testing.T) {
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{"--nope"}, {"extra"}, {"ping", "extra"}, {"--dir"}} {
 		var stdout, stderr bytes.Buffer
-		if code := run(args, environ{}.get, strings.NewReader(""), &stdout, &stderr); code != exitUsage ||
+		if code := run(args, environ{}.get, noGit, strings.NewReader(""), &stdout, &stderr); code != exitUsage ||
 			!strings.Contains(stderr.String(), "usage:") {
 			t.Errorf("%q: exit %d, stderr %q", args, code, stderr.String())
 		}
 	}
 	var stdout bytes.Buffer
-	if code := run([]string{"-h"}, environ{}.get, nil, &stdout, &stdout); code != exitAllow || !strings.HasPrefix(stdout.String(), "usage:") {
+	if code := run([]string{"-h"}, environ{}.get, noGit, nil, &stdout, &stdout); code != exitAllow || !strings.HasPrefix(stdout.String(), "usage:") {
 		t.Errorf("-h: exit %d, %q", code, stdout.String())
 	}
 }
@@ -47,7 +47,7 @@ func TestPing(t *testing.T) {
 			s := newSidecar(t, replying(tc.status, ""))
 			dir := writeGate(t, contract.GateConfig{URL: s.URL + "/", Unreachable: contract.GateRefuse})
 			var stdout, stderr bytes.Buffer
-			code := run([]string{"ping", "--dir", dir}, environ{}.get, nil, &stdout, &stderr)
+			code := run([]string{"ping", "--dir", dir}, environ{}.get, noGit, nil, &stdout, &stderr)
 			out := stdout.String()
 			if code != exitAllow {
 				out = stderr.String()
@@ -66,7 +66,7 @@ func TestPing(t *testing.T) {
 	}
 	t.Run("not configured", func(t *testing.T) {
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"ping", "--dir", t.TempDir()}, environ{}.get, nil, &stdout, &stderr)
+		code := run([]string{"ping", "--dir", t.TempDir()}, environ{}.get, noGit, nil, &stdout, &stderr)
 		if code != exitRefuse || !strings.Contains(stderr.String(), "not configured") || stdout.Len() > 0 {
 			t.Errorf("exit %d, stdout %q, stderr %q", code, stdout.String(), stderr.String())
 		}
@@ -74,7 +74,7 @@ func TestPing(t *testing.T) {
 	t.Run("nobody listening", func(t *testing.T) {
 		dir := writeGate(t, contract.GateConfig{URL: "http://127.0.0.1:1"})
 		var stdout, stderr bytes.Buffer
-		code := run([]string{"ping", "--dir", dir}, environ{}.get, nil, &stdout, &stderr)
+		code := run([]string{"ping", "--dir", dir}, environ{}.get, noGit, nil, &stdout, &stderr)
 		if code != exitRefuse || !strings.Contains(stderr.String(), "connection refused") || strings.Contains(stderr.String(), testSecret) {
 			t.Errorf("exit %d, stderr %q", code, stderr.String())
 		}

@@ -27,6 +27,10 @@ const (
 	envOptionN     = "GIT_PUSH_OPTION_" // + the option's index from 0
 )
 
+// mergeTrigger is GITEA_PUSH_TRIGGER for Gitea's merge of a pull
+// request, whose question carries no paths.
+const mergeTrigger = "pr-merge-to-base"
+
 // maxRefLine bounds one line of the hook's stdin: two object names and a
 // ref name, which git keeps far shorter.
 const maxRefLine = 16 << 10

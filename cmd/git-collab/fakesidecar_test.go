@@ -348,7 +348,7 @@ func (f *fakeSidecar) answer(c *fakeConn, line string) string {
 			return fmt.Sprintf(`{"status":"not_holder","repo":"acme/widgets","issue":%d,"holder":null,"agent":null,"expires_at":null,"exit":4}`, cmd.Issue)
 		}
 		delete(s.claims, cmd.Issue)
-		return fmt.Sprintf(`{"status":"merged","repo":"acme/widgets","pull":%d,"sha":"6f1c0e2d","token":%d,"exit":0}`, cmd.Issue, token)
+		return fmt.Sprintf(`{"status":"merged","repo":"acme/widgets","pull":%d,"sha":"6f1c0e2d","issue":%d,"token":%d,"exit":0}`, cmd.Issue, cmd.Issue, token)
 	case contract.VerbList:
 		var leases []string
 		for issue, token := range s.claims {

@@ -137,8 +137,9 @@ and trying once more if the base branch moved. Gitea's refusal (a
 conflict, a check or an approval it wants) is refused with Gitea's
 words, exit 4: fix that, then merge again. Merged: the claims the merge
 ends (the pull request's, and those of the issues it closes) are over,
-and the pull request's push option leaves the checkout's config. Where
-the sidecar runs its gate (serve --gate), Gitea refuses any other merge
+and the push options of the pull request and of the claim it was merged
+under leave the checkout's config. Where the sidecar runs its gate
+(serve --gate), Gitea refuses any other merge
 of a pull request a claim fences: merge with git collab merge. Under
 git collab run, a merge of run's own agent that ends run's claim ends it
 as a release would: run does not stop its command, and exits with its

@@ -146,7 +146,7 @@ var mcpCalls = []struct {
 	}},
 	{"merge", map[string]any{"pull": 7, "token": 3, "style": "squash", "delete_branch": true, "wait": "5m"},
 		[]string{"merge", "7", "--token", "3", "--style", "squash", "--delete-branch", "--wait", "5m"}, []mcpReply{
-			{"0", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","token":3}`,
+			{"0", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","issue":7,"token":3}`,
 				"merged acme/widgets!7 under token 3: 6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e\nMerged. The claims it ended are over"},
 			{"4", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"Please try again later"}`,
 				"not merged: Gitea refused acme/widgets!7: Please try again later\nNot an error: Gitea would not merge it."},

@@ -210,57 +210,19 @@ func followReply(g Git, req contract.Command, reply any) (note string, err error
 	return "", nil
 }
 
-// followMerge takes the merged pull request's gate options out of the
-// checkout: the merge ended its claim, whoever held it. It ended the
-// claims of the issues the pull request closes too, the one it was
-// merged under perhaps among them; but the reply names only that claim's
-// token, not its issue, and tokens are counted per issue, so an option
-// of another issue with the same token may be a live claim's. Those
-// stay, and the note names them as what they may be.
+// followMerge takes the gate options of the claims the merge ended out
+// of the checkout: the pull request's own, and that of the issue it was
+// merged under. (The issues it closes ended too; an option of one of
+// them stays until git collab unclaim, which is harmless: no push
+// carries a token of an ended claim into anything.)
 func followMerge(g Git, m contract.Merged) (note string, err error) {
-	own, err := gateOptions(g, m.Pull)
+	note, err = removeGateOptions(g, m.Pull, 0)
 	if errors.Is(err, errNoRepository) {
 		return "", nil
 	}
-	if note, err = removeGateOptions(g, m.Pull, 0); err != nil || slices.Contains(own, gateOption(m.Pull, m.Token)) {
-		return note, err // merged under the pull request's own claim
+	if err != nil || m.Issue == 0 || m.Issue == m.Pull {
+		return note, err
 	}
-	values, err := g.LocalValues(pushOptionKey)
-	if err != nil {
-		return note, nil // the merge stands; this was only a hint
-	}
-	var maybe, issues []string
-	for _, v := range values {
-		if issue, token, ok := parseGateOption(v); ok && issue != m.Pull && token == m.Token {
-			maybe = append(maybe, v)
-			issues = append(issues, strconv.FormatInt(issue, 10))
-		}
-	}
-	var more string
-	switch len(maybe) {
-	case 0:
-		return note, nil
-	case 1:
-		more = fmt.Sprintf("push option %s stays in this checkout: if it is the claim the merge ended (token %d), git collab unclaim %s takes it out",
-			maybe[0], m.Token, issues[0])
-	default:
-		more = fmt.Sprintf("push options %s stay in this checkout: if one is the claim the merge ended (token %d), git collab unclaim <issue> takes it out",
-			strings.Join(maybe, ", "), m.Token)
-	}
-	return strings.TrimPrefix(note+"\n"+more, "\n"), nil
-}
-
-// parseGateOption reads a gate option, collab-lease=<issue>:<token>.
-func parseGateOption(v string) (issue, token int64, ok bool) {
-	rest, ok := strings.CutPrefix(v, contract.GatePushOption+"=")
-	if !ok {
-		return 0, 0, false
-	}
-	i, t, ok := strings.Cut(rest, ":")
-	if !ok {
-		return 0, 0, false
-	}
-	issue, err1 := strconv.ParseInt(i, 10, 64)
-	token, err2 := strconv.ParseInt(t, 10, 64)
-	return issue, token, err1 == nil && err2 == nil && issue > 0 && token > 0
+	more, err := removeGateOptions(g, m.Issue, 0)
+	return strings.Trim(note+"\n"+more, "\n"), err
 }

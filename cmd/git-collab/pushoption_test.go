@@ -277,19 +277,17 @@ func TestClaimAndUnclaimKeepTheCheckoutsPushOption(t *testing.T) {
 	}
 }
 
-// A merge takes the pull request's options out of the checkout: it ended
-// the pull request's claim, whoever held it. The claim it was merged
-// under may be an issue's the pull request closes, which the reply does
-// not name: an option of another issue with that token stays, and is
-// named. A merge that did not happen changes nothing, but one answered
-// not_holder, as a release would be.
+// A merge takes out of the checkout the options of the claims it ended
+// that the reply names: the pull request's own (whoever held it) and the
+// issue's it was merged under. A merge that did not happen changes
+// nothing, but one answered not_holder, as a release would be.
 func TestMergeTakesThePullRequestsPushOptionOut(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
 	for _, v := range []string{"ci.skip", "collab-lease=7:3", "collab-lease=42:3", "collab-lease=8:1", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"} {
 		h.git("-C", h.repo, "config", "--add", "push.pushOption", v)
 	}
-	merged := `{"status":"merged","repo":"acme/widgets","pull":%d,"sha":"6f1c0e2d","token":%d}` + "\n"
+	merged := `{"status":"merged","repo":"acme/widgets","pull":%d,"sha":"6f1c0e2d","issue":%d,"token":%d}` + "\n"
 	for _, c := range []struct {
 		args         []string
 		code, stdout string
@@ -303,24 +301,24 @@ func TestMergeTakesThePullRequestsPushOptionOut(t *testing.T) {
 			result{"", "not merged: token 2 is stale: acme/widgets#7 is now at token 3\n", 4},
 			[]string{"ci.skip", "collab-lease=7:3", "collab-lease=42:3", "collab-lease=8:1", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
 		// Under the pull request's own claim: 42:3 is another issue's.
-		{[]string{"merge", "7"}, "0", fmt.Sprintf(merged, 7, 3),
+		{[]string{"merge", "7"}, "0", fmt.Sprintf(merged, 7, 7, 3),
 			result{"merged acme/widgets!7 under token 3: 6f1c0e2d\npush option collab-lease=7:3 removed from this checkout\n", "", 0},
 			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=8:1", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
-		// Under an issue's claim: the one option of that token is named.
-		{[]string{"merge", "8"}, "0", fmt.Sprintf(merged, 8, 3),
+		// Under issue 42's claim: both options go.
+		{[]string{"merge", "8"}, "0", fmt.Sprintf(merged, 8, 42, 3),
 			result{"merged acme/widgets!8 under token 3: 6f1c0e2d\npush option collab-lease=8:1 removed from this checkout\n" +
-				"push option collab-lease=42:3 stays in this checkout: if it is the claim the merge ended (token 3), git collab unclaim 42 takes it out\n", "", 0},
-			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
-		{[]string{"merge", "10"}, "0", fmt.Sprintf(merged, 10, 5),
-			result{"merged acme/widgets!10 under token 5: 6f1c0e2d\n" +
-				"push options collab-lease=43:5, collab-lease=44:5 stay in this checkout: if one is the claim the merge ended (token 5), git collab unclaim <issue> takes it out\n", "", 0},
-			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
-		{[]string{"merge", "11"}, "0", fmt.Sprintf(merged, 11, 8),
+				"push option collab-lease=42:3 removed from this checkout\n", "", 0},
+			[]string{"ci.skip", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+		// Options of other issues with the same token stay.
+		{[]string{"merge", "10"}, "0", fmt.Sprintf(merged, 10, 43, 5),
+			result{"merged acme/widgets!10 under token 5: 6f1c0e2d\npush option collab-lease=43:5 removed from this checkout\n", "", 0},
+			[]string{"ci.skip", "collab-lease=44:5", "collab-lease=9:2"}},
+		{[]string{"merge", "11"}, "0", fmt.Sprintf(merged, 11, 11, 8),
 			result{"merged acme/widgets!11 under token 8: 6f1c0e2d\n", "", 0},
-			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5", "collab-lease=9:2"}},
+			[]string{"ci.skip", "collab-lease=44:5", "collab-lease=9:2"}},
 		{[]string{"merge", "9"}, "4", `{"status":"not_holder","repo":"acme/widgets","issue":9,"holder":"bob","agent":null,"expires_at":null}` + "\n",
 			result{"", "not merged: acme/widgets!9 is claimed by bob (open-ended)\npush option collab-lease=9:2 removed from this checkout\n", 4},
-			[]string{"ci.skip", "collab-lease=42:3", "collab-lease=43:5", "collab-lease=44:5"}},
+			[]string{"ci.skip", "collab-lease=44:5"}},
 	} {
 		h.answer(c.code, c.stdout, "")
 		if r := h.run(c.args...); r != c.want {

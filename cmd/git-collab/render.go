@@ -60,7 +60,7 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 		return rendered{stderr: fmt.Sprintf("not merged: Gitea refused %s: %s\n", pullNamed(r.Repo, r.Pull), clean(r.Reason))}
 	case *contract.MergeBusy:
 		return rendered{stderr: fmt.Sprintf("not merged: %s did not get its turn within %s (%s ahead); merge again later, or with a longer --wait\n",
-			pullNamed(r.Repo, r.Pull), durationWords(req.Wait), merges(r.Ahead))}
+			pullNamed(r.Repo, r.Pull), contract.FormatDuration(req.Wait), merges(r.Ahead))}
 	case *contract.Tenure:
 		if r.Status == contract.StatusCurrent {
 			return rendered{stdout: fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
@@ -142,23 +142,6 @@ func merges(n int) string {
 		return "1 merge"
 	}
 	return strconv.Itoa(n) + " merges"
-}
-
-// durationWords is a wait as a person writes it: "2m", "90s", "1h30m".
-func durationWords(d time.Duration) string {
-	d = d.Round(time.Second)
-	h, m, s := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
-	var b strings.Builder
-	if h > 0 {
-		fmt.Fprintf(&b, "%dh", h)
-	}
-	if m > 0 {
-		fmt.Fprintf(&b, "%dm", m)
-	}
-	if s > 0 || b.Len() == 0 {
-		fmt.Fprintf(&b, "%ds", s)
-	}
-	return b.String()
 }
 
 // stdTime reads an optional contract time (nil: open-ended).

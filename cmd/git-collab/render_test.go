@@ -109,7 +109,7 @@ func TestRender(t *testing.T) {
 				"4      bob          2026-09-04 09:00 UTC  2026-09-04 09:30 UTC  expired\n" +
 				"3      bob          2026-09-04 08:00 UTC  2026-09-04 08:10 UTC  released\n", ""},
 		// merge, and every answer of it that is not a merge.
-		{"merge 7", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","token":3}`, 0,
+		{"merge 7", `{"status":"merged","repo":"acme/widgets","pull":7,"sha":"6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e","issue":7,"token":3}`, 0,
 			"merged acme/widgets!7 under token 3: 6f1c0e2d9b8a7f6e5d4c3b2a1f0e9d8c7b6a5f4e\n", ""},
 		{"merge 7", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"Please try again later"}`, 4,
 			"", "not merged: Gitea refused acme/widgets!7: Please try again later\n"},
@@ -167,7 +167,7 @@ func TestRenderRefusesWhatItDoesNotKnow(t *testing.T) {
 		{"history 1", `{"repo":"a/b","issue":1,"tenures":[]}`, 4},
 		{"history 1", `{"repo":"a/b","issue":1,"tenures":{}}`, 0},
 		{"claim 1", `{"status":"acquired","repo":"a/b","issue":1}`, 1}, // errors are on stderr already
-		{"merge 7", `{"status":"merged","repo":"a/b","pull":7,"sha":"x","token":1}`, 4},
+		{"merge 7", `{"status":"merged","repo":"a/b","pull":7,"sha":"x","issue":7,"token":1}`, 4},
 		{"merge 7", `{"status":"refused","repo":"a/b","pull":7,"reason":"no"}`, 0},
 		{"merge 7", `{"status":"held","repo":"a/b","issue":7,"holder":"bob","agent":null,"expires_at":null}`, 4}, // acquire's refusal
 		{"merge 7", `{"status":"none","repo":"a/b"}`, 4},

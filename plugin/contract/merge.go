@@ -33,14 +33,16 @@ const (
 )
 
 // Merged answers a merge that happened (exit 0): the merge commit, and
-// the token of the claim it was merged under.
+// the claim it was merged under, its issue (the pull request's own
+// number, or an issue it closes) and token.
 //
-//	{"status":"merged","repo":"acme/widgets","pull":7,"sha":"…","token":8}
+//	{"status":"merged","repo":"acme/widgets","pull":7,"sha":"…","issue":42,"token":8}
 type Merged struct {
 	Status string `json:"status"` // StatusMerged
 	Repo   string `json:"repo"`
 	Pull   int64  `json:"pull"`
 	SHA    string `json:"sha"`
+	Issue  int64  `json:"issue"`
 	Token  int64  `json:"token"`
 }
 

@@ -208,9 +208,12 @@ func wellFormedGoDuration(s string) bool {
 	return true
 }
 
-// formatTTL writes d the way people type it ("168h", "1h30m", "90s"
-// becomes "1m30s") rather than time.Duration's "168h0m0s"; ParseDuration
-// reads it back.
+// FormatDuration writes d, rounded to the second, the way people type it
+// ("168h", "1h30m", "90s" becomes "1m30s") rather than time.Duration's
+// "168h0m0s"; ParseDuration reads it back (0 is "0s").
+func FormatDuration(d time.Duration) string { return formatTTL(d.Round(time.Second)) }
+
+// formatTTL is FormatDuration of a whole number of seconds.
 func formatTTL(d time.Duration) string {
 	if d <= 0 || d%time.Second != 0 {
 		return d.String()

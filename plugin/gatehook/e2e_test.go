@@ -211,6 +211,48 @@ func TestGateEndToEndWithGit(t *testing.T) {
 		t.Fatalf("an internal push was asked about (%d questions)", n)
 	}
 
+	// The question carries the paths the push's new commits change,
+	// which the hook lists from the pushed objects before Gitea takes
+	// them in: two commits, with an add, an edit and a rename.
+	sidecar.next(http.StatusOK, contract.GateAnswer{Allow: true})
+	mustMkdir(t, filepath.Join(work, "src"))
+	mustWrite(t, filepath.Join(work, "a.txt"), "a\n", 0o644)
+	mustWrite(t, filepath.Join(work, "src", "b.go"), "package b\n", 0o644)
+	must(work, "add", "-A")
+	must(work, "commit", "-q", "-m", "add a and b")
+	mustWrite(t, filepath.Join(work, "a.txt"), "a, edited\n", 0o644)
+	must(work, "mv", "src/b.go", "src/c.go")
+	must(work, "commit", "-q", "-a", "-m", "edit a, rename b")
+	last := func() contract.GateQuestion {
+		t.Helper()
+		q := sidecar.asked()
+		return q[len(q)-1]
+	}
+	if out, err := push(nil, "HEAD:refs/heads/work/3"); err != nil {
+		t.Fatalf("push of two commits: %v\n%s", err, out)
+	}
+	if q := last(); !slices.Equal(q.Paths, []string{"a.txt", "src/b.go", "src/c.go"}) || q.PathsAreDirs {
+		t.Fatalf("paths %q (dirs %v)", q.Paths, q.PathsAreDirs)
+	}
+	// The same commits on another branch bring none: a ref reached them.
+	if out, err := push(nil, "HEAD:refs/heads/work/4"); err != nil {
+		t.Fatalf("push of a new branch: %v\n%s", err, out)
+	}
+	if q := last(); q.Paths != nil || len(q.Refs) != 1 || q.Refs[0].Name != "refs/heads/work/4" {
+		t.Fatalf("a new branch at a pushed commit: %+v", q)
+	}
+	// A merge's question carries none.
+	mustWrite(t, filepath.Join(work, "m.txt"), "m\n", 0o644)
+	must(work, "add", "-A")
+	must(work, "commit", "-q", "-m", "as merged")
+	if out, err := push([]string{"GITEA_PUSH_TRIGGER=pr-merge-to-base", "GITEA_PR_INDEX=1"}, "HEAD:refs/heads/work/3"); err != nil {
+		t.Fatalf("merge: %v\n%s", err, out)
+	}
+	if q := last(); q.Paths != nil || q.Trigger != "pr-merge-to-base" {
+		t.Fatalf("a merge: %+v", q)
+	}
+	head = must(work, "rev-parse", "HEAD")
+
 	// No answer (a 503), with the policy refuse: refused, in the contract's words.
 	if _, err := Prepare(Options{Root: root, Program: bin,
 		Config: contract.GateConfig{URL: sidecar.URL, Unreachable: contract.GateRefuse, TimeoutMS: 10000}}); err != nil {

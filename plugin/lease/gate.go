@@ -49,6 +49,7 @@ func (s *Service) Gate(ctx context.Context, q contract.GateQuestion) (contract.G
 		Merge:    q.Trigger == MergeTrigger,
 		MergeOf:  q.PullIndex,
 		Options:  q.Options,
+		Paths:    q.Paths, PathsAreDirs: q.PathsAreDirs,
 	}
 	for _, r := range q.Refs {
 		p.Refs = append(p.Refs, models.GateRef{Old: r.Old, New: r.New, Name: r.Name})
@@ -98,8 +99,8 @@ func validGateQuestion(q contract.GateQuestion) error {
 		return fmt.Errorf("%w: the gate's question names no repository", ErrInvalid)
 	case q.PusherID < 0:
 		return fmt.Errorf("%w: the gate's question names pusher %d", ErrInvalid, q.PusherID)
-	case len(q.Refs) > contract.MaxGateRefs || len(q.Options) > contract.MaxGateOptions:
-		return fmt.Errorf("%w: the gate's question has %d refs and %d push options", ErrInvalid, len(q.Refs), len(q.Options))
+	case len(q.Refs) > contract.MaxGateRefs || len(q.Options) > contract.MaxGateOptions || len(q.Paths) > contract.MaxGatePaths:
+		return fmt.Errorf("%w: the gate's question has %d refs, %d push options and %d paths", ErrInvalid, len(q.Refs), len(q.Options), len(q.Paths))
 	}
 	for _, r := range q.Refs {
 		if !strings.HasPrefix(r.Name, "refs/") {

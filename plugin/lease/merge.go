@@ -134,6 +134,13 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 	}
 	claim, err := s.mergeClaim(ctx, r, v, n, links)
 	if err != nil {
+		if st.Merged {
+			// Asked again after a reply that was lost: the merge ended
+			// the claim it was made under.
+			if issue, t, ok := s.mergedUnder(ctx, r, v, links); ok {
+				return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: st.MergeSHA, Issue: issue, Token: t}, nil
+			}
+		}
 		return contract.Merged{}, err
 	}
 	if m.Token != 0 && m.Token != claim.Token {
@@ -148,7 +155,7 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 		// Merged already (a reply lost on the way, asked again): say so,
 		// and end what the merge ends, as the webhook will.
 		s.endMerged(ctx, r, st, links, claim.Holder)
-		return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: st.MergeSHA, Token: claim.Token}, nil
+		return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: st.MergeSHA, Issue: claim.Issue, Token: claim.Token}, nil
 	case st.Closed:
 		return contract.Merged{}, refused("the pull request is closed")
 	case st.Draft:
@@ -213,7 +220,7 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 		return contract.Merged{}, err
 	}
 	s.endMerged(ctx, r, done, links, claim.Holder)
-	return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: done.MergeSHA, Token: claim.Token}, nil
+	return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: done.MergeSHA, Issue: claim.Issue, Token: claim.Token}, nil
 }
 
 // mergeHolding is the merge once its turn is held: wait while the forge
@@ -378,6 +385,25 @@ func (s *Service) mergeClaim(ctx context.Context, r forge.Repo, v Viewer, n int6
 		c.Issue = ls[0].Issue
 	}
 	return models.Lease{}, &ConflictError{Reply: c}
+}
+
+// mergedUnder finds, for a merged pull request, the token of v's tenure
+// that its merge ended (of the pull request, or of an issue it closes),
+// if v had one: the last tenure of one of links, v's, ended merged or
+// closed.
+func (s *Service) mergedUnder(ctx context.Context, r forge.Repo, v Viewer, links []int64) (issue, token int64, ok bool) {
+	h := v.holder()
+	for _, n := range links {
+		ts, err := s.ledger.Tenures(ctx, models.Key{RepoID: r.ID, Issue: n}, 1)
+		if err != nil || len(ts) == 0 {
+			continue
+		}
+		t := ts[0]
+		if t.Holder.ID == h.ID && t.Holder.Agent == h.Agent && (t.EndedBy == models.EndMerged || t.EndedBy == models.EndClosed) {
+			return n, t.Token, true
+		}
+	}
+	return 0, 0, false
 }
 
 // mergeConflict renders the ledger's refusal of a merge ticket: the claim

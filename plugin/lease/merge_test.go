@@ -170,7 +170,15 @@ func TestMergeAsTheHolder(t *testing.T) {
 	if l, err := w.ledger.Current(bg, models.Key{RepoID: 1, Issue: 1}); err != nil || l != nil {
 		t.Fatalf("#1's claim after the merge: %+v %v, want none", l, err)
 	}
-	// Asked again (a reply lost): merged, nothing asked of the forge.
+	// Asked again (a reply lost): merged, under the token the merge
+	// ended, and nothing asked of the forge; bob is still no holder.
+	if m, err := w.svc.Merge(bg, alice, "acme", "widgets", lease.MergeRequest{Pull: 10}, nil); err != nil || m.Status != contract.StatusMerged || m.Token != 1 {
+		t.Fatalf("a merged pull request merged again: %+v %v", m, err)
+	}
+	if _, err := w.svc.Merge(bg, bob, "acme", "widgets", lease.MergeRequest{Pull: 10}, nil); mergeReply(err) == nil {
+		t.Fatalf("bob merging alice's merged pull request: %v, want not_holder", err)
+	}
+	// A claim of an issue it closes, held when asked again: merged.
 	if _, err := w.svc.Acquire(bg, alice, "acme", "widgets", 4, time.Hour); err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,19 @@ func Parse(s string) (Glob, error) {
 	return Glob{text: s, segs: segs}, nil
 }
 
+// Prefix is the glob's literal leading directories: the segments before
+// its first one with a wildcard, joined by '/' ("src/auth" for
+// "src/auth/*.go", "" for "**/x.go"). Every path the glob matches is
+// under it; a glob without wildcards gives its parent directory (its
+// last segment is the file's name, not a directory the path is under).
+func (g Glob) Prefix() string {
+	n := 0
+	for n < len(g.segs)-1 && !strings.ContainsAny(g.segs[n], "*?") {
+		n++
+	}
+	return strings.Join(g.segs[:n], "/")
+}
+
 // Match reports whether path matches the glob.
 func (g Glob) Match(path string) bool {
 	if path == "" || strings.HasPrefix(path, "/") {

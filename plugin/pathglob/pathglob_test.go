@@ -143,3 +143,20 @@ func FuzzOverlap(f *testing.F) {
 		}
 	})
 }
+
+func TestPrefix(t *testing.T) {
+	for glob, want := range map[string]string{
+		"src/auth/*.go": "src/auth", "**/x.go": "", "src/": "src", "src/auth/login.go": "src/auth", "a": "", "a/b?/c": "a", "a/**/b": "a",
+	} {
+		g := mustParse(t, glob)
+		if got := g.Prefix(); got != want {
+			t.Errorf("Prefix(%q) = %q, want %q", glob, got, want)
+		}
+		// Every sample path it matches is under its prefix.
+		for _, p := range samplePaths(3) {
+			if g.Match(p) && want != "" && !strings.HasPrefix(p, want+"/") {
+				t.Errorf("%q matches %q, which is not under %q", glob, p, want)
+			}
+		}
+	}
+}
