@@ -96,8 +96,9 @@ var (
 // must hold the claim t.Claim (live, held by t.Holder, else
 // *NotHolderError) under t.Token (else *StaleTokenError), and no other
 // merge may hold a live ticket of the base branch (*MergeBusyError). A
-// ticket of the same ID is extended. The ticket lasts bound from now, at
-// most until the claim's expiry; it is returned with its expiry.
+// ticket of the same ID is extended. The ticket lasts bound from now, and
+// admits nothing once the claim has ended; it is returned with its
+// expiry.
 func (s *Store) TakeMergeTicket(ctx context.Context, t MergeTicket, bound time.Duration) (MergeTicket, error) {
 	if t.RepoID <= 0 || t.Pull <= 0 || t.Claim.RepoID != t.RepoID || t.Claim.Issue <= 0 || t.Token <= 0 || t.Base == "" ||
 		len(t.Base) > MaxBranchLen || t.ID == "" || len(t.ID) > 64 || t.Holder.ID <= 0 || bound < time.Second {
@@ -127,12 +128,12 @@ func (s *Store) TakeMergeTicket(ctx context.Context, t MergeTicket, bound time.D
 				return &MergeBusyError{Pull: held[0].Pull, ExpiresAt: time.Unix(held[0].ExpiresAt, 0).UTC()}
 			}
 		}
+		// The ticket lasts its bound; it never outlives its tenure, since
+		// it admits nothing once the claim is no longer live under its
+		// token (ticketLive, the gate), however the claim is kept alive:
+		// a session's, whose expiry is a grace away and moves on with
+		// each heartbeat, or one its holder renews while it merges.
 		expires := now + int64(bound/time.Second)
-		for _, end := range []*int64{row.ExpiresAt, row.CapAt} {
-			if end != nil && *end < expires {
-				expires = *end
-			}
-		}
 		t.ExpiresAt = time.Unix(expires, 0).UTC()
 		return tx.Save(&mergeTicketRow{RepoID: t.RepoID, Base: t.Base, Pull: t.Pull, Issue: t.Claim.Issue, Token: t.Token,
 			HolderID: t.Holder.ID, Agent: t.Holder.Agent, ID: t.ID, TakenAt: now, ExpiresAt: expires}).Error
