@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 
+	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/pathglob"
 )
 
@@ -26,15 +28,19 @@ import (
 // weight: the next reserve in its repository removes it.
 
 // MaxReserveGlobs bounds the globs of one reserve.
-const MaxReserveGlobs = 64
+const MaxReserveGlobs = contract.MaxReserveGlobs
 
 // reservationRow is one glob of one holder.
 type reservationRow struct {
-	ID       int64  `gorm:"primaryKey"`
-	RepoID   int64  `gorm:"not null;index:idx_reservations_repo"`
-	Glob     string `gorm:"size:255;not null"`
+	ID     int64  `gorm:"primaryKey"`
+	RepoID int64  `gorm:"not null;index:idx_reservations_repo_prefix,priority:1"`
+	Glob   string `gorm:"size:255;not null"`
+	// Prefix is the glob's literal leading directories
+	// (pathglob.Glob.Prefix): a reserve reads only the reservations
+	// whose prefix is above or below its own globs'.
+	Prefix   string `gorm:"size:255;not null;default:'';index:idx_reservations_repo_prefix,priority:2"`
 	Shared   bool   `gorm:"not null"`
-	HolderID int64  `gorm:"not null"`
+	HolderID int64  `gorm:"not null;index:idx_reservations_holder"`
 	Login    string `gorm:"size:255;not null"`
 	Agent    string `gorm:"size:40;not null;default:''"`
 	// The anchor: the claim of Issue under Token, else the agent session
@@ -88,27 +94,34 @@ func (e *ReservedError) Is(target error) bool { return target == ErrReserved }
 // ErrReserved: another holder's reservation conflicts (*ReservedError).
 var ErrReserved = errors.New("paths reserved by another")
 
-// liveReservationsSQL reads the live reservations of a repository with
-// their anchors' expiry (Unix seconds, NULL: open-ended); its arguments
-// are the repository and now three times.
-const liveReservationsSQL = "SELECT r.id, r.repo_id, r.glob, r.shared, r.holder_id, r.login, r.agent, r.issue," +
-	" CASE WHEN r.issue <> 0 THEN l.expires_at WHEN r.session <> '' THEN s.alive_until ELSE r.expires_at END" +
+// reservationsSQL reads reservations with their anchors' expiry (Unix
+// seconds, NULL: open-ended) and whether they are live (1) or not (0);
+// its first arguments are now three times, then those of the WHERE
+// clause that follows it.
+const reservationsSQL = "SELECT r.id, r.repo_id, r.glob, r.shared, r.holder_id, r.login, r.agent, r.issue," +
+	" CASE WHEN r.issue <> 0 THEN l.expires_at WHEN r.session <> '' THEN s.alive_until ELSE r.expires_at END," +
+	" CASE WHEN " + reservationLiveSQL + " THEN 1 ELSE 0 END" +
 	" FROM reservations r" +
 	" LEFT JOIN leases l ON l.repo_id = r.repo_id AND l.issue = r.issue" +
 	" LEFT JOIN agent_sessions s ON s.id = r.session" +
-	" WHERE r.repo_id = ? AND (" +
-	"(r.issue <> 0 AND l.holder IS NOT NULL AND (l.expires_at IS NULL OR l.expires_at > ?) AND l.token = r.token AND l.holder_id = r.holder_id AND l.agent = r.agent)" +
+	" WHERE "
+
+// reservationLiveSQL is true of a live reservation (now three times):
+// its claim's tenure goes on, else its session, else its own TTL.
+const reservationLiveSQL = "((r.issue <> 0 AND l.holder IS NOT NULL AND (l.expires_at IS NULL OR l.expires_at > ?) AND l.token = r.token AND l.holder_id = r.holder_id AND l.agent = r.agent)" +
 	" OR (r.issue = 0 AND r.session <> '' AND s.ended_at IS NULL AND s.alive_until > ?)" +
-	" OR (r.issue = 0 AND r.session = '' AND r.expires_at > ?))" +
-	" ORDER BY r.id"
+	" OR (r.issue = 0 AND r.session = '' AND r.expires_at > ?))"
 
 type liveReservation struct {
-	id int64
+	id   int64
+	live bool
 	Reservation
 }
 
-func readLiveReservations(db *gorm.DB, repoID int64, now any) ([]liveReservation, error) {
-	rows, err := db.Raw(liveReservationsSQL, repoID, now, now, now).Rows()
+// readReservations reads the reservations where says (over r, with its
+// args), oldest first, live or not.
+func readReservations(db *gorm.DB, now any, where string, args ...any) ([]liveReservation, error) {
+	rows, err := db.Raw(reservationsSQL+where+" ORDER BY r.id", append([]any{now, now, now}, args...)...).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -117,13 +130,21 @@ func readLiveReservations(db *gorm.DB, repoID int64, now any) ([]liveReservation
 	for rows.Next() {
 		var r liveReservation
 		var expires *int64
-		if err := rows.Scan(&r.id, &r.RepoID, &r.Glob, &r.Shared, &r.Holder.ID, &r.Holder.Login, &r.Holder.Agent, &r.Issue, &expires); err != nil {
+		var live int64
+		if err := rows.Scan(&r.id, &r.RepoID, &r.Glob, &r.Shared, &r.Holder.ID, &r.Holder.Login, &r.Holder.Agent, &r.Issue, &expires, &live); err != nil {
 			return nil, err
 		}
-		r.ExpiresAt = unixPtr(expires)
+		r.ExpiresAt, r.live = unixPtr(expires), live == 1
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// readLiveReservations reads the live reservations of a repository,
+// oldest first.
+func readLiveReservations(db *gorm.DB, repoID int64, now any) ([]liveReservation, error) {
+	all, err := readReservations(db, now, "r.repo_id = ?", repoID)
+	return slices.DeleteFunc(all, func(r liveReservation) bool { return !r.live }), err
 }
 
 // sameHolder: the reservation is h's (its account and agent).
@@ -141,7 +162,11 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 		return nil, fmt.Errorf("reserve in %d: %w", r.RepoID, err)
 	}
 	var out []Reservation
-	err = s.write(ctx, repoScope(r.RepoID), func(tx *gorm.DB, now int64) error {
+	sc := repoScope(r.RepoID)
+	if s.reservationCap > 0 {
+		sc.account = r.Holder.ID // the cap's count and the reserve are one decision
+	}
+	err = s.write(ctx, sc, func(tx *gorm.DB, now int64) error {
 		out = nil
 		row := reservationRow{RepoID: r.RepoID, Shared: r.Shared, HolderID: r.Holder.ID, Login: r.Holder.Login, Agent: r.Holder.Agent, CreatedAt: now}
 		var anchorExpiry *int64
@@ -170,12 +195,21 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 			e := now + int64(r.TTL/time.Second)
 			row.ExpiresAt, anchorExpiry = &e, &e
 		}
-		live, err := readLiveReservations(tx, r.RepoID, now)
+		// The reservations that could meet these globs, and the
+		// holder's own of them (which a reserve replaces).
+		where, args := reserveCandidates(r.RepoID, r.Holder, globs)
+		cands, err := readReservations(tx, now, where, args...)
 		if err != nil {
 			return err
 		}
 		var with []Reservation
-		for _, x := range live {
+		var gone []int64
+		for _, x := range cands {
+			mine := x.sameHolder(r.Holder) && slices.ContainsFunc(globs, func(g pathglob.Glob) bool { return g.String() == x.Glob })
+			if !x.live || mine {
+				gone = append(gone, x.id)
+				continue
+			}
 			if x.sameHolder(r.Holder) || (r.Shared && x.Shared) {
 				continue
 			}
@@ -190,24 +224,29 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 		if len(with) > 0 {
 			return &ReservedError{With: with}
 		}
-		// Dead reservations of the repository go; the holder's own of
-		// these globs are replaced.
-		keep := make([]int64, 0, len(live))
-		for _, x := range live {
-			if !(x.sameHolder(r.Holder) && slices.ContainsFunc(globs, func(g pathglob.Glob) bool { return g.String() == x.Glob })) {
-				keep = append(keep, x.id)
+		if s.reservationCap > 0 {
+			held, err := readReservations(tx, now, "r.holder_id = ? AND r.agent = ?", r.Holder.ID, r.Holder.Agent)
+			if err != nil {
+				return err
+			}
+			live := int64(0)
+			for _, x := range held {
+				if x.live && !slices.Contains(gone, x.id) {
+					live++
+				}
+			}
+			if live+int64(len(globs)) > s.reservationCap {
+				return &LimitError{Scope: "reservations", Limit: s.reservationCap, Live: live}
 			}
 		}
-		del := tx.Where("repo_id = ?", r.RepoID)
-		if len(keep) > 0 {
-			del = del.Where("id NOT IN ?", keep)
-		}
-		if err := del.Delete(&reservationRow{}).Error; err != nil {
-			return err
+		if len(gone) > 0 {
+			if err := tx.Where("id IN ?", gone).Delete(&reservationRow{}).Error; err != nil {
+				return err
+			}
 		}
 		for _, g := range globs {
 			row := row
-			row.ID, row.Glob = 0, g.String()
+			row.ID, row.Glob, row.Prefix = 0, g.String(), g.Prefix()
 			if err := tx.Create(&row).Error; err != nil {
 				return err
 			}
@@ -220,6 +259,63 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 		return nil, fmt.Errorf("reserve in %d: %w", r.RepoID, err)
 	}
 	return out, nil
+}
+
+// reserveCandidates is the WHERE clause (over reservations r) of what
+// a reserve of globs by h reads: the repository's reservations whose
+// prefix is one of the globs' prefixes, or above one (an ancestor
+// directory, the root included), or below one; and h's own of these
+// globs.
+func reserveCandidates(repoID int64, h Holder, globs []pathglob.Glob) (string, []any) {
+	var above []string
+	var below []string
+	texts := make([]string, len(globs))
+	for i, g := range globs {
+		texts[i] = g.String()
+		p := g.Prefix()
+		if p == "" {
+			return "r.repo_id = ?", []any{repoID} // it may meet any
+		}
+		for dir := p; ; {
+			if !slices.Contains(above, dir) {
+				above = append(above, dir)
+			}
+			i := strings.LastIndexByte(dir, '/')
+			if i < 0 {
+				break
+			}
+			dir = dir[:i]
+		}
+		below = append(below, p+"/")
+	}
+	above = append(above, "")
+	where := "r.repo_id = ? AND (r.prefix IN ? OR (r.holder_id = ? AND r.agent = ? AND r.glob IN ?)"
+	args := []any{repoID, above, h.ID, h.Agent, texts}
+	for _, b := range below {
+		// substr counts characters on both engines, as utf8 does here.
+		where += " OR substr(r.prefix, 1, ?) = ?"
+		args = append(args, utf8.RuneCountInString(b), b)
+	}
+	return where + ")", args
+}
+
+// PruneReservations removes the reservations that are no longer live
+// (their anchor ended, which is for good), in every repository, and
+// returns how many. The sidecar runs it with its reconcile sweep.
+func (s *Store) PruneReservations(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.write(ctx, scope{}, func(tx *gorm.DB, now int64) error {
+		res := tx.Exec("DELETE FROM reservations WHERE id IN (SELECT r.id FROM reservations r"+
+			" LEFT JOIN leases l ON l.repo_id = r.repo_id AND l.issue = r.issue"+
+			" LEFT JOIN agent_sessions s ON s.id = r.session"+
+			" WHERE CASE WHEN "+reservationLiveSQL+" THEN 0 ELSE 1 END = 1)", now, now, now)
+		n = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune reservations: %w", err)
+	}
+	return n, nil
 }
 
 func (s *Store) validReserve(r Reserve) ([]pathglob.Glob, error) {
@@ -296,6 +392,22 @@ func (s *Store) Reservations(ctx context.Context, repoID int64, path string) ([]
 			}
 		}
 		out = append(out, x.Reservation)
+	}
+	return out, nil
+}
+
+// ClaimReservations returns the live reservations of the claim on k
+// (whoever holds it), oldest first.
+func (s *Store) ClaimReservations(ctx context.Context, k Key) ([]Reservation, error) {
+	all, err := readReservations(s.db.WithContext(ctx), s.readNow(), "r.repo_id = ? AND r.issue = ?", k.RepoID, k.Issue)
+	if err != nil {
+		return nil, fmt.Errorf("reservations of %d#%d: %w", k.RepoID, k.Issue, mapDBError(err))
+	}
+	out := []Reservation{}
+	for _, x := range all {
+		if x.live {
+			out = append(out, x.Reservation)
+		}
 	}
 	return out, nil
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/collab-lease/collab-lease/plugin/pathglob"
 )
 
 func globsOf(rs []Reservation) []string {
@@ -203,6 +205,127 @@ func TestGateRefusesReservedPaths(t *testing.T) {
 		}
 		if v, err := s.Gate(bg, push("carol", nil, "src/auth/login.go")); err != nil || !v.Allow {
 			t.Fatalf("after a1's release: %+v %v", v, err)
+		}
+	})
+}
+
+// A reserve reads only the reservations whose prefixes could meet its
+// globs: it must find every conflict reading them all would. Each glob
+// of a set spread over prefixes above, below and beside one another is
+// reserved by its own holder; every other glob then decides against
+// them, and the conflicts must be exactly those pathglob.Overlap finds.
+func TestReserveReadsEveryReservationThatMayConflict(t *testing.T) {
+	globs := []string{"**/*.go", "src/", "src/auth/**", "src/auth/login.go", "src/auth/*/x", "src/authz/*", "src/a?th/**",
+		"docs/ü/**", "docs/ü/x.md", "docs/üx/y", "*.md", "README.md", "src/auth/deep/er/file.go", "s*/auth/deep/**"}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, _, _ := e.open(t)
+		for i, g := range globs {
+			h := who("bot")
+			h.Agent = fmt.Sprint("h", i)
+			if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: h, Globs: []string{g}, Shared: true, TTL: time.Hour}); err != nil {
+				t.Fatalf("reserve %s: %v", g, err)
+			}
+		}
+		for _, g := range globs {
+			a := mustGlob(t, g)
+			var want []string
+			for _, o := range globs {
+				if _, ok := pathglob.Overlap(a, mustGlob(t, o)); ok {
+					want = append(want, o)
+				}
+			}
+			_, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: who("carol"), Globs: []string{g}, TTL: time.Hour})
+			var conflict *ReservedError
+			if !errors.As(err, &conflict) {
+				t.Fatalf("reserve %s: %v, want conflicts with %q", g, err, want)
+			}
+			got := globsOf(conflict.With)
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Errorf("reserve %s conflicts with %q, want %q", g, got, want)
+			}
+		}
+	})
+}
+
+func mustGlob(t *testing.T, s string) pathglob.Glob {
+	t.Helper()
+	g, err := pathglob.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// The cap counts a holder's live reservations over every repository; a
+// glob it holds already is replaced, not counted twice; ended ones
+// free their place; other holders have caps of their own.
+func TestReservationCap(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, clock, _ := e.open(t, WithReservationCap(3))
+		a1 := who("bot")
+		a1.Agent = "a1"
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"a", "b"}, TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 2, Holder: a1, Globs: []string{"c"}, TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		var limit *LimitError
+		if _, err := s.Reserve(bg, Reserve{RepoID: 2, Holder: a1, Globs: []string{"d"}, TTL: time.Hour}); !errors.As(err, &limit) || *limit != (LimitError{Scope: "reservations", Limit: 3, Live: 3}) {
+			t.Fatalf("a fourth: %v, want the cap", err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"a", "b"}, TTL: time.Hour}); err != nil {
+			t.Fatalf("the same globs again: %v", err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: who("bot"), Globs: []string{"x", "y", "z"}, TTL: time.Hour}); err != nil {
+			t.Fatalf("the account itself is another holder: %v", err)
+		}
+		clock.Advance(30 * time.Minute) // nothing ended yet: a and b were renewed to an hour
+		if _, err := s.Reserve(bg, Reserve{RepoID: 2, Holder: a1, Globs: []string{"d"}, TTL: time.Hour}); !errors.As(err, &limit) {
+			t.Fatalf("still at the cap: %v", err)
+		}
+		if _, err := s.Unreserve(bg, 1, a1, []string{"a"}, 0, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 2, Holder: a1, Globs: []string{"d"}, TTL: time.Hour}); err != nil {
+			t.Fatalf("after an unreserve: %v", err)
+		}
+	})
+}
+
+// PruneReservations removes the dead, whatever their anchor, and only
+// them; the listing never showed them.
+func TestPruneReservations(t *testing.T) {
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, clock, _ := e.open(t)
+		a1 := who("bot")
+		a1.Agent = "a1"
+		k := Key{RepoID: 1, Issue: 1}
+		mustAcquireAs(t, s, k, a1, time.Hour)
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"claim/**"}, Issue: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 1, Holder: a1, Globs: []string{"short/**"}, TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Reserve(bg, Reserve{RepoID: 2, Holder: a1, Globs: []string{"long/**"}, TTL: 2 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.PruneReservations(bg); err != nil || n != 0 {
+			t.Fatalf("prune with all live: %d %v", n, err)
+		}
+		clock.Advance(2 * time.Minute)
+		if _, err := s.Release(bg, k, a1); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.PruneReservations(bg); err != nil || n != 2 {
+			t.Fatalf("prune: %d %v, want 2", n, err)
+		}
+		var rows int64
+		if err := s.db.Model(&reservationRow{}).Count(&rows).Error; err != nil || rows != 1 {
+			t.Fatalf("%d rows left (%v), want long/** alone", rows, err)
 		}
 	})
 }

@@ -82,6 +82,9 @@ type Store struct {
 	// perHolder and perAccount cap the live leases of one holder and of
 	// one account (WithClaimCaps; 0: no cap).
 	perHolder, perAccount int64
+	// reservationCap caps the live reservations of one holder
+	// (WithReservationCap; 0: no cap).
+	reservationCap int64
 	// busyTimeout bounds one write's wait for the lock, in total.
 	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach
@@ -126,6 +129,7 @@ type options struct {
 	lockDelay    time.Duration
 	perHolder    int
 	perAccount   int
+	reservations int
 	onStep       func(back time.Duration)
 	onListenLost func(err error)
 }
@@ -163,6 +167,12 @@ func WithClaimCaps(perHolder, perAccount int) Option {
 	return func(o *options) { o.perHolder, o.perAccount = perHolder, perAccount }
 }
 
+// WithReservationCap caps how many live reservations (globs) one holder
+// (an account and an agent) may hold at once, over every repository: a
+// reserve beyond it is a *LimitError of Scope "reservations". A reserve
+// of a glob the holder already holds never counts it twice. 0: no cap.
+func WithReservationCap(n int) Option { return func(o *options) { o.reservations = n } }
+
 // WithLockDelay sets the lock-delay: after a lease ends involuntarily
 // (it lapsed), for d no other holder may acquire the issue or get it from
 // AcquireFirst, so that a frozen holder that has not noticed gets time to
@@ -182,8 +192,8 @@ func Open(db string, opts ...Option) (*Store, error) {
 	if o.maxTTL <= 0 || o.maxTTL > maxTTLBound {
 		o.maxTTL = maxTTLBound
 	}
-	if o.perHolder < 0 || o.perAccount < 0 {
-		return nil, fmt.Errorf("open ledger: %w: claim caps %d and %d must not be negative", ErrInvalid, o.perHolder, o.perAccount)
+	if o.perHolder < 0 || o.perAccount < 0 || o.reservations < 0 {
+		return nil, fmt.Errorf("open ledger: %w: caps %d, %d and %d must not be negative", ErrInvalid, o.perHolder, o.perAccount, o.reservations)
 	}
 	if o.lockDelay < 0 || o.lockDelay > MaxLockDelay || o.lockDelay%time.Second != 0 {
 		return nil, fmt.Errorf("open ledger: %w: lock-delay %s is not whole seconds from 0 to %s", ErrInvalid, o.lockDelay, MaxLockDelay)
@@ -245,7 +255,7 @@ func openSQLite(path string, o options) (*Store, error) {
 	sqlDB.SetMaxOpenConns(8)
 	sqlDB.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second),
-		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), busyTimeout: o.busyTimeout,
+		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), reservationCap: int64(o.reservations), busyTimeout: o.busyTimeout,
 		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
 	if err := s.migrate(); err != nil {
 		_ = sqlDB.Close()

@@ -36,6 +36,9 @@ type Change struct {
 	// Pull: what the ledger records of pull request Key.Issue (its head,
 	// its author, what it would close) may have changed.
 	Pull bool
+	// Reservations: the path reservations of Key.RepoID may have changed
+	// (a reserve or an unreserve; Key.Issue is 0).
+	Reservations bool
 }
 
 // Origin says where a change set comes from.

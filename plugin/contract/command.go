@@ -25,8 +25,12 @@ const (
 	VerbHistory Verb = "history"
 	VerbHandoff Verb = "handoff"
 	VerbMerge   Verb = "merge"
-	VerbSession Verb = "session"
-	VerbHelp    Verb = "help"
+	// The path reservations (docs/ssh.md, Reserving paths).
+	VerbReserve      Verb = "reserve"
+	VerbUnreserve    Verb = "unreserve"
+	VerbReservations Verb = "reservations"
+	VerbSession      Verb = "session"
+	VerbHelp         Verb = "help"
 )
 
 // Command is one parsed `collab-lease` exec request. It is purely syntactic:
@@ -37,7 +41,8 @@ type Command struct {
 	Owner string // without a leading "/"
 	Name  string // without a trailing ".git"
 	// Issue is > 0 for acquire, renew, release, check and history, and
-	// merge's pull request; 0 for list, next and help.
+	// merge's pull request; 0 for list, next and help. For reserve and
+	// unreserve, --issue: the claim the reservations live with (0: none).
 	Issue int64
 	// TTL is 0 when no --ttl was given (an open-ended acquire or next, and
 	// always for the other verbs); otherwise whole seconds in [1s, maxTTL].
@@ -82,6 +87,14 @@ type Command struct {
 	// the head branch once merged.
 	Style        string
 	DeleteBranch bool
+	// Globs (reserve, unreserve): the path globs, each as CheckGlob
+	// accepts it, in the order given, without repeats; at most
+	// MaxReserveGlobs. Shared (reserve --shared): a shared reservation,
+	// which meets only others' exclusive ones. Path (reservations
+	// --path): only the reservations whose glob matches this path.
+	Globs  []string
+	Shared bool
+	Path   string
 }
 
 // To is handoff's target as --to names it: "login" or "login/agent".
@@ -106,8 +119,11 @@ func (c Command) String() string {
 	if c.Owner != "" {
 		b.WriteString(" " + c.Repo())
 	}
-	if c.Issue != 0 {
+	if s, _ := SyntaxOf(c.Verb); c.Issue != 0 && (s.TakesArg(ArgIssue) || s.TakesArg(ArgPull)) {
 		fmt.Fprintf(&b, " %d", c.Issue)
+	}
+	for _, g := range c.Globs {
+		b.WriteString(" " + shellQuote(g))
 	}
 	for _, f := range flagSpecs {
 		for _, v := range f.show(c) {
@@ -118,6 +134,13 @@ func (c Command) String() string {
 		}
 	}
 	return b.String()
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // ErrUsage is the category of every error the grammar returns: the request
@@ -228,14 +251,16 @@ func ParseCommand(line string, maxTTL time.Duration) (Command, error) {
 		}
 	}
 
-	if len(pos) > len(s.Args) {
+	variadic := len(s.Args) > 0 && s.Args[len(s.Args)-1].variadic()
+	if len(pos) > len(s.Args) && !variadic {
 		return Command{}, usageErrorf("unexpected argument %s; expected: %s", quoteArg(pos[len(s.Args)]), s.Line())
 	}
-	if len(pos) < len(s.Args) {
+	if need := len(s.Args) - btoi(variadic && s.Args[len(s.Args)-1] == ArgSomeGlobs); len(pos) < need {
 		return Command{}, usageErrorf("%s needs %s; expected: %s", verb, s.Args[len(pos)].Meta(), s.Line())
 	}
-	for i, a := range s.Args {
-		if err := argSpecs[a].set(&cmd, pos[i]); err != nil {
+	for i, w := range pos {
+		a := s.Args[min(i, len(s.Args)-1)]
+		if err := argSpecs[a].set(&cmd, w); err != nil {
 			return Command{}, err
 		}
 	}

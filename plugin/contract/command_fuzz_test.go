@@ -3,6 +3,7 @@ package contract
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +47,10 @@ func FuzzParseCommand(f *testing.F) {
 			if cmd.Issue <= 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: issue not positive", line, cmd)
 			}
+		case VerbReserve, VerbUnreserve, VerbReservations:
+			if cmd.Issue < 0 || (cmd.Verb == VerbReservations && cmd.Issue != 0) || (cmd.Issue != 0 && cmd.TTL != 0) {
+				t.Fatalf("ParseCommand(%q) = %+v: bad --issue", line, cmd)
+			}
 		default:
 			t.Fatalf("ParseCommand(%q) = %+v: unknown verb", line, cmd)
 		}
@@ -59,7 +64,7 @@ func FuzzParseCommand(f *testing.F) {
 		switch {
 		case cmd.Verb == VerbRenew && cmd.TTL == 0:
 			t.Fatalf("ParseCommand(%q) = %+v: renew without ttl", line, cmd)
-		case cmd.Verb != VerbAcquire && cmd.Verb != VerbRenew && cmd.Verb != VerbNext && cmd.TTL != 0:
+		case cmd.Verb != VerbAcquire && cmd.Verb != VerbRenew && cmd.Verb != VerbNext && cmd.Verb != VerbReserve && cmd.TTL != 0:
 			t.Fatalf("ParseCommand(%q) = %+v: ttl on %s", line, cmd, cmd.Verb)
 		case (cmd.Verb == VerbMerge) && cmd.Wait == 0, cmd.Wait != 0 && (cmd.Verb != VerbAcquire && cmd.Verb != VerbNext && cmd.Verb != VerbMerge || cmd.Wait < time.Second || cmd.Wait%time.Second != 0 || (limit > 0 && cmd.Wait > limit)):
 			t.Fatalf("ParseCommand(%q, %v) = %+v: bad wait", line, limit, cmd)
@@ -67,7 +72,11 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("ParseCommand(%q) = %+v: bad labels", line, cmd)
 		case (cmd.Style != "" || cmd.DeleteBranch) && cmd.Verb != VerbMerge, cmd.Style != "" && !ValidMergeStyle(cmd.Style):
 			t.Fatalf("ParseCommand(%q) = %+v: bad merge options", line, cmd)
-		case cmd.Force && cmd.Verb != VerbRelease:
+		case (cmd.Verb == VerbReserve) != (len(cmd.Globs) > 0) && cmd.Verb != VerbUnreserve, len(cmd.Globs) > MaxReserveGlobs, cmd.Shared && cmd.Verb != VerbReserve, cmd.Path != "" && cmd.Verb != VerbReservations:
+			t.Fatalf("ParseCommand(%q) = %+v: bad reservation arguments", line, cmd)
+		case slices.ContainsFunc(cmd.Globs, func(g string) bool { return CheckGlob(g) != nil }):
+			t.Fatalf("ParseCommand(%q) = %+v: a glob CheckGlob refuses", line, cmd)
+		case cmd.Force && cmd.Verb != VerbRelease && cmd.Verb != VerbUnreserve:
 			t.Fatalf("ParseCommand(%q) = %+v: force on %s", line, cmd, cmd.Verb)
 		case cmd.Verb == VerbCheck && cmd.Token <= 0, cmd.Token != 0 && cmd.Verb != VerbCheck && cmd.Verb != VerbMerge, cmd.Token < 0:
 			t.Fatalf("ParseCommand(%q) = %+v: bad token", line, cmd)
@@ -82,8 +91,19 @@ func FuzzParseCommand(f *testing.F) {
 		if cmd.Verb != VerbHelp {
 			rendered += " '" + cmd.Owner + "/" + cmd.Name + "'"
 		}
-		if cmd.Issue != 0 {
+		if s, _ := SyntaxOf(cmd.Verb); s.Takes("--issue") && cmd.Issue != 0 {
+			rendered += " --issue=" + strconv.FormatInt(cmd.Issue, 10)
+		} else if cmd.Issue != 0 {
 			rendered += " " + strconv.FormatInt(cmd.Issue, 10)
+		}
+		for _, g := range cmd.Globs {
+			rendered += " '" + strings.ReplaceAll(g, "'", `'\''`) + "'"
+		}
+		if cmd.Shared {
+			rendered += " --shared"
+		}
+		if cmd.Path != "" {
+			rendered += " --path '" + strings.ReplaceAll(cmd.Path, "'", `'\''`) + "'"
 		}
 		if cmd.TTL != 0 {
 			rendered += " --ttl " + strconv.FormatInt(int64(cmd.TTL/time.Second), 10)

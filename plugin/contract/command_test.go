@@ -161,6 +161,24 @@ var parseCases = []parseCase{
 	{line: "collab-lease merge acme/widgets 7 --style manually-merged", err: `error: usage: --style must be one of merge, rebase, rebase-merge, squash, fast-forward-only, got "manually-merged"`},
 	{line: "collab-lease merge acme/widgets 07", err: `error: usage: pull request must not have a leading zero, got "07"`},
 	{line: "collab-lease merge acme/widgets", err: "error: usage: merge needs <pull>; expected: collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]"},
+	{line: "collab-lease reserve acme/widgets src/auth/** src/auth/** docs/ --issue 3",
+		want: Command{Verb: VerbReserve, Owner: "acme", Name: "widgets", Issue: 3, Globs: []string{"src/auth/**", "docs/"}}},
+	{line: "collab-lease reserve acme/widgets 'src/a b.go' --shared --ttl 10m --agent a1",
+		want: Command{Verb: VerbReserve, Owner: "acme", Name: "widgets", Globs: []string{"src/a b.go"}, Shared: true, TTL: 10 * time.Minute, Agent: "a1"}},
+	{line: "collab-lease reserve acme/widgets --issue 3", err: "error: usage: reserve needs <glob>...; expected: collab-lease reserve <owner>/<repo> <glob>... [--issue <n>] [--shared] [--ttl <dur>] [--agent <name>]"},
+	{line: "collab-lease reserve acme/widgets src/ --issue 3 --ttl 1m", err: "error: usage: --issue and --ttl both given: a reservation of a claim lives as long as the claim"},
+	{line: "collab-lease reserve acme/widgets /etc/passwd --ttl 1m", err: `error: usage: glob "/etc/passwd" starts with /: name paths from the repository's root`},
+	{line: "collab-lease reserve acme/widgets src/../x --ttl 1m", err: `error: usage: glob "src/../x" has a segment ".."; name paths from the repository's root`},
+	{line: "collab-lease reserve acme/widgets src//x --ttl 1m", err: `error: usage: glob "src//x" has an empty segment`},
+	{line: "collab-lease reserve acme/widgets src/x --issue 0", err: `error: usage: issue must be a positive number, got "0"`},
+	{line: "collab-lease reserve acme/widgets " + strings.Repeat("a/", 130) + "x --ttl 1m", err: "error: usage: glob \"" + strings.Repeat("a/", 32) + "\"… is longer than 255 bytes"},
+	{line: "collab-lease unreserve acme/widgets", want: Command{Verb: VerbUnreserve, Owner: "acme", Name: "widgets"}},
+	{line: "collab-lease unreserve acme/widgets src/ --issue 4 --force", want: Command{Verb: VerbUnreserve, Owner: "acme", Name: "widgets", Globs: []string{"src/"}, Issue: 4, Force: true}},
+	{line: "collab-lease unreserve acme/widgets src/ --ttl 1m", err: "error: usage: unreserve takes no --ttl; expected: collab-lease unreserve <owner>/<repo> [<glob>...] [--issue <n>] [--force] [--agent <name>]"},
+	{line: "collab-lease reservations acme/widgets --path src/auth/login.go", want: Command{Verb: VerbReservations, Owner: "acme", Name: "widgets", Path: "src/auth/login.go"}},
+	{line: "collab-lease reservations acme/widgets src/", err: `error: usage: unexpected argument "src/"; expected: collab-lease reservations <owner>/<repo> [--path <path>] [--agent <name>]`},
+	{line: "collab-lease reservations acme/widgets --path src/", err: `error: usage: --path "src/" has an empty segment`},
+	{line: "collab-lease acquire acme/widgets 7 --issue 8", err: "error: usage: acquire takes no --issue; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
 	{line: "collab-lease merge acme/widgets 7 --ttl 5m", err: "error: usage: merge takes no --ttl; expected: collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]"},
 	{line: "collab-lease acquire acme/widgets 7 --style squash", err: "error: usage: acquire takes no --style; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
 	{line: "collab-lease handoff acme/widgets 42 --to bob/", err: `error: usage: --to "bob/": the agent must be 1 to 40 of A-Z a-z 0-9 . _ - starting with a letter or digit`},
@@ -571,7 +589,7 @@ func TestFormatTTL(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	lines := strings.Split(Usage, "\n")
-	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbMerge, VerbSession, VerbHelp}
+	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbMerge, VerbReserve, VerbUnreserve, VerbReservations, VerbSession, VerbHelp}
 	if len(lines) != len(verbs)+1 || lines[len(verbs)] != "" {
 		t.Fatalf("Usage is not one line per verb and a trailing newline: %q", Usage)
 	}
@@ -597,6 +615,10 @@ func TestCommandString(t *testing.T) {
 		"collab-lease check acme/widgets 7 --token 12":                                       {Verb: VerbCheck, Owner: "acme", Name: "widgets", Issue: 7, Token: 12},
 		"collab-lease history acme/widgets 7":                                                {Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 7, Limit: DefaultHistoryLimit},
 		"collab-lease history acme/widgets 7 --limit 5":                                      {Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 7, Limit: 5},
+		"collab-lease reserve acme/widgets 'src/auth/**' docs/ --issue 7 --shared":           {Verb: VerbReserve, Owner: "acme", Name: "widgets", Issue: 7, Globs: []string{"src/auth/**", "docs/"}, Shared: true},
+		"collab-lease reserve acme/widgets 'a b/*.go' --ttl 1h":                              {Verb: VerbReserve, Owner: "acme", Name: "widgets", Globs: []string{"a b/*.go"}, TTL: time.Hour},
+		"collab-lease unreserve acme/widgets --force":                                        {Verb: VerbUnreserve, Owner: "acme", Name: "widgets", Force: true},
+		"collab-lease reservations acme/widgets --path src/x.go":                             {Verb: VerbReservations, Owner: "acme", Name: "widgets", Path: "src/x.go"},
 	} {
 		if got := c.String(); got != want {
 			t.Errorf("%+v.String() = %q, want %q", c, got, want)

@@ -27,9 +27,11 @@ type Arg int
 
 // The positional words.
 const (
-	ArgRepo  Arg = iota // <owner>/<repo>, as ParseRepo reads it
-	ArgIssue            // <issue>, as ParseIssue reads it
-	ArgPull             // <pull>, a pull request's number, read as ParseIssue reads an issue's
+	ArgRepo      Arg = iota // <owner>/<repo>, as ParseRepo reads it
+	ArgIssue                // <issue>, as ParseIssue reads it
+	ArgPull                 // <pull>, a pull request's number, read as ParseIssue reads an issue's
+	ArgGlobs                // <glob>..., one or more path globs as CheckGlob reads them; always last
+	ArgSomeGlobs            // [<glob>...], as ArgGlobs but maybe none; always last
 )
 
 var (
@@ -37,6 +39,9 @@ var (
 	issueArgs = []Arg{ArgRepo, ArgIssue}
 	pullArgs  = []Arg{ArgRepo, ArgPull}
 )
+
+// variadic reports whether a takes every word left (it is the last).
+func (a Arg) variadic() bool { return a == ArgGlobs || a == ArgSomeGlobs }
 
 // syntaxes are the verbs, in the order Usage lists them. Help takes
 // nothing, and ParseCommand reads it itself.
@@ -50,6 +55,9 @@ var syntaxes = []Syntax{
 	{VerbHistory, issueArgs, []string{"--limit", "--agent"}, nil},
 	{VerbHandoff, issueArgs, []string{"--to", "--agent"}, []string{"--to"}},
 	{VerbMerge, pullArgs, []string{"--token", "--style", "--delete-branch", "--wait", "--agent"}, nil},
+	{VerbReserve, []Arg{ArgRepo, ArgGlobs}, []string{"--issue", "--shared", "--ttl", "--agent"}, nil},
+	{VerbUnreserve, []Arg{ArgRepo, ArgSomeGlobs}, []string{"--issue", "--force", "--agent"}, nil},
+	{VerbReservations, repoArgs, []string{"--path", "--agent"}, nil},
 	{VerbSession, nil, []string{"--agent", "--grace", "--resume"}, nil},
 	{VerbHelp, nil, nil, nil},
 }
@@ -71,6 +79,23 @@ var argSpecs = [...]struct {
 		c.Issue, err = ParsePull(s)
 		return err
 	}},
+	ArgGlobs:     {"<glob>...", addGlob},
+	ArgSomeGlobs: {"[<glob>...]", addGlob},
+}
+
+// addGlob reads one more glob of a variadic Arg: repeats are read once.
+func addGlob(c *Command, s string) error {
+	if err := CheckGlob(s); err != nil {
+		return err
+	}
+	if slices.Contains(c.Globs, s) {
+		return nil
+	}
+	if len(c.Globs) == MaxReserveGlobs {
+		return usageErrorf("more than %d globs; reserve them in several calls", MaxReserveGlobs)
+	}
+	c.Globs = append(c.Globs, s)
+	return nil
 }
 
 // flagSpec is one flag of the grammar.
@@ -150,6 +175,29 @@ var flagSpecs = []flagSpec{
 	{name: "--delete-branch",
 		set:  func(c *Command, _ string, _ time.Duration) error { c.DeleteBranch = true; return nil },
 		show: func(c Command) []string { return shown(c.DeleteBranch, "") }},
+	{name: "--issue", meta: "<n>", needs: "an issue number", example: "--issue 42",
+		set: func(c *Command, v string, _ time.Duration) (err error) {
+			if c.Issue, err = ParseIssue(v); err != nil {
+				return err
+			}
+			if c.TTL != 0 {
+				return usageErrorf("--issue and --ttl both given: a reservation of a claim lives as long as the claim")
+			}
+			return nil
+		},
+		show: func(c Command) []string {
+			s, _ := SyntaxOf(c.Verb)
+			return shown(c.Issue != 0 && s.Takes("--issue"), strconv.FormatInt(c.Issue, 10))
+		}},
+	{name: "--shared",
+		set:  func(c *Command, _ string, _ time.Duration) error { c.Shared = true; return nil },
+		show: func(c Command) []string { return shown(c.Shared, "") }},
+	{name: "--path", meta: "<path>", needs: "a path in the repository", example: "--path src/auth/login.go",
+		set: func(c *Command, v string, _ time.Duration) (err error) {
+			c.Path, err = ParsePath(v)
+			return err
+		},
+		show: func(c Command) []string { return shown(c.Path != "", shellQuote(c.Path)) }},
 	{name: "--force",
 		set:  func(c *Command, _ string, _ time.Duration) error { c.Force = true; return nil },
 		show: func(c Command) []string { return shown(c.Force, "") }},

@@ -17,31 +17,37 @@ func verbGrammar(v Verb) string {
 // The usage texts as they were written out by hand before the grammar
 // became rows: Usage, and each verb's line as error messages quote it.
 // What the rows make must stay these bytes.
-const handWrittenUsage = `collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]
-collab-lease renew   <owner>/<repo> <issue> --ttl <dur> [--agent <name>]
-collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]
-collab-lease list    <owner>/<repo> [--agent <name>]
-collab-lease next    <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]
-collab-lease check   <owner>/<repo> <issue> --token <n> [--agent <name>]
-collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
-collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]
-collab-lease merge   <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]
-collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]
+const handWrittenUsage = `collab-lease acquire      <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]
+collab-lease renew        <owner>/<repo> <issue> --ttl <dur> [--agent <name>]
+collab-lease release      <owner>/<repo> <issue> [--force] [--agent <name>]
+collab-lease list         <owner>/<repo> [--agent <name>]
+collab-lease next         <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]
+collab-lease check        <owner>/<repo> <issue> --token <n> [--agent <name>]
+collab-lease history      <owner>/<repo> <issue> [--limit <n>] [--agent <name>]
+collab-lease handoff      <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]
+collab-lease merge        <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]
+collab-lease reserve      <owner>/<repo> <glob>... [--issue <n>] [--shared] [--ttl <dur>] [--agent <name>]
+collab-lease unreserve    <owner>/<repo> [<glob>...] [--issue <n>] [--force] [--agent <name>]
+collab-lease reservations <owner>/<repo> [--path <path>] [--agent <name>]
+collab-lease session      [--agent <name>] [--grace <dur>] [--resume <id>]
 collab-lease help
 `
 
 var handWrittenLines = map[Verb]string{
-	VerbAcquire: "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]",
-	VerbRenew:   "collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]",
-	VerbRelease: "collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]",
-	VerbList:    "collab-lease list <owner>/<repo> [--agent <name>]",
-	VerbNext:    "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]",
-	VerbCheck:   "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]",
-	VerbHistory: "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]",
-	VerbHandoff: "collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]",
-	VerbMerge:   "collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]",
-	VerbSession: "collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]",
-	VerbHelp:    "collab-lease help",
+	VerbAcquire:      "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]",
+	VerbRenew:        "collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]",
+	VerbRelease:      "collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]",
+	VerbList:         "collab-lease list <owner>/<repo> [--agent <name>]",
+	VerbNext:         "collab-lease next <owner>/<repo> [--label <name>]... [--pulls] [--oldest] [--ttl <dur>] [--wait <dur>] [--agent <name>]",
+	VerbCheck:        "collab-lease check <owner>/<repo> <issue> --token <n> [--agent <name>]",
+	VerbHistory:      "collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]",
+	VerbHandoff:      "collab-lease handoff <owner>/<repo> <issue> --to <login>[/<agent>] [--agent <name>]",
+	VerbMerge:        "collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]",
+	VerbReserve:      "collab-lease reserve <owner>/<repo> <glob>... [--issue <n>] [--shared] [--ttl <dur>] [--agent <name>]",
+	VerbUnreserve:    "collab-lease unreserve <owner>/<repo> [<glob>...] [--issue <n>] [--force] [--agent <name>]",
+	VerbReservations: "collab-lease reservations <owner>/<repo> [--path <path>] [--agent <name>]",
+	VerbSession:      "collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]",
+	VerbHelp:         "collab-lease help",
 }
 
 func TestUsageIsTheHandWrittenText(t *testing.T) {

@@ -153,7 +153,8 @@ func (h History) MarshalJSON() ([]byte, error) {
 
 // Tenure answers a successful acquire, renew or next (exit 0): the
 // caller's live tenure; and a check whose token is current (Status
-// StatusCurrent), with the tenure's holder.
+// StatusCurrent), with the tenure's holder and its reservations (only
+// check has "reservations", [] when it has none).
 //
 //	{"status":"acquired","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":null}
 type Tenure struct {
@@ -165,6 +166,9 @@ type Tenure struct {
 	Token      int64   `json:"token"`
 	AcquiredAt Time    `json:"acquired_at"`
 	ExpiresAt  *Time   `json:"expires_at"` // nil: open-ended
+	// Reservations (check): the path reservations that live with the
+	// claim.
+	Reservations *[]Reservation `json:"reservations,omitempty"`
 }
 
 // Conflict answers a refused acquire (StatusHeld) or a refused renew or

@@ -196,3 +196,25 @@ func (c committed) TakeMergeTicket(ctx context.Context, t models.MergeTicket, bo
 func (c committed) DropMergeTicket(ctx context.Context, repoID int64, base, id string) error {
 	return c.Ledger.DropMergeTicket(ctx, repoID, base, id)
 }
+
+func (c committed) Reserve(ctx context.Context, r models.Reserve) ([]models.Reservation, error) {
+	rs, err := c.Ledger.Reserve(ctx, r)
+	if err == nil {
+		c.publish(changes.Change{Key: models.Key{RepoID: r.RepoID}, Reservations: true})
+	}
+	return rs, err
+}
+
+func (c committed) Unreserve(ctx context.Context, repoID int64, h models.Holder, globs []string, issue int64, force bool) ([]models.Reservation, error) {
+	rs, err := c.Ledger.Unreserve(ctx, repoID, h, globs, issue, force)
+	if err == nil && len(rs) > 0 {
+		c.publish(changes.Change{Key: models.Key{RepoID: repoID}, Reservations: true})
+	}
+	return rs, err
+}
+
+// PruneReservations removes reservations that were no longer live:
+// nothing anyone sees changes, so it publishes nothing.
+func (c committed) PruneReservations(ctx context.Context) (int64, error) {
+	return c.Ledger.PruneReservations(ctx)
+}

@@ -20,6 +20,7 @@ var ledgerReads = map[string]bool{
 	"Tenures": true, "Current": true, "List": true, "ListPage": true, "Issue": true,
 	"LiveRepos": true, "PullsLinkedTo": true, "PullOf": true, "OpenPulls": true, "Leases": true,
 	"SessionEpoch": true, "SessionLeases": true, "Gate": true, "TenureTTL": true,
+	"Reservations": true, "ClaimReservations": true,
 }
 
 // Every write of the Ledger has its own method in committed.go, so none
@@ -131,6 +132,13 @@ func (succeeding) RecordPull(context.Context, models.Pull, string) (bool, error)
 	return true, nil
 }
 func (succeeding) EndSessions(context.Context, int64) (int64, error) { return 1, nil }
+func (succeeding) Reserve(context.Context, models.Reserve) ([]models.Reservation, error) {
+	return []models.Reservation{{RepoID: 1, Glob: "a"}}, nil
+}
+func (succeeding) Unreserve(context.Context, int64, models.Holder, []string, int64, bool) ([]models.Reservation, error) {
+	return []models.Reservation{{RepoID: 1, Glob: "a"}}, nil
+}
+func (succeeding) PruneReservations(context.Context) (int64, error) { return 1, nil }
 func (succeeding) Handoff(context.Context, models.Key, models.Holder, models.Holder, bool) (models.Lease, models.Lease, error) {
 	return models.Lease{}, models.Lease{}, nil
 }
@@ -166,6 +174,11 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 			_, _ = l.TakeMergeTicket(ctx, models.MergeTicket{RepoID: 1, Base: "main", Pull: 2, Claim: k, Token: 1, Holder: h, ID: "m"}, time.Minute)
 		},
 		"DropMergeTicket": func() { _ = l.DropMergeTicket(ctx, 1, "main", "m") },
+		"Reserve": func() {
+			_, _ = l.Reserve(ctx, models.Reserve{RepoID: 1, Holder: h, Globs: []string{"a"}, TTL: time.Minute})
+		},
+		"Unreserve":         func() { _, _ = l.Unreserve(ctx, 1, h, nil, 0, false) },
+		"PruneReservations": func() { _, _ = l.PruneReservations(ctx) },
 	}
 	typ := reflect.TypeFor[Ledger]()
 	for i := range typ.NumMethod() {
@@ -182,7 +195,7 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 		call()
 		switch {
 		case name == "EndSessions" || name == "OpenSession" || name == "ResumeSession" || name == "Heartbeat" ||
-			name == "TakeMergeTicket" || name == "DropMergeTicket":
+			name == "TakeMergeTicket" || name == "DropMergeTicket" || name == "PruneReservations":
 			if len(sets) != 0 {
 				t.Errorf("%s published %+v; it changes no lease", name, sets)
 			}
@@ -194,6 +207,8 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 			}
 		case name == "RecordPull" && !sets[0].Changes[0].Pull:
 			t.Errorf("%s published %+v, want a pull request's change", name, sets[0])
+		case (name == "Reserve" || name == "Unreserve") && (!sets[0].Changes[0].Reservations || sets[0].Changes[0].Key != models.Key{RepoID: 1}):
+			t.Errorf("%s published %+v, want the repository's reservations' change", name, sets[0])
 		}
 	}
 }

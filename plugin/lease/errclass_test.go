@@ -100,8 +100,8 @@ var notSeen = map[string]string{
 	"*models.MergeBusyError":   "Service.Merge waits it out, then answers a *lease.ConflictError (busy)",
 	"models.ErrStale":          "Service.Merge answers it as a *lease.ConflictError (stale)",
 	"*models.StaleTokenError":  "Service.Merge answers it as a *lease.ConflictError (stale)",
-	"models.ErrReserved":       "only models' Reserve returns it, which no verb serves yet",
-	"*models.ReservedError":    "only models' Reserve returns it, which no verb serves yet",
+	"models.ErrReserved":       "Service.Reserve turns it into a ConflictError (reserve.go)",
+	"*models.ReservedError":    "Service.Reserve turns it into a ConflictError (reserve.go)",
 }
 
 // Every sentinel and error type the transports may be handed has its one

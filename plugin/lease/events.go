@@ -78,7 +78,8 @@ func (s *Service) apply(ctx context.Context, e forge.Event) (Applied, error) {
 // since and the repository's oldest live lease, and records them (ending
 // their leases); a repository the forge no longer has ends all its leases.
 // It returns the leases it ended. One repository's failure does not stop
-// the others; the first error is returned.
+// the others; the first error is returned. It also removes the path
+// reservations that are no longer live.
 //
 // Replicas on one database take turns (models.Store.Exclusive): while
 // another runs it, Reconcile does nothing and returns ErrReconciling.
@@ -105,7 +106,9 @@ func (s *Service) reconcile(ctx context.Context, since time.Time) (int, error) {
 		return 0, err
 	}
 	ended := 0
-	var first error
+	// Reservations whose anchor ended are dead for good: they go here,
+	// where nothing waits on the answer.
+	_, first := s.ledger.PruneReservations(ctx)
 	for _, id := range repos {
 		n, err := s.reconcileRepo(ctx, id, since)
 		ended += n

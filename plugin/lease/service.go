@@ -54,6 +54,12 @@ type Ledger interface {
 	// Merge tickets: the turn to merge into a base branch (merge.go).
 	TakeMergeTicket(ctx context.Context, t models.MergeTicket, bound time.Duration) (models.MergeTicket, error)
 	DropMergeTicket(ctx context.Context, repoID int64, base, id string) error
+	// Path reservations (reserve.go).
+	Reserve(ctx context.Context, r models.Reserve) ([]models.Reservation, error)
+	Unreserve(ctx context.Context, repoID int64, h models.Holder, globs []string, issue int64, force bool) ([]models.Reservation, error)
+	Reservations(ctx context.Context, repoID int64, path string) ([]models.Reservation, error)
+	ClaimReservations(ctx context.Context, k models.Key) ([]models.Reservation, error)
+	PruneReservations(ctx context.Context) (int64, error)
 }
 
 var _ Ledger = (*models.Store)(nil)

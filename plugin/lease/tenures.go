@@ -15,8 +15,8 @@ import (
 
 // Check answers whether token is the fencing token of the live tenure on
 // issue n of owner/name: contract.Tenure with StatusCurrent if it is,
-// otherwise a *ConflictError with contract.Stale naming the live token
-// (or none). It needs read access to the unit of n.
+// with the claim's reservations; otherwise a *ConflictError with
+// contract.Stale naming the live token (or none). It needs read access to the unit of n.
 func (s *Service) Check(ctx context.Context, v Viewer, owner, name string, n, token int64) (contract.Tenure, error) {
 	r, err := s.repo(ctx, v, owner, name)
 	if err != nil {
@@ -31,7 +31,13 @@ func (s *Service) Check(ctx context.Context, v Viewer, owner, name string, n, to
 		return contract.Tenure{}, err
 	}
 	if cur != nil && cur.Token == token {
-		return tenure(contract.StatusCurrent, r, *cur), nil
+		t := tenure(contract.StatusCurrent, r, *cur)
+		rs, err := s.claimReservations(ctx, r, *cur)
+		if err != nil {
+			return contract.Tenure{}, err
+		}
+		t.Reservations = &rs
+		return t, nil
 	}
 	stale := contract.Stale{Status: contract.StatusStale, Repo: r.FullName, Issue: n}
 	if cur != nil {

@@ -26,10 +26,12 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/collab-lease/collab-lease/plugin/contract"
 )
 
 // MaxLen bounds a glob's length in bytes.
-const MaxLen = 255
+const MaxLen = contract.MaxGlobLen
 
 // Glob is a parsed glob: its segments, "**" standing for any number of
 // segments (zero or more; a trailing "**" was parsed into "*" then "**",
@@ -47,17 +49,10 @@ var ErrInvalid = errors.New("not a path glob")
 
 // Parse reads a glob.
 func Parse(s string) (Glob, error) {
-	switch {
-	case s == "":
-		return Glob{}, fmt.Errorf("%w: empty", ErrInvalid)
-	case len(s) > MaxLen:
-		return Glob{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalid, len(s), MaxLen)
-	case !utf8.ValidString(s):
-		return Glob{}, fmt.Errorf("%w: %q is not UTF-8", ErrInvalid, s)
-	case strings.HasPrefix(s, "/"):
-		return Glob{}, fmt.Errorf("%w: %q starts with /: globs are relative to the repository's root", ErrInvalid, s)
-	case strings.ContainsAny(s, "\x00\n\r"):
-		return Glob{}, fmt.Errorf("%w: %q holds a control character", ErrInvalid, s)
+	// The rules every surface reads a glob by are the contract's; its
+	// usage error's detail is this error's.
+	if err := contract.CheckGlob(s); err != nil {
+		return Glob{}, fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(err.Error(), "usage: "))
 	}
 	body := s
 	if strings.HasSuffix(body, "/") {
