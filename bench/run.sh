@@ -357,6 +357,12 @@ render() {
 		gc = "e2e:GateConcurrentPushes:"; gG2 = goal(val(gc "answer-p99-ms"), "<=", 20)
 		if (has(gc "pushes") && M[gc "pushes"] != 64) gG2 = gG2 " (but " n(gc "pushes") " pushes at once, not 64)"
 		if (has(gc "unanswered") && M[gc "unanswered"] != 0) gG2 = gG2 " (" n(gc "unanswered") " pushes let in unanswered)"
+		# Round four'"'"'s reservations, in the ledger alone (models), on
+		# each engine: both must meet the goal.
+		rs = "models:Reserve/"; rR1s = val(rs "sqlite:1000/none"); rR1p = val(rs "postgres:1000/none")
+		gR1 = goal(rR1s, "<=", 1.5) " on SQLite, " goal(rR1p, "<=", 1.5) " on PostgreSQL"
+		gr = "models:GateReservedPaths/"
+		gR2 = goal(has(gr "sqlite:ns/op") ? M[gr "sqlite:ns/op"] / 1e6 : "", "<=", 20) " on SQLite, " goal(has(gr "postgres:ns/op") ? M[gr "postgres:ns/op"] / 1e6 : "", "<=", 20) " on PostgreSQL"
 		print "| row | goal | this run | verdict |"
 		print "|---|---|---|---|"
 		print "| 1 | fresh-OpenSSH acquire ≤ 1.25 × a no-op exec (medians; re-acquire of a held lease) | acquire/help = **" x(e "acquire/help") "** | **" g1 "** |"
@@ -373,6 +379,8 @@ render() {
 		print "| 12 | after a takeover, Gitea refuses the old holder'"'"'s push: p99 ≤ 1 s (over " n(pf "takeovers") " takeovers; issue 29) | p99 **" v(pf "fenced-p99-ms") " ms** (p50 " v(pf "fenced-p50-ms") " ms); " v(pf "gitea-requests/takeover") " Gitea requests per takeover | **" g12 "** |"
 		print "| G1 | a `git push` over HTTP to a claimed branch with the gate ≤ 1.10 × the same push without it (at most 1.25×; medians of 40, interleaved; round four) | gate on/off = **" x(gp "gate-ratio") "** (p50 " v(gp "gate-on-p50-ms") " vs " v(gp "gate-off-p50-ms") " ms) | **" gG1 "** |"
 		print "| G2 | the sidecar'"'"'s answer to the gate'"'"'s hook under 64 concurrent pushes: p99 ≤ 20 ms (round four) | p99 at most **" v(gc "answer-p99-ms") " ms** (its histogram'"'"'s bucket, above " v(gc "answer-p99-above-ms") " ms), over " n(gc "answers") " answers; " n(gc "pushes") " questions at once straight to the admin listener: round trip p99 " v(gc "direct-p99-ms") " ms | **" gG2 "** |"
+		print "| R1 | a `reserve` in a repository with 1,000 live reservations ≤ 1.5 × the same with none (the ledger alone, each engine; round four) | 1000/none = **" x(rs "sqlite:1000/none") "** on SQLite, **" x(rs "postgres:1000/none") "** on PostgreSQL | **" gR1 "** |"
+		print "| R2 | the gate'"'"'s check of a push changing 1,000 paths against 1,000 live reservations ≤ 20 ms (the ledger alone, each engine; round four) | **" ms2(gr "sqlite:ns/op") " ms** on SQLite, **" ms2(gr "postgres:ns/op") " ms** on PostgreSQL | **" gR2 "** |"
 		print ""
 		print "## Results"
 		print ""

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"gorm.io/gorm"
 
@@ -121,7 +120,7 @@ type liveReservation struct {
 // readReservations reads the reservations where says (over r, with its
 // args), oldest first, live or not.
 func readReservations(db *gorm.DB, now any, where string, args ...any) ([]liveReservation, error) {
-	rows, err := db.Raw(reservationsSQL+where+" ORDER BY r.id", append([]any{now, now, now}, args...)...).Rows()
+	rows, err := db.Raw(reservationsSQL+"("+where+") ORDER BY r.id", append([]any{now, now, now}, args...)...).Rows()
 	if err != nil {
 		return nil, err
 	}
@@ -197,7 +196,7 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 		}
 		// The reservations that could meet these globs, and the
 		// holder's own of them (which a reserve replaces).
-		where, args := reserveCandidates(r.RepoID, r.Holder, globs)
+		where, args := reserveCandidates(r.RepoID, r.Holder, globs, s.pg)
 		cands, err := readReservations(tx, now, where, args...)
 		if err != nil {
 			return err
@@ -266,7 +265,11 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 // prefix is one of the globs' prefixes, or above one (an ancestor
 // directory, the root included), or below one; and h's own of these
 // globs.
-func reserveCandidates(repoID int64, h Holder, globs []pathglob.Glob) (string, []any) {
+func reserveCandidates(repoID int64, h Holder, globs []pathglob.Glob, pg bool) (string, []any) {
+	collate := ""
+	if pg {
+		collate = ` COLLATE "C"`
+	}
 	var above []string
 	var below []string
 	texts := make([]string, len(globs))
@@ -289,14 +292,20 @@ func reserveCandidates(repoID int64, h Holder, globs []pathglob.Glob) (string, [
 		below = append(below, p+"/")
 	}
 	above = append(above, "")
-	where := "r.repo_id = ? AND (r.prefix IN ? OR (r.holder_id = ? AND r.agent = ? AND r.glob IN ?)"
-	args := []any{repoID, above, h.ID, h.Agent, texts}
+	// Each term names the repository, so that both engines read each
+	// from the index of (repository, prefix), or of holders, and none
+	// scans the repository's reservations.
+	where := "(r.repo_id = ? AND r.prefix IN ?) OR (r.holder_id = ? AND r.repo_id = ? AND r.agent = ? AND r.glob IN ?)"
+	args := []any{repoID, above, h.ID, repoID, h.Agent, texts}
 	for _, b := range below {
-		// substr counts characters on both engines, as utf8 does here.
-		where += " OR substr(r.prefix, 1, ?) = ?"
-		args = append(args, utf8.RuneCountInString(b), b)
+		// Under b: from b up to b with its last byte, '/', moved on to
+		// '0', in the order of bytes (SQLite's, which its index of the
+		// prefixes follows; PostgreSQL's column compares by the
+		// database's collation, so there the C collation says it).
+		where += " OR (r.repo_id = ? AND r.prefix" + collate + " >= ? AND r.prefix" + collate + " < ?)"
+		args = append(args, repoID, b, b[:len(b)-1]+"0")
 	}
-	return where + ")", args
+	return where, args
 }
 
 // PruneReservations removes the reservations that are no longer live
