@@ -1,7 +1,10 @@
 // Command demo runs `make demo`: a real Gitea (built from its Go module)
 // seeded with demo users, keys, repositories and issues, and collab-sidecar
-// serving it on its embedded SQLite ledger. It prints what to try and runs
-// until Ctrl-C, then stops both and removes what it created.
+// serving it on its embedded SQLite ledger, with a backlog of labelled
+// issues in acme/widgets, one blocked by another (backlog.go), and git
+// collab with its manual page on a PATH of its own. It prints what to
+// try and runs until Ctrl-C, then stops both and removes what it
+// created.
 package main
 
 import (
@@ -71,6 +74,10 @@ func run(dir, sshAddr string, once bool) error {
 	if err != nil {
 		return err
 	}
+	bl, err := seedBacklog(setup, g, w.Widgets)
+	if err != nil {
+		return err
+	}
 	done()
 	done = step("starting collab-sidecar and installing its badges into Gitea")
 	s, err := startSidecar(setup, bin, g, filepath.Join(abs, "sidecar"), sshAddr)
@@ -99,6 +106,12 @@ func run(dir, sshAddr string, once bool) error {
 	if err != nil {
 		return err
 	}
+	// Its manual beside it, where man looks for the pages of what is on
+	// PATH (<dir>/../share/man), so `git collab --help` shows it.
+	if err := installManual(setup, gitCollab, filepath.Join(abs, "share", "man", "man1")); err != nil {
+		return err
+	}
+	path := filepath.Dir(gitCollab) + string(os.PathListSeparator) + os.Getenv("PATH")
 	for _, args := range [][]string{
 		{"init", "-q", checkout},
 		{"-C", checkout, "remote", "add", "origin", "git@127.0.0.1:acme/widgets.git"},
@@ -123,14 +136,23 @@ func run(dir, sshAddr string, once bool) error {
 		if !strings.Contains(page, `<script src="`+s.HTTPURL+"/assets/collab-lease.") {
 			return fmt.Errorf("the issue list of Gitea does not load the badge script from %s/assets/", s.HTTPURL)
 		}
-		cmd := exec.CommandContext(setup, "git", "collab", "claims")
-		cmd.Dir = checkout
-		cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(gitCollab)+string(os.PathListSeparator)+os.Getenv("PATH"))
-		out, err := cmd.CombinedOutput()
-		fmt.Fprint(os.Stderr, string(out))
+		out, err := gitCollabIn(setup, checkout, path, "claims")
+		fmt.Fprint(os.Stderr, out)
 		if err != nil {
 			return fmt.Errorf("git collab claims in the demo checkout: %v", err)
 		}
+		// next takes a ready issue, never the blocked one; the manual
+		// is there.
+		out, err = gitCollabIn(setup, checkout, path, "next", "--label", "ready", "--ttl", "5m", "--json")
+		fmt.Fprint(os.Stderr, out)
+		if err != nil || !strings.Contains(out, `"status":"acquired"`) || strings.Contains(out, fmt.Sprintf(`"issue":%d,`, bl.blocked)) {
+			return fmt.Errorf("git collab next --label ready in the demo checkout: %v", err)
+		}
+		out, err = gitCollabIn(setup, checkout, path, "--help")
+		if err != nil || !strings.Contains(out, "git-collab") || strings.Contains(out, "No manual entry") {
+			return fmt.Errorf("git collab --help in the demo's PATH shows no manual (%v): %.300s", err, out)
+		}
+		fmt.Fprintln(os.Stderr, "demo: git collab --help shows the manual")
 		return nil
 	}
 	fmt.Printf(`
@@ -154,13 +176,16 @@ The same through git collab, from a checkout of acme/widgets:
   cd %[7]s && export PATH="%[8]s:$PATH"
   git collab claims
   git collab claim %[3]d --ttl 30m
+  git collab next --label ready --ttl 30m    (#%[10]d waits for #%[11]d: next skips it)
+  git collab --help
 
 The issue list, with its claim badges: %[1]s/acme/widgets/issues
 (acme/secret is private: sign in to Gitea as carol / %[9]s, open
 %[1]s/acme/secret/issues and follow "sign in to see claims")
 
 Ctrl-C stops everything.
-`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath), rel(checkout), filepath.Dir(gitCollab), w.Carol.Password)
+`, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath), rel(checkout), filepath.Dir(gitCollab), w.Carol.Password,
+		bl.blocked, bl.issues[blockedBy])
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\ndemo: stopping")
 	return nil
@@ -178,6 +203,28 @@ func startSidecar(ctx context.Context, bin string, g *integration.Gitea, dataDir
 		s, err = integration.StartInstalled(ctx, opts, g.Custom)
 	}
 	return s, err
+}
+
+// installManual writes git collab's manual page into dir.
+func installManual(ctx context.Context, gitCollab, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	page, err := exec.CommandContext(ctx, gitCollab, "help", "--man").Output()
+	if err != nil {
+		return fmt.Errorf("git collab help --man: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, "git-collab.1"), page, 0o644)
+}
+
+// gitCollabIn runs git collab with args in checkout, with path as PATH,
+// and returns what it printed.
+func gitCollabIn(ctx context.Context, checkout, path string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "git", append([]string{"collab"}, args...)...)
+	cmd.Dir = checkout
+	cmd.Env = append(os.Environ(), "PATH="+path, "MANPAGER=cat", "PAGER=cat")
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 func fetch(ctx context.Context, url string) (string, error) {
