@@ -59,8 +59,9 @@ func (a Asset) HashedName() string {
 // Bundle is every embedded asset, by file name ("collab-lease.js").
 type Bundle map[string]Asset
 
-// Load reads and prepares the embedded files. It cannot fail at run time
-// unless the binary was built without them, which the tests catch.
+// Load reads and prepares the embedded files, the script without its
+// whole-line comments (stripComments). It cannot fail at run time unless
+// the binary was built without them, which the tests catch.
 func Load() (Bundle, error) {
 	b := Bundle{}
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
@@ -71,8 +72,25 @@ func Load() (Bundle, error) {
 		if err != nil {
 			return err
 		}
+		if path.Ext(p) == ".js" {
+			body = stripComments(body)
+		}
 		b[path.Base(p)] = New(path.Base(p), body)
 		return nil
 	})
 	return b, err
+}
+
+// stripComments drops the lines of a script that hold only a "//"
+// comment: they are for the script's readers, and every Gitea page would
+// load them. Such a line is never code (the script has no template
+// literal a line of which could start so), so the script runs the same.
+func stripComments(js []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(js) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("//")) {
+			out = append(out, line...)
+		}
+	}
+	return out
 }

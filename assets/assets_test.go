@@ -6,6 +6,9 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -53,5 +56,42 @@ func TestLoadPreparesEveryAsset(t *testing.T) {
 	total := len(b["collab-lease.js"].Gzip) + len(b["collab-lease.css"].Gzip)
 	if total > 8*1024 {
 		t.Errorf("gzipped bundle is %d bytes; keep it under 8 KiB", total)
+	}
+}
+
+// The script is served without its whole-line comments, and still
+// parses (with node, where there is one); it has no template literal,
+// a line of which stripComments could take for a comment.
+func TestScriptIsServedWithoutItsComments(t *testing.T) {
+	b, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := static.ReadFile("static/collab-lease.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := b["collab-lease.js"].Body
+	if bytes.ContainsRune(src, '`') {
+		t.Fatal("the script has a template literal: stripComments may not drop its lines")
+	}
+	for line := range bytes.Lines(js) {
+		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("//")) {
+			t.Fatalf("a comment line is served: %s", line)
+		}
+	}
+	if len(js) >= len(src) || !bytes.Contains(js, []byte("'use strict'")) {
+		t.Fatalf("served %d bytes of %d", len(js), len(src))
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("no node to parse the script with")
+	}
+	f := filepath.Join(t.TempDir(), "collab-lease.js")
+	if err := os.WriteFile(f, js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(node, "--check", f).CombinedOutput(); err != nil {
+		t.Fatalf("the served script does not parse: %v\n%s", err, out)
 	}
 }

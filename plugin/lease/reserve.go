@@ -9,6 +9,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // The path reservations: reserve, unreserve and reservations (the
@@ -169,11 +170,9 @@ func reservationViews(r forge.Repo, rs []models.Reservation) []contract.Reservat
 // to a viewer who reads both units (a number of the other unit would
 // tell of it).
 func reservationView(r forge.Repo, x models.Reservation) contract.Reservation {
-	v := contract.Reservation{Glob: x.Glob, Shared: x.Shared, Holder: x.Holder.Login, Agent: contract.AgentPtr(x.Holder.Agent),
-		ExpiresAt: contract.TimePtr(x.ExpiresAt)}
-	if x.Issue != 0 && readsAll(r) {
-		n := x.Issue
-		v.Issue = &n
+	v := live.ReservationView(x)
+	if !readsAll(r) {
+		v.Issue = nil
 	}
 	return v
 }
