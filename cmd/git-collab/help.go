@@ -403,6 +403,14 @@ git collab run --next -- ./work.sh
 # in work.sh: push only while the claim is still the run's
 git collab check && git push origin "HEAD:refs/heads/issue-$COLLAB_ISSUE"`
 
+// reserveExample is the manual page's example of reservations, as
+// docs/agents.md gives them.
+const reserveExample = `# claim 42 and reserve the paths its work changes, until the claim ends;
+# exit 4 if another holder's reservation is in the way: work.sh never starts
+git collab run 42 --reserve 'src/auth/**' --reserve docs/auth.md -- ./work.sh
+# who holds what a change to src/auth/login.go would meet
+git collab reservations --path src/auth/login.go`
+
 // manPage is the manual page `git collab --help` shows (git turns that
 // into `man git-collab`): install it with
 //
@@ -433,6 +441,7 @@ and mcp open one session there and send all of theirs over it.`)) + "\n")
 nothing. After 75 nothing was done: retry the same command with backoff.`)) + "\n")
 	b.WriteString(".SH CONFIGURATION\n.nf\n" + roff(configHelp) + "\n.fi\n")
 	b.WriteString(".SH EXAMPLES\nAn agent's loop:\n.PP\n.nf\n" + roff(agentLoop) + "\n.fi\n")
+	b.WriteString(".PP\nKeeping agents off each other's files:\n.PP\n.nf\n" + roff(reserveExample) + "\n.fi\n")
 	return b.String()
 }
 
