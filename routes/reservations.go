@@ -1,7 +1,6 @@
 package routes
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/gin-gonic/gin"
@@ -29,7 +28,7 @@ func (h *handler) listReservations(c *gin.Context) {
 	path, ok := c.GetQuery("path")
 	if ok {
 		if _, err := contract.ParsePath(path); err != nil {
-			h.fail(c, queryError(err))
+			h.fail(c, queryError(err, "--path", "path"))
 			return
 		}
 	}
@@ -103,7 +102,7 @@ func reserveRequest(w write) (lease.ReserveRequest, error) {
 func (h *handler) unreserve(c *gin.Context) {
 	globs, err := readGlobs(c.QueryArray("glob"))
 	if err != nil {
-		h.fail(c, queryError(err))
+		h.fail(c, queryError(err, "glob", "glob"))
 		return
 	}
 	var issue int64
@@ -144,14 +143,4 @@ func readGlobs(globs []string) (out []string, err error) {
 		}
 	}
 	return out, nil
-}
-
-// queryError says a usage error of the grammar as a malformed query
-// (400); other errors pass unchanged.
-func queryError(err error) error {
-	var usage *contract.UsageError
-	if errors.As(err, &usage) {
-		return malformed(usage.Detail)
-	}
-	return err
 }

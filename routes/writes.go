@@ -317,11 +317,20 @@ func (h *handler) writeTTL(b writeBody, required bool) (time.Duration, error) {
 }
 
 // bodyError says a usage error of the grammar's flag in the body's words
-// (the field for the flag); other errors pass unchanged.
-func bodyError(err error, flag, field string) error {
+// (the field for the flag), as 422; other errors pass unchanged.
+func bodyError(err error, flag, field string) error { return inWords(err, flag, field, unprocessable) }
+
+// queryError says a usage error of the grammar's flag in the query's
+// words (the parameter for the flag), as a malformed request (400);
+// other errors pass unchanged.
+func queryError(err error, flag, param string) error { return inWords(err, flag, param, malformed) }
+
+// inWords is a usage error of the grammar as the refusal as makes of its
+// detail, flag named name in it; other errors pass unchanged.
+func inWords(err error, flag, name string, as func(msg string) error) error {
 	var usage *contract.UsageError
 	if errors.As(err, &usage) {
-		return unprocessable(strings.Replace(usage.Detail, flag, field, 1))
+		return as(strings.Replace(usage.Detail, flag, name, 1))
 	}
 	return err
 }
