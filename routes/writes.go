@@ -325,8 +325,9 @@ func bodyError(err error, flag, field string) error { return inWords(err, flag, 
 // other errors pass unchanged.
 func queryError(err error, flag, param string) error { return inWords(err, flag, param, malformed) }
 
-// inWords is a usage error of the grammar as the refusal as makes of its
-// detail, flag named name in it; other errors pass unchanged.
+// inWords turns a usage error of the grammar into the refusal as makes
+// of its detail, with flag called name in it; other errors pass
+// unchanged.
 func inWords(err error, flag, name string, as func(msg string) error) error {
 	var usage *contract.UsageError
 	if errors.As(err, &usage) {

@@ -94,9 +94,9 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 			DeleteBranch: cmd.DeleteBranch, Wait: cmd.Wait}, tellWaiting(stderr))
 		outcome = contract.StatusMerged
 	case contract.VerbReserve:
-		// In a session, with neither --issue nor --ttl, the reservation
-		// lives with the session (v.Session); outside one, the service
-		// asks for one of them.
+		// In a session (v.Session), a reservation without --issue lives
+		// with the session; outside one, the service asks for --issue or
+		// --ttl.
 		out, err = leases.Reserve(ctx, v, cmd.Owner, cmd.Name, lease.ReserveRequest{Globs: cmd.Globs, Shared: cmd.Shared, Issue: cmd.Issue, TTL: cmd.TTL})
 		outcome = contract.StatusReserved
 	case contract.VerbUnreserve:
