@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -237,7 +238,8 @@ func TestReservationsOverSSH(t *testing.T) {
 
 // In a session, a reserve with neither --issue nor --ttl lives with the
 // session: it shows the session's expiry, and goes when the session
-// ends cleanly. One with --issue lives with that claim instead.
+// ends cleanly. One with --issue lives with that claim instead, one
+// with --ttl for its ttl.
 func TestReserveInASessionLivesWithIt(t *testing.T) {
 	w := newWorld(t)
 	s := w.openSession("bob", "--agent b1 --grace 10s")
@@ -256,6 +258,11 @@ func TestReserveInASessionLivesWithIt(t *testing.T) {
 	if res, _ := m["reservations"].([]any); m["exit"] != 0.0 || len(res) != 1 || res[0].(map[string]any)["issue"] != 42.0 {
 		t.Fatalf("reserve with the session's claim: %v", m)
 	}
+	// A --ttl given in the session is the anchor: it outlives the session.
+	m = s.do("reserve acme/widgets tools/ --ttl 1h")
+	if res, _ := m["reservations"].([]any); m["exit"] != 0.0 || len(res) != 1 || res[0].(map[string]any)["issue"] != nil {
+		t.Fatalf("reserve with a ttl in the session: %v", m)
+	}
 	if m := s.do("reserve acme/widgets src/ --agent b2"); m["status"] != "error" || m["exit"] != 1.0 {
 		t.Fatalf("--agent in a session: %v", m)
 	}
@@ -270,7 +277,8 @@ func TestReserveInASessionLivesWithIt(t *testing.T) {
 		t.Fatalf("the session's exit: %d", code)
 	}
 	r = w.ssh("carol", "collab-lease reservations acme/widgets")
-	if r.code != 0 || r.stdout != `{"status":"reservations","repo":"acme/widgets","reservations":[]}`+"\n" {
-		t.Fatalf("the listing once the session ended: %+v", r)
+	var left struct{ Reservations []struct{ Glob string } }
+	if err := json.Unmarshal([]byte(r.stdout), &left); r.code != 0 || err != nil || len(left.Reservations) != 1 || left.Reservations[0].Glob != "tools/" {
+		t.Fatalf("the listing once the session ended, want tools/ alone: %+v", r)
 	}
 }

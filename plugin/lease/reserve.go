@@ -19,7 +19,7 @@ import (
 // ReserveRequest is one reserve: the globs (each as contract.CheckGlob
 // accepts it, at most contract.MaxReserveGlobs), exclusive unless
 // Shared, anchored to the caller's claim of Issue if it is not 0, else
-// to the caller's session, else for TTL.
+// for TTL if it is not 0, else to the caller's session.
 type ReserveRequest struct {
 	Globs  []string
 	Shared bool
@@ -50,8 +50,8 @@ func (s *Service) Reserve(ctx context.Context, v Viewer, owner, name string, req
 		return contract.Reservations{}, fmt.Errorf("%w: a reservation needs --issue (a claim it lives with), a session, or --ttl", ErrInvalid)
 	}
 	h := v.holder()
-	if req.Issue != 0 {
-		h.Session = nil // it lives with the claim, not the session
+	if req.Issue != 0 || req.TTL != 0 {
+		h.Session = nil // it lives with the claim, or for its ttl, not with the session
 	}
 	rs, err := s.ledger.Reserve(ctx, models.Reserve{RepoID: r.ID, Holder: h, Globs: req.Globs, Shared: req.Shared, Issue: req.Issue, TTL: req.TTL})
 	if err != nil {
