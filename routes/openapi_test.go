@@ -387,6 +387,8 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		check   = lease1 + "/check?token=1"
 		history = lease1 + "/history"
 		force   = lease1 + "/force-release"
+		claim   = lease1 + "/claim"
+		unclaim = lease1 + "/release"
 		handoff = lease1 + "/handoff"
 		merge   = widgets + "/pulls/3/merge"
 		res     = widgets + "/reservations"
@@ -492,6 +494,24 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		bad("the button on a malformed number", "POST", widgets+"/issues/x/lease/force-release", 400, origin, f.sessionFor("alice")),
 		ok("the button, an admin", "POST", force, 200, origin, f.sessionFor("alice")),
 
+		ok("claim with the button", "POST", claim, 200, origin, f.sessionFor("bob")),
+		ok("claim with the button, for 2h", "POST", claim+"?ttl=2h", 200, origin, f.sessionFor("bob")),
+		ok("claim a held issue with the button", "POST", claim, 409, origin, f.sessionFor("carol")),
+		ok("release another's claim with the button", "POST", unclaim, 409, origin, f.sessionFor("carol")),
+		bad("claim with the button without an Origin", "POST", claim, 403, f.sessionFor("bob")),
+		ok("claim with the button from another origin", "POST", claim, 403, f.sessionFor("bob"), "Origin: http://evil.example"),
+		ok("release with the button from another origin", "POST", unclaim, 403, f.sessionFor("bob"), "Origin: http://evil.example"),
+		bad("claim with the button, anonymous", "POST", claim, 401, origin),
+		bad("release with the button, anonymous", "POST", unclaim, 401, origin),
+		ok("claim with the button, a reader", "POST", claim, 403, origin, f.sessionFor("erin")),
+		ok("release with the button, a reader", "POST", unclaim, 403, origin, f.sessionFor("erin")),
+		ok("claim with the button in an invisible repository", "POST", secret+"/issues/5/lease/claim", 404, origin, f.sessionFor("erin")),
+		ok("release with the button in an invisible repository", "POST", secret+"/issues/5/lease/release", 404, origin, f.sessionFor("erin")),
+		bad("claim with the button, a malformed number", "POST", widgets+"/issues/x/lease/claim", 400, origin, f.sessionFor("bob")),
+		bad("release with the button, a malformed number", "POST", widgets+"/issues/x/lease/release", 400, origin, f.sessionFor("bob")),
+		ok("claim with the button for no duration", "POST", claim+"?ttl=soon", 422, origin, f.sessionFor("bob")),
+		ok("release with the button", "POST", unclaim, 200, origin, f.sessionFor("bob")),
+
 		ok("acquire to hand off", "POST", lease1, 201, bob),
 		withBody(ok("hand off by another", "POST", handoff, 409, carol, json), `{"to":"carol"}`),
 		withBody(ok("hand off to nobody who may claim", "POST", handoff, 422, bob, json), `{"to":"nobody-here"}`),
@@ -565,7 +585,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	revalidate("the list", list)
 	revalidate("a lease", lease1)
 	spec.do(t, f, ok("acquire to check", "POST", lease1, 201, bob))
-	revalidate("check", lease1+"/check?token=5")
+	revalidate("check", lease1+"/check?token=6")
 	revalidate("history", history)
 	revalidate("the reservations", res)
 
@@ -591,6 +611,8 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("check", "GET", check, 0),
 		ok("history", "GET", history, 0),
 		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
+		ok("the claim button", "POST", claim, 0, origin, f.sessionFor("bob")),
+		ok("the release button", "POST", unclaim, 0, origin, f.sessionFor("bob")),
 		withBody(ok("hand off", "POST", handoff, 0, bob, json), `{"to":"carol"}`),
 		ok("merge", "POST", merge, 0, bob),
 		ok("the reservations", "GET", res, 0),

@@ -158,6 +158,8 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/check", h.checkLease)
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)
+	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/claim", h.claimButton)
+	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/release", h.releaseButton)
 	r.POST(mergePath, h.mergePull)
 	r.GET(reservationsPath, h.listReservations)
 	r.POST(reservationsPath, h.reserve)

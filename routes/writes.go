@@ -23,8 +23,10 @@ import (
 // (reservations.go), the HTTP twins of the SSH verbs, with the same
 // service calls and the same JSON. They are authorized only by
 // "Authorization: token …": a browser sends the session cookie with any
-// cross-site request, so a cookie never authorizes a write (CSRF); a
-// request without a token is 401 before anything is looked up. What the
+// cross-site request, so a cookie never authorizes one of them (CSRF); a
+// request without a token is 401 before anything is looked up. The
+// cookie's only writes are the issue page's buttons (leases.go), which
+// check the request's Origin. What the
 // token may write is the service's question (the token's scopes, through
 // the forge's TokenRepo): without write:issue it is 403.
 

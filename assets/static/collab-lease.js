@@ -1,7 +1,7 @@
 /* collab-lease: claim badges on Gitea's issue lists and pages, kept current
  * by the sidecar's lease events while the page is visible (else polled);
  * on an issue page, the paths its claim reserves, the claim history and,
- * for admins, force-release.
+ * for writers, the buttons (collab-lease-claim.js, loaded for them only).
  * Silent where nothing is claimed or the sidecar is down. ES2017, no build. */
 (function () {
   'use strict';
@@ -11,7 +11,11 @@
   var base = (me.getAttribute('data-collab-lease-url') || me.src.replace(/\/assets\/[^/]*$/, '')).replace(/\/$/, '');
   var REFRESH = 30000;
   var repos = {}; // "owner/repo" -> its leases as we know them, and its event stream
-  var session, pending;
+  var session, pending, claim = 0;
+  // The buttons' script as the sidecar serves it: Load puts its
+  // content-addressed name and its integrity here, so the footer's pin on
+  // this script covers that one too.
+  var CLAIM = ['collab-lease-claim.js', ''];
 
   function get(path, post) {
     return fetch(base + '/api/v1' + path, { method: post ? 'POST' : 'GET', credentials: 'include', headers: { Accept: 'application/json' } });
@@ -163,9 +167,9 @@
 
   // panel keeps the issue page's sidebar section: while the issue is
   // claimed, the paths the claim reserves (kept current by the events);
-  // the claim history, read when opened and after each change; and while
-  // the issue is claimed, for whom Gitea shows the repository's settings
-  // (admins), force-release.
+  // the claim history, read when opened and after each change; and for
+  // whom Gitea lets set the due date (writers), the buttons' script, which
+  // draws Claim, Release and Force release on every change.
   function panel(p, s) {
     var side = document.querySelector('.issue-content-right'), box = side && side.querySelector('.collab-lease-panel');
     if (!side) return;
@@ -175,7 +179,7 @@
       box.appendChild(el('details', 'collab-lease-history')).appendChild(el('summary', '', 'Claim history'));
       box.firstChild.ontoggle = schedule;
     }
-    var d = box.querySelector('details'), btn = box.querySelector('button'), l = s.by[p.issue];
+    var d = box.querySelector('details'), l = s.by[p.issue];
     if (l) reserved(p.repo, s);
     paths(box, d, l && s, p.issue);
     if (d.open && box.v !== s.v) {
@@ -193,18 +197,15 @@
         d.appendChild(t);
       }).catch(function () {});
     }
-    if (!l || !document.querySelector('a[href="' + p.link + '/settings"]')) return btn && btn.remove();
-    if (btn) return;
-    btn = box.appendChild(el('button', 'ui tiny basic red button collab-lease-force', 'Force release'));
-    btn.onclick = function () {
-      var l = s.by[p.issue];
-      if (!l || !confirm('Force-release #' + p.issue + ', claimed by ' + who(l) + '?')) return;
-      get('/repos/' + p.repo + '/issues/' + p.issue + '/lease/force-release', 1).then(function (r) {
-        btn.textContent = r.ok ? 'Force release' : r.status === 401 ? 'Sign in to the sidecar first' : 'Refused (' + r.status + ')';
-        s.seen = {};
-        schedule();
-      });
-    };
+    if (claim.call) claim(box, l, p, function () { s.seen = {}; schedule(); });
+    else if (!claim && document.querySelector('.issue-due-form')) {
+      claim = document.createElement('script');
+      claim.src = base + '/assets/' + CLAIM[0];
+      claim.integrity = CLAIM[1];
+      claim.crossOrigin = 'anonymous';
+      claim.hook = function (f) { claim = f; schedule(); };
+      document.head.appendChild(claim);
+    }
   }
 
   // paths lists the reservations of the claim on issue (none without s)
