@@ -34,6 +34,9 @@ type Leases interface {
 	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 	Merge(ctx context.Context, v lease.Viewer, owner, name string, m lease.MergeRequest, told func(ahead int)) (contract.Merged, error)
+	Reservations(ctx context.Context, v lease.Viewer, owner, name, path string) (contract.Reservations, error)
+	Reserve(ctx context.Context, v lease.Viewer, owner, name string, r lease.ReserveRequest) (contract.Reservations, error)
+	Unreserve(ctx context.Context, v lease.Viewer, owner, name string, globs []string, issue int64, force bool) (contract.Reservations, error)
 	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
 	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
@@ -156,6 +159,9 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)
 	r.POST(mergePath, h.mergePull)
+	r.GET(reservationsPath, h.listReservations)
+	r.POST(reservationsPath, h.reserve)
+	r.DELETE(reservationsPath, h.unreserve)
 	r.GET("/api/v1/session", h.session)
 	r.GET(OpenAPIPath, serveOpenAPI())
 	if o.Webhook != nil {
