@@ -212,7 +212,7 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 				gone = append(gone, x.id)
 				continue
 			}
-			if x.sameHolder(r.Holder) || (r.Shared && x.Shared) {
+			if x.sameHolder(r.Holder) || (r.Shared && x.Shared) || (s.letExclusivesOverlap && !r.Shared && !x.Shared) {
 				continue
 			}
 			other, err := pathglob.Parse(x.Glob)
