@@ -490,6 +490,13 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		bad("the button on a malformed number", "POST", widgets+"/issues/x/lease/force-release", 400, origin, f.sessionFor("alice")),
 		ok("the button, an admin", "POST", force, 200, origin, f.sessionFor("alice")),
 
+		ok("unquarantine, a writer", "POST", widgets+"/issues/1/unquarantine", 403, bob),
+		bad("unquarantine without a token", "POST", widgets+"/issues/1/unquarantine", 401),
+		ok("unquarantine in an invisible repository", "POST", secret+"/issues/5/unquarantine", 404, bob),
+		bad("unquarantine a malformed number", "POST", widgets+"/issues/x/unquarantine", 400, bob),
+		withBody(ok("unquarantine with a ttl", "POST", widgets+"/issues/1/unquarantine", 422, "Authorization: token alice-token", json), `{"ttl":"1h"}`),
+		ok("unquarantine, an admin", "POST", widgets+"/issues/1/unquarantine", 200, "Authorization: token alice-token"),
+
 		ok("acquire to hand off", "POST", lease1, 201, bob),
 		withBody(ok("hand off by another", "POST", handoff, 409, carol, json), `{"to":"carol"}`),
 		withBody(ok("hand off to nobody who may claim", "POST", handoff, 422, bob, json), `{"to":"nobody-here"}`),
@@ -552,6 +559,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
 		withBody(ok("hand off", "POST", handoff, 0, bob, json), `{"to":"carol"}`),
 		ok("merge", "POST", merge, 0, bob),
+		ok("unquarantine", "POST", widgets+"/issues/1/unquarantine", 0, "Authorization: token alice-token"),
 	}
 	// (The events too: refused before any stream begins.)
 	f.forge.SetHook(func(context.Context, string) error { return forge.ErrRateLimited })

@@ -34,6 +34,7 @@ type Leases interface {
 	ForceRelease(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Released, error)
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 	Merge(ctx context.Context, v lease.Viewer, owner, name string, m lease.MergeRequest, told func(ahead int)) (contract.Merged, error)
+	Unquarantine(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Unquarantined, error)
 	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
 	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
@@ -156,6 +157,7 @@ func New(o Options) (http.Handler, error) {
 	r.GET("/api/v1/repos/:owner/:repo/issues/:n/lease/history", h.leaseHistory)
 	r.POST("/api/v1/repos/:owner/:repo/issues/:n/lease/force-release", h.forceRelease)
 	r.POST(mergePath, h.mergePull)
+	r.POST("/api/v1/repos/:owner/:repo/issues/:n/unquarantine", h.unquarantine)
 	r.GET("/api/v1/session", h.session)
 	r.GET(OpenAPIPath, serveOpenAPI())
 	if o.Webhook != nil {

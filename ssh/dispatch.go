@@ -27,6 +27,9 @@ type Leases interface {
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 	OpenSession(ctx context.Context, v lease.Viewer, grace time.Duration, resume string) (*lease.Session, contract.SessionOpened, error)
 	Merge(ctx context.Context, v lease.Viewer, owner, name string, m lease.MergeRequest, told func(ahead int)) (contract.Merged, error)
+	// Quarantine: a repository admin's acquire --force, and unquarantine.
+	ForceAcquireWaitTold(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error)
+	Unquarantine(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Unquarantined, error)
 }
 
 // forgeUser is the account connection c authenticated as.
@@ -58,7 +61,11 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	)
 	switch cmd.Verb {
 	case contract.VerbAcquire:
-		out, err = leases.AcquireWaitTold(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait, tellWaiting(stderr))
+		acquire := leases.AcquireWaitTold
+		if cmd.Force {
+			acquire = leases.ForceAcquireWaitTold
+		}
+		out, err = acquire(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait, tellWaiting(stderr))
 		outcome = contract.StatusAcquired
 	case contract.VerbRenew:
 		out, err = leases.Renew(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
@@ -90,6 +97,9 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 		out, err = leases.Merge(ctx, v, cmd.Owner, cmd.Name, lease.MergeRequest{Pull: cmd.Issue, Token: cmd.Token, Style: cmd.Style,
 			DeleteBranch: cmd.DeleteBranch, Wait: cmd.Wait}, tellWaiting(stderr))
 		outcome = contract.StatusMerged
+	case contract.VerbUnquarantine:
+		out, err = leases.Unquarantine(ctx, v, cmd.Owner, cmd.Name, cmd.Issue)
+		outcome = contract.StatusUnquarantined
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}

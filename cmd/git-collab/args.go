@@ -63,7 +63,7 @@ var options = withMetas([]option{
 	{name: "--style", meta: "<style>", sidecar: true, text: "merge: how Gitea merges (default merge)"},
 	{name: "--delete-branch", sidecar: true, text: "merge: delete the pull request's branch once merged"},
 	{name: "--limit", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
-	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
+	{name: "--force", sidecar: true, text: "admins: unclaim another's claim; claim a quarantined issue"},
 	{name: "--to", sidecar: true, text: "handoff: whom the claim goes to"},
 	{name: "--agent", sidecar: true, text: "act as this agent of your account (default COLLAB_AGENT)"},
 	{name: "--next", session: true, text: "run: claim the next issue instead of <issue>"},
