@@ -315,25 +315,9 @@ func (s *Store) SessionLeases(ctx context.Context, id string) ([]Lease, error) {
 // alone by that write; the session's own commands come one at a time,
 // so only a heartbeat can miss one, and the next one takes it.
 func (s *Store) sessionKeys(ctx context.Context, id string) ([]Key, error) {
-	var keys []Key
-	err := s.db.WithContext(ctx).Connection(func(tx *gorm.DB) error {
-		c, ctx := conn(tx)
-		rows, err := c.QueryContext(ctx, sessionKeysSQL.in(tx), id)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var k Key
-			if err := rows.Scan(&k.RepoID, &k.Issue); err != nil {
-				return err
-			}
-			keys = append(keys, k)
-		}
-		return rows.Err()
-	})
+	keys, err := s.keys(ctx, "claims of the session", sessionKeysSQL, id)
 	if err != nil {
-		return nil, mapDBError(err)
+		return nil, err
 	}
 	slices.SortFunc(keys, compareKeys)
 	return keys, nil

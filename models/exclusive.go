@@ -27,6 +27,15 @@ func ChoreOfBranch(repoID int64, branch string) int32 {
 	return int32(uint32(lockKey(repoID, int64(h))) | 1<<30)
 }
 
+// ChoreOfQuarantine is the chore of telling the forge of issue k's
+// quarantine (plugin/lease, quarantine.go): one replica at a time labels
+// and comments, after reading the ledger's record of what the forge was
+// told. Bit 29 set and bit 30 clear keep it apart from the numbered
+// chores and from ChoreOfBranch.
+func ChoreOfQuarantine(k Key) int32 {
+	return int32(uint32(lockKey(k.RepoID, k.Issue))&^(3<<29) | 1<<29)
+}
+
 // Exclusive runs fn unless another replica on this database runs the
 // same chore now, and reports whether it ran. On PostgreSQL it holds a
 // session advisory lock on a connection of its own while fn runs: the

@@ -50,8 +50,9 @@ func (e *UnverifiedError) Error() string {
 }
 
 // AcquireFirst acquires for h the first candidate of repository repoID
-// that is free: not live-held by anyone (h included) and not recorded
-// closed at a version at least its Observed.Version. ErrNoneFree if there
+// that is free: not live-held by anyone (h included), not quarantined
+// (quarantine.go) and not recorded closed at a version at least its
+// Observed.Version. ErrNoneFree if there
 // is none; *UnverifiedError if the first free one is not Verified.
 func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidate, h Holder, ttl time.Duration) (Lease, error) {
 	if err := s.validate(Key{RepoID: repoID, Issue: 1}, h, ttl, false); err != nil {
@@ -68,6 +69,11 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 		held, err := takenIssues(tx, repoID, h, now, s.lockDelay)
 		if err != nil {
 			return err
+		}
+		if s.quarantineAfter > 0 {
+			if err := quarantinedIssues(tx, repoID, held); err != nil {
+				return err
+			}
 		}
 		var unverified []int64
 		for _, c := range cands {
@@ -93,6 +99,9 @@ func (s *Store) AcquireFirst(ctx context.Context, repoID int64, cands []Candidat
 				return err
 			}
 			out, err = acquireIn(tx, k, h, ttl, c.Kind, now, s.policy())
+			if errors.Is(err, ErrQuarantined) {
+				continue // its nth involuntary ending is not recorded yet: skipped all the same
+			}
 			return err
 		}
 		if len(unverified) > 0 {

@@ -25,8 +25,20 @@ import (
 //   - live and held by h (same account ID): idempotent, same token, expiry
 //     re-set from this call's ttl, and the login shown becomes h's current
 //     one;
-//   - live and held by someone else: *HeldError.
+//   - live and held by someone else: *HeldError;
+//   - not live, and quarantined (quarantine.go): *QuarantinedError.
 func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error) {
+	return s.acquire(ctx, k, h, ttl, obs, false)
+}
+
+// AcquireForced is Acquire that overrides the issue's quarantine, for a
+// repository admin (the caller decides who may). The quarantine stays:
+// it is lifted only by LiftQuarantine.
+func (s *Store) AcquireForced(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed) (Lease, error) {
+	return s.acquire(ctx, k, h, ttl, obs, true)
+}
+
+func (s *Store) acquire(ctx context.Context, k Key, h Holder, ttl time.Duration, obs Observed, force bool) (Lease, error) {
 	kind := obs.Kind
 	if err := s.validate(k, h, ttl, false); err != nil {
 		return Lease{}, fmt.Errorf("acquire %d#%d: %w", k.RepoID, k.Issue, err)
@@ -39,8 +51,10 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 		if err := admit(tx, k, obs, now); err != nil {
 			return err
 		}
+		p := s.policy()
+		p.force = force
 		var err error
-		out, err = acquireIn(tx, k, h, ttl, kind, now, s.policy())
+		out, err = acquireIn(tx, k, h, ttl, kind, now, p)
 		return err
 	})
 	if err != nil {
@@ -50,13 +64,17 @@ func (s *Store) Acquire(ctx context.Context, k Key, h Holder, ttl time.Duration,
 }
 
 // policy is what a new tenure must respect besides the row itself: the
-// lock-delay (seconds) and the claim caps (0: none).
+// lock-delay (seconds), the claim caps (0: none) and the quarantine
+// (after that many involuntary endings; 0: never), which force
+// overrides.
 type policy struct {
 	delay, perHolder, perAccount int64
+	quarantine                   int64
+	force                        bool
 }
 
 func (s *Store) policy() policy {
-	return policy{delay: s.lockDelay, perHolder: s.perHolder, perAccount: s.perAccount}
+	return policy{delay: s.lockDelay, perHolder: s.perHolder, perAccount: s.perAccount, quarantine: s.quarantineAfter}
 }
 
 // claimScope is sc, and on PostgreSQL with a claim cap also h's account:
@@ -117,6 +135,15 @@ func acquireIn(tx *gorm.DB, k Key, h Holder, ttl time.Duration, kind Kind, now i
 		return Lease{}, err
 	}
 	live := found && row.live(now)
+	if found && !live && p.quarantine > 0 && !p.force {
+		st, err := quarantineIn(tx, row, p.quarantine, now)
+		if err != nil {
+			return Lease{}, err
+		}
+		if st.since != nil {
+			return Lease{}, &QuarantinedError{Since: time.Unix(*st.since, 0).UTC()}
+		}
+	}
 	ev := Event{RepoID: k.RepoID, Issue: k.Issue, Holder: h.Login, HolderID: h.ID, Agent: h.Agent, At: now}
 	switch {
 	case live && !row.heldBy(h):

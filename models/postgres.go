@@ -376,7 +376,7 @@ func openPostgres(db string, o options) (*Store, error) {
 	}
 	s := &Store{db: gdb, pg: true, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second),
 		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), reservationCap: int64(o.reservations), busyTimeout: o.busyTimeout,
-		writeSlot: make(chan struct{}, pgLeaders), maxBatch: pgMaxBatch, onStep: o.onStep, onListenLost: o.onListenLost, pgCfg: cfg, dbClock: !o.clockSet}
+		quarantineAfter: int64(o.quarantine), writeSlot: make(chan struct{}, pgLeaders), maxBatch: pgMaxBatch, onStep: o.onStep, onListenLost: o.onListenLost, pgCfg: cfg, dbClock: !o.clockSet}
 	ctx, cancel := context.WithTimeout(context.Background(), max(o.busyTimeout, 10*time.Second))
 	defer cancel()
 	if s.dbClock {

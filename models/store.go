@@ -52,7 +52,9 @@ import (
 //   - 11: merge tickets (merge_tickets): the merge under way into each
 //     base branch, which the gate admits; path reservations
 //     (reservations).
-const schemaVersion = 11
+//   - 12: quarantined issues (quarantines): since when, the tenures a
+//     lift no longer counts, and what the forge was told.
+const schemaVersion = 12
 
 // maxTTLBound keeps now+ttl far from int64 overflow even without a
 // configured maximum (about 292 years in seconds would overflow nanoseconds).
@@ -90,6 +92,9 @@ type Store struct {
 	// (reservations_lin_test.go): Reserve then lets an exclusive glob
 	// overlap another holder's exclusive reservation. No Option sets it.
 	letExclusivesOverlap bool
+	// quarantineAfter: an issue whose last quarantineAfter tenures each
+	// ended involuntarily is quarantined (WithQuarantineAfter; 0: never).
+	quarantineAfter int64
 	// busyTimeout bounds one write's wait for the lock, in total.
 	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach
@@ -135,6 +140,7 @@ type options struct {
 	perHolder    int
 	perAccount   int
 	reservations int
+	quarantine   int
 	onStep       func(back time.Duration)
 	onListenLost func(err error)
 }
@@ -185,6 +191,16 @@ func WithReservationCap(n int) Option { return func(o *options) { o.reservations
 // seconds, at most MaxLockDelay; 0 (the default) is none.
 func WithLockDelay(d time.Duration) Option { return func(o *options) { o.lockDelay = d } }
 
+// MaxQuarantineAfter is the largest count WithQuarantineAfter accepts.
+const MaxQuarantineAfter = 100
+
+// WithQuarantineAfter quarantines an issue whose last n tenures each
+// ended involuntarily (expired or session_lost, quarantine.go): acquire
+// refuses it with a *QuarantinedError unless forced, and AcquireFirst
+// skips it, from the instant the nth of them ended. 0 (the default):
+// never; at most MaxQuarantineAfter.
+func WithQuarantineAfter(n int) Option { return func(o *options) { o.quarantine = n } }
+
 // Open opens the ledger db and migrates its schema: a PostgreSQL database
 // if db is a postgres:// or postgresql:// URL (IsPostgres; the database
 // must exist, see openPostgres), else a SQLite file at that path, created
@@ -202,6 +218,9 @@ func Open(db string, opts ...Option) (*Store, error) {
 	}
 	if o.lockDelay < 0 || o.lockDelay > MaxLockDelay || o.lockDelay%time.Second != 0 {
 		return nil, fmt.Errorf("open ledger: %w: lock-delay %s is not whole seconds from 0 to %s", ErrInvalid, o.lockDelay, MaxLockDelay)
+	}
+	if o.quarantine < 0 || o.quarantine > MaxQuarantineAfter {
+		return nil, fmt.Errorf("open ledger: %w: quarantine after %d endings is not from 0 to %d", ErrInvalid, o.quarantine, MaxQuarantineAfter)
 	}
 	if IsPostgres(db) {
 		return openPostgres(db, o)
@@ -261,7 +280,7 @@ func openSQLite(path string, o options) (*Store, error) {
 	sqlDB.SetConnMaxIdleTime(time.Minute)
 	s := &Store{db: db, clock: o.clock, maxTTL: o.maxTTL, lockDelay: int64(o.lockDelay / time.Second),
 		perHolder: int64(o.perHolder), perAccount: int64(o.perAccount), reservationCap: int64(o.reservations), busyTimeout: o.busyTimeout,
-		writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
+		quarantineAfter: int64(o.quarantine), writeSlot: make(chan struct{}, 1), maxBatch: defaultMaxBatch, onStep: o.onStep}
 	if err := s.migrate(); err != nil {
 		_ = sqlDB.Close()
 		return nil, fmt.Errorf("open ledger %s: %w", path, err)
@@ -276,7 +295,7 @@ func openSQLite(path string, o options) (*Store, error) {
 // ledgerModels are the ledger's tables, as migrations create them on both
 // engines.
 func ledgerModels() []any {
-	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}, &fenceRuleRow{}, &mergeTicketRow{}, &reservationRow{}}
+	return []any{&leaseRow{}, &Event{}, &issueRow{}, &deliveryRow{}, &pullRow{}, &pullLinkRow{}, &sessionEpochRow{}, &agentSessionRow{}, &fenceRuleRow{}, &mergeTicketRow{}, &reservationRow{}, &quarantineRow{}}
 }
 
 // migrate brings a SQLite ledger to schemaVersion (migratePostgres is

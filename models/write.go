@@ -73,7 +73,7 @@ func (r *writeReq) finished() bool {
 // IMMEDIATE, then fn, then COMMIT, possibly together with other writers'
 // fns (see above). now is read after the lock is held, so the decision and
 // its timestamp belong to the same instant of the ledger's history. fn
-// must return a refusal (*HeldError, *NotHolderError, *CoolingError, *LimitError) only if it wrote
+// must return a refusal (*HeldError, *NotHolderError, *CoolingError, *QuarantinedError, *LimitError) only if it wrote
 // nothing it wants kept; other errors fail the whole transaction. fn may
 // run more than once (alone after a failed batch; again after a
 // serialization failure on PostgreSQL, or in a batch run again with
@@ -260,6 +260,6 @@ func (s *Store) writeAlone(ctx context.Context, fn func(tx *gorm.DB, now int64) 
 func isRefusal(err error) bool {
 	var unverified *UnverifiedError
 	return errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrClosed) ||
-		errors.Is(err, ErrCooling) || errors.Is(err, ErrLimit) || errors.Is(err, ErrAlreadyHolder) || errors.Is(err, ErrNoneFree) || errors.As(err, &unverified) ||
+		errors.Is(err, ErrCooling) || errors.Is(err, ErrQuarantined) || errors.Is(err, ErrLimit) || errors.Is(err, ErrAlreadyHolder) || errors.Is(err, ErrNoneFree) || errors.As(err, &unverified) ||
 		errors.Is(err, ErrSessionGone) || errors.Is(err, ErrSessionMoved) || errors.Is(err, ErrTooManySessions)
 }

@@ -511,6 +511,12 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		bad("release with the button, a malformed number", "POST", widgets+"/issues/x/lease/release", 400, origin, f.sessionFor("bob")),
 		ok("claim with the button for no duration", "POST", claim+"?ttl=soon", 422, origin, f.sessionFor("bob")),
 		ok("release with the button", "POST", unclaim, 200, origin, f.sessionFor("bob")),
+		ok("unquarantine, a writer", "POST", widgets+"/issues/1/unquarantine", 403, bob),
+		bad("unquarantine without a token", "POST", widgets+"/issues/1/unquarantine", 401),
+		ok("unquarantine in an invisible repository", "POST", secret+"/issues/5/unquarantine", 404, bob),
+		bad("unquarantine a malformed number", "POST", widgets+"/issues/x/unquarantine", 400, bob),
+		withBody(ok("unquarantine with a ttl", "POST", widgets+"/issues/1/unquarantine", 422, "Authorization: token alice-token", json), `{"ttl":"1h"}`),
+		ok("unquarantine, an admin", "POST", widgets+"/issues/1/unquarantine", 200, "Authorization: token alice-token"),
 
 		ok("acquire to hand off", "POST", lease1, 201, bob),
 		withBody(ok("hand off by another", "POST", handoff, 409, carol, json), `{"to":"carol"}`),
@@ -618,6 +624,7 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("the reservations", "GET", res, 0),
 		withBody(ok("reserve", "POST", res, 0, bob, json), `{"globs":["lib/"],"ttl":"5m"}`),
 		ok("unreserve", "DELETE", res, 0, bob),
+		ok("unquarantine", "POST", widgets+"/issues/1/unquarantine", 0, "Authorization: token alice-token"),
 	}
 	// (The events too: refused before any stream begins.)
 	f.forge.SetHook(func(context.Context, string) error { return forge.ErrRateLimited })

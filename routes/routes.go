@@ -37,6 +37,7 @@ type Leases interface {
 	Reservations(ctx context.Context, v lease.Viewer, owner, name, path string) (contract.Reservations, error)
 	Reserve(ctx context.Context, v lease.Viewer, owner, name string, r lease.ReserveRequest) (contract.Reservations, error)
 	Unreserve(ctx context.Context, v lease.Viewer, owner, name string, globs []string, issue int64, force bool) (contract.Reservations, error)
+	Unquarantine(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Unquarantined, error)
 	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
 	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
@@ -164,6 +165,7 @@ func New(o Options) (http.Handler, error) {
 	r.GET(reservationsPath, h.listReservations)
 	r.POST(reservationsPath, h.reserve)
 	r.DELETE(reservationsPath, h.unreserve)
+	r.POST("/api/v1/repos/:owner/:repo/issues/:n/unquarantine", h.unquarantine)
 	r.GET("/api/v1/session", h.session)
 	r.GET(OpenAPIPath, serveOpenAPI())
 	if o.Webhook != nil {

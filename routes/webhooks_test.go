@@ -72,7 +72,7 @@ func TestWebhookDeliveries(t *testing.T) {
 	expectReply(t, "signed close", f.deliver("issues", "d-1", closed42, hookSecret), 200, `{"outcome":"applied","ended":1}`)
 	expectReply(t, "leases after the close", f.do("GET", "/api/v1/repos/acme/widgets/leases"), 200, `{"repo":"acme/widgets","leases":[]}`)
 	expectReply(t, "repeated delivery", f.deliver("issues", "d-1", closed42, hookSecret), 200, `{"outcome":"duplicate","ended":0}`)
-	expectReply(t, "a label change", f.deliver("issues", "d-2", `{"action":"label_updated","number":42}`, hookSecret), 200, `{"outcome":"ignored","ended":0}`)
+	expectReply(t, "an assignment", f.deliver("issues", "d-2", `{"action":"assigned","number":42}`, hookSecret), 200, `{"outcome":"ignored","ended":0}`)
 	expectReply(t, "malformed", f.deliver("issues", "d-3", `{"action":"closed"}`, hookSecret), 400, `{"error":"delivery not understood"}`)
 	big := `{"pad":"` + strings.Repeat("x", maxDeliveryBytes) + `"}`
 	expectReply(t, "too large", f.deliver("issues", "d-4", big, hookSecret), 413, `{"error":"delivery too large"}`)

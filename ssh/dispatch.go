@@ -30,6 +30,9 @@ type Leases interface {
 	Reserve(ctx context.Context, v lease.Viewer, owner, name string, r lease.ReserveRequest) (contract.Reservations, error)
 	Unreserve(ctx context.Context, v lease.Viewer, owner, name string, globs []string, issue int64, force bool) (contract.Reservations, error)
 	Reservations(ctx context.Context, v lease.Viewer, owner, name, path string) (contract.Reservations, error)
+	// Quarantine: a repository admin's acquire --force, and unquarantine.
+	ForceAcquireWaitTold(ctx context.Context, v lease.Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error)
+	Unquarantine(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Unquarantined, error)
 }
 
 // forgeUser is the account connection c authenticated as.
@@ -61,7 +64,11 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	)
 	switch cmd.Verb {
 	case contract.VerbAcquire:
-		out, err = leases.AcquireWaitTold(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait, tellWaiting(stderr))
+		acquire := leases.AcquireWaitTold
+		if cmd.Force {
+			acquire = leases.ForceAcquireWaitTold
+		}
+		out, err = acquire(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL, cmd.Wait, tellWaiting(stderr))
 		outcome = contract.StatusAcquired
 	case contract.VerbRenew:
 		out, err = leases.Renew(ctx, v, cmd.Owner, cmd.Name, cmd.Issue, cmd.TTL)
@@ -108,6 +115,9 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 	case contract.VerbReservations:
 		out, err = leases.Reservations(ctx, v, cmd.Owner, cmd.Name, cmd.Path)
 		outcome = "listed"
+	case contract.VerbUnquarantine:
+		out, err = leases.Unquarantine(ctx, v, cmd.Owner, cmd.Name, cmd.Issue)
+		outcome = contract.StatusUnquarantined
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}

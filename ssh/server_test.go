@@ -291,8 +291,8 @@ func TestVerbErrors(t *testing.T) {
 		{"carol", "collab-lease release acme/widgets 42", 1, "error: write access to acme/widgets issues is required\n"},
 		{"alice", "collab-lease acquire acme/widgets 42 --ttl 0", 1, "error: usage: --ttl \"0\" must be at least 1s\n"},
 		{"alice", "collab-lease frobnicate acme/widgets 42", 1, "error: usage: unknown verb \"frobnicate\"; try: collab-lease help\n"},
-		{"alice", "collab-lease acquire acme/widgets", 1, "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]\n"},
-		{"alice", "collab-lease acquire acme/widgets 42 extra", 1, "error: usage: unexpected argument \"extra\"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]\n"},
+		{"alice", "collab-lease acquire acme/widgets", 1, "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]\n"},
+		{"alice", "collab-lease acquire acme/widgets 42 extra", 1, "error: usage: unexpected argument \"extra\"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]\n"},
 		{"alice", "collab-lease acquire 'acme/widgets 42", 1, "error: usage: unclosed single quote in \"'acme/widgets 42\"\n"},
 		{"alice", "rm -rf /", 1, "error: usage: unknown command \"rm\"; this server runs only collab-lease (try: collab-lease help)\n"},
 	}

@@ -50,6 +50,9 @@ type Config struct {
 	GiteaCustom string // Gitea's custom directory, for install (and doctor)
 	MaxTTL      time.Duration
 	LockDelay   time.Duration
+	// QuarantineAfter: quarantine an issue whose last that many claims
+	// each lapsed (0: never).
+	QuarantineAfter int
 	// FencePushes: keep a branch protection rule on every claimed pull
 	// request's head branch that lets only the holders push.
 	FencePushes bool
@@ -148,6 +151,7 @@ var settings = []setting{
 	{"max-sessions-per-account", "COLLAB_MAX_SESSIONS_PER_ACCOUNT", "64", "agent sessions (collab-lease session) one account may have open at once, over every replica (0: no cap)"},
 	{"priority-labels", "COLLAB_PRIORITY_LABELS", "", "labels next prefers, highest first, comma-separated (e.g. priority/critical,priority/high): the oldest issue of the highest priority there is goes first, issues with none of them last"},
 	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
+	{"quarantine-after", "COLLAB_QUARANTINE_AFTER", "0", "quarantine an issue whose last n claims each lapsed (expired, or lost with their session): next skips it, acquire refuses it but to a repository admin's --force, and it carries the Gitea label collab-lease/quarantined and one comment until the label is removed or an admin runs unquarantine (0: off; at most 100; the Gitea token needs write:issue)"},
 	{"fence-pushes", "COLLAB_FENCE_PUSHES", "false", "while a pull request, or an issue it closes, is claimed, let only the holder's account push to its head branch (a branch protection rule of the sidecar's; the Gitea token needs write:repository)"},
 	{"gate", "COLLAB_GATE", "false", "keep the gate, a pre-receive hook, in every repository under gitea-repo-root: Gitea then refuses a push to a claimed pull request's branch unless it carries the claim's current token (-o collab-lease=<issue>:<token>) from the holder's account (needs admin-listen)"},
 	{"gitea-repo-root", "COLLAB_GITEA_REPO_ROOT", "", "Gitea's repository root ([repository] ROOT of app.ini; read from <gitea-custom>/conf/app.ini if not given), for the gate"},
@@ -428,6 +432,7 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		{"max-claims-per-account", &c.MaxClaimsPerAccount, 0, 1 << 20},
 		{"max-reservations-per-holder", &c.MaxReservationsPerHolder, 0, 1 << 20},
 		{"max-sessions-per-account", &c.MaxSessionsPerAccount, 0, 1 << 20},
+		{"quarantine-after", &c.QuarantineAfter, 0, models.MaxQuarantineAfter},
 		{"max-conns-per-account", &c.MaxConnsPerAccount, 1, 1 << 20},
 		{"forge-rate-per-addr", &c.ForgeRatePerAddr, 0, 1 << 20},
 		{"event-streams-per-viewer", &c.StreamsPerViewer, 1, maxEventStreams},

@@ -34,6 +34,7 @@ type metrics struct {
 	nextReqs    prometheus.Histogram
 	fencePosts  *prometheus.CounterVec
 	fenceRules  *prometheus.CounterVec
+	quarantines *prometheus.CounterVec
 	gatePushes  *prometheus.CounterVec
 	gateRefused *prometheus.CounterVec
 	gateSecs    prometheus.Histogram
@@ -105,6 +106,10 @@ func newMetrics(store *models.Store) *metrics {
 		Name: "collab_lease_fence_push_rules_total",
 		Help: "Changes of the branch protection rules that fence pushes to claimed pull requests' branches, by outcome (made, updated, removed, failed: retried with backoff).",
 	}, []string{"outcome"})
+	m.quarantines = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "collab_lease_quarantine_forge_total",
+		Help: "What the quarantine told Gitea, by outcome (quarantined: labelled and commented; unlabelled: a lifted quarantine's label taken off; gone: the issue no longer exists; failed: retried with backoff).",
+	}, []string{"outcome"})
 	m.gatePushes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "collab_lease_gate_pushes_total",
 		Help: "Pushes the gate's hook asked about, by outcome (allowed, refused, invalid, unanswered: the ledger did not answer, and the hook did what gate-unreachable says).",
@@ -147,7 +152,7 @@ func newMetrics(store *models.Store) *metrics {
 		Help: "Times the PostgreSQL connection that hears the other replicas' changes (LISTEN) was lost; each is logged and made again. 0 on SQLite.",
 	}, func() float64 { return float64(store.ListensLost()) })
 	m.reg.MustRegister(offset, listensLost, m.ops, m.opSeconds, m.giteaReqs, m.giteaSecs, m.giteaErrors, m.sshConns, live,
-		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts, m.fenceRules,
+		m.deliveries, m.sweeps, m.repairs, m.nexts, m.nextTries, m.nextReqs, m.fencePosts, m.fenceRules, m.quarantines,
 		m.gatePushes, m.gateRefused, m.gateSecs, m.gateRenewed, m.gateInstall,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -192,6 +197,9 @@ func (m *metrics) watchStreams(count func() int) {
 		Help: "Live lease event streams (badges kept current) now open.",
 	}, func() float64 { return float64(count()) }))
 }
+
+// quarantined is lease.QuarantineOptions.Observe.
+func (m *metrics) quarantined(outcome string) { m.quarantines.WithLabelValues(outcome).Inc() }
 
 // fencePosted is fence.Options.Observe.
 func (m *metrics) fencePosted(outcome string) { m.fencePosts.WithLabelValues(outcome).Inc() }

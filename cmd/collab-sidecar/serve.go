@@ -58,7 +58,8 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		return fmt.Errorf("data-dir: %w", err)
 	}
 	limits := []models.Option{models.WithMaxTTL(cfg.MaxTTL), models.WithLockDelay(cfg.LockDelay),
-		models.WithClaimCaps(cfg.MaxClaimsPerHolder, cfg.MaxClaimsPerAccount), models.WithReservationCap(cfg.MaxReservationsPerHolder)}
+		models.WithClaimCaps(cfg.MaxClaimsPerHolder, cfg.MaxClaimsPerAccount), models.WithReservationCap(cfg.MaxReservationsPerHolder),
+		models.WithQuarantineAfter(cfg.QuarantineAfter)}
 	store, err := models.Open(cfg.DB, append(limits, models.WithClockStep(func(back time.Duration) {
 		log.Warn("the clock stepped back; the ledger keeps using its latest time until the clock catches up, so no expired lease comes back", "by", back.String())
 	}), models.WithListenLost(func(err error) {
@@ -118,6 +119,12 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 		// follow on SQLite).
 		{name: "replica changes", run: func(ctx context.Context) error { return changes.Follow(ctx, store, bus) }},
 		{name: "fence worker", run: fences.Run},
+	}
+	if cfg.QuarantineAfter > 0 {
+		log.Info("quarantining issues whose last claims each lapsed", "after", cfg.QuarantineAfter)
+		loops = append(loops, loop{name: "quarantine", run: func(ctx context.Context) error {
+			return leases.RunQuarantine(ctx, lease.QuarantineOptions{Observe: met.quarantined, Log: log.Warn})
+		}})
 	}
 	hs := newHTTPServer(cfg, nil, log)
 	repoCreated := func(repo string) {

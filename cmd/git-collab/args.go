@@ -67,7 +67,7 @@ var options = withMetas([]option{
 	{name: "--style", meta: "<style>", sidecar: true, text: "merge: how Gitea merges (default merge)"},
 	{name: "--delete-branch", sidecar: true, text: "merge: delete the pull request's branch once merged"},
 	{name: "--limit", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
-	{name: "--force", sidecar: true, text: "unclaim, unreserve: end someone else's (repository admins)"},
+	{name: "--force", sidecar: true, text: "admins: unclaim or unreserve others'; claim in quarantine"},
 	{name: "--issue", sidecar: true, text: "reserve, unreserve: the reservations of your claim on <n>"},
 	{name: "--shared", sidecar: true, text: "reserve: meets only others' exclusive reservations"},
 	{name: "--path", sidecar: true, text: "reservations: only those whose glob matches <path>"},

@@ -536,6 +536,8 @@ func adviceFor(req contract.Command, reply any) string {
 		return "Not an error: you hold as many claims as the sidecar allows. Finish and unclaim one of them first."
 	case *contract.Cooling:
 		return "Not an error: its last claim lapsed moments ago, and it stays its holder's until then. Pick other work, or claim it after until."
+	case *contract.Quarantined:
+		return "Not an error: its last claims each lapsed, so it is quarantined until a repository admin lifts it. Pick other work."
 	case *contract.Stale:
 		return "Not an error, but your claim is gone: do not merge or push under this token."
 	case *contract.Reservations:

@@ -102,6 +102,9 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 	case *contract.Cooling:
 		return rendered{stderr: fmt.Sprintf("%s cools down until %s: its last claim lapsed, and only its holder may claim it before then\n",
 			named(r.Repo, r.Issue), clock(time.Time(r.Until), now))}
+	case *contract.Quarantined:
+		return rendered{stderr: fmt.Sprintf("%s is quarantined since %s: its last claims each lapsed; a repository admin lifts it (collab-lease unquarantine, or removing its label in Gitea)\n",
+			named(r.Repo, r.Issue), clock(time.Time(r.Since), now))}
 	case *contract.Stale:
 		// The reply names the current token, not the one asked about.
 		if req.Verb == contract.VerbMerge {

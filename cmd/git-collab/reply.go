@@ -10,7 +10,7 @@ import (
 
 // decodeReply reads the sidecar's reply to req, sent with exit status code
 // (0 or 4), into the contract shape that verb answers with under that
-// status: *contract.Tenure, *contract.Conflict, *contract.Cooling,
+// status: *contract.Tenure, *contract.Conflict, *contract.Cooling, *contract.Quarantined,
 // *contract.Limit, *contract.None, *contract.Stale, *contract.Released,
 // *contract.HandedOff, *contract.List, *contract.History,
 // *contract.Merged, *contract.MergeRefused, *contract.MergeBusy,
@@ -103,6 +103,12 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return nil, err
 		}
 		return r, wantStatus(r.Status, code, contract.StatusStale)
+	case req.Verb == contract.VerbAcquire && bytes.Contains(body, []byte(`"status":"quarantined"`)):
+		r, err := decodeAs[contract.Quarantined](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusQuarantined)
 	case req.Verb == contract.VerbAcquire && bytes.Contains(body, []byte(`"status":"cooling"`)):
 		r, err := decodeAs[contract.Cooling](body)
 		if err != nil {

@@ -29,6 +29,9 @@ const (
 	VerbReserve      Verb = "reserve"
 	VerbUnreserve    Verb = "unreserve"
 	VerbReservations Verb = "reservations"
+	// VerbUnquarantine lifts an issue's quarantine (docs/ssh.md,
+	// Quarantine).
+	VerbUnquarantine Verb = "unquarantine"
 	VerbSession      Verb = "session"
 	VerbHelp         Verb = "help"
 )

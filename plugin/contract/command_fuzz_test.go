@@ -43,7 +43,7 @@ func FuzzParseCommand(f *testing.F) {
 			if cmd.Issue != 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: %s carries an issue", line, cmd, cmd.Verb)
 			}
-		case VerbAcquire, VerbRenew, VerbRelease, VerbCheck, VerbHistory, VerbHandoff, VerbMerge:
+		case VerbAcquire, VerbRenew, VerbRelease, VerbCheck, VerbHistory, VerbHandoff, VerbMerge, VerbUnquarantine:
 			if cmd.Issue <= 0 {
 				t.Fatalf("ParseCommand(%q) = %+v: issue not positive", line, cmd)
 			}
@@ -76,7 +76,7 @@ func FuzzParseCommand(f *testing.F) {
 			t.Fatalf("ParseCommand(%q) = %+v: bad reservation arguments", line, cmd)
 		case slices.ContainsFunc(cmd.Globs, func(g string) bool { return CheckGlob(g) != nil }):
 			t.Fatalf("ParseCommand(%q) = %+v: a glob CheckGlob refuses", line, cmd)
-		case cmd.Force && cmd.Verb != VerbRelease && cmd.Verb != VerbUnreserve:
+		case cmd.Force && cmd.Verb != VerbRelease && cmd.Verb != VerbUnreserve && cmd.Verb != VerbAcquire:
 			t.Fatalf("ParseCommand(%q) = %+v: force on %s", line, cmd, cmd.Verb)
 		case cmd.Verb == VerbCheck && cmd.Token <= 0, cmd.Token != 0 && cmd.Verb != VerbCheck && cmd.Verb != VerbMerge, cmd.Token < 0:
 			t.Fatalf("ParseCommand(%q) = %+v: bad token", line, cmd)

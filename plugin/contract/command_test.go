@@ -88,16 +88,16 @@ var parseCases = []parseCase{
 	{line: "collab-lease help --ttl 5m", err: `error: usage: help takes no arguments, got "--ttl"`},
 
 	// Arity.
-	{line: "collab-lease acquire", err: "error: usage: acquire needs <owner>/<repo>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
-	{line: "collab-lease acquire acme/widgets", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
-	{line: "collab-lease acquire acme/widgets --ttl 5m", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
+	{line: "collab-lease acquire", err: "error: usage: acquire needs <owner>/<repo>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]"},
+	{line: "collab-lease acquire acme/widgets", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]"},
+	{line: "collab-lease acquire acme/widgets --ttl 5m", err: "error: usage: acquire needs <issue>; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]"},
 	{line: "collab-lease release acme/widgets", err: "error: usage: release needs <issue>; expected: collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]"},
 	{line: "collab-lease renew", err: "error: usage: renew needs <owner>/<repo>; expected: collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]"},
 	{line: "collab-lease list", err: "error: usage: list needs <owner>/<repo>; expected: collab-lease list <owner>/<repo> [--agent <name>]"},
-	{line: "collab-lease acquire acme/widgets 42 43", err: `error: usage: unexpected argument "43"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
+	{line: "collab-lease acquire acme/widgets 42 43", err: `error: usage: unexpected argument "43"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
 	{line: "collab-lease release acme/widgets 42 now", err: `error: usage: unexpected argument "now"; expected: collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]`},
 	{line: "collab-lease list acme/widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease list <owner>/<repo> [--agent <name>]`},
-	{line: "collab-lease acquire acme widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
+	{line: "collab-lease acquire acme widgets 42", err: `error: usage: unexpected argument "42"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
 
 	// --ttl placement and shape.
 	{line: "collab-lease renew acme/widgets 42", err: "error: usage: renew needs --ttl <dur>; expected: collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]"},
@@ -107,8 +107,10 @@ var parseCases = []parseCase{
 	{line: "collab-lease acquire acme/widgets 42 --ttl=", err: "error: usage: --ttl is empty; use whole seconds (300) or a Go duration (90s, 30m, 2h)"},
 	{line: "collab-lease acquire acme/widgets 42 --ttl 5m --ttl 6m", err: "error: usage: --ttl given more than once"},
 	{line: "collab-lease acquire acme/widgets 42 --ttl=5m --ttl=5m", err: "error: usage: --ttl given more than once"},
-	{line: "collab-lease acquire acme/widgets 42 --force", err: "error: usage: acquire takes no --force; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
-	{line: "collab-lease acquire acme/widgets 42 --frobnicate", err: `error: usage: unknown flag "--frobnicate"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
+	{line: "collab-lease acquire acme/widgets 42 --force", want: Command{Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 42, Force: true}},
+	{line: "collab-lease unquarantine acme/widgets 42", want: Command{Verb: VerbUnquarantine, Owner: "acme", Name: "widgets", Issue: 42}},
+	{line: "collab-lease unquarantine acme/widgets 42 --force", err: "error: usage: unquarantine takes no --force; expected: collab-lease unquarantine <owner>/<repo> <issue> [--agent <name>]"},
+	{line: "collab-lease acquire acme/widgets 42 --frobnicate", err: `error: usage: unknown flag "--frobnicate"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
 
 	// The agent verbs (docs/ssh.md, The agent verbs).
 	{line: "collab-lease acquire acme/widgets 42 --wait 5m", want: Command{Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 42, Wait: 5 * time.Minute}},
@@ -178,11 +180,11 @@ var parseCases = []parseCase{
 	{line: "collab-lease reservations acme/widgets --path src/auth/login.go", want: Command{Verb: VerbReservations, Owner: "acme", Name: "widgets", Path: "src/auth/login.go"}},
 	{line: "collab-lease reservations acme/widgets src/", err: `error: usage: unexpected argument "src/"; expected: collab-lease reservations <owner>/<repo> [--path <path>] [--agent <name>]`},
 	{line: "collab-lease reservations acme/widgets --path src/", err: `error: usage: --path "src/" has an empty segment`},
-	{line: "collab-lease acquire acme/widgets 7 --issue 8", err: "error: usage: acquire takes no --issue; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
+	{line: "collab-lease acquire acme/widgets 7 --issue 8", err: "error: usage: acquire takes no --issue; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]"},
 	{line: "collab-lease merge acme/widgets 7 --ttl 5m", err: "error: usage: merge takes no --ttl; expected: collab-lease merge <owner>/<repo> <pull> [--token <n>] [--style merge|rebase|rebase-merge|squash|fast-forward-only] [--delete-branch] [--wait <dur>] [--agent <name>]"},
-	{line: "collab-lease acquire acme/widgets 7 --style squash", err: "error: usage: acquire takes no --style; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
+	{line: "collab-lease acquire acme/widgets 7 --style squash", err: "error: usage: acquire takes no --style; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]"},
 	{line: "collab-lease handoff acme/widgets 42 --to bob/", err: `error: usage: --to "bob/": the agent must be 1 to 40 of A-Z a-z 0-9 . _ - starting with a letter or digit`},
-	{line: "collab-lease acquire acme/widgets 42 --oldest", err: "error: usage: acquire takes no --oldest; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]"},
+	{line: "collab-lease acquire acme/widgets 42 --oldest", err: "error: usage: acquire takes no --oldest; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]"},
 	{line: "collab-lease check acme/widgets 42 --token 3 --agent x", want: Command{Verb: VerbCheck, Owner: "acme", Name: "widgets", Issue: 42, Token: 3, Agent: "x"}},
 	{line: "collab-lease history acme/widgets 42 --agent x", want: Command{Verb: VerbHistory, Owner: "acme", Name: "widgets", Issue: 42, Limit: DefaultHistoryLimit, Agent: "x"}},
 	{line: "collab-lease acquire acme/widgets 42 --agent " + strings.Repeat("a", MaxAgentLen), want: Command{Verb: VerbAcquire, Owner: "acme", Name: "widgets", Issue: 42, Agent: strings.Repeat("a", MaxAgentLen)}},
@@ -198,11 +200,11 @@ var parseCases = []parseCase{
 	{line: "collab-lease history acme/widgets 42 --limit 0", err: `error: usage: --limit must be a positive number, got "0"`},
 	{line: "collab-lease history acme/widgets 42 --ttl 5m", err: "error: usage: history takes no --ttl; expected: collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
 	{line: "collab-lease history acme/widgets", err: "error: usage: history needs <issue>; expected: collab-lease history <owner>/<repo> <issue> [--limit <n>] [--agent <name>]"},
-	{line: "collab-lease acquire acme/widgets 42 -t 5m", err: `error: usage: unknown flag "-t"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
-	{line: "collab-lease acquire acme/widgets 42 --TTL 5m", err: `error: usage: unknown flag "--TTL"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
-	{line: "collab-lease acquire acme/widgets 42 --ttl-x=5m", err: `error: usage: unknown flag "--ttl-x=5m"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
-	{line: "collab-lease acquire acme/widgets 42 -- 5m", err: `error: usage: unknown flag "--"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
-	{line: "collab-lease acquire acme/widgets 42 -", err: `error: usage: unknown flag "-"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]`},
+	{line: "collab-lease acquire acme/widgets 42 -t 5m", err: `error: usage: unknown flag "-t"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
+	{line: "collab-lease acquire acme/widgets 42 --TTL 5m", err: `error: usage: unknown flag "--TTL"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
+	{line: "collab-lease acquire acme/widgets 42 --ttl-x=5m", err: `error: usage: unknown flag "--ttl-x=5m"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
+	{line: "collab-lease acquire acme/widgets 42 -- 5m", err: `error: usage: unknown flag "--"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
+	{line: "collab-lease acquire acme/widgets 42 -", err: `error: usage: unknown flag "-"; expected: collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]`},
 	{line: "collab-lease list acme/widgets -1", err: `error: usage: unknown flag "-1"; expected: collab-lease list <owner>/<repo> [--agent <name>]`},
 
 	// <dur> values.
@@ -589,7 +591,7 @@ func TestFormatTTL(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	lines := strings.Split(Usage, "\n")
-	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbMerge, VerbReserve, VerbUnreserve, VerbReservations, VerbSession, VerbHelp}
+	verbs := []Verb{VerbAcquire, VerbRenew, VerbRelease, VerbList, VerbNext, VerbCheck, VerbHistory, VerbHandoff, VerbMerge, VerbReserve, VerbUnreserve, VerbReservations, VerbUnquarantine, VerbSession, VerbHelp}
 	if len(lines) != len(verbs)+1 || lines[len(verbs)] != "" {
 		t.Fatalf("Usage is not one line per verb and a trailing newline: %q", Usage)
 	}

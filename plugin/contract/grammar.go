@@ -46,7 +46,7 @@ func (a Arg) variadic() bool { return a == ArgGlobs || a == ArgSomeGlobs }
 // syntaxes are the verbs, in the order Usage lists them. Help takes
 // nothing, and ParseCommand reads it itself.
 var syntaxes = []Syntax{
-	{VerbAcquire, issueArgs, []string{"--ttl", "--wait", "--agent"}, nil},
+	{VerbAcquire, issueArgs, []string{"--ttl", "--wait", "--force", "--agent"}, nil},
 	{VerbRenew, issueArgs, []string{"--ttl", "--agent"}, []string{"--ttl"}},
 	{VerbRelease, issueArgs, []string{"--force", "--agent"}, nil},
 	{VerbList, repoArgs, []string{"--agent"}, nil},
@@ -58,6 +58,7 @@ var syntaxes = []Syntax{
 	{VerbReserve, []Arg{ArgRepo, ArgGlobs}, []string{"--issue", "--shared", "--ttl", "--agent"}, nil},
 	{VerbUnreserve, []Arg{ArgRepo, ArgSomeGlobs}, []string{"--issue", "--force", "--agent"}, nil},
 	{VerbReservations, repoArgs, []string{"--path", "--agent"}, nil},
+	{VerbUnquarantine, issueArgs, []string{"--agent"}, nil},
 	{VerbSession, nil, []string{"--agent", "--grace", "--resume"}, nil},
 	{VerbHelp, nil, nil, nil},
 }

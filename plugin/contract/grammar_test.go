@@ -17,7 +17,7 @@ func verbGrammar(v Verb) string {
 // The usage texts as they were written out by hand before the grammar
 // became rows: Usage, and each verb's line as error messages quote it.
 // What the rows make must stay these bytes.
-const handWrittenUsage = `collab-lease acquire      <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]
+const handWrittenUsage = `collab-lease acquire      <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]
 collab-lease renew        <owner>/<repo> <issue> --ttl <dur> [--agent <name>]
 collab-lease release      <owner>/<repo> <issue> [--force] [--agent <name>]
 collab-lease list         <owner>/<repo> [--agent <name>]
@@ -29,12 +29,13 @@ collab-lease merge        <owner>/<repo> <pull> [--token <n>] [--style merge|reb
 collab-lease reserve      <owner>/<repo> <glob>... [--issue <n>] [--shared] [--ttl <dur>] [--agent <name>]
 collab-lease unreserve    <owner>/<repo> [<glob>...] [--issue <n>] [--force] [--agent <name>]
 collab-lease reservations <owner>/<repo> [--path <path>] [--agent <name>]
+collab-lease unquarantine <owner>/<repo> <issue> [--agent <name>]
 collab-lease session      [--agent <name>] [--grace <dur>] [--resume <id>]
 collab-lease help
 `
 
 var handWrittenLines = map[Verb]string{
-	VerbAcquire:      "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--agent <name>]",
+	VerbAcquire:      "collab-lease acquire <owner>/<repo> <issue> [--ttl <dur>] [--wait <dur>] [--force] [--agent <name>]",
 	VerbRenew:        "collab-lease renew <owner>/<repo> <issue> --ttl <dur> [--agent <name>]",
 	VerbRelease:      "collab-lease release <owner>/<repo> <issue> [--force] [--agent <name>]",
 	VerbList:         "collab-lease list <owner>/<repo> [--agent <name>]",
@@ -46,6 +47,7 @@ var handWrittenLines = map[Verb]string{
 	VerbReserve:      "collab-lease reserve <owner>/<repo> <glob>... [--issue <n>] [--shared] [--ttl <dur>] [--agent <name>]",
 	VerbUnreserve:    "collab-lease unreserve <owner>/<repo> [<glob>...] [--issue <n>] [--force] [--agent <name>]",
 	VerbReservations: "collab-lease reservations <owner>/<repo> [--path <path>] [--agent <name>]",
+	VerbUnquarantine: "collab-lease unquarantine <owner>/<repo> <issue> [--agent <name>]",
 	VerbSession:      "collab-lease session [--agent <name>] [--grace <dur>] [--resume <id>]",
 	VerbHelp:         "collab-lease help",
 }

@@ -18,6 +18,12 @@ const (
 	StatusCooling   = "cooling" // acquire: the issue's claim lapsed less than the lock-delay ago (exit 4)
 	StatusLimit     = "limit"   // acquire, next: the caller holds as many claims as its cap allows (exit 4)
 	StatusHandedOff = "handed_off"
+	// StatusQuarantined: acquire of an issue whose last claims each
+	// lapsed (exit 4).
+	StatusQuarantined = "quarantined"
+	// StatusUnquarantined: unquarantine (exit 0), also of an issue that
+	// was not quarantined.
+	StatusUnquarantined = "unquarantined"
 )
 
 // The reasons a tenure ended, in History (docs/ssh.md, The agent verbs).
@@ -62,6 +68,31 @@ type Cooling struct {
 	Repo   string `json:"repo"`
 	Issue  int64  `json:"issue"`
 	Until  Time   `json:"until"`
+}
+
+// Quarantined answers an acquire of a quarantined issue (exit 4): its
+// last claims each ended involuntarily (expired or session_lost), the
+// last of them at Since; it stays so until a repository admin lifts it
+// (unquarantine, or removing the label in Gitea). A repository admin's
+// acquire --force takes it all the same.
+//
+//	{"status":"quarantined","repo":"acme/widgets","issue":42,"since":"2026-09-05T12:05:00Z"}
+type Quarantined struct {
+	Status string `json:"status"` // StatusQuarantined
+	Repo   string `json:"repo"`
+	Issue  int64  `json:"issue"`
+	Since  Time   `json:"since"`
+}
+
+// Unquarantined answers unquarantine (exit 0): Lifted says whether the
+// issue was quarantined.
+//
+//	{"status":"unquarantined","repo":"acme/widgets","issue":42,"lifted":true}
+type Unquarantined struct {
+	Status string `json:"status"` // StatusUnquarantined
+	Repo   string `json:"repo"`
+	Issue  int64  `json:"issue"`
+	Lifted bool   `json:"lifted"`
 }
 
 // HandedOff answers a handoff (exit 0): the target's new tenure, and

@@ -21,6 +21,9 @@ const (
 	// EventPullChanged: a pull request opened, edited (title or body) or
 	// pushed to; what it is linked to, or its head, may have changed.
 	EventPullChanged EventKind = "pull_changed"
+	// EventLabels: the labels of an issue or pull request changed; it
+	// changes no lease, but removing the quarantine's label lifts it.
+	EventLabels EventKind = "labels"
 )
 
 // Event is one thing the forge says happened to an issue (or to a
@@ -40,6 +43,8 @@ type Event struct {
 	// Pull is what the forge says of the pull request Number now, for an
 	// event about a pull request (nil otherwise).
 	Pull *PullEvent
+	// Labels are the names of the issue's labels after an EventLabels.
+	Labels []string
 }
 
 // PullEvent is a pull request as a webhook delivery describes it.

@@ -88,6 +88,13 @@ type IssueFilter struct {
 	Oldest bool
 }
 
+// Label is a label of a repository's issues, as the sidecar makes one.
+type Label struct {
+	Name        string
+	Color       string // "#rrggbb"
+	Description string
+}
+
 // CommitStatus is a status the sidecar sets on a commit (Gitea's commit
 // statuses; a required one gates merges on a protected branch).
 type CommitStatus struct {

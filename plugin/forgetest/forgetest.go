@@ -6,7 +6,8 @@
 // forge. It counts calls and records whom each was asked as, so tests can
 // check what reached the forge, and a hook lets a test hold, watch or fail
 // calls as they arrive. Its branch protection rules, for the push fence,
-// are in branchrules.go. The real Gitea is exercised in plugin/gitea and
+// are in branchrules.go; the labels and comments a quarantine puts on
+// issues, in labels.go. The real Gitea is exercised in plugin/gitea and
 // integration/.
 package forgetest
 
@@ -75,6 +76,10 @@ type Forge struct {
 	statuses map[string][]forge.CommitStatus // lower-case "owner/name@sha" -> posted, oldest first
 	rules    map[string][]forge.BranchRule   // lower-case "owner/name" -> its branch protection rules
 	teams    map[string][]string             // lower-case org + "/" + team -> its members
+	// The quarantine's (labels.go): the labels made in each repository
+	// (lower-case "owner/name"), and the comments of each issue.
+	repoLabels map[string][]forge.Label
+	comments   map[string][]string
 	// ruleClock counts the rules made, for their creation times.
 	ruleClock int64
 	down      bool
@@ -98,7 +103,7 @@ type Hook func(ctx context.Context, method string) error
 func New() *Forge {
 	return &Forge{users: map[string]forge.User{}, disabled: map[int64]bool{}, keys: map[string]int64{}, tokens: map[string]token{},
 		repos: map[string]*repo{}, issues: map[string]forge.Issue{}, labels: map[string][]string{}, deps: map[string][]int64{}, statuses: map[string][]forge.CommitStatus{},
-		rules: map[string][]forge.BranchRule{}, teams: map[string][]string{}, calls: map[string]int{}, asked: map[string][]string{}}
+		rules: map[string][]forge.BranchRule{}, teams: map[string][]string{}, repoLabels: map[string][]forge.Label{}, comments: map[string][]string{}, calls: map[string]int{}, asked: map[string][]string{}}
 }
 
 // AddUser creates an account and returns it.

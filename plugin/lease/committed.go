@@ -218,3 +218,37 @@ func (c committed) Unreserve(ctx context.Context, repoID int64, h models.Holder,
 func (c committed) PruneReservations(ctx context.Context) (int64, error) {
 	return c.Ledger.PruneReservations(ctx)
 }
+
+func (c committed) AcquireForced(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, obs models.Observed) (models.Lease, error) {
+	l, err := c.Ledger.AcquireForced(ctx, k, h, ttl, obs)
+	if err == nil {
+		c.publish(changes.Change{Key: k})
+	}
+	return l, err
+}
+
+// RecordQuarantine publishes the issue once its quarantine is recorded:
+// no lease changed, but what the issue's readers show of it did.
+func (c committed) RecordQuarantine(ctx context.Context, k models.Key) (models.Quarantine, bool, error) {
+	q, recorded, err := c.Ledger.RecordQuarantine(ctx, k)
+	if err == nil && recorded {
+		c.publish(changes.Change{Key: k})
+	}
+	return q, recorded, err
+}
+
+// LiftQuarantine publishes a lift as an ending: the issue may be claimed
+// again, so the waiters of next --wait look again.
+func (c committed) LiftQuarantine(ctx context.Context, k models.Key, labelGone bool) (bool, error) {
+	lifted, err := c.Ledger.LiftQuarantine(ctx, k, labelGone)
+	if err == nil && lifted {
+		c.publish(changes.Change{Key: k, Ended: true})
+	}
+	return lifted, err
+}
+
+// MarkQuarantineForged records what the forge was told of a quarantine:
+// nothing anyone reads of a lease changes, so nothing is published.
+func (c committed) MarkQuarantineForged(ctx context.Context, k models.Key, token int64, labeled bool) error {
+	return c.Ledger.MarkQuarantineForged(ctx, k, token, labeled)
+}

@@ -21,6 +21,7 @@ var ledgerReads = map[string]bool{
 	"LiveRepos": true, "PullsLinkedTo": true, "PullOf": true, "OpenPulls": true, "Leases": true,
 	"SessionEpoch": true, "SessionLeases": true, "Gate": true, "TenureTTL": true,
 	"Reservations": true, "ClaimReservations": true,
+	"QuarantineOf": true, "QuarantinesToForge": true, "LapsedUnquarantined": true,
 }
 
 // Every write of the Ledger has its own method in committed.go, so none
@@ -139,6 +140,16 @@ func (succeeding) Unreserve(context.Context, int64, models.Holder, []string, int
 	return []models.Reservation{{RepoID: 1, Glob: "a"}}, nil
 }
 func (succeeding) PruneReservations(context.Context) (int64, error) { return 1, nil }
+func (succeeding) AcquireForced(context.Context, models.Key, models.Holder, time.Duration, models.Observed) (models.Lease, error) {
+	return models.Lease{}, nil
+}
+func (succeeding) RecordQuarantine(context.Context, models.Key) (models.Quarantine, bool, error) {
+	return models.Quarantine{}, true, nil
+}
+func (succeeding) LiftQuarantine(context.Context, models.Key, bool) (bool, error) { return true, nil }
+func (succeeding) MarkQuarantineForged(context.Context, models.Key, int64, bool) error {
+	return nil
+}
 func (succeeding) Handoff(context.Context, models.Key, models.Holder, models.Holder, bool) (models.Lease, models.Lease, error) {
 	return models.Lease{}, models.Lease{}, nil
 }
@@ -177,8 +188,12 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 		"Reserve": func() {
 			_, _ = l.Reserve(ctx, models.Reserve{RepoID: 1, Holder: h, Globs: []string{"a"}, TTL: time.Minute})
 		},
-		"Unreserve":         func() { _, _ = l.Unreserve(ctx, 1, h, nil, 0, false) },
-		"PruneReservations": func() { _, _ = l.PruneReservations(ctx) },
+		"Unreserve":            func() { _, _ = l.Unreserve(ctx, 1, h, nil, 0, false) },
+		"PruneReservations":    func() { _, _ = l.PruneReservations(ctx) },
+		"AcquireForced":        func() { _, _ = l.AcquireForced(ctx, k, h, 0, models.Observed{}) },
+		"RecordQuarantine":     func() { _, _, _ = l.RecordQuarantine(ctx, k) },
+		"LiftQuarantine":       func() { _, _ = l.LiftQuarantine(ctx, k, false) },
+		"MarkQuarantineForged": func() { _ = l.MarkQuarantineForged(ctx, k, 1, true) },
 	}
 	typ := reflect.TypeFor[Ledger]()
 	for i := range typ.NumMethod() {
@@ -195,13 +210,13 @@ func TestEveryCommittedWritePublishes(t *testing.T) {
 		call()
 		switch {
 		case name == "EndSessions" || name == "OpenSession" || name == "ResumeSession" || name == "Heartbeat" ||
-			name == "TakeMergeTicket" || name == "DropMergeTicket" || name == "PruneReservations":
+			name == "TakeMergeTicket" || name == "DropMergeTicket" || name == "PruneReservations" || name == "MarkQuarantineForged":
 			if len(sets) != 0 {
 				t.Errorf("%s published %+v; it changes no lease", name, sets)
 			}
 		case len(sets) != 1 || sets[0].Origin != changes.Committed || len(sets[0].Changes) == 0:
 			t.Errorf("%s published %+v, want one committed set", name, sets)
-		case name == "EndIssue" || name == "EndRepo" || name == "Release" || name == "ForceRelease" || name == "EndSession":
+		case name == "EndIssue" || name == "EndRepo" || name == "Release" || name == "ForceRelease" || name == "EndSession" || name == "LiftQuarantine":
 			if !sets[0].Changes[0].Ended || sets[0].Changes[0].Key != k {
 				t.Errorf("%s published %+v, want the ended lease first", name, sets[0])
 			}

@@ -65,8 +65,9 @@ func (e *WriteRequiredError) Error() string {
 // contract.Conflict (held, not_holder: the live holder is named only on a
 // number the caller may read), contract.None (next found nothing),
 // contract.Stale (check: not the live tenure's token), contract.Cooling
-// (acquire of an issue in its lock-delay) and contract.Limit (a claim past
-// a work-in-progress cap).
+// (acquire of an issue in its lock-delay), contract.Quarantined (acquire
+// of a quarantined issue) and contract.Limit (a claim past a
+// work-in-progress cap).
 type ConflictError struct {
 	Reply any
 }
@@ -81,6 +82,8 @@ func (e *ConflictError) Status() string {
 	case contract.Stale:
 		return r.Status
 	case contract.Cooling:
+		return r.Status
+	case contract.Quarantined:
 		return r.Status
 	case contract.Limit:
 		return r.Status
@@ -113,6 +116,8 @@ func (e *ConflictError) Error() string {
 		return fmt.Sprintf("%s: %s#%d", r.Status, r.Repo, r.Issue)
 	case contract.Cooling:
 		return fmt.Sprintf("%s: %s#%d until %s", r.Status, r.Repo, r.Issue, time.Time(r.Until).UTC().Format(time.RFC3339))
+	case contract.Quarantined:
+		return fmt.Sprintf("%s: %s#%d since %s", r.Status, r.Repo, r.Issue, time.Time(r.Since).UTC().Format(time.RFC3339))
 	case contract.Limit:
 		return fmt.Sprintf("%s: %s holds %d claims, its cap of %d", r.Status, r.Scope, r.Live, r.Limit)
 	}

@@ -69,6 +69,8 @@ func (s *Service) apply(ctx context.Context, e forge.Event) (Applied, error) {
 		return s.ledger.EndRepo(ctx, e.RepoID, e.Delivery)
 	case forge.EventPullChanged:
 		return Applied{}, nil // only what it says of the pull request matters (recordPull)
+	case forge.EventLabels:
+		return Applied{}, s.labelsChanged(ctx, e) // quarantine.go
 	}
 	return Applied{}, fmt.Errorf("apply forge event %q: %w", e.Kind, ErrInvalid)
 }

@@ -59,4 +59,16 @@ type Forge interface {
 	// or pull request that is still open (Gitea's "depends on"), as the
 	// sidecar's admin sees it.
 	Blocked(ctx context.Context, owner, name string, n int64) (bool, error)
+	// The quarantine's side at the forge (quarantine.go), all as the
+	// sidecar's admin. LabelIssue puts label l on issue n of
+	// owner/name, making it in the repository first if it has no label
+	// of that name; UnlabelIssue takes the label named label off it
+	// (not on it: no error); IssueLabels are the names of its labels.
+	LabelIssue(ctx context.Context, owner, name string, n int64, l forge.Label) error
+	UnlabelIssue(ctx context.Context, owner, name string, n int64, label string) error
+	IssueLabels(ctx context.Context, owner, name string, n int64) ([]string, error)
+	// CommentOnce posts body on issue n of owner/name, unless one of its
+	// comments holds mark already (a retry after a post whose answer was
+	// lost posts nothing twice).
+	CommentOnce(ctx context.Context, owner, name string, n int64, mark, body string) error
 }

@@ -20,12 +20,25 @@ import (
 // Acquire claims issue n of owner/name for v (docs/ssh.md, Rules worth knowing): ttl 0 is
 // open-ended. The issue must exist, be open and be of a unit v may write.
 func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n int64, ttl time.Duration) (contract.Tenure, error) {
+	return s.acquire(ctx, v, owner, name, n, ttl, false)
+}
+
+// acquire is Acquire, or with force a repository admin's acquire that
+// overrides the issue's quarantine (quarantine.go).
+func (s *Service) acquire(ctx context.Context, v Viewer, owner, name string, n int64, ttl time.Duration, force bool) (contract.Tenure, error) {
 	if v.Anonymous() {
 		return contract.Tenure{}, fmt.Errorf("acquire: %w: no account", ErrInvalid)
 	}
 	r, err := s.repo(ctx, v, owner, name)
 	if err != nil {
 		return contract.Tenure{}, err
+	}
+	write := s.ledger.Acquire
+	if force {
+		if err := mayForce(r); err != nil {
+			return contract.Tenure{}, err
+		}
+		write = s.ledger.AcquireForced
 	}
 	k := models.Key{RepoID: r.ID, Issue: n}
 	for remembered := true; ; remembered = false {
@@ -37,7 +50,7 @@ func (s *Service) Acquire(ctx context.Context, v Viewer, owner, name string, n i
 			return contract.Tenure{}, err
 		}
 		done := v.Session.writing(k)
-		l, err := s.ledger.Acquire(ctx, k, v.holder(), ttl, obs)
+		l, err := write(ctx, k, v.holder(), ttl, obs)
 		done()
 		switch {
 		case errors.Is(err, models.ErrClosed) && from == fromMemory:
@@ -281,9 +294,12 @@ func conflict(r forge.Repo, n int64, v Viewer, err error) error {
 	var notHolder *models.NotHolderError
 	var cooling *models.CoolingError
 	var limit *models.LimitError
+	var quarantined *models.QuarantinedError
 	switch {
 	case errors.Is(err, models.ErrClosed):
 		return fmt.Errorf("%s#%d: %w", r.FullName, n, ErrIssueClosed)
+	case errors.As(err, &quarantined):
+		return &ConflictError{Reply: contract.Quarantined{Status: contract.StatusQuarantined, Repo: r.FullName, Issue: n, Since: contract.Time(quarantined.Since)}}
 	case errors.As(err, &limit):
 		return limitConflict(r, &n, v, limit)
 	case errors.As(err, &cooling):

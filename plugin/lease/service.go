@@ -60,6 +60,14 @@ type Ledger interface {
 	Reservations(ctx context.Context, repoID int64, path string) ([]models.Reservation, error)
 	ClaimReservations(ctx context.Context, k models.Key) ([]models.Reservation, error)
 	PruneReservations(ctx context.Context) (int64, error)
+	// Quarantine (quarantine.go; models' quarantine.go).
+	AcquireForced(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, obs models.Observed) (models.Lease, error)
+	QuarantineOf(ctx context.Context, k models.Key) (models.Quarantine, error)
+	RecordQuarantine(ctx context.Context, k models.Key) (models.Quarantine, bool, error)
+	LiftQuarantine(ctx context.Context, k models.Key, labelGone bool) (bool, error)
+	MarkQuarantineForged(ctx context.Context, k models.Key, token int64, labeled bool) error
+	QuarantinesToForge(ctx context.Context) ([]models.Key, error)
+	LapsedUnquarantined(ctx context.Context) ([]models.Key, error)
 }
 
 var _ Ledger = (*models.Store)(nil)
@@ -140,6 +148,9 @@ type Service struct {
 	conflictTest ConflictTest
 	mergeBound   time.Duration
 	mergeRecheck time.Duration
+	// quarantine is the worker that tells the forge of quarantines
+	// (quarantine.go), fed by the bus while RunQuarantine runs.
+	quarantine *quarantineWork
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
@@ -193,7 +204,8 @@ func NewService(forge Forge, ledger Ledger, bus *changes.Bus, hub *live.Hub, opt
 	s := &Service{forge: forge, bus: bus, hub: hub, recheck: hub.Options().Recheck, now: time.Now, after: changes.RealAfter, issueTTL: DefaultIssueTTL,
 		waits: newWaits(DefaultWaitersPerIssue, DefaultWaiters), nextWaits: newNextWaits(DefaultWaiters), next: newNextCache(DefaultNextListTTL, DefaultNextCacheTTL),
 		maxSessions: DefaultMaxSessionsPerAccount, sessions: newSessionIndex(), openIssues: newOpenIssues(defaultOpenIssues),
-		mergeWaits: newMergeWaits(DefaultWaiters), mergeBound: contract.MergeTicketMax, mergeRecheck: MergeRecheck}
+		mergeWaits: newMergeWaits(DefaultWaiters), mergeBound: contract.MergeTicketMax, mergeRecheck: MergeRecheck,
+		quarantine: newQuarantineWork()}
 	for _, o := range opts {
 		o(s)
 	}
@@ -205,5 +217,6 @@ func NewService(forge Forge, ledger Ledger, bus *changes.Bus, hub *live.Hub, opt
 	s.bus.Subscribe(s.waits.heard)
 	s.bus.Subscribe(s.nextWaits.heard)
 	s.bus.Subscribe(s.sessions.heard)
+	s.bus.Subscribe(s.quarantine.heard)
 	return s, nil
 }

@@ -204,7 +204,18 @@ func (s *Service) Waiters() int {
 // the holder), once when it starts waiting and again whenever that
 // changes. told runs on the caller's goroutine; nil tells nothing.
 func (s *Service) AcquireWaitTold(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error) {
-	t, err := s.Acquire(ctx, v, owner, name, n, ttl)
+	return s.acquireWaitTold(ctx, v, owner, name, n, ttl, wait, told, false)
+}
+
+// ForceAcquireWaitTold is AcquireWaitTold for a repository admin, whose
+// acquire overrides the issue's quarantine (acquire --force); anyone
+// else is refused, quarantined or not.
+func (s *Service) ForceAcquireWaitTold(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int)) (contract.Tenure, error) {
+	return s.acquireWaitTold(ctx, v, owner, name, n, ttl, wait, told, true)
+}
+
+func (s *Service) acquireWaitTold(ctx context.Context, v Viewer, owner, name string, n int64, ttl, wait time.Duration, told func(ahead int), force bool) (contract.Tenure, error) {
+	t, err := s.acquire(ctx, v, owner, name, n, ttl, force)
 	var held *ConflictError
 	if wait <= 0 || !errors.As(err, &held) || !waitable(held) {
 		return t, err
@@ -215,7 +226,7 @@ func (s *Service) AcquireWaitTold(ctx context.Context, v Viewer, owner, name str
 	}
 	k := models.Key{RepoID: r.ID, Issue: n}
 	return waitTurns(ctx, s.after, s.waits, k, fmt.Sprintf("%s#%d", r.FullName, n), wait, 0, told, waitTurn[contract.Tenure]{
-		try: func() (contract.Tenure, error) { return s.Acquire(ctx, v, owner, name, n, ttl) },
+		try: func() (contract.Tenure, error) { return s.acquire(ctx, v, owner, name, n, ttl, force) },
 		again: func(err error) bool {
 			if !errors.As(err, &held) || !waitable(held) {
 				return false
