@@ -92,7 +92,8 @@ func resLinRun(t *testing.T, clock *linClock, stores []*Store, clients, opsPerCl
 				in.Kind = leasemodel.Release
 			case r < 12:
 				in.Kind = leasemodel.Reserve
-				in.Globs = 1<<rng.Intn(len(resLinGlobs)) | 1<<rng.Intn(len(resLinGlobs))
+				a, b := rng.Intn(len(resLinGlobs)), rng.Intn(len(resLinGlobs))
+				in.Globs = 1<<a | 1<<b
 				in.Shared = rng.Intn(4) == 0
 				switch q := rng.Intn(8); {
 				case q < 3:

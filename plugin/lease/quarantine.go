@@ -143,15 +143,6 @@ func (w *quarantineWork) signal() {
 	}
 }
 
-func (w *quarantineWork) add(ks ...models.Key) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, k := range ks {
-		w.keys[k] = struct{}{}
-	}
-	w.signal()
-}
-
 func (w *quarantineWork) take() (map[models.Key]struct{}, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
