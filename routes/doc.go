@@ -1,7 +1,7 @@
 // Package routes holds the sidecar's gin HTTP handlers: the lease API (reads,
 // and writes for API token holders), the live lease events as Server-Sent
 // Events, sign-in through Gitea's OAuth2 provider (the sidecar's own session
-// cookie), the badge assets (assets.go, with their CORS rules, cors.go) and
+// cookie), the board (an HTML page for people, board.go), the badge assets (assets.go, with their CORS rules, cors.go) and
 // a liveness probe; and, apart, for an address only operators reach,
 // readiness and metrics (admin.go).
 //

@@ -59,4 +59,10 @@ type Forge interface {
 	// or pull request that is still open (Gitea's "depends on"), as the
 	// sidecar's admin sees it.
 	Blocked(ctx context.Context, owner, name string, n int64) (bool, error)
+	// IssueTitles returns the titles of these numbers of owner/name, as
+	// the sidecar's admin sees them, for the board (which shows one only
+	// beside a claim its viewer may see). A number the forge does not know,
+	// or past what one call asks, has none; with an error, the titles
+	// found before it.
+	IssueTitles(ctx context.Context, owner, name string, numbers []int64) (map[int64]string, error)
 }
