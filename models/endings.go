@@ -16,10 +16,18 @@ import (
 //
 // The read works the endings out as the history does (tenures, in
 // history.go), over the issues the window touches: those with an event
-// since then, and those whose row lapsed since then and has not changed
-// (expiry is lazy: no event says it). It reads the repository's events
+// since then that may end a tenure (endingActions), and those whose row
+// lapsed since then and has not changed (expiry is lazy: no event says
+// it). It reads the repository's events
 // since then through the (repo_id, issue) index: its cost follows the
 // repository's history of the window, not its whole history.
+
+// endingActions are the events after which a tenure may have ended
+// against its holder's will: one taken over, or released too late (once
+// it had lapsed), or the endings that say so themselves. Acquires and
+// renewals end nothing, and handoffs and the forge's endings are no
+// such ending: an issue whose window holds only those is not looked at.
+var endingActions = []Action{ActionTakeover, ActionRelease, ActionForceRelease, ActionSessionLost, ActionExpire}
 
 // MaxInvoluntary bounds the endings, and the issues, one read looks at.
 const MaxInvoluntary = 200
@@ -60,7 +68,7 @@ func (s *Store) InvoluntaryEnds(ctx context.Context, repoID int64, since time.Ti
 	}
 	var byEvents []touched
 	if err := db.Model(&Event{}).Select("issue, MIN(token) AS token, MAX(at) AS last").
-		Where("repo_id = ? AND at >= ?", repoID, from).Group("issue").
+		Where("repo_id = ? AND at >= ? AND action IN ?", repoID, from, endingActions).Group("issue").
 		Order("last DESC").Limit(MaxInvoluntary).Scan(&byEvents).Error; err != nil {
 		return nil, fmt.Errorf("involuntary ends in %d: %w", repoID, mapDBError(err))
 	}

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"html"
 	"html/template"
 	"net/http"
 	"net/url"
@@ -37,13 +38,11 @@ const (
 var boardHTML string
 
 var boardTemplate = template.Must(template.New("board").Funcs(template.FuncMap{
-	"ms":     func(t any) int64 { return timeOf(t).UnixMilli() },
-	"span":   func(to, from any) string { return span(timeOf(to).Sub(timeOf(from))) },
-	"left":   expiryClass,
-	"who":    who,
-	"how":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
-	"short":  func(s string) string { return s[:min(len(s), 10)] },
-	"branch": func(ref string) string { return strings.TrimPrefix(ref, "refs/heads/") },
+	"ms":   func(t any) int64 { return timeOf(t).UnixMilli() },
+	"span": func(to, from any) string { return span(timeOf(to).Sub(timeOf(from))) },
+	"left": expiryClass,
+	"who":  who,
+	"how":  func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 }).Parse(boardHTML))
 
 // timeOf takes a time or a pointer to one (the template passes both).
@@ -119,6 +118,8 @@ type boardView struct {
 	Page, Pages       int
 	Prev, Next        string
 	Pushes            bool // a column of the last pushes
+	// Rows are the claims' rows, rendered by claimRow.
+	Rows []template.HTML
 }
 
 // IssueURL is the forge's page of an issue or pull request.
@@ -260,7 +261,58 @@ func (h *handler) boardView(c *gin.Context, b lease.Board, pageNo int) boardView
 	for _, cl := range b.Claims {
 		bv.Pushes = bv.Pushes || cl.Push != nil
 	}
+	now := h.now()
+	for _, cl := range b.Claims {
+		bv.Rows = append(bv.Rows, bv.claimRow(cl, now))
+	}
 	return bv
+}
+
+// claimRow renders one claim's row. It is written out here rather than
+// in the template: a board page holds up to a hundred of them, and the
+// template's reflection costs most of the page's time. Every value is
+// escaped.
+func (b boardView) claimRow(c lease.BoardClaim, now time.Time) template.HTML {
+	var w strings.Builder
+	e := html.EscapeString
+	ms := func(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
+	w.WriteString(`<tr data-issue="` + strconv.FormatInt(c.Number, 10) + `" data-holder="` + e(who(c.Holder, c.Agent)) + `" data-expires="`)
+	if c.ExpiresAt != nil {
+		w.WriteString(ms(*c.ExpiresAt))
+	}
+	w.WriteString(`" data-since="` + ms(c.AcquiredAt) + `">` + "\n")
+	w.WriteString(`<td><a href="` + e(b.IssueURL(c.BoardIssue)) + `">#` + strconv.FormatInt(c.Number, 10) + `</a>`)
+	if c.Pull {
+		w.WriteString(` <span class="cl-label">pull</span>`)
+	}
+	w.WriteString(` <span class="cl-title">` + e(c.Title) + "</span></td>\n")
+	w.WriteString(`<td data-label="Holder">` + e(c.Holder))
+	if c.Agent != "" {
+		w.WriteString(` <span class="cl-agent">· ` + e(c.Agent) + `</span>`)
+	}
+	w.WriteString("</td>\n" + `<td data-label="Token"><code>` + strconv.FormatInt(c.Token, 10) + "</code></td>\n")
+	w.WriteString(`<td data-label="Claimed for"><span data-age="` + ms(c.AcquiredAt) + `">` + span(now.Sub(c.AcquiredAt)) + "</span></td>\n")
+	if c.ExpiresAt != nil {
+		w.WriteString(`<td data-label="Expires in"><span data-left="` + ms(*c.ExpiresAt) + `" class="` + expiryClass(now, c.ExpiresAt) + `">` +
+			span(c.ExpiresAt.Sub(now)) + "</span></td>\n")
+	} else {
+		w.WriteString(`<td data-label="Expires in"><span class="cl-muted">open-ended</span></td>` + "\n")
+	}
+	w.WriteString(`<td data-label="Waiting">`)
+	if c.Waiters > 0 {
+		w.WriteString(strconv.Itoa(c.Waiters))
+	}
+	w.WriteString("</td>")
+	if b.Pushes {
+		w.WriteString("\n" + `<td data-label="Last push">`)
+		if p := c.Push; p != nil {
+			w.WriteString(`<code title="` + e(p.Commit) + `">` + e(p.Commit[:min(len(p.Commit), 10)]) + `</code> to ` +
+				e(strings.TrimPrefix(p.Ref, "refs/heads/")) + `, <span data-ago="` + ms(p.At) + `">` + span(now.Sub(p.At)) + `</span> ago`)
+		}
+		w.WriteString("</td>")
+	}
+	w.WriteString("\n</tr>")
+	return template.HTML(w.String()) // every value above is escaped
 }
 
 // render writes the page: HTML that no cache keeps (it is the viewer's),
@@ -275,6 +327,6 @@ func (h *handler) render(c *gin.Context, code int, p *boardPage) {
 	hd.Set("Cache-Control", "no-store")
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
-	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	hd.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 	c.Data(code, "text/html; charset=utf-8", buf.Bytes())
 }
