@@ -8,6 +8,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"io/fs"
 	"mime"
 	"path"
@@ -59,8 +60,12 @@ func (a Asset) HashedName() string {
 // Bundle is every embedded asset, by file name ("collab-lease.js").
 type Bundle map[string]Asset
 
-// Load reads and prepares the embedded files. It cannot fail at run time
-// unless the binary was built without them, which the tests catch.
+// Load reads and prepares the embedded files, the scripts without their
+// whole-line comments (stripComments). The badge script names the claim
+// buttons' script by its content-addressed name and its integrity
+// (linkClaim), so that the footer's pin on the badge script covers both.
+// It cannot fail at run time unless the binary was built without them,
+// which the tests catch.
 func Load() (Bundle, error) {
 	b := Bundle{}
 	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
@@ -71,8 +76,50 @@ func Load() (Bundle, error) {
 		if err != nil {
 			return err
 		}
+		if path.Ext(p) == ".js" {
+			body = stripComments(body)
+		}
 		b[path.Base(p)] = New(path.Base(p), body)
 		return nil
 	})
-	return b, err
+	if err != nil {
+		return nil, err
+	}
+	return b, b.linkClaim()
+}
+
+// The badge script loads the claim buttons' script, for a viewer who may
+// claim on an issue's page only, from the names in claimRef.
+const (
+	badgeScript = "collab-lease.js"
+	claimScript = "collab-lease-claim.js"
+	claimRef    = "['" + claimScript + "', '']"
+)
+
+// linkClaim puts the claim script's hashed name and integrity in place
+// of claimRef, which the badge script holds once, and prepares the badge
+// script anew.
+func (b Bundle) linkClaim() error {
+	badge, okBadge := b[badgeScript]
+	claim, okClaim := b[claimScript]
+	if !okBadge || !okClaim || bytes.Count(badge.Body, []byte(claimRef)) != 1 {
+		return fmt.Errorf("assets: %s must name %s once, as %s", badgeScript, claimScript, claimRef)
+	}
+	ref := "['" + claim.HashedName() + "', '" + claim.Integrity + "']"
+	b[badgeScript] = New(badgeScript, bytes.Replace(badge.Body, []byte(claimRef), []byte(ref), 1))
+	return nil
+}
+
+// stripComments drops the lines of a script that hold only a "//"
+// comment: they are for the script's readers, and every Gitea page would
+// load them. Such a line is never code (the script has no template
+// literal a line of which could start so), so the script runs the same.
+func stripComments(js []byte) []byte {
+	var out []byte
+	for line := range bytes.Lines(js) {
+		if !bytes.HasPrefix(bytes.TrimSpace(line), []byte("//")) {
+			out = append(out, line...)
+		}
+	}
+	return out
 }

@@ -129,6 +129,12 @@ func (gw *gateWorld) waitFenced(u *User, branch string) {
 func (c *clone) pushWith(branch string, opts ...string) (string, error) {
 	c.tb.Helper()
 	c.commit()
+	return c.pushHead(branch, opts...)
+}
+
+// pushHead pushes the clone's HEAD to branch with push options and
+// returns git's output and error.
+func (c *clone) pushHead(branch string, opts ...string) (string, error) {
 	args := []string{"push", "--porcelain"}
 	for _, o := range opts {
 		args = append(args, "-o", o)

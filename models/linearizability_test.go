@@ -78,75 +78,98 @@ type linRun struct {
 // ledgers[i%len(ledgers)], and returns the history.
 func runLinearizability(t *testing.T, clock *linClock, ledgers []linLedger, clients, opsPerClient int, seed int64) linRun {
 	t.Helper()
+	var version atomic.Int64 // the forge's versions of close and reopen events
+	return goClients(t, clients, opsPerClient, seed, func(cs *linClients, c int, rng *rand.Rand, lc *linClient) {
+		led := ledgers[c%len(ledgers)]
+		holder := linHolders[c%len(linHolders)] // four clients per holder: concurrent re-acquires
+		cs.start()
+		for range opsPerClient {
+			k := linKeys[rng.Intn(len(linKeys))]
+			in := leasemodel.Input{Key: leasemodel.Key(k), Holder: holder.login, Agent: holder.agent}
+			switch r := rng.Intn(26); {
+			case r < 8:
+				in.Kind = leasemodel.Acquire
+				if rng.Intn(8) > 0 { // one in eight open-ended
+					in.TTL = int64(1 + rng.Intn(4))
+				}
+			case r < 11:
+				in.Kind, in.TTL = leasemodel.Renew, int64(1+rng.Intn(4))
+			case r < 16:
+				in.Kind = leasemodel.Release
+			case r < 20:
+				in.Kind = leasemodel.List
+			case r < 22:
+				// The forge's events, with versions in the order they
+				// were issued; applied concurrently, some arrive late.
+				in.Kind, in.Holder, in.Agent = leasemodel.Close+leasemodel.Kind(r-20), "", ""
+				in.Version = version.Add(1)
+			case r < 24:
+				// next over the repository's issues.
+				in.Kind = leasemodel.NextTake
+				if rng.Intn(8) > 0 {
+					in.TTL = int64(1 + rng.Intn(4))
+				}
+			default:
+				// A handoff to another holder (or, now and then, to
+				// whoever holds it: refused as invalid).
+				to := linHolders[rng.Intn(len(linHolders))]
+				in.Kind, in.To, in.ToAgent = leasemodel.Handoff, to.login, to.agent
+			}
+			in.Lo = clock.sec.Load()
+			call := cs.seq.Add(1)
+			outs, err := linCall(led, in)
+			ret := cs.seq.Add(1)
+			in.Hi = clock.sec.Load()
+			if err != nil {
+				cs.fail("client %d: %s %v by %s: %v", c, in.Kind, k, holder, err)
+				return
+			}
+			lc.record(in, call, ret, outs)
+			// Time moves on by itself, as far as the clients can tell.
+			if rng.Intn(12) == 0 {
+				clock.sec.Add(int64(1 + rng.Intn(2)*rng.Intn(3)))
+			}
+		}
+	})
+}
+
+// linClients is what the clients of one run share.
+type linClients struct {
+	t       *testing.T
+	seq     atomic.Int64 // porcupine's call/return order: a linearizable counter
+	failed  atomic.Bool
+	started chan struct{}
+}
+
+// start waits until every client of the run may start.
+func (cs *linClients) start() { <-cs.started }
+
+// fail fails the run; only its first failure is told.
+func (cs *linClients) fail(format string, args ...any) {
+	if cs.failed.CompareAndSwap(false, true) {
+		cs.t.Errorf(format, args...)
+	}
+}
+
+// goClients runs clients clients of ops calls each at once: client c,
+// with a random source of its own (seed+c), gets ready, calls start,
+// and records its calls in lc. It returns the run when all are done.
+func goClients(t *testing.T, clients, ops int, seed int64, client func(cs *linClients, c int, rng *rand.Rand, lc *linClient)) linRun {
+	t.Helper()
+	cs := &linClients{t: t, started: make(chan struct{})}
 	var (
-		seq     atomic.Int64 // porcupine's call/return order: a linearizable counter
-		version atomic.Int64 // the forge's versions of close and reopen events
-		mu      sync.Mutex
-		run     linRun
-		wg      sync.WaitGroup
-		failed  atomic.Bool
-		started = make(chan struct{})
+		mu  sync.Mutex
+		run linRun
+		wg  sync.WaitGroup
 	)
 	for c := range clients {
 		wg.Go(func() {
-			rng := rand.New(rand.NewSource(seed + int64(c)))
-			led := ledgers[c%len(ledgers)]
-			holder := linHolders[c%len(linHolders)] // four clients per holder: concurrent re-acquires
 			lc := &linClient{id: c}
-			<-started
-			for range opsPerClient {
-				k := linKeys[rng.Intn(len(linKeys))]
-				in := leasemodel.Input{Key: leasemodel.Key(k), Holder: holder.login, Agent: holder.agent}
-				switch r := rng.Intn(26); {
-				case r < 8:
-					in.Kind = leasemodel.Acquire
-					if rng.Intn(8) > 0 { // one in eight open-ended
-						in.TTL = int64(1 + rng.Intn(4))
-					}
-				case r < 11:
-					in.Kind, in.TTL = leasemodel.Renew, int64(1+rng.Intn(4))
-				case r < 16:
-					in.Kind = leasemodel.Release
-				case r < 20:
-					in.Kind = leasemodel.List
-				case r < 22:
-					// The forge's events, with versions in the order they
-					// were issued; applied concurrently, some arrive late.
-					in.Kind, in.Holder, in.Agent = leasemodel.Close+leasemodel.Kind(r-20), "", ""
-					in.Version = version.Add(1)
-				case r < 24:
-					// next over the repository's issues.
-					in.Kind = leasemodel.NextTake
-					if rng.Intn(8) > 0 {
-						in.TTL = int64(1 + rng.Intn(4))
-					}
-				default:
-					// A handoff to another holder (or, now and then, to
-					// whoever holds it: refused as invalid).
-					to := linHolders[rng.Intn(len(linHolders))]
-					in.Kind, in.To, in.ToAgent = leasemodel.Handoff, to.login, to.agent
-				}
-				in.Lo = clock.sec.Load()
-				call := seq.Add(1)
-				outs, err := linCall(led, in)
-				ret := seq.Add(1)
-				in.Hi = clock.sec.Load()
-				if err != nil {
-					if failed.CompareAndSwap(false, true) {
-						t.Errorf("client %d: %s %v by %s: %v", c, in.Kind, k, holder, err)
-					}
-					return
-				}
-				lc.record(in, call, ret, outs)
-				// Time moves on by itself, as far as the clients can tell.
-				if rng.Intn(12) == 0 {
-					clock.sec.Add(int64(1 + rng.Intn(2)*rng.Intn(3)))
-				}
-			}
-			run.add(&mu, lc, opsPerClient)
+			client(cs, c, rand.New(rand.NewSource(seed+int64(c))), lc)
+			run.add(&mu, lc, ops)
 		})
 	}
-	close(started)
+	close(cs.started)
 	wg.Wait()
 	return run
 }

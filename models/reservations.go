@@ -55,6 +55,9 @@ func (reservationRow) TableName() string { return "reservations" }
 
 // Reservation is one live reservation.
 type Reservation struct {
+	// ID names this reservation: a reserve of a glob its holder has
+	// already makes it anew, under a new ID.
+	ID     int64
 	RepoID int64
 	Glob   string
 	Shared bool
@@ -133,7 +136,7 @@ func readReservations(db *gorm.DB, now any, where string, args ...any) ([]liveRe
 		if err := rows.Scan(&r.id, &r.RepoID, &r.Glob, &r.Shared, &r.Holder.ID, &r.Holder.Login, &r.Holder.Agent, &r.Issue, &expires, &live); err != nil {
 			return nil, err
 		}
-		r.ExpiresAt, r.live = unixPtr(expires), live == 1
+		r.ID, r.ExpiresAt, r.live = r.id, unixPtr(expires), live == 1
 		out = append(out, r)
 	}
 	return out, rows.Err()
@@ -209,7 +212,7 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 				gone = append(gone, x.id)
 				continue
 			}
-			if x.sameHolder(r.Holder) || (r.Shared && x.Shared) {
+			if x.sameHolder(r.Holder) || (r.Shared && x.Shared) || (s.letExclusivesOverlap && !r.Shared && !x.Shared) {
 				continue
 			}
 			other, err := pathglob.Parse(x.Glob)
@@ -249,7 +252,7 @@ func (s *Store) Reserve(ctx context.Context, r Reserve) ([]Reservation, error) {
 			if err := tx.Create(&row).Error; err != nil {
 				return err
 			}
-			out = append(out, Reservation{RepoID: r.RepoID, Glob: row.Glob, Shared: r.Shared, Holder: Holder{ID: r.Holder.ID, Login: r.Holder.Login, Agent: r.Holder.Agent},
+			out = append(out, Reservation{ID: row.ID, RepoID: r.RepoID, Glob: row.Glob, Shared: r.Shared, Holder: Holder{ID: r.Holder.ID, Login: r.Holder.Login, Agent: r.Holder.Agent},
 				Issue: row.Issue, ExpiresAt: unixPtr(anchorExpiry)})
 		}
 		return nil

@@ -329,3 +329,187 @@ func TestPruneReservations(t *testing.T) {
 		}
 	})
 }
+
+// raceSets are the glob sets of twenty agents racing to reserve, in a
+// known pattern of overlaps: a chain (each set meets the next one's,
+// and only it), a star (a center meeting six leaves that never meet one
+// another), and globs across everything (**/*.md meets every set with a
+// directory under which a .md may be; shared ones meet shared ones
+// without conflict, and exclusive ones with it). The last set continues
+// the chain from outside it.
+var raceSets = func() []struct {
+	globs  []string
+	shared bool
+} {
+	type set = struct {
+		globs  []string
+		shared bool
+	}
+	var sets []set
+	for i := range 7 { // the chain: 0–6
+		sets = append(sets, set{globs: []string{fmt.Sprintf("chain/%d/**", i), fmt.Sprintf("chain/%d/*.go", i+1)}})
+	}
+	sets = append(sets, set{globs: []string{"star/**"}}) // the star's center: 7
+	for j := range 6 {                                   // its leaves: 8–13
+		sets = append(sets, set{globs: []string{fmt.Sprintf("star/%d/main.go", j), fmt.Sprintf("leaf/%d/**", j)}})
+	}
+	return append(sets,
+		set{globs: []string{"**/*.md"}},                      // 14: meets nearly everyone
+		set{globs: []string{"docs/*.md", "docs/api/**"}},     // 15
+		set{globs: []string{"docs/api/v1.md"}, shared: true}, // 16: meets 17 (shared) and 14, 15
+		set{globs: []string{"docs/api/*.md"}, shared: true},  // 17
+		set{globs: []string{"docs/*"}, shared: true},         // 18
+		set{globs: []string{"docs/guide.md", "chain/7/**"}},  // 19: the chain's far end
+	)
+}()
+
+// raceConflict says whether sets i and j conflict: a glob of one may
+// match a path a glob of the other does, and not both are shared.
+func raceConflict(t *testing.T, i, j int) bool {
+	a, b := raceSets[i], raceSets[j]
+	if a.shared && b.shared {
+		return false
+	}
+	for _, x := range a.globs {
+		for _, y := range b.globs {
+			if _, ok := pathglob.Overlap(mustGlob(t, x), mustGlob(t, y)); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Twenty agents race to reserve overlapping sets of globs (raceSets),
+// all at once, half of them through each of two replicas of one ledger,
+// the even ones anchored to a claim, the odd ones to a ttl. Afterwards:
+// of each pair of sets that conflict, at most one won; each refused
+// reserve reserved nothing, and was refused for winners' reservations
+// that do conflict with it (so no one lost to a loser, or for nothing);
+// and the live reservations of different holders never overlap where
+// one of them is exclusive.
+func TestReserveRaceOverOverlappingSets(t *testing.T) {
+	n := len(raceSets)
+	conflicts := make([][]bool, n)
+	for i := range n {
+		conflicts[i] = make([]bool, n)
+		for j := range n {
+			conflicts[i][j] = i != j && raceConflict(t, i, j)
+		}
+	}
+	// The pattern is what it says.
+	for i := range 7 {
+		for j := range 7 {
+			if conflicts[i][j] != (j == i+1 || i == j+1) {
+				t.Fatalf("chain %d and %d: conflict %v", i, j, conflicts[i][j])
+			}
+		}
+	}
+	for j := 8; j < 14; j++ {
+		if !conflicts[7][j] || slices.Contains(conflicts[j][8:14], true) {
+			t.Fatalf("star leaf %d: the center %v, other leaves %v", j, conflicts[7][j], conflicts[j][8:14])
+		}
+	}
+	if !conflicts[6][19] || conflicts[16][17] || !conflicts[15][18] || !conflicts[14][0] {
+		t.Fatal("the globs across the groups do not meet as they should")
+	}
+	forEachEngine(t, func(t *testing.T, e engine) {
+		s, clock, db := e.open(t)
+		replicas := []*Store{s, replica(t, db, clock)}
+		holders := make([]Holder, n)
+		for i := range holders {
+			holders[i] = who("bot")
+			holders[i].Agent = fmt.Sprintf("a%02d", i)
+			if i%2 == 0 {
+				mustAcquireAs(t, s, Key{RepoID: 1, Issue: int64(i + 1)}, holders[i], time.Hour)
+			}
+		}
+		won := make([][]Reservation, n)
+		lost := make([][]Reservation, n) // the With of a refusal
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Go(func() {
+				r := Reserve{RepoID: 1, Holder: holders[i], Globs: raceSets[i].globs, Shared: raceSets[i].shared}
+				if i%2 == 0 {
+					r.Issue = int64(i + 1)
+				} else {
+					r.TTL = time.Hour
+				}
+				<-start
+				rs, err := replicas[i%2].Reserve(bg, r)
+				var conflict *ReservedError
+				switch {
+				case err == nil:
+					won[i] = rs
+				case errors.As(err, &conflict):
+					lost[i] = conflict.With
+				default:
+					t.Errorf("%s: %v", holders[i].Agent, err)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
+		}
+		var winners []string
+		for i := range n {
+			switch {
+			case won[i] != nil && !slices.Equal(globsOf(won[i]), raceSets[i].globs):
+				t.Errorf("%s reserved %q, want %q", holders[i].Agent, globsOf(won[i]), raceSets[i].globs)
+			case won[i] != nil:
+				winners = append(winners, holders[i].Agent)
+			case len(lost[i]) == 0:
+				t.Errorf("%s was refused for nothing", holders[i].Agent)
+			}
+			for j := range i {
+				if conflicts[i][j] && won[i] != nil && won[j] != nil {
+					t.Errorf("%s and %s both won sets that conflict: %q and %q", holders[i].Agent, holders[j].Agent, raceSets[i].globs, raceSets[j].globs)
+				}
+			}
+			// A refusal names only winners' reservations that conflict.
+			for _, x := range lost[i] {
+				j := slices.IndexFunc(holders, func(h Holder) bool { return h == x.Holder })
+				if j < 0 || won[j] == nil || !conflicts[i][j] || !slices.Contains(raceSets[j].globs, x.Glob) {
+					t.Errorf("%s was refused for %s's %s, not a winner's reservation in its way", holders[i].Agent, x.Holder.Agent, x.Glob)
+				}
+			}
+		}
+		t.Logf("%d of %d won: %v", len(winners), n, winners)
+		// The ledger holds exactly the winners' reservations, on either
+		// replica, and none of them overlap across holders.
+		for _, st := range replicas {
+			live, err := st.Reservations(bg, 1, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for i := range n {
+				for _, g := range globsOf(won[i]) {
+					want = append(want, holders[i].Agent+" "+g)
+				}
+			}
+			var got []string
+			for _, x := range live {
+				got = append(got, x.Holder.Agent+" "+x.Glob)
+			}
+			slices.Sort(got)
+			slices.Sort(want)
+			if !slices.Equal(got, want) {
+				t.Fatalf("live reservations %q, want the winners' %q", got, want)
+			}
+			for i, x := range live {
+				for _, y := range live[:i] {
+					if x.Holder == y.Holder || (x.Shared && y.Shared) {
+						continue
+					}
+					if p, ok := pathglob.Overlap(mustGlob(t, x.Glob), mustGlob(t, y.Glob)); ok {
+						t.Errorf("%s's %s and %s's %s are both live and both match %s", x.Holder.Agent, x.Glob, y.Holder.Agent, y.Glob, p)
+					}
+				}
+			}
+		}
+	})
+}

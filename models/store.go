@@ -85,6 +85,11 @@ type Store struct {
 	// reservationCap caps the live reservations of one holder
 	// (WithReservationCap; 0: no cap).
 	reservationCap int64
+	// letExclusivesOverlap is a fault, never set outside the test that
+	// shows the linearizability check of reservations catches it
+	// (reservations_lin_test.go): Reserve then lets an exclusive glob
+	// overlap another holder's exclusive reservation. No Option sets it.
+	letExclusivesOverlap bool
 	// busyTimeout bounds one write's wait for the lock, in total.
 	busyTimeout time.Duration
 	// writeSlot serializes this process's writers before they reach

@@ -1,5 +1,7 @@
 // Package routes holds the sidecar's gin HTTP handlers: the lease API (reads,
-// and writes for API token holders), the live lease events as Server-Sent
+// writes for API token holders, and the issue page's claim, release and
+// force-release buttons, the session cookie's only writes, which check the
+// request's Origin), the live lease events as Server-Sent
 // Events, sign-in through Gitea's OAuth2 provider (the sidecar's own session
 // cookie), the board (an HTML page for people, board.go), the badge assets (assets.go, with their CORS rules, cors.go) and
 // a liveness probe; and, apart, for an address only operators reach,

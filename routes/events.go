@@ -20,7 +20,8 @@ import (
 // Live events: GET /api/v1/repos/{owner}/{repo}/leases/events streams the
 // repository's lease changes that the viewer may see as Server-Sent
 // Events (docs/http.md, Live events), from the lease service's Watch: one "lease" or
-// "released" event per change, each with an id; a client that reconnects
+// "released" event per change, one "reserved" or "unreserved" per path
+// reservation made or ended, each with an id; a client that reconnects
 // with Last-Event-ID (or ?last_event_id=, for a new EventSource) is sent
 // what it missed, or a "reset" when that is no longer known. A comment
 // line every heartbeat keeps proxies from closing an idle stream.

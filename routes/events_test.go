@@ -435,3 +435,21 @@ func TestShutdownEndsEventStreams(t *testing.T) {
 	}
 	st.ended(t)
 }
+
+// A path reservation made is told as "reserved", one removed as
+// "unreserved", each with the reservation's JSON.
+func TestEventStreamTellsReservations(t *testing.T) {
+	s := newLiveServer(t, StreamOptions{})
+	st, _ := s.open(eventsPath)
+	st.next(t)
+	alice := lease.Viewer{User: s.user("alice")}
+	if _, err := s.svc.Reserve(bg, alice, "acme", "widgets", lease.ReserveRequest{Globs: []string{"src/<a>/**"}, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	const data = `{"glob":"src/\u003ca\u003e/**","shared":false,"holder":"alice","agent":null,"issue":null,"expires_at":"2026-09-05T13:00:00Z"}`
+	st.expect(t, "reserved", data)
+	if _, err := s.svc.Unreserve(bg, alice, "acme", "widgets", nil, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	st.expect(t, "unreserved", data)
+}

@@ -65,7 +65,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, mod ...func(o *Options)) *fixture {
 	t.Helper()
-	lw := leasetest.New(t, leasetest.Options{Forge: newForge()})
+	return newFixtureWith(t, nil, mod...)
+}
+
+// newFixtureWith is newFixture whose ledger is opened with these
+// options too (a cap, say).
+func newFixtureWith(t *testing.T, ledger []models.Option, mod ...func(o *Options)) *fixture {
+	t.Helper()
+	lw := leasetest.New(t, leasetest.Options{Forge: newForge(), Ledger: ledger})
 	clk := lw.Clock
 	f := &fixture{t: t, store: lw.Ledger, forge: lw.Forge, clock: clk, svc: lw.Service, hub: lw.Hub}
 	var err error

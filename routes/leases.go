@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -94,11 +95,48 @@ func (h *handler) leaseHistory(c *gin.Context) {
 }
 
 // forceRelease answers POST …/issues/{n}/lease/force-release, the issue
-// page's button for repository admins. Browsers send cookies with a
-// cross-site POST, so it is answered only for a request whose Origin is
-// Gitea's or the sidecar's own (403 otherwise, before anything is looked
-// up); a viewer who is not an admin of the repository gets 403 too.
+// page's button for repository admins; a viewer who is not an admin of
+// the repository gets 403.
 func (h *handler) forceRelease(c *gin.Context) {
+	h.buttonCall(c, func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error) {
+		return h.leases.ForceRelease(ctx, v, owner, name, n)
+	})
+}
+
+// claimButton answers POST …/issues/{n}/lease/claim?ttl=D, the issue
+// page's Claim button: the viewer's account claims the issue, for D (the
+// grammar of --ttl) or, without a ttl, open-ended, as an assignment is.
+func (h *handler) claimButton(c *gin.Context) {
+	h.buttonCall(c, func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error) {
+		var ttl time.Duration
+		if s, ok := c.GetQuery("ttl"); ok {
+			d, err := h.writeTTL(writeBody{TTL: &s}, false)
+			if err != nil {
+				return nil, err
+			}
+			ttl = d
+		}
+		return h.leases.Acquire(ctx, v, owner, name, n, ttl)
+	})
+}
+
+// releaseButton answers POST …/issues/{n}/lease/release, the issue page's
+// Release button: the viewer's account releases its claim, its own or any
+// of its agents' (the release of the account itself, as over SSH).
+func (h *handler) releaseButton(c *gin.Context) {
+	h.buttonCall(c, func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error) {
+		return h.leases.Release(ctx, v, owner, name, n)
+	})
+}
+
+// buttonCall answers a write of one of the issue page's buttons (claim,
+// release, force-release), the only writes a session cookie authorizes.
+// Browsers send cookies with a cross-site POST, so it is answered only
+// for a request whose Origin is Gitea's or the sidecar's own (403
+// otherwise, before anything is looked up); an anonymous viewer gets
+// 401; what the viewer may do is the lease service's question, as for
+// any write.
+func (h *handler) buttonCall(c *gin.Context, call func(ctx context.Context, v lease.Viewer, owner, name string, n int64) (any, error)) {
 	if !h.ourOrigin(c.GetHeader("Origin")) {
 		h.refuseCrossOrigin(c)
 		return
@@ -107,7 +145,7 @@ func (h *handler) forceRelease(c *gin.Context) {
 		if v.Anonymous() {
 			return nil, errUnauthorized
 		}
-		return h.leases.ForceRelease(ctx, v, owner, name, n)
+		return call(ctx, v, owner, name, n)
 	})
 }
 

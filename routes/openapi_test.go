@@ -389,8 +389,12 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		check   = lease1 + "/check?token=1"
 		history = lease1 + "/history"
 		force   = lease1 + "/force-release"
+		claim   = lease1 + "/claim"
+		unclaim = lease1 + "/release"
 		handoff = lease1 + "/handoff"
 		merge   = widgets + "/pulls/3/merge"
+		res     = widgets + "/reservations"
+		admin   = "Authorization: token alice-token"
 		bob     = "Authorization: token bob-write"
 		carol   = "Authorization: token carol-write"
 		reader  = "Authorization: token bob-read"
@@ -492,6 +496,24 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		bad("the button on a malformed number", "POST", widgets+"/issues/x/lease/force-release", 400, origin, f.sessionFor("alice")),
 		ok("the button, an admin", "POST", force, 200, origin, f.sessionFor("alice")),
 
+		ok("claim with the button", "POST", claim, 200, origin, f.sessionFor("bob")),
+		ok("claim with the button, for 2h", "POST", claim+"?ttl=2h", 200, origin, f.sessionFor("bob")),
+		ok("claim a held issue with the button", "POST", claim, 409, origin, f.sessionFor("carol")),
+		ok("release another's claim with the button", "POST", unclaim, 409, origin, f.sessionFor("carol")),
+		bad("claim with the button without an Origin", "POST", claim, 403, f.sessionFor("bob")),
+		ok("claim with the button from another origin", "POST", claim, 403, f.sessionFor("bob"), "Origin: http://evil.example"),
+		ok("release with the button from another origin", "POST", unclaim, 403, f.sessionFor("bob"), "Origin: http://evil.example"),
+		bad("claim with the button, anonymous", "POST", claim, 401, origin),
+		bad("release with the button, anonymous", "POST", unclaim, 401, origin),
+		ok("claim with the button, a reader", "POST", claim, 403, origin, f.sessionFor("erin")),
+		ok("release with the button, a reader", "POST", unclaim, 403, origin, f.sessionFor("erin")),
+		ok("claim with the button in an invisible repository", "POST", secret+"/issues/5/lease/claim", 404, origin, f.sessionFor("erin")),
+		ok("release with the button in an invisible repository", "POST", secret+"/issues/5/lease/release", 404, origin, f.sessionFor("erin")),
+		bad("claim with the button, a malformed number", "POST", widgets+"/issues/x/lease/claim", 400, origin, f.sessionFor("bob")),
+		bad("release with the button, a malformed number", "POST", widgets+"/issues/x/lease/release", 400, origin, f.sessionFor("bob")),
+		ok("claim with the button for no duration", "POST", claim+"?ttl=soon", 422, origin, f.sessionFor("bob")),
+		ok("release with the button", "POST", unclaim, 200, origin, f.sessionFor("bob")),
+
 		ok("acquire to hand off", "POST", lease1, 201, bob),
 		withBody(ok("hand off by another", "POST", handoff, 409, carol, json), `{"to":"carol"}`),
 		withBody(ok("hand off to nobody who may claim", "POST", handoff, 422, bob, json), `{"to":"nobody-here"}`),
@@ -519,6 +541,44 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		withBody(bad("merge in an unknown style", "POST", merge, 422, bob, json), `{"style":"octopus"}`),
 		withBody(bad("merge with a ttl", "POST", merge, 422, bob, json), `{"ttl":"1h"}`),
 		withBody(ok("merge with a wait that is no duration", "POST", merge, 422, bob, json), `{"wait":"soon"}`),
+
+		withBody(ok("reserve", "POST", res, 200, bob, json), `{"globs":["src/auth/**"],"ttl":"30m"}`),
+		ok("acquire to reserve with", "POST", lease1, 201, bob),
+		withBody(ok("reserve with a claim", "POST", res, 200, bob, json), `{"globs":["docs/","docs/"],"shared":true,"issue":1}`),
+		withBody(ok("reserve in the way of another's", "POST", res, 409, carol, json), `{"globs":["src/auth/login.go"],"ttl":"5m","agent":"c1"}`),
+		withBody(ok("reserve with another's claim", "POST", res, 409, carol, json), `{"globs":["lib/"],"issue":1}`),
+		withBody(bad("reserve without globs", "POST", res, 422, bob, json), `{"ttl":"5m"}`),
+		withBody(bad("reserve no glob", "POST", res, 422, bob, json), `{"globs":[],"ttl":"5m"}`),
+		withBody(ok("reserve a glob out of the repository", "POST", res, 422, bob, json), `{"globs":["../x"],"ttl":"5m"}`),
+		withBody(ok("reserve with no anchor", "POST", res, 422, bob, json), `{"globs":["lib/"]}`),
+		withBody(ok("reserve with both anchors", "POST", res, 422, bob, json), `{"globs":["lib/"],"issue":1,"ttl":"5m"}`),
+		withBody(bad("reserve with an unknown field", "POST", res, 422, bob, json), `{"globs":["lib/"],"ttl":"5m","to":"carol"}`),
+		bad("reserve without a body", "POST", res, 422, bob),
+		withBody(bad("reserve without a token", "POST", res, 401, json), `{"globs":["lib/"],"ttl":"5m"}`),
+		withBody(ok("reserve with an invalid token", "POST", res, 401, revoked, json), `{"globs":["lib/"],"ttl":"5m"}`),
+		withBody(ok("reserve with a read-only token", "POST", res, 403, reader, json), `{"globs":["lib/"],"ttl":"5m"}`),
+		withBody(ok("reserve in an invisible repository", "POST", secret+"/reservations", 404, bob, json), `{"globs":["lib/"],"ttl":"5m"}`),
+		withBody(bad("a reserve's fields on an acquire", "POST", widgets+"/issues/43/lease", 422, bob, json), `{"globs":["lib/"]}`),
+
+		ok("the reservations", "GET", res, 200),
+		ok("the reservations of a path", "GET", res+"?path=docs/index.md", 200, reader),
+		ok("the reservations of a path out of the repository", "GET", res+"?path=/etc/passwd", 400),
+		bad("the reservations of an empty path", "GET", res+"?path=", 400),
+		ok("an invisible repository's reservations", "GET", secret+"/reservations", 404),
+		ok("the reservations with an invalid token", "GET", res, 401, revoked),
+
+		ok("unreserve with a read-only token", "DELETE", res, 403, reader),
+		ok("unreserve by force, a writer", "DELETE", res+"?force=true", 403, carol),
+		bad("unreserve without a token", "DELETE", res, 401),
+		ok("unreserve with an invalid token", "DELETE", res, 401, revoked),
+		ok("unreserve in an invisible repository", "DELETE", secret+"/reservations", 404, bob),
+		ok("unreserve a glob out of the repository", "DELETE", res+"?glob=../x", 400, bob),
+		bad("unreserve with force maybe", "DELETE", res+"?force=maybe", 400, bob),
+		bad("unreserve of issue 0", "DELETE", res+"?issue=0", 400, bob),
+		withBody(bad("unreserve with a body that is not JSON", "DELETE", res, 422, bob, json), `agent=a1`),
+		withBody(ok("unreserve a glob", "DELETE", res+"?glob=src/auth/**&glob=lib/", 200, bob, json), `{}`),
+		ok("unreserve by force, an admin", "DELETE", res+"?force=true&issue=1", 200, admin),
+		ok("unreserve nothing", "DELETE", res, 200, bob),
 	} {
 		spec.do(t, f, e)
 	}
@@ -527,8 +587,9 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 	revalidate("the list", list)
 	revalidate("a lease", lease1)
 	spec.do(t, f, ok("acquire to check", "POST", lease1, 201, bob))
-	revalidate("check", lease1+"/check?token=5")
+	revalidate("check", lease1+"/check?token=6")
 	revalidate("history", history)
+	revalidate("the reservations", res)
 
 	// The live events: refusals answer at once; the stream itself is read
 	// over a real connection up to its first line, then closed.
@@ -552,8 +613,13 @@ func TestAnswersMatchTheOpenAPIDocument(t *testing.T) {
 		ok("check", "GET", check, 0),
 		ok("history", "GET", history, 0),
 		ok("the button", "POST", force, 0, origin, f.sessionFor("alice")),
+		ok("the claim button", "POST", claim, 0, origin, f.sessionFor("bob")),
+		ok("the release button", "POST", unclaim, 0, origin, f.sessionFor("bob")),
 		withBody(ok("hand off", "POST", handoff, 0, bob, json), `{"to":"carol"}`),
 		ok("merge", "POST", merge, 0, bob),
+		ok("the reservations", "GET", res, 0),
+		withBody(ok("reserve", "POST", res, 0, bob, json), `{"globs":["lib/"],"ttl":"5m"}`),
+		ok("unreserve", "DELETE", res, 0, bob),
 	}
 	// (The events too: refused before any stream begins.)
 	f.forge.SetHook(func(context.Context, string) error { return forge.ErrRateLimited })

@@ -11,7 +11,7 @@ func TestCheckLease(t *testing.T) {
 	f := newFixture(t)
 	f.acquire(1, 42, "alice", time.Minute)
 	expectReply(t, "current", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/check?token=1"), 200,
-		`{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:01:00Z"}`)
+		`{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":null,"token":1,"acquired_at":"2026-09-05T12:00:00Z","expires_at":"2026-09-05T12:01:00Z","reservations":[]}`)
 	expectReply(t, "stale", f.do("GET", "/api/v1/repos/acme/widgets/issues/42/lease/check?token=2"), 409,
 		`{"status":"stale","repo":"acme/widgets","issue":42,"token":1}`)
 	expectReply(t, "nobody", f.do("GET", "/api/v1/repos/acme/widgets/issues/7/lease/check?token=1"), 409,

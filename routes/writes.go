@@ -18,12 +18,15 @@ import (
 )
 
 // Writes for token holders: POST (acquire), PATCH (renew) and DELETE
-// (release) of …/issues/{n}/lease, POST of …/lease/handoff, and POST of
-// …/pulls/{n}/merge, the HTTP twins of the SSH verbs, with the same
+// (release) of …/issues/{n}/lease, POST of …/lease/handoff, POST of
+// …/pulls/{n}/merge, and POST and DELETE of …/reservations
+// (reservations.go), the HTTP twins of the SSH verbs, with the same
 // service calls and the same JSON. They are authorized only by
 // "Authorization: token …": a browser sends the session cookie with any
-// cross-site request, so a cookie never authorizes a write (CSRF); a
-// request without a token is 401 before anything is looked up. What the
+// cross-site request, so a cookie never authorizes one of them (CSRF); a
+// request without a token is 401 before anything is looked up. The
+// cookie's only writes are the issue page's buttons (leases.go), which
+// check the request's Origin. What the
 // token may write is the service's question (the token's scopes, through
 // the forge's TokenRepo): without write:issue it is 403.
 
@@ -41,12 +44,19 @@ type writeBody struct {
 	Style        *string `json:"style"`
 	DeleteBranch *bool   `json:"delete_branch"`
 	Wait         *string `json:"wait"`
+	// A reserve's: the globs, --shared and --issue over SSH.
+	Globs  []string `json:"globs"`
+	Shared *bool    `json:"shared"`
+	Issue  *int64   `json:"issue"`
 }
 
 // merges reports whether b carries any of a merge's own fields.
 func (b writeBody) merges() bool {
 	return b.Token != nil || b.Style != nil || b.DeleteBranch != nil || b.Wait != nil
 }
+
+// reserves reports whether b carries any of a reserve's own fields.
+func (b writeBody) reserves() bool { return b.Globs != nil || b.Shared != nil || b.Issue != nil }
 
 // acquireLease answers POST …/issues/{n}/lease: 201 with the acquired
 // tenure (a re-acquire by the holder too: the reply is the same
@@ -201,6 +211,7 @@ const (
 	fieldTTLRequired                    // ttl, required
 	fieldTo                             // to (handoff)
 	fieldMerge                          // token, style, delete_branch, wait (merge); the number is a pull request's
+	fieldReserve                        // globs, shared, issue (reserve); no number
 )
 
 // write is a bound write request.
@@ -211,10 +222,9 @@ type write struct {
 	body   writeBody
 }
 
-// writeRequest binds a write: the issue (or pull request) number (400), a
-// token (401: never a cookie alone), and the body (422), in that order, so
-// that nothing about the repository is looked up for a request that
-// cannot succeed.
+// writeRequest binds a write of an issue or a pull request: its number
+// (400), then as writeOf does, so that nothing about the repository is
+// looked up for a request that cannot succeed.
 func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 	number := issueNumber
 	if f&fieldMerge != 0 {
@@ -224,6 +234,14 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 	if err != nil {
 		return write{}, err
 	}
+	w, err := h.writeOf(c, f)
+	w.issue = n
+	return w, err
+}
+
+// writeOf binds a write: a token (401: never a cookie alone), then the
+// body (422), in that order.
+func (h *handler) writeOf(c *gin.Context, f fields) (write, error) {
 	if c.GetHeader("Authorization") == "" {
 		return write{}, errTokenRequired
 	}
@@ -232,8 +250,11 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 		return write{}, err
 	}
 	example := `{"ttl":"30m"}`
-	if f&fieldMerge != 0 {
+	switch {
+	case f&fieldMerge != 0:
 		example = `{"style":"squash"}`
+	case f&fieldReserve != 0:
+		example = reserveExample
 	}
 	b, err := readWriteBody(c, example)
 	if err != nil {
@@ -246,6 +267,8 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 		return write{}, unprocessable("only a handoff takes to")
 	case b.merges() && f&fieldMerge == 0:
 		return write{}, unprocessable("only a merge takes token, style, delete_branch and wait")
+	case b.reserves() && f&fieldReserve == 0:
+		return write{}, unprocessable("only a reserve takes globs, shared and issue")
 	}
 	ttl, err := h.writeTTL(b, f&fieldTTLRequired != 0)
 	if err != nil {
@@ -258,7 +281,7 @@ func (h *handler) writeRequest(c *gin.Context, f fields) (write, error) {
 		}
 		v.Agent = agent
 	}
-	return write{viewer: v, issue: n, ttl: ttl, body: b}, nil
+	return write{viewer: v, ttl: ttl, body: b}, nil
 }
 
 // readWriteBody reads the optional JSON body of a write; example is the
@@ -296,11 +319,21 @@ func (h *handler) writeTTL(b writeBody, required bool) (time.Duration, error) {
 }
 
 // bodyError says a usage error of the grammar's flag in the body's words
-// (the field for the flag); other errors pass unchanged.
-func bodyError(err error, flag, field string) error {
+// (the field for the flag), as 422; other errors pass unchanged.
+func bodyError(err error, flag, field string) error { return inWords(err, flag, field, unprocessable) }
+
+// queryError says a usage error of the grammar's flag in the query's
+// words (the parameter for the flag), as a malformed request (400);
+// other errors pass unchanged.
+func queryError(err error, flag, param string) error { return inWords(err, flag, param, malformed) }
+
+// inWords turns a usage error of the grammar into the refusal as makes
+// of its detail, with flag called name in it; other errors pass
+// unchanged.
+func inWords(err error, flag, name string, as func(msg string) error) error {
 	var usage *contract.UsageError
 	if errors.As(err, &usage) {
-		return unprocessable(strings.Replace(usage.Detail, flag, field, 1))
+		return as(strings.Replace(usage.Detail, flag, name, 1))
 	}
 	return err
 }

@@ -13,7 +13,11 @@ import (
 // (open), 2 (closed) and pull request 3; tokens with write:issue
 // ("…-write") and with the read scopes only ("bob-read").
 func newWriteFixture(t *testing.T, mod ...func(o *Options)) *fixture {
-	f := newFixture(t, mod...)
+	return writable(newFixture(t, mod...))
+}
+
+// writable is f with newWriteFixture's writers, issues and tokens.
+func writable(f *fixture) *fixture {
 	f.forge.Grant("acme/widgets", "bob", forgetest.Write)
 	f.forge.Grant("acme/widgets", "carol", forgetest.Write)
 	f.forge.AddIssue("acme/widgets", 1, false, false)

@@ -27,6 +27,9 @@ type Leases interface {
 	Handoff(ctx context.Context, v lease.Viewer, owner, name string, n int64, toLogin, toAgent string) (contract.HandedOff, error)
 	OpenSession(ctx context.Context, v lease.Viewer, grace time.Duration, resume string) (*lease.Session, contract.SessionOpened, error)
 	Merge(ctx context.Context, v lease.Viewer, owner, name string, m lease.MergeRequest, told func(ahead int)) (contract.Merged, error)
+	Reserve(ctx context.Context, v lease.Viewer, owner, name string, r lease.ReserveRequest) (contract.Reservations, error)
+	Unreserve(ctx context.Context, v lease.Viewer, owner, name string, globs []string, issue int64, force bool) (contract.Reservations, error)
+	Reservations(ctx context.Context, v lease.Viewer, owner, name, path string) (contract.Reservations, error)
 }
 
 // forgeUser is the account connection c authenticated as.
@@ -90,6 +93,21 @@ func run(ctx context.Context, leases Leases, c ConnInfo, cmd contract.Command, s
 		out, err = leases.Merge(ctx, v, cmd.Owner, cmd.Name, lease.MergeRequest{Pull: cmd.Issue, Token: cmd.Token, Style: cmd.Style,
 			DeleteBranch: cmd.DeleteBranch, Wait: cmd.Wait}, tellWaiting(stderr))
 		outcome = contract.StatusMerged
+	case contract.VerbReserve:
+		// In a session (v.Session), a reservation without --issue lives
+		// with the session; outside one, the service asks for --issue or
+		// --ttl.
+		out, err = leases.Reserve(ctx, v, cmd.Owner, cmd.Name, lease.ReserveRequest{Globs: cmd.Globs, Shared: cmd.Shared, Issue: cmd.Issue, TTL: cmd.TTL})
+		outcome = contract.StatusReserved
+	case contract.VerbUnreserve:
+		out, err = leases.Unreserve(ctx, v, cmd.Owner, cmd.Name, cmd.Globs, cmd.Issue, cmd.Force)
+		outcome = contract.StatusUnreserved
+		if cmd.Force {
+			outcome = "force_unreserved"
+		}
+	case contract.VerbReservations:
+		out, err = leases.Reservations(ctx, v, cmd.Owner, cmd.Name, cmd.Path)
+		outcome = "listed"
 	default:
 		err = &contract.UsageError{Detail: fmt.Sprintf("unknown verb %q", cmd.Verb)}
 	}

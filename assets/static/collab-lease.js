@@ -1,6 +1,7 @@
 /* collab-lease: claim badges on Gitea's issue lists and pages, kept current
  * by the sidecar's lease events while the page is visible (else polled);
- * on an issue page, the claim history and, for admins, force-release.
+ * on an issue page, the paths its claim reserves, the claim history and,
+ * for writers, the buttons (collab-lease-claim.js, loaded for them only).
  * Silent where nothing is claimed or the sidecar is down. ES2017, no build. */
 (function () {
   'use strict';
@@ -10,7 +11,11 @@
   var base = (me.getAttribute('data-collab-lease-url') || me.src.replace(/\/assets\/[^/]*$/, '')).replace(/\/$/, '');
   var REFRESH = 30000;
   var repos = {}; // "owner/repo" -> its leases as we know them, and its event stream
-  var session, pending;
+  var session, pending, claim = 0;
+  // The buttons' script as the sidecar serves it: Load puts its
+  // content-addressed name and its integrity here, so the footer's pin on
+  // this script covers that one too.
+  var CLAIM = ['collab-lease-claim.js', ''];
 
   function get(path, post) {
     return fetch(base + '/api/v1' + path, { method: post ? 'POST' : 'GET', credentials: 'include', headers: { Accept: 'application/json' } });
@@ -48,7 +53,7 @@
     var s = st(repo);
     if (s.es || s.timer || document.hidden || !window.EventSource) return;
     var es = s.es = new EventSource(base + '/api/v1/repos/' + repo + '/leases/events', { withCredentials: true });
-    es.onopen = function () { s.live = 1; s.wait = 0; s.seen = {}; schedule(); };
+    es.onopen = function () { s.live = 1; s.wait = 0; s.seen = {}; s.res = 0; schedule(); };
     es.onerror = function () {
       s.live = 0;
       if (es.readyState < 2) return; // the browser reconnects by itself
@@ -57,13 +62,19 @@
       s.wait = Math.min(2 * (s.wait || 1000), 60000);
       s.timer = setTimeout(function () { s.timer = 0; listen(repo); }, s.wait);
     };
-    ['lease', 'released', 'reset'].forEach(function (type) {
+    ['lease', 'released', 'reset', 'reserved', 'unreserved'].forEach(function (type) {
       es.addEventListener(type, function (e) {
         var d = JSON.parse(e.data);
-        s.v++;
-        if (type === 'lease') s.by[d.issue] = d;
-        else if (d.issue) delete s.by[d.issue];
-        else s.seen = {};
+        if (d.glob) {
+          // A holder has one reservation of a glob: this one replaces it.
+          s.rv = (s.rv || 0) + 1;
+          if (s.res) s.res = s.res.filter(function (x) { return held(x) !== held(d); }).concat(type === 'reserved' ? [d] : []);
+        } else {
+          s.v++;
+          if (type === 'lease') s.by[d.issue] = d;
+          else if (d.issue) delete s.by[d.issue];
+          else s.seen = {}, s.res = 0;
+        }
         schedule();
       });
     });
@@ -74,7 +85,7 @@
       var s = repos[r];
       if (s.es) s.es.close();
       clearTimeout(s.timer);
-      s.es = s.timer = s.live = 0;
+      s.es = s.timer = s.live = s.res = 0;
       s.seen = {}; // events will be missed: ask again when shown
     });
   }
@@ -96,6 +107,23 @@
 
   // who is l's holder as a badge names it: "bot · agent-7" for an agent.
   function who(l) { return l.agent ? l.holder + ' \u00b7 ' + l.agent : l.holder; }
+
+  // held names reservation x as the events do: its holder and its glob.
+  function held(x) { return who(x) + '\n' + x.glob; }
+
+  // reserved reads repo's path reservations unless they are asked for, or
+  // known and kept current by the events (else read every half minute);
+  // an answer an event may have overtaken is asked again.
+  function reserved(repo, s) {
+    if (s.rq || s.res && (s.live || Date.now() - s.rat < REFRESH)) return;
+    var v = s.rv;
+    s.rq = get('/repos/' + repo + '/reservations').then(function (r) { return r.ok && r.json(); }).catch(function () {}).then(function (j) {
+      s.rq = 0;
+      s.rat = Date.now();
+      if (s.rv === v) s.res = (j && j.reservations) || [];
+      schedule();
+    });
+  }
 
   // text is the badge's words for lease l now, or null once it has expired.
   function text(l) {
@@ -137,9 +165,11 @@
     where.insertAdjacentElement('beforebegin', div);
   }
 
-  // panel keeps the issue page's sidebar section: the claim history, read
-  // when opened and after each change; and while the issue is claimed, for
-  // whom Gitea shows the repository's settings (admins), force-release.
+  // panel keeps the issue page's sidebar section: while the issue is
+  // claimed, the paths the claim reserves (kept current by the events);
+  // the claim history, read when opened and after each change; and for
+  // whom Gitea lets set the due date (writers), the buttons' script, which
+  // draws Claim, Release and Force release on every change.
   function panel(p, s) {
     var side = document.querySelector('.issue-content-right'), box = side && side.querySelector('.collab-lease-panel');
     if (!side) return;
@@ -149,7 +179,9 @@
       box.appendChild(el('details', 'collab-lease-history')).appendChild(el('summary', '', 'Claim history'));
       box.firstChild.ontoggle = schedule;
     }
-    var d = box.firstChild, btn = box.querySelector('button'), l = s.by[p.issue];
+    var d = box.querySelector('details'), l = s.by[p.issue];
+    if (l) reserved(p.repo, s);
+    paths(box, d, l && s, p.issue);
     if (d.open && box.v !== s.v) {
       box.v = s.v;
       get('/repos/' + p.repo + '/issues/' + p.issue + '/lease/history').then(function (r) { return r.ok && r.json(); }).then(function (h) {
@@ -165,18 +197,33 @@
         d.appendChild(t);
       }).catch(function () {});
     }
-    if (!l || !document.querySelector('a[href="' + p.link + '/settings"]')) return btn && btn.remove();
-    if (btn) return;
-    btn = box.appendChild(el('button', 'ui tiny basic red button collab-lease-force', 'Force release'));
-    btn.onclick = function () {
-      var l = s.by[p.issue];
-      if (!l || !confirm('Force-release #' + p.issue + ', claimed by ' + who(l) + '?')) return;
-      get('/repos/' + p.repo + '/issues/' + p.issue + '/lease/force-release', 1).then(function (r) {
-        btn.textContent = r.ok ? 'Force release' : r.status === 401 ? 'Sign in to the sidecar first' : 'Refused (' + r.status + ')';
-        s.seen = {};
-        schedule();
-      });
-    };
+    if (claim.call) claim(box, l, p, function () { s.seen = {}; schedule(); });
+    else if (!claim && document.querySelector('.issue-due-form')) {
+      claim = document.createElement('script');
+      claim.src = base + '/assets/' + CLAIM[0];
+      claim.integrity = CLAIM[1];
+      claim.crossOrigin = 'anonymous';
+      claim.hook = function (f) { claim = f; schedule(); };
+      document.head.appendChild(claim);
+    }
+  }
+
+  // paths lists the reservations of the claim on issue (none without s)
+  // before d, rebuilding the list only when it changed.
+  function paths(box, d, s, issue) {
+    var ul = box.querySelector('.collab-lease-paths'), mine = s && s.res ? s.res.filter(function (x) { return x.issue === issue; }) : [];
+    var key = mine.map(function (x) { return x.glob + (x.shared ? ' shared' : ''); }).join('\n');
+    if (ul && ul.k === key) return;
+    if (ul) ul.remove();
+    if (!key) return;
+    ul = box.insertBefore(el('ul', 'collab-lease-paths'), d);
+    ul.k = key;
+    ul.title = 'Paths reserved with this claim';
+    mine.forEach(function (x) {
+      var li = ul.appendChild(el('li'));
+      li.appendChild(el('code', '', x.glob));
+      if (x.shared) li.appendChild(el('span', 'collab-lease-shared', 'shared'));
+    });
   }
 
   // Where badges go: anchor element, repo, issue number.

@@ -58,6 +58,9 @@ type Config struct {
 	// Work-in-progress caps: live claims per holder and per account (0: none).
 	MaxClaimsPerHolder  int
 	MaxClaimsPerAccount int
+	// MaxReservationsPerHolder caps one holder's live path reservations
+	// (globs), over every repository (0: none).
+	MaxReservationsPerHolder int
 	// MaxSessionsPerAccount caps one account's agent sessions (0: none).
 	MaxSessionsPerAccount int
 	ForgeTimeout          time.Duration
@@ -141,6 +144,7 @@ var settings = []setting{
 	{"max-ttl", "COLLAB_MAX_TTL", durationSetting(lease.DefaultMaxTTL), "largest --ttl a claim may ask for"},
 	{"max-claims-per-holder", "COLLAB_MAX_CLAIMS_PER_HOLDER", "0", "live claims one holder (an account's agent, or the account itself) may hold at once, over every repository (0: no cap)"},
 	{"max-claims-per-account", "COLLAB_MAX_CLAIMS_PER_ACCOUNT", "0", "live claims one account may hold at once, all its agents together (0: no cap)"},
+	{"max-reservations-per-holder", "COLLAB_MAX_RESERVATIONS_PER_HOLDER", strconv.Itoa(defaultReservationCap), "live path reservations (globs of collab-lease reserve) one holder may hold at once, over every repository (0: no cap)"},
 	{"max-sessions-per-account", "COLLAB_MAX_SESSIONS_PER_ACCOUNT", "64", "agent sessions (collab-lease session) one account may have open at once, over every replica (0: no cap)"},
 	{"priority-labels", "COLLAB_PRIORITY_LABELS", "", "labels next prefers, highest first, comma-separated (e.g. priority/critical,priority/high): the oldest issue of the highest priority there is goes first, issues with none of them last"},
 	{"lock-delay", "COLLAB_LOCK_DELAY", "0s", "after a claim lapses, how long nobody but its holder may claim the issue (0s: off; at most 5m), so that a frozen holder gets time to stop"},
@@ -165,6 +169,11 @@ var settings = []setting{
 	{"log-format", "COLLAB_LOG_FORMAT", "text", "log format: text or json"},
 	{"log-level", "COLLAB_LOG_LEVEL", "info", "log level: debug, info, warn or error"},
 }
+
+// defaultReservationCap is --max-reservations-per-holder's default: a
+// holder keeps a few globs per claim, and a runaway agent's reserves
+// stop long before they slow down every other reserve in the repository.
+const defaultReservationCap = 256
 
 // maxEventStreams bounds the stream caps one may configure.
 const maxEventStreams = 100_000
@@ -417,6 +426,7 @@ func buildConfig(v map[string]string, getenv func(string) string) (Config, error
 		{"max-conns-per-addr", &c.MaxConnsPerAddr, 1, 1 << 20},
 		{"max-claims-per-holder", &c.MaxClaimsPerHolder, 0, 1 << 20},
 		{"max-claims-per-account", &c.MaxClaimsPerAccount, 0, 1 << 20},
+		{"max-reservations-per-holder", &c.MaxReservationsPerHolder, 0, 1 << 20},
 		{"max-sessions-per-account", &c.MaxSessionsPerAccount, 0, 1 << 20},
 		{"max-conns-per-account", &c.MaxConnsPerAccount, 1, 1 << 20},
 		{"forge-rate-per-addr", &c.ForgeRatePerAddr, 0, 1 << 20},

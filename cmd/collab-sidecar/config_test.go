@@ -99,6 +99,8 @@ func TestConfigValidation(t *testing.T) {
 		{"bad ttl", append(base, "--max-ttl", "soon"), "max-ttl \"soon\" must be a duration"},
 		{"zero ttl", append(base, "--max-ttl", "0s"), "max-ttl"},
 		{"negative claim cap", append(base, "--max-claims-per-holder", "-1"), "max-claims-per-holder \"-1\" must be a whole number from 0 to 1048576"},
+		{"negative reservation cap", append(base, "--max-reservations-per-holder", "-1"), "max-reservations-per-holder \"-1\" must be a whole number from 0 to 1048576"},
+		{"reservation cap not a number", append(base, "--max-reservations-per-holder", "many"), "max-reservations-per-holder \"many\" must be a whole number"},
 		{"a priority label twice", append(base, "--priority-labels", "p/high, p/low,p/high"), "priority-labels names \"p/high\" twice"},
 		{"an empty priority label", append(base, "--priority-labels", "p/high,,p/low"), "priority-labels \"p/high,,p/low\" has an empty label; name labels separated by commas, highest first"},
 		{"lock-delay over 5m", append(base, "--lock-delay", "6m"), "lock-delay \"6m\" must be a duration between 0s and 5m0s"},
@@ -152,6 +154,32 @@ func TestConfigFencePushes(t *testing.T) {
 	}
 	if _, err := loadConfig("serve", append(base, "--config", notSwitch), envOf(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "max-ttl must be a string") {
 		t.Errorf("true for a setting that is no switch: %v", err)
+	}
+}
+
+// The reservation cap is 256 unless set, by a flag, the environment or
+// the file; 0 turns it off.
+func TestConfigReservationCap(t *testing.T) {
+	file := writeFile(t, "c.toml", "max_reservations_per_holder = 12\n", 0o600)
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want int
+	}{
+		{nil, nil, 256},
+		{[]string{"--max-reservations-per-holder", "0"}, nil, 0},
+		{nil, map[string]string{"COLLAB_MAX_RESERVATIONS_PER_HOLDER": "64"}, 64},
+		{[]string{"--config", file}, nil, 12},
+		{[]string{"--config", file, "--max-reservations-per-holder", "3"}, map[string]string{"COLLAB_MAX_RESERVATIONS_PER_HOLDER": "64"}, 3},
+	} {
+		env := map[string]string{"COLLAB_GITEA_TOKEN": "t0k"}
+		for k, v := range c.env {
+			env[k] = v
+		}
+		cfg, err := loadConfig("serve", append([]string{"--gitea-url", "http://g"}, c.args...), envOf(env), io.Discard)
+		if err != nil || cfg.MaxReservationsPerHolder != c.want {
+			t.Errorf("%v %v: max-reservations-per-holder %d, %v; want %d", c.args, c.env, cfg.MaxReservationsPerHolder, err, c.want)
+		}
 	}
 }
 

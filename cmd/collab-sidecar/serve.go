@@ -57,11 +57,13 @@ func serve(ctx context.Context, cfg Config, logw io.Writer) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
-	store, err := models.Open(cfg.DB, models.WithMaxTTL(cfg.MaxTTL), models.WithLockDelay(cfg.LockDelay), models.WithClaimCaps(cfg.MaxClaimsPerHolder, cfg.MaxClaimsPerAccount), models.WithClockStep(func(back time.Duration) {
+	limits := []models.Option{models.WithMaxTTL(cfg.MaxTTL), models.WithLockDelay(cfg.LockDelay),
+		models.WithClaimCaps(cfg.MaxClaimsPerHolder, cfg.MaxClaimsPerAccount), models.WithReservationCap(cfg.MaxReservationsPerHolder)}
+	store, err := models.Open(cfg.DB, append(limits, models.WithClockStep(func(back time.Duration) {
 		log.Warn("the clock stepped back; the ledger keeps using its latest time until the clock catches up, so no expired lease comes back", "by", back.String())
 	}), models.WithListenLost(func(err error) {
 		log.Warn("lost the PostgreSQL connection that hears the other replicas' changes; connecting again; once connected, every waiter and live feed looks again", "err", err)
-	}))
+	}))...)
 	if err != nil {
 		return err
 	}

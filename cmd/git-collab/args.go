@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,11 +12,12 @@ import (
 
 // Invocation is one parsed command line.
 type Invocation struct {
-	Verb   string // a name from verbs, or "help"
-	Issue  int64  // > 0 for the commands that take <issue> (merge: <pull>)
-	Flags  []Flag // the options that travel to the sidecar, in the order given
-	Remote string // default "origin"
-	Repo   string // owner/name, when not the remote's (check under run)
+	Verb   string   // a name from verbs, or "help"
+	Issue  int64    // > 0 for the commands that take <issue> (merge: <pull>)
+	Globs  []string // reserve's and unreserve's <glob>..., from where git collab runs (fromRoot)
+	Flags  []Flag   // the options that travel to the sidecar, in the order given
+	Remote string   // default "origin"
+	Repo   string   // owner/name, when not the remote's (check under run)
 	JSON   bool
 	Help   bool   // show help for Verb instead of running it
 	Topic  string // for `help <verb>`
@@ -25,6 +27,8 @@ type Invocation struct {
 	Next    bool
 	Grace   string
 	Command []string
+	// Reserve are run's --reserve globs, as Globs are given.
+	Reserve []string
 }
 
 // Flag is an option that travels to the sidecar as the collab-lease flag
@@ -54,7 +58,7 @@ func (o option) scoped() bool { return o.sidecar || o.session }
 // placeholder from there (withMetas), unless it names a shorter one for
 // the list (the synopses keep the grammar's).
 var options = withMetas([]option{
-	{name: "--ttl", sidecar: true, text: "claim length: seconds (300) or a duration (90s, 30m, 2h)"},
+	{name: "--ttl", sidecar: true, text: "length of a claim or reservation: 300 (seconds), 30m, 2h"},
 	{name: "--wait", sidecar: true, text: "claim, next, merge: wait up to <dur> for a claim or a turn"},
 	{name: "--label", sidecar: true, text: "next: only issues with this label (repeat: with all of them)"},
 	{name: "--pulls", sidecar: true, text: "next: pull requests instead of issues"},
@@ -63,11 +67,15 @@ var options = withMetas([]option{
 	{name: "--style", meta: "<style>", sidecar: true, text: "merge: how Gitea merges (default merge)"},
 	{name: "--delete-branch", sidecar: true, text: "merge: delete the pull request's branch once merged"},
 	{name: "--limit", sidecar: true, text: "history: show at most <n> claims (default 20, at most 200)"},
-	{name: "--force", sidecar: true, text: "unclaim: release someone else's claim (repository admins)"},
+	{name: "--force", sidecar: true, text: "unclaim, unreserve: end someone else's (repository admins)"},
+	{name: "--issue", sidecar: true, text: "reserve, unreserve: the reservations of your claim on <n>"},
+	{name: "--shared", sidecar: true, text: "reserve: meets only others' exclusive reservations"},
+	{name: "--path", sidecar: true, text: "reservations: only those whose glob matches <path>"},
 	{name: "--to", sidecar: true, text: "handoff: whom the claim goes to"},
 	{name: "--agent", sidecar: true, text: "act as this agent of your account (default COLLAB_AGENT)"},
 	{name: "--next", session: true, text: "run: claim the next issue instead of <issue>"},
 	{name: "--grace", session: true, text: "run, mcp: claims outlive a lost connection this long (30s)"},
+	{name: "--reserve", meta: "<glob>", session: true, text: "run: reserve <glob> with the claim (repeat for more)"},
 	{name: "--remote", meta: "<name>", text: "the remote whose URL names the repository (default origin)"},
 	{name: "--json", text: "print the sidecar's JSON reply unchanged, nothing else"},
 	{name: "-h, --help", text: "show help"},
@@ -186,6 +194,12 @@ func ParseArgs(args []string) (Invocation, error) {
 			if inv.Grace == "" {
 				return inv, usagef("--grace is empty; use whole seconds (30) or a Go duration (30s, 2m)")
 			}
+		case "--reserve":
+			var g string
+			if g, err = takeValue(); err != nil {
+				return inv, err
+			}
+			inv.Reserve = append(inv.Reserve, g)
 		case "--remote":
 			if inv.Remote, err = takeValue(); err != nil {
 				return inv, err
@@ -250,7 +264,7 @@ func ParseArgs(args []string) (Invocation, error) {
 		}
 		given[f.Name] = true
 	}
-	for name, set := range map[string]bool{"--next": inv.Next, "--grace": inv.Grace != ""} {
+	for name, set := range map[string]bool{"--next": inv.Next, "--grace": inv.Grace != "", "--reserve": len(inv.Reserve) > 0} {
 		if set && !v.takes(name) {
 			return inv, usagef("%s takes no %s; usage: %s", v.name, name, v.synopsis)
 		}
@@ -271,6 +285,14 @@ func ParseArgs(args []string) (Invocation, error) {
 	}
 	want, what, parse := 0, "an issue number", contract.ParseIssue
 	switch {
+	case v.globs:
+		if len(pos) == 0 && v.needGlob {
+			return inv, usagef("%s needs <glob>...; usage: %s", v.name, v.synopsis)
+		}
+		if len(pos) > 0 {
+			inv.Globs = pos
+		}
+		return inv, checkRemote(v.remote, inv.Issue, inv.Flags, inv.Globs)
 	case v.issue:
 		want = 1
 	case v.pull:
@@ -299,10 +321,33 @@ func ParseArgs(args []string) (Invocation, error) {
 		}
 		return inv, nil
 	}
-	if _, _, err := RemoteCommand(v.remote, checkRepo, inv.Issue, inv.Flags); err != nil {
-		return inv, err
+	return inv, checkRemote(v.remote, inv.Issue, inv.Flags, nil)
+}
+
+// checkRemote checks the command the sidecar would be sent, with the
+// globs and --path read from the repository's root: one that climbs out
+// of it with ".." is checked once git says where in the work tree git
+// collab runs (fromRoot), which decides whether it leaves the
+// repository.
+func checkRemote(verb contract.Verb, issue int64, flags []Flag, globs []string) error {
+	atRoot := func(p string, glob bool) string {
+		if r, err := rootPath("", p, glob); err == nil {
+			return r
+		}
+		return "x"
 	}
-	return inv, nil
+	rooted := make([]string, len(globs))
+	for i, g := range globs {
+		rooted[i] = atRoot(g, true)
+	}
+	flags = slices.Clone(flags)
+	for i, f := range flags {
+		if f.Name == "--path" {
+			flags[i].Value = atRoot(f.Value, false)
+		}
+	}
+	_, _, err := RemoteCommand(verb, checkRepo, issue, flags, rooted...)
+	return err
 }
 
 // minGrace is the shortest grace the sidecar allows a session.
@@ -350,8 +395,12 @@ func parseRun(inv Invocation, v *verb, pos []string) (Invocation, error) {
 			return inv, usagef("%s goes with --next; usage: %s", f.Name, v.synopsis)
 		}
 	}
-	if _, _, err := RemoteCommand(verb, checkRepo, inv.Issue, inv.Flags); err != nil {
+	if err := checkRemote(verb, inv.Issue, inv.Flags, nil); err != nil {
 		return inv, err
+	}
+	if len(inv.Reserve) > 0 {
+		// As run will send them, with --issue once it knows the issue.
+		return inv, checkRemote(contract.VerbReserve, 0, []Flag{{Name: "--issue", Value: "1"}}, inv.Reserve)
 	}
 	return inv, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,6 +47,13 @@ var parseArgsCases = []struct {
 	{args: "merge #7 --token 3 --style squash --delete-branch --wait 5m --agent a-1 --json", want: Invocation{Verb: "merge", Issue: 7, Remote: "origin", JSON: true,
 		Flags: []Flag{{"--token", "3"}, {"--style", "squash"}, {"--delete-branch", ""}, {"--wait", "5m"}, {"--agent", "a-1"}}}},
 	{args: "merge --style=fast-forward-only 7", want: Invocation{Verb: "merge", Issue: 7, Remote: "origin", Flags: []Flag{{"--style", "fast-forward-only"}}}},
+	// The reservations: globs as given (fromRoot reads them from the root).
+	{args: "reserve src/auth/** docs/ --issue 42 --shared", want: Invocation{Verb: "reserve", Remote: "origin", Globs: []string{"src/auth/**", "docs/"},
+		Flags: []Flag{{"--issue", "42"}, {"--shared", ""}}}},
+	{args: "reserve --ttl 1h ../lib/* :/docs/", want: Invocation{Verb: "reserve", Remote: "origin", Globs: []string{"../lib/*", ":/docs/"}, Flags: []Flag{{"--ttl", "1h"}}}},
+	{args: "unreserve", want: Invocation{Verb: "unreserve", Remote: "origin"}},
+	{args: "unreserve src/** --force --json", want: Invocation{Verb: "unreserve", Remote: "origin", Globs: []string{"src/**"}, Flags: []Flag{{"--force", ""}}, JSON: true}},
+	{args: "reservations --path src/a.go", want: Invocation{Verb: "reservations", Remote: "origin", Flags: []Flag{{"--path", "src/a.go"}}}},
 	// mcp sends nothing itself: it takes only the remote.
 	{args: "mcp", want: Invocation{Verb: "mcp", Remote: "origin"}},
 	{args: "mcp --remote upstream", want: Invocation{Verb: "mcp", Remote: "upstream"}},
@@ -143,6 +151,20 @@ var parseArgsCases = []struct {
 	{args: "claim 7 --style squash", error: "claim takes no --style"},
 	{args: "check 7 --token 3 --delete-branch", error: "check takes no --delete-branch"},
 	{args: "claims --force", error: "claims takes no --force"},
+	{args: "reserve", error: "reserve needs <glob>...; usage: git collab reserve <glob>... [--issue <n>]"},
+	{args: "reserve --issue 4", error: "reserve needs <glob>..."},
+	{args: "reserve src/** --issue 4 --ttl 1h", error: "--issue and --ttl both given"},
+	{args: "reserve /etc --ttl 1h", error: `glob "/etc" starts with /`},
+	{args: "reserve --ttl=1h -- -odd", error: `unknown flag "-odd"`}, // the sidecar's grammar takes no word starting with "-" for a glob
+	{args: "reserve src/** --issue 04", error: `issue must not have a leading zero, got "04"`},
+	{args: "reserve src/** --shared=yes", error: "--shared takes no value"},
+	{args: "reserve src/** --path x", error: "reserve takes no --path"},
+	{args: "unreserve --shared", error: "unreserve takes no --shared"},
+	{args: "reservations src/**", error: `unexpected argument "src/**"; usage: git collab reservations [--path <path>]`},
+	{args: "reservations --path", error: "--path needs a value"},
+	{args: "reservations --path /a", error: `--path "/a" starts with /`},
+	{args: "claim 42 --reserve src/**", error: "claim takes no --reserve"},
+	{args: "claim 42 --issue 4", error: "claim takes no --issue"},
 }
 
 func TestParseArgs(t *testing.T) {
@@ -224,15 +246,34 @@ func FuzzParseArgs(f *testing.F) {
 		if v.name == "check" && inv.Issue == 0 {
 			return // the run's claim: COLLAB_ISSUE and COLLAB_TOKEN name it, at run time
 		}
-		sent, cmd, err := RemoteCommand(v.remote, "acme/widgets", inv.Issue, inv.Flags)
+		// Read from the root; one above it here is for where git collab
+		// runs to decide.
+		globs, err := rootGlobs("", inv.Globs)
+		if err != nil {
+			return
+		}
+		flags := slices.Clone(inv.Flags)
+		for i, fl := range flags {
+			if fl.Name == "--path" {
+				if flags[i].Value, err = rootPath("", fl.Value, false); err != nil {
+					return
+				}
+			}
+		}
+		sent, cmd, err := RemoteCommand(v.remote, "acme/widgets", inv.Issue, flags, globs...)
 		if err != nil {
 			t.Fatalf("%q: accepted, but the command for the sidecar fails: %v", args, err)
 		}
 		if strings.ContainsAny(sent, "\n\r\x00") {
 			t.Fatalf("%q: sends %q", args, sent)
 		}
-		if cmd.Verb != v.remote || cmd.Repo() != "acme/widgets" || cmd.Issue != inv.Issue || (inv.Issue > 0) != (v.issue || v.pull) {
+		if cmd.Verb != v.remote || cmd.Repo() != "acme/widgets" || (inv.Issue > 0) != (v.issue || v.pull) || inv.Issue > 0 && cmd.Issue != inv.Issue {
 			t.Fatalf("%q: the sidecar reads %+v", args, cmd)
+		}
+		for _, g := range cmd.Globs {
+			if !slices.Contains(globs, g) {
+				t.Fatalf("%q: the sidecar reads the glob %q, not one of %q", args, g, globs)
+			}
 		}
 		var labels []string
 		pulls, force, deleteBranch := false, false, false

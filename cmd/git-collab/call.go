@@ -77,17 +77,17 @@ func (a *app) withAgent(flags []Flag) []Flag {
 	return flags
 }
 
-// send runs the collab-lease command v (on issue, with flags) on t's
+// send runs the collab-lease command v (on issue, with flags and globs) on t's
 // sidecar. The line is checked with the sidecar's own grammar first
 // (RemoteCommand), so a mistake sends nothing and is a *usageError. Under
 // git collab run, a command that reads rides run's session (ride.go). ssh's
 // stderr, where the sidecar's error line comes, goes to stderr as it
 // comes; detached is runSSH's. An error means ssh did not run.
-func (a *app) send(ctx context.Context, t target, v contract.Verb, issue int64, flags []Flag, stderr io.Writer, detached bool) (exchange, error) {
+func (a *app) send(ctx context.Context, t target, v contract.Verb, issue int64, flags []Flag, globs []string, stderr io.Writer, detached bool) (exchange, error) {
 	if x, ok := a.rideRun(ctx, t, v, issue, flags, stderr); ok {
 		return x, nil
 	}
-	line, req, err := RemoteCommand(v, t.repo, issue, a.withAgent(flags))
+	line, req, err := RemoteCommand(v, t.repo, issue, a.withAgent(flags), globs...)
 	if err != nil {
 		return exchange{}, err
 	}

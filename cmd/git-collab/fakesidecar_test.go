@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -84,7 +85,9 @@ func relaySSH(addr string, args []string) int {
 // fakeSidecar serves sessions with a small ledger of its own: acquire
 // and next claim (next takes issue nextIssue), release releases, check
 // compares tokens, list lists the caller's session's claims, merge merges
-// a pull request the session holds. Tests change
+// a pull request the session holds; reserve, unreserve and reservations
+// keep the sessions' reservations, which end with their claims, and
+// check lists a claim's. Tests change
 // its answers through its fields, under mu, and with reply.
 type fakeSidecar struct {
 	t  *testing.T
@@ -102,8 +105,11 @@ type fakeSidecar struct {
 	// refuseResume answers every --resume with session_gone.
 	refuseResume bool
 	held         map[int64]bool // acquire answers held
-	nextIssue    int64          // 0: next answers none
-	grace        int            // grace_seconds; 30 if 0
+	// bobs are the globs bob/b1 has reserved for acme/widgets#12: a
+	// reserve of one of them answers conflict.
+	bobs      map[string]bool
+	nextIssue int64 // 0: next answers none
+	grace     int   // grace_seconds; 30 if 0
 	// reply, if set, answers a command line instead of the ledger; ok
 	// false leaves it to the ledger.
 	reply func(line string) (answer string, ok bool)
@@ -115,6 +121,41 @@ type fakeSession struct {
 	id, agent string
 	conn      *fakeConn
 	claims    map[int64]int64 // issue -> token
+	reserved  []fakeReservation
+}
+
+// fakeReservation is one glob a session reserved, with its claim's issue
+// (0: the session's own).
+type fakeReservation struct {
+	glob   string
+	issue  int64
+	shared bool
+}
+
+// json is r as replies show it, held by alice as agent (JSON).
+func (r fakeReservation) json(agent string) string {
+	issue := "null"
+	if r.issue != 0 {
+		issue = strconv.FormatInt(r.issue, 10)
+	}
+	return fmt.Sprintf(`{"glob":%q,"shared":%t,"holder":"alice","agent":%s,"issue":%s,"expires_at":null}`, r.glob, r.shared, agent, issue)
+}
+
+// shown are the session's reservations for which pick is true, as
+// replies show them, held by alice as agent (JSON).
+func (s *fakeSession) shown(agent string, pick func(fakeReservation) bool) string {
+	var out []string
+	for _, r := range s.reserved {
+		if pick(r) {
+			out = append(out, r.json(agent))
+		}
+	}
+	return "[" + strings.Join(out, ",") + "]"
+}
+
+// drop ends the session's reservations for which pick is true.
+func (s *fakeSession) drop(pick func(fakeReservation) bool) {
+	s.reserved = slices.DeleteFunc(s.reserved, pick)
 }
 
 // fakeConn is one ssh run.
@@ -147,7 +188,7 @@ func newFakeSidecar(t *testing.T, h *harness) *fakeSidecar {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeSidecar{t: t, ln: ln, sessions: map[string]*fakeSession{}, held: map[int64]bool{}}
+	f := &fakeSidecar{t: t, ln: ln, sessions: map[string]*fakeSession{}, held: map[int64]bool{}, bobs: map[string]bool{}}
 	t.Cleanup(func() {
 		ln.Close()
 		f.mu.Lock()
@@ -332,11 +373,12 @@ func (f *fakeSidecar) answer(c *fakeConn, line string) string {
 		return acquired(f.nextIssue, f.token)
 	case contract.VerbRelease:
 		delete(s.claims, cmd.Issue)
+		s.drop(func(r fakeReservation) bool { return r.issue == cmd.Issue })
 		return fmt.Sprintf(`{"status":"released","repo":"acme/widgets","issue":%d,"exit":0}`, cmd.Issue)
 	case contract.VerbCheck:
 		if token, ok := s.claims[cmd.Issue]; ok && token == cmd.Token {
-			return fmt.Sprintf(`{"status":"current","repo":"acme/widgets","issue":%d,"holder":"alice","agent":%s,"token":%d,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null,"exit":0}`,
-				cmd.Issue, agent, token)
+			return fmt.Sprintf(`{"status":"current","repo":"acme/widgets","issue":%d,"holder":"alice","agent":%s,"token":%d,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null,"reservations":%s,"exit":0}`,
+				cmd.Issue, agent, token, s.shown(agent, func(r fakeReservation) bool { return r.issue == cmd.Issue }))
 		}
 		return fmt.Sprintf(`{"status":"stale","repo":"acme/widgets","issue":%d,"token":null,"exit":4}`, cmd.Issue)
 	case contract.VerbMerge:
@@ -349,6 +391,35 @@ func (f *fakeSidecar) answer(c *fakeConn, line string) string {
 		}
 		delete(s.claims, cmd.Issue)
 		return fmt.Sprintf(`{"status":"merged","repo":"acme/widgets","pull":%d,"sha":"6f1c0e2d","issue":%d,"token":%d,"exit":0}`, cmd.Issue, cmd.Issue, token)
+	case contract.VerbReserve:
+		var with []string
+		for _, g := range cmd.Globs {
+			if f.bobs[g] {
+				with = append(with, fmt.Sprintf(`{"glob":%q,"shared":false,"holder":"bob","agent":"b1","issue":12,"expires_at":"2026-09-05T12:05:00Z"}`, g))
+			}
+		}
+		if len(with) > 0 {
+			return `{"status":"conflict","repo":"acme/widgets","with":[` + strings.Join(with, ",") + `],"exit":4}`
+		}
+		if _, ok := s.claims[cmd.Issue]; cmd.Issue != 0 && !ok {
+			return fmt.Sprintf(`{"status":"not_holder","repo":"acme/widgets","issue":%d,"holder":null,"agent":null,"expires_at":null,"exit":4}`, cmd.Issue)
+		}
+		given := func(r fakeReservation) bool { return slices.Contains(cmd.Globs, r.glob) }
+		s.drop(given)
+		for _, g := range cmd.Globs {
+			s.reserved = append(s.reserved, fakeReservation{glob: g, issue: cmd.Issue, shared: cmd.Shared})
+		}
+		return `{"status":"reserved","repo":"acme/widgets","reservations":` + s.shown(agent, given) + `,"exit":0}`
+	case contract.VerbUnreserve:
+		named := func(r fakeReservation) bool {
+			return (len(cmd.Globs) == 0 || slices.Contains(cmd.Globs, r.glob)) && (cmd.Issue == 0 || r.issue == cmd.Issue)
+		}
+		removed := s.shown(agent, named)
+		s.drop(named)
+		return `{"status":"unreserved","repo":"acme/widgets","reservations":` + removed + `,"exit":0}`
+	case contract.VerbReservations:
+		all := s.shown(agent, func(fakeReservation) bool { return true })
+		return `{"status":"reservations","repo":"acme/widgets","reservations":` + all + `,"exit":0}`
 	case contract.VerbList:
 		var leases []string
 		for issue, token := range s.claims {
@@ -374,6 +445,7 @@ func (f *fakeSidecar) lose(issue int64, endedBy string) {
 	for _, s := range f.sessions {
 		if token, ok := s.claims[issue]; ok {
 			delete(s.claims, issue)
+			s.drop(func(r fakeReservation) bool { return r.issue == issue })
 			if s.conn != nil {
 				s.conn.send("1", fmt.Sprintf(`{"status":"lost","repo":"acme/widgets","issue":%d,"token":%d,"ended_by":%q}`, issue, token, endedBy))
 			}

@@ -15,6 +15,10 @@ type Git interface {
 	RemoteURL(name string) (string, error)
 	// Config is the value of a config key; "" when it is unset.
 	Config(key string) (string, error)
+	// Prefix is where in the work tree git runs, as a path from its root
+	// ending in "/" ("src/auth/"), "" at the root: what a path named
+	// there is relative to.
+	Prefix() (string, error)
 	// LocalValues are the values of a multi-valued key in the
 	// repository's own config file (.git/config), in order; none when
 	// it is unset, and errNoRepository outside a repository.
@@ -58,6 +62,14 @@ func (g execGit) Config(key string) (string, error) {
 	var ee *exec.ExitError
 	if errors.As(err, &ee) && ee.ExitCode() == 1 { // the key is unset
 		return "", nil
+	}
+	return out, err
+}
+
+func (g execGit) Prefix() (string, error) {
+	out, err := g.run("rev-parse", "--show-prefix")
+	if err != nil && strings.Contains(err.Error(), "not a git repository") {
+		return "", errors.New("not inside a git repository; run git collab in a checkout of the repository")
 	}
 	return out, err
 }

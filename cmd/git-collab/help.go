@@ -17,8 +17,10 @@ type verb struct {
 	remote   contract.Verb // the collab-lease sub-verb; "" for run and mcp, which run several over a session
 	issue    bool          // takes <issue>
 	pull     bool          // takes <pull>, a pull request's number, where others take <issue>
-	flags    []string      // the sidecar options it takes (see options)
-	required string        // the one of them it cannot do without, if any
+	globs    bool          // takes <glob>... (reserve), or [<glob>...] (unreserve) where needGlob is false
+	needGlob bool
+	flags    []string // the sidecar options it takes (see options)
+	required string   // the one of them it cannot do without, if any
 	synopsis string
 	brief    string // the synopsis in the list of commands, if not the synopsis itself
 	summary  string
@@ -31,8 +33,8 @@ func (v *verb) takes(flag string) bool { return slices.Contains(v.flags, flag) }
 // verbs are the commands, in the order an agent meets them.
 var verbs = fromGrammar([]verb{
 	{
-		name: "run", flags: []string{"--next", "--label", "--pulls", "--ttl", "--wait", "--grace", "--agent"},
-		synopsis: "git collab run [<issue> | --next [--label <name>]... [--pulls]] [--ttl <dur>] [--wait <dur>] [--grace <dur>] [--agent <name>] [--remote <name>] -- <command> [<arg>...]",
+		name: "run", flags: []string{"--next", "--label", "--pulls", "--ttl", "--wait", "--grace", "--reserve", "--agent"},
+		synopsis: "git collab run [<issue> | --next [--label <name>]... [--pulls]] [--ttl <dur>] [--wait <dur>] [--grace <dur>] [--reserve <glob>]... [--agent <name>] [--remote <name>] -- <command> [<arg>...]",
 		brief:    "run [<issue> | --next] [<options>] -- <command>",
 		summary:  "claim, run <command> under the claim, release",
 		detail: `Open a session with the sidecar, claim <issue> (or, with --next, the
@@ -50,9 +52,13 @@ SIGKILL 10s later, and exits 4: the work must not land. A dropped
 connection is reopened within --grace (default 30s), and the claim kept.
 --ttl caps the claim's whole life; --wait waits for a held issue, or
 with --next for one to come free (nothing claimed when it runs out).
-Inside the command, git collab check with no arguments checks the claim,
+--reserve reserves <glob> (repeat it for more) with the claim, as git
+collab reserve --issue does, before the command starts: the reservations
+end with the claim. If another holder's reservation is in the way, git
+collab names it, releases the claim, and exits 4: the command never
+starts. Inside the command, git collab check with no arguments checks the claim,
 and every git collab command acts as the same agent; check, claims and
-history ride the session (COLLAB_RUN_SOCKET names its private socket)
+history and reservations ride the session (COLLAB_RUN_SOCKET names its private socket)
 instead of an ssh of their own. Every git push the command makes carries
 the claim's token as the push option collab-lease=<issue>:<token> (a
 push.pushOption entry in GIT_CONFIG_COUNT, after the caller's own), which
@@ -101,6 +107,44 @@ Gitea's gate; git collab says so on the line after the claim's.`,
 		detail: `Renew your live claim on <issue>: it now expires <dur> from now and keeps
 its token. If you do not hold it (never claimed, unclaimed, expired, or
 taken over by someone else), nothing changes, exit 4: claim it again.`,
+	},
+	{
+		name: "reserve", remote: contract.VerbReserve,
+		brief:   "reserve <glob>... [<options>]",
+		summary: "keep other agents off these paths",
+		detail: `Reserve paths of this repository, named by globs, so that no other
+holder works on them at the same time: exclusive, unless --shared (shared
+reservations of several holders may overlap; an exclusive one overlaps
+none of another holder's). A reservation lives as long as its anchor:
+with --issue, your claim on <n> (it ends when the claim does, however the
+claim ends; a claim you do not hold: exit 4); without, its own --ttl,
+which it then needs. All the globs are reserved, or none: if a glob of
+another holder's reservation in the way matches a path one of them
+matches (decided exactly), git collab names it (glob, holder, agent,
+issue, expiry), exit 4, and nothing is reserved. Reserving a glob you hold
+again renews it. At most 64 globs at once; past the sidecar's cap of
+reservations per holder, exit 4. Where the sidecar runs its gate (serve
+--gate), Gitea refuses a push whose new commits change a path under
+another holder's exclusive reservation. git collab run --reserve
+reserves with the run's claim.`,
+	},
+	{
+		name: "unreserve", remote: contract.VerbUnreserve,
+		brief:   "unreserve [<glob>...] [<options>]",
+		summary: "end your reservations (all, or these globs)",
+		detail: `End your reservations of the globs given, exactly as they were reserved,
+or all of yours in this repository if none is given; with --issue, only
+those that live with your claim on <n>. It says which it ended, maybe
+none: unreserving what you do not hold succeeds. Reservations end with
+their claim anyway. A repository admin ends anyone's with --force.`,
+	},
+	{
+		name: "reservations", remote: contract.VerbReservations,
+		summary: "list the live reservations of this repository",
+		detail: `List the live reservations of this repository, oldest first: glob,
+holder, agent, the issue whose claim it lives with, and when it ends;
+with --path, only those whose glob matches <path>, the ones a push
+changing it would meet. Needs only read access.`,
 	},
 	{
 		name: "check", remote: contract.VerbCheck,
@@ -185,20 +229,22 @@ if it has not. --limit shows at most <n> of them (default 20, at most 200).`,
 		flags:    []string{"--agent", "--grace"},
 		synopsis: "git collab mcp [--agent <name>] [--grace <dur>] [--remote <name>]",
 		summary:  "serve these commands to coding agents over MCP",
-		detail: `Serve claim, renew, unclaim, claims, next, check, handoff, merge and
-history as tools of the Model Context Protocol, on stdin and stdout, to a
-coding agent that starts git collab mcp in a checkout (command git,
-arguments collab mcp). At the first tool call it opens one session with
-the sidecar, on the same repository, sidecar and ssh as git collab, and
-sends every call over it: the claims made through it live as long as the
-server runs, with no renewing (a ttl caps one), and are released when it
-ends. A dropped connection is reopened within --grace (default 30s) and
+		detail: `Serve claim, renew, unclaim, claims, next, check, handoff, merge,
+history, reserve, unreserve and reservations as tools of the Model
+Context Protocol, on stdin and stdout, to a coding agent that starts git
+collab mcp in a checkout (command git, arguments collab mcp). At the
+first tool call it opens one session with the sidecar, on the same
+repository, sidecar and ssh as git collab, and sends every call over it:
+the claims made through it live as long as the server runs, with no
+renewing (a ttl caps one), and are released when it ends; so do the
+reservations made with neither an issue nor a ttl. The tools take paths
+from the repository's root. A dropped connection is reopened within --grace (default 30s) and
 the session resumed; the next tool result says so, and says which claims
 were lost, if any. A claim lost, alone or with the session, is also sent
 to the client at once, as a log message at level warning. It acts as
 --agent, else COLLAB_AGENT, else <short host name>-<pid>. Each answer is
 the sidecar's JSON reply. Exit 4 answers (held, not_holder, none, stale, a
-merge refused or busy) are ordinary results; the rest are tool errors, and
+merge refused or busy, a reservation's conflict) are ordinary results; the rest are tool errors, and
 a temporary one (75) says how long to wait before retrying. ssh runs
 without a terminal: use a key without a passphrase, or an agent. It serves
 until the client closes its stdin, then exits 0.`,
@@ -206,9 +252,8 @@ until the client closes its stdin, then exits 0.`,
 })
 
 // fromGrammar fills in each command of vs that runs a sub-verb from the
-// sub-verb's row of the contract's grammar: whether it takes <issue> or
-// <pull>, its
-// flags, the one it requires, and, unless the row of vs gives one, its
+// sub-verb's row of the contract's grammar: whether it takes <issue>,
+// <pull> or globs, its flags, the one it requires, and, unless the row of vs gives one, its
 // synopsis: the sub-verb's usage without <owner>/<repo>, which git names.
 func fromGrammar(vs []verb) []verb {
 	for i := range vs {
@@ -218,6 +263,8 @@ func fromGrammar(vs []verb) []verb {
 			continue
 		}
 		v.issue, v.pull, v.flags = s.TakesArg(contract.ArgIssue), s.TakesArg(contract.ArgPull), s.Flags
+		v.needGlob = s.TakesArg(contract.ArgGlobs)
+		v.globs = v.needGlob || s.TakesArg(contract.ArgSomeGlobs)
 		if len(s.Required) > 0 {
 			v.required = s.Required[0]
 		}
@@ -261,19 +308,28 @@ const issueHelp = `<issue> is an issue or pull request number: 42 or #42.`
 
 const pullHelp = `<pull> is a pull request number: 7 or #7.`
 
+const globHelp = `<glob> is a path glob: / between directories, * any characters within one
+name, ? one character, ** any number of directories, a trailing / a whole
+directory (src/auth/ is src/auth/**). Globs and paths are read as git
+reads a pathspec: from the directory git collab runs in (auth/** in src
+is src/auth/**), or from the repository's root after :/ (:/docs/); a ..
+above the root is refused.`
+
 const exitHelp = `  0    done (also: claiming what you hold, unclaiming what nobody holds)
   1    error: bad arguments, unknown repository or issue, closed issue,
        or your key no longer belongs to an active Gitea account
   4    an answer, not an error: claimed by someone else, cooling down
-       after a claim lapsed, past your claim cap, you are not the holder,
-       nothing to claim (next), a stale token (check, merge), or a merge
-       Gitea refused or whose turn did not come (merge)
+       after a claim lapsed, past your claim or reservation cap, you are
+       not the holder, nothing to claim (next), a stale token (check,
+       merge), a merge Gitea refused or whose turn did not come (merge),
+       or another holder's reservation in the way (reserve)
   75   temporary failure (forge unavailable, database busy): retry
   255  ssh could not reach or log in to the sidecar`
 
 const runExitHelp = `  n    the command's own exit status (a signal: 128+n); the claim is released
-  4    not claimed (held, cooling down, your cap, nothing to claim): the
-       command never started; or the claim was lost and the command stopped
+  4    not claimed (held, cooling down, your cap, nothing to claim), or
+       not reserved (--reserve; the claim is released): the command never
+       started; or the claim was lost and the command stopped
   1    error, as for every command; the command never started
   75   temporary failure: retry; the command never started
   255  ssh could not reach or log in to the sidecar`
@@ -322,6 +378,8 @@ func verbHelp(v *verb) string {
 		b.WriteString("\n" + issueHelp + "\n")
 	case v.pull:
 		b.WriteString("\n" + pullHelp + "\n")
+	case v.globs || v.takes("--path") || v.takes("--reserve"):
+		b.WriteString("\n" + globHelp + "\n")
 	}
 	b.WriteString("\noptions:\n" + optionsHelp(func(o option) bool {
 		if o.name == "--json" {
@@ -344,6 +402,14 @@ const agentLoop = `# take the next free issue, run work.sh under the claim, rele
 git collab run --next -- ./work.sh
 # in work.sh: push only while the claim is still the run's
 git collab check && git push origin "HEAD:refs/heads/issue-$COLLAB_ISSUE"`
+
+// reserveExample is the manual page's example of reservations, as
+// docs/agents.md gives them.
+const reserveExample = `# claim 42 and reserve the paths its work changes, until the claim ends;
+# exit 4 if another holder's reservation is in the way: work.sh never starts
+git collab run 42 --reserve 'src/auth/**' --reserve docs/auth.md -- ./work.sh
+# who holds what a change to src/auth/login.go would meet
+git collab reservations --path src/auth/login.go`
 
 // manPage is the manual page `git collab --help` shows (git turns that
 // into `man git-collab`): install it with
@@ -368,13 +434,14 @@ and mcp open one session there and send all of theirs over it.`)) + "\n")
 	for _, v := range verbs {
 		fmt.Fprintf(&b, ".TP\n.B %s\n%s\n", v.name, roff(oneParagraph(v.detail)))
 	}
-	b.WriteString(".SH OPTIONS\n" + roffList(optionsHelp(allOptions)) + ".PP\n" + roff(issueHelp) + "\n")
+	b.WriteString(".SH OPTIONS\n" + roffList(optionsHelp(allOptions)) + ".PP\n" + roff(issueHelp) + "\n.PP\n" + roff(oneParagraph(globHelp)) + "\n")
 	b.WriteString(".SH EXIT STATUS\n" + roffList(exitHelp))
 	b.WriteString(".PP\n" + roff(oneParagraph(`Exit status 4 is an answer: do other work, or claim again later
 (claim --wait lets the sidecar do the waiting); retrying at once changes
 nothing. After 75 nothing was done: retry the same command with backoff.`)) + "\n")
 	b.WriteString(".SH CONFIGURATION\n.nf\n" + roff(configHelp) + "\n.fi\n")
 	b.WriteString(".SH EXAMPLES\nAn agent's loop:\n.PP\n.nf\n" + roff(agentLoop) + "\n.fi\n")
+	b.WriteString(".PP\nKeeping agents off each other's files:\n.PP\n.nf\n" + roff(reserveExample) + "\n.fi\n")
 	return b.String()
 }
 

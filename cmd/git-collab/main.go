@@ -20,6 +20,8 @@
 // ride_other.go); the claim's token as a push option, in run's
 // environment and the checkout's config (pushoption.go); `git collab mcp`
 // (mcp.go, mcp_tools.go), and its warnings of lost claims (mcp_lost.go);
+// the paths of reservations, named from where git collab runs in the
+// work tree (paths.go);
 // process groups and lifetimes (proc_unix.go, proc_unix_other.go,
 // proc_linux.go, proc_other.go); --version (version.go).
 package main
@@ -134,7 +136,10 @@ func (a *app) call(v *verb, inv Invocation) int {
 	if inv.Repo != "" {
 		t.repo = inv.Repo
 	}
-	x, err := a.send(context.Background(), t, v.remote, inv.Issue, inv.Flags, a.stderr, false)
+	if inv, err = a.fromRoot(inv); err != nil {
+		return a.fail(err)
+	}
+	x, err := a.send(context.Background(), t, v.remote, inv.Issue, inv.Flags, inv.Globs, a.stderr, false)
 	if err != nil {
 		return a.fail(err)
 	}

@@ -157,6 +157,13 @@ func TestEachVerbSendsItsCommand(t *testing.T) {
 		{[]string{"merge", "#7"}, "collab-lease merge 'acme/widgets' '7'"},
 		{[]string{"merge", "7", "--token", "3", "--style", "squash", "--delete-branch", "--wait=5m"},
 			"collab-lease merge 'acme/widgets' '7' --token '3' --style 'squash' --delete-branch --wait '5m'"},
+		{[]string{"reserve", "src/auth/**", "--issue", "7", "docs/it's.md", "--shared"},
+			`collab-lease reserve 'acme/widgets' 'src/auth/**' 'docs/it'\''s.md' --issue '7' --shared`},
+		{[]string{"reserve", "./src/./a/../b/", "--ttl", "1h"}, "collab-lease reserve 'acme/widgets' 'src/b/' --ttl '1h'"},
+		{[]string{"unreserve"}, "collab-lease unreserve 'acme/widgets'"},
+		{[]string{"unreserve", "src/**", "--issue=7", "--force"}, "collab-lease unreserve 'acme/widgets' 'src/**' --issue '7' --force"},
+		{[]string{"reservations"}, "collab-lease reservations 'acme/widgets'"},
+		{[]string{"reservations", "--path", "src/a.go"}, "collab-lease reservations 'acme/widgets' --path 'src/a.go'"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			t.Parallel()
@@ -212,12 +219,71 @@ func TestJSONIsTheSidecarsBytesAndExitStatus(t *testing.T) {
 		{[]string{"merge", "7", "--token", "2"}, "4", `{"status":"stale","repo":"acme/widgets","issue":42,"token":3}` + "\n", 4},
 		{[]string{"merge", "7"}, "4", `{"status":"not_holder","repo":"acme/widgets","issue":7,"holder":null,"agent":null,"expires_at":null}` + "\n", 4},
 		{[]string{"merge", "7"}, "75", "", 75},
+		{[]string{"reserve", "src/**", "--issue", "7"}, "0", `{"status":"reserved","repo":"acme/widgets","reservations":[]}` + "\n", 0},
+		{[]string{"reserve", "src/**", "--ttl", "1h"}, "4", `{"status":"conflict","repo":"acme/widgets","with":[]}` + "\n", 4},
+		{[]string{"reserve", "src/**", "--issue", "7"}, "4", `{"status":"not_holder","repo":"acme/widgets","issue":7,"holder":null,"agent":null,"expires_at":null}` + "\n", 4},
+		{[]string{"unreserve"}, "0", `{"status":"unreserved","repo":"acme/widgets","reservations":[]}` + "\n", 0},
+		{[]string{"reservations"}, "0", `{"status":"reservations","repo":"acme/widgets","reservations":[]}` + "\n", 0},
+		{[]string{"reservations"}, "75", "", 75},
 	} {
 		h := newHarness(t, "git@forge.example:acme/widgets.git")
 		h.answer(c.code, c.stdout, "")
 		if r := h.run(append(c.args, "--json")...); r != (result{c.stdout, "", c.exit}) {
 			t.Errorf("%q exit %s: got %+v", c.args, c.code, r)
 		}
+	}
+}
+
+// Globs and --path given in a subdirectory of the checkout are read from
+// there, as git reads a pathspec: relative to it, or from the root after
+// ":/"; one above the root is refused, and nothing is sent.
+func TestPathsAreReadFromWhereGitCollabRuns(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	sub := filepath.Join(h.repo, "src", "auth")
+	if err := os.MkdirAll(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	h.answer("0", `{"status":"reservations","repo":"acme/widgets","reservations":[]}`+"\n", "")
+	in := func(dir string, args ...string) result {
+		t.Helper()
+		var out, errb bytes.Buffer
+		a := h.app(nil, &out, &errb)
+		a.git = execGit{dir: dir, env: h.env}
+		code := a.run(args)
+		return result{out.String(), errb.String(), code}
+	}
+	for _, c := range []struct {
+		dir  string
+		args []string
+		want string
+	}{
+		{sub, []string{"reserve", "login.go", "*.md", ".", "../", ":/docs/", "../../lib/**", "--ttl", "1h"},
+			"collab-lease reserve 'acme/widgets' 'src/auth/login.go' 'src/auth/*.md' 'src/auth/' 'src/' 'docs/' 'lib/**' --ttl '1h'"},
+		{sub, []string{"unreserve", "**"}, "collab-lease unreserve 'acme/widgets' 'src/auth/**'"},
+		{sub, []string{"reservations", "--path", "../a.go"}, "collab-lease reservations 'acme/widgets' --path 'src/a.go'"},
+		{sub, []string{"reservations", "--path", ":/README.md"}, "collab-lease reservations 'acme/widgets' --path 'README.md'"},
+		{h.repo, []string{"reserve", ".", "--ttl", "1h"}, "collab-lease reserve 'acme/widgets' '**' --ttl '1h'"},
+	} {
+		os.Remove(h.log)
+		in(c.dir, c.args...)
+		if got := h.sshArgs(); len(got) != 6 || got[5] != c.want {
+			t.Errorf("%q in %s: ssh ran with %q, want %q", c.args, c.dir, got, c.want)
+		}
+	}
+	os.Remove(h.log)
+	for _, args := range [][]string{
+		{"reserve", "../../../x", "--ttl", "1h"},
+		{"reservations", "--path", "../../.."},
+	} {
+		r := in(sub, args...)
+		if r.code != 1 || r.stdout != "" || !strings.HasPrefix(r.stderr, "git-collab: ") || !strings.Contains(r.stderr, "is above the repository's root") ||
+			strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("%q: %+v", args, r)
+		}
+	}
+	if got := h.sshArgs(); got != nil {
+		t.Fatalf("ssh ran with %q", got)
 	}
 }
 
@@ -252,6 +318,10 @@ func TestHumanOutputAndExitStatus(t *testing.T) {
 		{[]string{"merge", "7", "--wait", "10m"}, "4", `{"status":"busy","repo":"acme/widgets","pull":7,"ahead":1}` + "\n", "",
 			result{"", "not merged: acme/widgets!7 did not get its turn within 10m (1 merge ahead); merge again later, or with a longer --wait\n", 4}},
 		{[]string{"merge", "7"}, "75", "", "error: forge unavailable, try again\n", result{"", "error: forge unavailable, try again\n", 75}},
+		{[]string{"reserve", "src/**", "--ttl", "1h"}, "4", `{"status":"conflict","repo":"acme/widgets","with":[{"glob":"src/auth/**","shared":false,"holder":"bot","agent":"agent-3","issue":12,"expires_at":"2026-09-05T12:05:00Z"}]}` + "\n", "",
+			result{"", "not reserved: src/auth/** is reserved by bot · agent-3 for acme/widgets#12 until 12:05 UTC\n", 4}},
+		{[]string{"reserve", "src/**", "--issue", "12"}, "0", `{"status":"reserved","repo":"acme/widgets","reservations":[{"glob":"src/**","shared":false,"holder":"bot","agent":null,"issue":12,"expires_at":null}]}` + "\n", "",
+			result{"reserved src/** · bot · #12 · no expiry\n", "", 0}},
 		// Server errors pass through as they are.
 		{[]string{"claim", "99999"}, "1", "", "error: issue not found\n", result{"", "error: issue not found\n", 1}},
 		{[]string{"claim", "42"}, "75", "", "error: forge unavailable, try again\n", result{"", "error: forge unavailable, try again\n", 75}},

@@ -33,8 +33,8 @@ import (
 //
 //	exit 0        the reply (decodeReply's contract shape) as structured
 //	              content, with its one-line summary as text
-//	exit 4        the same: held, not_holder, none, stale, refused and
-//	              busy are answers
+//	exit 4        the same: held, not_holder, none, stale, refused,
+//	              busy, conflict and limit are answers
 //	exit 1        a tool error with the sidecar's error line
 //	exit 75       a tool error that says it is temporary and how long to
 //	              wait before retrying
@@ -225,6 +225,10 @@ func (m *mcpServer) forgetOptions(kept map[int64]int64) []string {
 // command line would send for the same call.
 type toolArgs interface{ words() (int64, []Flag) }
 
+// globArgs is what a tool that names path globs takes (reserve,
+// unreserve): its globs, from the repository's root, as well.
+type globArgs interface{ globs() []string }
+
 // addTool adds t, which takes an In, to s.
 func addTool[In toolArgs](s *mcp.Server, m *mcpServer, t mcpTool) error {
 	v := findVerb(t.name)
@@ -248,7 +252,11 @@ func addTool[In toolArgs](s *mcp.Server, m *mcpServer, t mcpTool) error {
 			DestructiveHint: &destructive},
 	}, func(ctx context.Context, _ *mcp.CallToolRequest, args In) (*mcp.CallToolResult, any, error) {
 		issue, flags := args.words()
-		res, reply, err := m.call(ctx, v, issue, flags, repeatable)
+		var globs []string
+		if g, ok := any(args).(globArgs); ok {
+			globs = g.globs()
+		}
+		res, reply, err := m.call(ctx, v, issue, flags, globs, repeatable)
 		return m.withNotes(res, reply, err)
 	})
 	return nil
@@ -349,12 +357,12 @@ func (m *mcpServer) withNotes(res *mcp.CallToolResult, reply any, err error) (*m
 // call runs one git collab command for a tool over the session and hands
 // its outcome over as the table at the top of this file says. repeatable
 // says it may be sent again when a dropped connection lost its answer.
-func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag, repeatable bool) (*mcp.CallToolResult, any, error) {
+func (m *mcpServer) call(ctx context.Context, v *verb, issue int64, flags []Flag, globs []string, repeatable bool) (*mcp.CallToolResult, any, error) {
 	t, err := m.a.resolve(m.remote)
 	if err != nil {
 		return nil, nil, gitCollabError(err)
 	}
-	line, req, err := sessionLine(v.remote, t.repo, issue, flags)
+	line, req, err := sessionLine(v.remote, t.repo, issue, flags, globs...)
 	if err != nil {
 		return nil, nil, gitCollabError(err)
 	}
@@ -510,6 +518,8 @@ func adviceFor(req contract.Command, reply any) string {
 			return "Not an error, but the claim is no longer yours: stop working under its token, and claim it again before going on."
 		case req.Verb == contract.VerbMerge:
 			return "Not an error: nothing was merged. Only the holder of the pull request's claim, or of a claim of an issue it closes, may merge it."
+		case req.Verb == contract.VerbReserve:
+			return "Not an error: nothing was reserved, as the claim of that issue is not yours. Claim it first, or reserve without issue."
 		}
 		return "Not an error: it is not yours to release; force is for repository admins."
 	case *contract.None:
@@ -517,14 +527,23 @@ func adviceFor(req contract.Command, reply any) string {
 	case *contract.HandedOff:
 		return "The claim is theirs now: stop working under your token."
 	case *contract.Limit:
-		if req.Verb == contract.VerbHandoff {
+		switch req.Verb {
+		case contract.VerbHandoff:
 			return "Not an error: the target holds as many claims as the sidecar allows; hand it to someone else, or keep it."
+		case contract.VerbReserve:
+			return "Not an error: you hold as many reservations as the sidecar allows. Unreserve some first."
 		}
 		return "Not an error: you hold as many claims as the sidecar allows. Finish and unclaim one of them first."
 	case *contract.Cooling:
 		return "Not an error: its last claim lapsed moments ago, and it stays its holder's until then. Pick other work, or claim it after until."
 	case *contract.Stale:
 		return "Not an error, but your claim is gone: do not merge or push under this token."
+	case *contract.Reservations:
+		if r.Status == contract.StatusReserved {
+			return "Reserved: no other holder may reserve these paths while they are yours, and where the sidecar runs its gate, Gitea refuses others' pushes that change them. They end with their claim (or with this server, if they have neither an issue nor a ttl); unreserve them once you are done with them."
+		}
+	case *contract.ReserveConflict:
+		return "Not an error: nothing was reserved, as other holders' reservations (with) cover some of these paths. Work on other paths, reserve fewer, or ask again once theirs end."
 	case *contract.Merged:
 		return "Merged. The claims it ended are over: claim new work before pushing again."
 	case *contract.MergeRefused:

@@ -157,6 +157,29 @@ var mcpCalls = []struct {
 			{"4", `{"status":"not_holder","repo":"acme/widgets","issue":7,"holder":"bob","agent":null,"expires_at":null}`,
 				"not merged: acme/widgets!7 is claimed by bob (open-ended)\nNot an error: nothing was merged. Only the holder"},
 		}},
+	{"reserve", map[string]any{"globs": []string{"src/auth/**", "docs/auth.md"}, "issue": 42, "shared": true},
+		[]string{"reserve", "src/auth/**", "docs/auth.md", "--issue", "42", "--shared"}, []mcpReply{
+			{"0", `{"status":"reserved","repo":"acme/widgets","reservations":[{"glob":"src/auth/**","shared":true,"holder":"alice","agent":"a1","issue":42,"expires_at":"2026-09-05T12:05:00Z"},` +
+				`{"glob":"docs/auth.md","shared":true,"holder":"alice","agent":"a1","issue":42,"expires_at":"2026-09-05T12:05:00Z"}]}`,
+				"reserved src/auth/** (shared) · alice · a1 · #42 · until 12:05 UTC\nreserved docs/auth.md (shared) · alice · a1 · #42 · until 12:05 UTC\nReserved: no other holder"},
+			{"4", `{"status":"conflict","repo":"acme/widgets","with":[{"glob":"src/**","shared":false,"holder":"bot","agent":"agent-3","issue":12,"expires_at":"2026-09-05T12:05:00Z"}]}`,
+				"not reserved: src/** is reserved by bot · agent-3 for acme/widgets#12 until 12:05 UTC\nNot an error: nothing was reserved"},
+			{"4", `{"status":"not_holder","repo":"acme/widgets","issue":42,"holder":null,"agent":null,"expires_at":null}`,
+				"not reserved: you do not hold acme/widgets#42 (nobody does; claim it again)\nNot an error: nothing was reserved, as the claim"},
+			{"4", `{"status":"limit","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","scope":"reservations","limit":256,"live":256}`,
+				"not reserved: you hold 256 reservations, the sidecar's cap of 256; unreserve some first\nNot an error: you hold as many reservations"},
+		}},
+	{"unreserve", map[string]any{"globs": []string{"src/auth/**"}, "issue": 42, "force": true},
+		[]string{"unreserve", "src/auth/**", "--issue", "42", "--force"}, []mcpReply{
+			{"0", `{"status":"unreserved","repo":"acme/widgets","reservations":[{"glob":"src/auth/**","shared":false,"holder":"bob","agent":null,"issue":null,"expires_at":null}]}`,
+				"unreserved src/auth/** · bob · no expiry"},
+			{"0", `{"status":"unreserved","repo":"acme/widgets","reservations":[]}`, "nothing to unreserve in acme/widgets"},
+		}},
+	{"reservations", map[string]any{"path": "src/auth/login.go"}, []string{"reservations", "--path", "src/auth/login.go"}, []mcpReply{
+		{"0", `{"status":"reservations","repo":"acme/widgets","reservations":[{"glob":"src/**","shared":false,"holder":"bot","agent":"agent-3","issue":12,"expires_at":"2026-09-06T09:00:00Z"}]}`,
+			"src/** · bot · agent-3 · #12 · until 2026-09-06 09:00 UTC"},
+		{"0", `{"status":"reservations","repo":"acme/widgets","reservations":[]}`, "no reservation in acme/widgets matches src/auth/login.go"},
+	}},
 	{"history", map[string]any{"issue": 7, "limit": 5}, []string{"history", "7", "--limit", "5"}, []mcpReply{
 		{"0", `{"repo":"acme/widgets","issue":7,"tenures":[{"token":1,"holder":"alice","agent":null,"acquired_at":"2026-09-05T11:00:00Z","ended_at":"2026-09-05T11:30:00Z","ended_by":"force_released","forced_by":"root"}]}`,
 			"TOKEN  HOLDER  ACQUIRED   ENDED      HOW\n1      alice   11:00 UTC  11:30 UTC  force_released by root"},
@@ -317,6 +340,12 @@ func TestMCPLocalMistakesSendNothing(t *testing.T) {
 		{"merge", map[string]any{"pull": 0}, `validating "arguments"`},
 		{"merge", map[string]any{"issue": 7}, `validating "arguments"`},
 		{"merge", map[string]any{"pull": 7, "wait": "1.5s"}, `git-collab: --wait "1.5s" must be a whole number of seconds`},
+		{"reserve", map[string]any{"globs": "src/**"}, `validating "arguments"`},
+		{"reserve", map[string]any{"globs": []string{"src/**"}, "issue": 0}, `validating "arguments"`},
+		{"reserve", map[string]any{"globs": []string{"/etc/**"}, "issue": 4}, `git-collab: glob "/etc/**" starts with /`},
+		{"reserve", map[string]any{"globs": []string{}, "issue": 4}, `git-collab: reserve needs <glob>...`},
+		{"reserve", map[string]any{"globs": []string{"src/**"}, "issue": 4, "ttl": "1h"}, `git-collab: --issue and --ttl both given`},
+		{"reservations", map[string]any{"path": "../a"}, `git-collab: --path "../a" has a segment ".."`},
 	} {
 		h := newHarness(t, "git@forge.example:acme/widgets.git")
 		res := callTool(t, h.mcpClient(), c.tool, c.args)
@@ -555,7 +584,7 @@ func TestMCPCancelledClaimIsReleased(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := m.call(ctx, findVerb("claim"), 42, []Flag{{Name: "--wait", Value: "1m"}}, true)
+		_, _, err := m.call(ctx, findVerb("claim"), 42, []Flag{{Name: "--wait", Value: "1m"}}, nil, true)
 		done <- err
 	}()
 	waitFor(t, "the claim to be sent", func() bool { return len(f.received()) == 1 })

@@ -18,11 +18,12 @@ import (
 // loop of docs/agents.md, in the tools' words.
 const workflow = `Claim an issue before working on it, so that no other agent or person works on it at the same time:
 1. next (or claim with an issue number). The answer's token identifies your claim. This server keeps the claim alive for as long as it runs: no renewing. A ttl, if you give one, caps the claim's whole life.
-2. Work. If a result starts with a note that a claim of yours was lost, stop working under its token, and claim again before going on; do not assume earlier work is still yours to finish.
-3. Right before a push, check the issue with your token; unless it answers current, do not push. While the claim is yours, every git push from this checkout carries its token as the push option collab-lease=<issue>:<token>, which Gitea may require: push with plain git push, or, if you give -o options of your own, add -o collab-lease=<issue>:<token> too.
-4. To merge the pull request of your claim (or one that closes your claimed issue), call merge, not Gitea's merge: it checks your token, waits its turn behind other merges into the same branch, and merges; Gitea may refuse any other merge.
-5. unclaim when done, or when you give up.
-The statuses held, cooling, limit, not_holder, none, stale, refused and busy are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
+2. If other agents may touch the same files, reserve the paths you will change, with the claim's issue, so that the reservations end with the claim. A conflict names the reservations in the way: work on something else rather than on their paths.
+3. Work. If a result starts with a note that a claim of yours was lost, stop working under its token, and claim again before going on; do not assume earlier work is still yours to finish.
+4. Right before a push, check the issue with your token; unless it answers current, do not push. While the claim is yours, every git push from this checkout carries its token as the push option collab-lease=<issue>:<token>, which Gitea may require: push with plain git push, or, if you give -o options of your own, add -o collab-lease=<issue>:<token> too.
+5. To merge the pull request of your claim (or one that closes your claimed issue), call merge, not Gitea's merge: it checks your token, waits its turn behind other merges into the same branch, and merges; Gitea may refuse any other merge.
+6. unclaim when done, or when you give up.
+The statuses held, cooling, limit, not_holder, none, stale, refused, busy and conflict are answers, not errors: retrying at once changes nothing. A tool error that says "temporary" is the one to retry, after the wait it gives; other tool errors need a different call.`
 
 // errorsNote ends every tool's description: the outcomes an agent must
 // tell apart, in one place.
@@ -54,12 +55,7 @@ type unclaimArgs struct {
 	Force bool  `json:"force,omitempty" jsonschema:"release someone else's claim (repository admins only)"`
 }
 
-func (a unclaimArgs) words() (int64, []Flag) {
-	if a.Force {
-		return a.Issue, []Flag{{Name: "--force"}}
-	}
-	return a.Issue, nil
-}
+func (a unclaimArgs) words() (int64, []Flag) { return a.Issue, switchIf("--force", a.Force) }
 
 type handoffArgs struct {
 	Issue int64  `json:"issue" jsonschema:"the issue or pull request number"`
@@ -77,14 +73,8 @@ type mergeArgs struct {
 }
 
 func (a mergeArgs) words() (int64, []Flag) {
-	var flags []Flag
-	if a.Token != 0 {
-		flags = append(flags, Flag{Name: "--token", Value: fmt.Sprint(a.Token)})
-	}
-	flags = append(flags, flagsOf("--style", a.Style)...)
-	if a.DeleteBranch {
-		flags = append(flags, Flag{Name: "--delete-branch"})
-	}
+	flags := append(numberIf("--token", a.Token), flagsOf("--style", a.Style)...)
+	flags = append(flags, switchIf("--delete-branch", a.DeleteBranch)...)
 	return a.Pull, append(flags, flagsOf("--wait", a.Wait)...)
 }
 
@@ -105,12 +95,8 @@ func (a nextArgs) words() (int64, []Flag) {
 	for _, l := range a.Labels {
 		flags = append(flags, Flag{Name: "--label", Value: l})
 	}
-	if a.Pulls {
-		flags = append(flags, Flag{Name: "--pulls"})
-	}
-	if a.Oldest {
-		flags = append(flags, Flag{Name: "--oldest"})
-	}
+	flags = append(flags, switchIf("--pulls", a.Pulls)...)
+	flags = append(flags, switchIf("--oldest", a.Oldest)...)
 	return 0, append(flags, flagsOf("--ttl", a.TTL, "--wait", a.Wait)...)
 }
 
@@ -128,11 +114,54 @@ type historyArgs struct {
 	Limit int   `json:"limit,omitempty" jsonschema:"show at most this many claims, newest first (default 20, at most 200)"`
 }
 
-func (a historyArgs) words() (int64, []Flag) {
-	if a.Limit == 0 {
-		return a.Issue, nil
+func (a historyArgs) words() (int64, []Flag) { return a.Issue, numberIf("--limit", int64(a.Limit)) }
+
+type reserveArgs struct {
+	Globs  []string `json:"globs" jsonschema:"the paths to reserve, as globs from the repository's root: / between directories, * any characters within one name, ? one character, ** any number of directories, a trailing / a whole directory (src/auth/ is src/auth/**); e.g. [\"src/auth/**\", \"docs/auth.md\"]"`
+	Issue  int64    `json:"issue,omitempty" jsonschema:"the issue of your claim the reservations live with: they end when the claim does, however it ends; omit it and they live as long as this server runs (or for ttl)"`
+	Shared bool     `json:"shared,omitempty" jsonschema:"a shared reservation: it stands only in the way of others' exclusive ones, and only their exclusive ones in its way (for files many touch, such as a changelog)"`
+	TTL    string   `json:"ttl,omitempty" jsonschema:"without issue: how long the reservations last at most, from now, as for claim's ttl"`
+}
+
+func (a reserveArgs) words() (int64, []Flag) {
+	flags := append(numberIf("--issue", a.Issue), switchIf("--shared", a.Shared)...)
+	return 0, append(flags, flagsOf("--ttl", a.TTL)...)
+}
+
+func (a reserveArgs) globs() []string { return a.Globs }
+
+type unreserveArgs struct {
+	Globs []string `json:"globs,omitempty" jsonschema:"the globs to unreserve, exactly as they were reserved; omit them for all of yours in this repository"`
+	Issue int64    `json:"issue,omitempty" jsonschema:"only the reservations that live with your claim on this issue"`
+	Force bool     `json:"force,omitempty" jsonschema:"end someone else's reservations of globs (repository admins only)"`
+}
+
+func (a unreserveArgs) words() (int64, []Flag) {
+	return 0, append(numberIf("--issue", a.Issue), switchIf("--force", a.Force)...)
+}
+
+func (a unreserveArgs) globs() []string { return a.Globs }
+
+type reservationsArgs struct {
+	Path string `json:"path,omitempty" jsonschema:"only the reservations whose glob matches this path from the repository's root, e.g. src/auth/login.go: those a push changing it would meet"`
+}
+
+func (a reservationsArgs) words() (int64, []Flag) { return 0, flagsOf("--path", a.Path) }
+
+// switchIf is the option name, which takes no value, if on.
+func switchIf(name string, on bool) []Flag {
+	if !on {
+		return nil
 	}
-	return a.Issue, []Flag{{Name: "--limit", Value: fmt.Sprint(a.Limit)}}
+	return []Flag{{Name: name}}
+}
+
+// numberIf is the option name with the value n, if n is set.
+func numberIf(name string, n int64) []Flag {
+	if n == 0 {
+		return nil
+	}
+	return []Flag{{Name: name, Value: fmt.Sprint(n)}}
 }
 
 // flagsOf is the valued options among name/value pairs whose value is set.
@@ -166,9 +195,8 @@ var (
 	outRenewed = outcome{shape: contract.Tenure{}, status: contract.StatusRenewed,
 		means: "still yours, same token, now until expires_at"}
 	outNotHolder = outcome{shape: contract.Conflict{}, status: contract.StatusNotHolder,
-		means: "an answer, not an error: you do not hold the issue; a lapsed claim is not yours",
-		fields: map[string]string{"holder": "the Gitea login holding the issue now; null: nobody does", "agent": "which agent of holder's account holds it; null: the account itself, or nobody holds it",
-			"expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}}
+		means:  "an answer, not an error: you do not hold the issue; a lapsed claim is not yours",
+		fields: notHolderFields}
 	outHandedOff = outcome{shape: contract.HandedOff{}, status: contract.StatusHandedOff,
 		means:  "handed off: the claim is the target's now, with a new token; stop working under yours",
 		fields: map[string]string{"holder": "the target's Gitea login", "agent": "the target's agent; null: the account itself", "token": "the target's new token", "from": "your tenure, which ended handed_off"}}
@@ -202,9 +230,34 @@ var (
 		fields: map[string]string{"issue": "the pull request, or the issue it closes whose claim holder holds",
 			"holder": "the Gitea login holding the pull request's claim, else that of an issue it closes; null: nobody holds any",
 			"agent":  "which agent of holder's account holds it; null: the account itself, or nobody holds it", "expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}}
-	outList    = outcome{shape: contract.List{}, means: "the live claims, oldest first"}
-	outHistory = outcome{shape: contract.History{}, means: "the issue's claims, newest first"}
+	outReserved = outcome{shape: contract.Reservations{}, status: contract.StatusReserved,
+		means: "all the globs are yours (a glob you already held is renewed): other holders cannot reserve what they match, and where the gate is on Gitea refuses their pushes that change it", fields: reservationFields}
+	outReserveConflict = outcome{shape: contract.ReserveConflict{}, status: contract.StatusConflict,
+		means: "an answer, not an error: other holders' reservations (with) match paths your globs match, and nothing was reserved; work elsewhere, or reserve again once theirs end", fields: reservationFields}
+	outReserveNotHolder = outcome{shape: contract.Conflict{}, status: contract.StatusNotHolder,
+		means:  "an answer, not an error: you do not hold the claim of issue, and nothing was reserved; claim it first",
+		fields: notHolderFields}
+	outReserveLimit = outcome{shape: contract.Limit{}, status: contract.StatusLimit,
+		means:  "an answer, not an error: you hold limit live reservations, the sidecar's cap (scope reservations), and nothing was reserved; unreserve some first",
+		fields: map[string]string{"issue": "the issue given; null: none", "holder": "your Gitea login", "agent": "your agent; null: the account itself"}}
+	outUnreserved   = outcome{shape: contract.Reservations{}, status: contract.StatusUnreserved, means: "ended: the reservations removed, maybe none", fields: reservationFields}
+	outReservations = outcome{shape: contract.Reservations{}, status: contract.StatusReservations, means: "the live reservations, oldest first", fields: reservationFields}
+	outList         = outcome{shape: contract.List{}, means: "the live claims, oldest first"}
+	outHistory      = outcome{shape: contract.History{}, means: "the issue's claims, newest first"}
 )
+
+// notHolderFields describe the properties of a not_holder answer.
+var notHolderFields = map[string]string{"holder": "the Gitea login holding the issue now; null: nobody does",
+	"agent":      "which agent of holder's account holds it; null: the account itself, or nobody holds it",
+	"expires_at": "when their claim lapses; null: open-ended, or nobody holds it"}
+
+// reservationFields describe the properties of reservations.
+var reservationFields = map[string]string{
+	"issue":      "the issue whose claim the reservation lives with: it ends when the claim does; null: none (it lives with a session, or for its own ttl)",
+	"holder":     "the Gitea login of the reservation's holder",
+	"agent":      "which agent of the holder's account holds it; null: the account itself",
+	"expires_at": "when it ends unless its anchor (claim, session or ttl) lives on (RFC 3339, UTC); null: open-ended",
+}
 
 // replyFields describe the properties of the reply shapes, wherever they
 // occur.
@@ -233,6 +286,10 @@ var replyFields = map[string]string{
 	"sha":            "the merge commit",
 	"reason":         "Gitea's words, on one line",
 	"ahead":          "how many merges into the same base branch were before this one when the wait ran out, the one under way included",
+	"reservations":   "the reservations, one per glob",
+	"with":           "the other holders' reservations in the way, one per glob",
+	"glob":           "the reserved paths: a glob from the repository's root",
+	"shared":         "a shared reservation, which stands only in the way of exclusive ones; false: exclusive",
 }
 
 // mcpTool is one tool: the git collab command it runs, what it says of
@@ -256,6 +313,9 @@ var mcpTools = []mcpTool{
 	{name: "handoff", add: addTool[handoffArgs], destructive: true, outcomes: []outcome{outHandedOff, outNotHolder, outLimit}, description: `Hand your live claim on an issue to another holder: a Gitea login, or login/agent for one of that account's agents. In one step your claim ends (handed_off) and theirs begins with the next token, keeping your expiry (at least ten minutes ahead); from then on your token is stale, so stop working under it. The target must be allowed to claim the issue itself. Answers status handed_off; not_holder if the claim is not yours to hand (an answer, not an error); limit if the target holds as many claims as the sidecar allows.`},
 	{name: "unclaim", add: addTool[unclaimArgs], idempotent: true, destructive: true, outcomes: []outcome{outReleased, outNotHolder}, description: `Release your claim on an issue when you are done with it or give up. Answers status released, also when nobody held it, so a retry is safe. Someone else's live claim is not released: status not_holder with holder and expires_at, an answer, not an error; with force a repository admin releases it anyway.`},
 	{name: "merge", add: addTool[mergeArgs], destructive: true, outcomes: []outcome{outMerged, outRefused, outBusy, outMergeStale, outMergeNotHolder}, description: `Merge a pull request of this repository through the sidecar, as the holder of its claim or of the claim of an issue it closes, under that claim's live token (token, else your current one): use it instead of Gitea's own merge, which Gitea may refuse for a claimed pull request. Merges into one base branch happen one at a time across all agents: the sidecar waits up to wait (default 2m) for this one's turn, then has Gitea merge it as your account (style; delete_branch deletes its branch), waiting while Gitea still tests it. Answers status merged with the merge commit (sha); the claims it ended (the pull request's, and those of the issues it closes) are over, and their loss is noted like any other. Answers, not errors: refused (Gitea's reason: fix it, then merge again), busy (its turn did not come in time: merge again later), stale (the token is no longer the live claim's: nothing was merged), not_holder (not your claim).`},
+	{name: "reserve", add: addTool[reserveArgs], idempotent: true, outcomes: []outcome{outReserved, outReserveConflict, outReserveNotHolder, outReserveLimit}, description: `Reserve paths of this repository, as globs from its root, so that no other agent works on the same files at the same time: two agents on two issues that touch the same files would otherwise find out only when their work conflicts. Reserve what you will change right after claiming, with issue, so that the reservations end with the claim however it ends. Exclusive unless shared: an exclusive glob conflicts with any other holder's reservation that may match a common path; a shared one only with others' exclusive ones. All the globs are reserved or none: status reserved, or status conflict naming the reservations in the way (with), an answer, not an error. Where the sidecar runs its gate, Gitea refuses a push that changes a path under another holder's exclusive reservation.`},
+	{name: "unreserve", add: addTool[unreserveArgs], idempotent: true, destructive: true, outcomes: []outcome{outUnreserved}, description: `End your reservations of globs (exactly as reserved), or all of yours in this repository if you give none; with issue, only those that live with that claim. Reservations end with their claim anyway. Answers status unreserved with those it ended, maybe none, so a retry is safe. With force a repository admin ends someone else's.`},
+	{name: "reservations", add: addTool[reservationsArgs], readOnly: true, outcomes: []outcome{outReservations}, description: `List the live reservations of this repository, oldest first: glob, shared, holder, agent, the issue whose claim it lives with, and expires_at; with path, only those whose glob matches that path. Call it before changing files another agent may be working on.`},
 	{name: "claims", add: addTool[claimsArgs], readOnly: true, outcomes: []outcome{outList}, description: `List the live claims on this repository, oldest first: issue, holder, token and expires_at (null: open-ended) of each.`},
 	{name: "history", add: addTool[historyArgs], readOnly: true, outcomes: []outcome{outHistory}, description: `Show who claimed an issue, newest first: token, holder, acquired_at, and ended_at and ended_by (released, expired, taken_over, closed, merged, deleted, force_released with forced_by; both null while the claim is live).`},
 }
@@ -279,6 +339,8 @@ func inputSchema[In any]() (*jsonschema.Schema, error) {
 			p.Minimum, p.Maximum = jsonschema.Ptr(1.0), jsonschema.Ptr(float64(contract.MaxHistoryLimit))
 		case "labels":
 			p.MaxItems = jsonschema.Ptr(contract.MaxLabels)
+		case "globs":
+			p.MaxItems = jsonschema.Ptr(contract.MaxReserveGlobs)
 		}
 	}
 	return s, nil

@@ -61,10 +61,27 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 	case *contract.MergeBusy:
 		return rendered{stderr: fmt.Sprintf("not merged: %s did not get its turn within %s (%s ahead); merge again later, or with a longer --wait\n",
 			pullNamed(r.Repo, r.Pull), contract.FormatDuration(req.Wait), merges(r.Ahead))}
+	case *contract.Reservations:
+		return rendered{stdout: renderReservations(req, *r, now)}
+	case *contract.ReserveConflict:
+		var b strings.Builder
+		for _, x := range r.With {
+			b.WriteString("not reserved: " + reservedBy(r.Repo, x, now) + "\n")
+		}
+		if b.Len() == 0 {
+			b.WriteString("not reserved: another holder's reservation is in the way\n")
+		}
+		return rendered{stderr: b.String()}
 	case *contract.Tenure:
 		if r.Status == contract.StatusCurrent {
-			return rendered{stdout: fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
-				who(r.Holder, r.Agent), expiresPhrase(stdTime(r.ExpiresAt), now))}
+			out := fmt.Sprintf("token %d is current: %s held by %s (%s)\n", r.Token, named(r.Repo, r.Issue),
+				who(r.Holder, r.Agent), expiresPhrase(stdTime(r.ExpiresAt), now))
+			if r.Reservations != nil {
+				for _, x := range *r.Reservations {
+					out += "  reserved: " + reservationLine(x, now) + "\n"
+				}
+			}
+			return rendered{stdout: out}
 		}
 		done := map[string]string{contract.StatusAcquired: "claimed", contract.StatusRenewed: "renewed"}[r.Status]
 		return rendered{stdout: fmt.Sprintf("%s %s (token %d, %s)\n", done, named(r.Repo, r.Issue), r.Token,
@@ -76,6 +93,9 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 			// The cap is the target's, whom the reply names.
 			return rendered{stderr: fmt.Sprintf("not handed off: %s holds %d live claims, the sidecar's cap of %d per %s\n",
 				who(r.Holder, r.Agent), r.Live, r.Limit, r.Scope)}
+		}
+		if req.Verb == contract.VerbReserve {
+			return rendered{stderr: fmt.Sprintf("not reserved: you hold %d reservations, the sidecar's cap of %d; unreserve some first\n", r.Live, r.Limit)}
 		}
 		scope := map[string]string{"holder": "you hold", "account": "your account holds"}[r.Scope]
 		return rendered{stderr: fmt.Sprintf("not claimed: %s %d live claims, the sidecar's cap of %d; unclaim one first\n", scope, r.Live, r.Limit)}
@@ -97,7 +117,7 @@ func renderReply(req contract.Command, reply any, now time.Time) rendered {
 			return rendered{stderr: claimedBy(name, who(*r.Holder, r.Agent), stdTime(r.ExpiresAt), now) + "\n"}
 		}
 		what := map[contract.Verb]string{contract.VerbRenew: "not renewed", contract.VerbRelease: "not released", contract.VerbHandoff: "not handed off",
-			contract.VerbMerge: "not merged"}[req.Verb]
+			contract.VerbMerge: "not merged", contract.VerbReserve: "not reserved"}[req.Verb]
 		if req.Verb == contract.VerbMerge && r.Issue == req.Issue {
 			// The pull request's claim; else the reply names the claim of
 			// an issue it closes, by the issue.
@@ -170,6 +190,71 @@ func expiresPhrase(exp *time.Time, now time.Time) string {
 		return "open-ended"
 	}
 	return fmt.Sprintf("expires %s, %s", clock(*exp, now), untilPhrase(*exp, now))
+}
+
+// renderReservations is a line per reservation of r, the reply to req:
+// those reserved or unreserved, or the live ones.
+func renderReservations(req contract.Command, r contract.Reservations, now time.Time) string {
+	if len(r.Reservations) == 0 {
+		switch {
+		case req.Verb == contract.VerbUnreserve:
+			return "nothing to unreserve in " + clean(r.Repo) + "\n"
+		case req.Path != "":
+			return fmt.Sprintf("no reservation in %s matches %s\n", clean(r.Repo), clean(req.Path))
+		}
+		return "no reservations in " + clean(r.Repo) + "\n"
+	}
+	done := map[contract.Verb]string{contract.VerbReserve: "reserved ", contract.VerbUnreserve: "unreserved "}[req.Verb]
+	var b strings.Builder
+	for _, x := range r.Reservations {
+		b.WriteString(done + reservationLine(x, now) + "\n")
+	}
+	return b.String()
+}
+
+// reservationLine is one reservation on a line: its glob (marked if
+// shared), holder, agent, the issue whose claim it lives with, and its
+// end: "src/auth/** · bot · a1 · #12 · until 12:05 UTC".
+func reservationLine(x contract.Reservation, now time.Time) string {
+	parts := []string{reservedGlob(x), dotted(x.Holder, x.Agent)}
+	if x.Issue != nil {
+		parts = append(parts, "#"+strconv.FormatInt(*x.Issue, 10))
+	}
+	if t := stdTime(x.ExpiresAt); t != nil {
+		return strings.Join(append(parts, "until "+clock(*t, now)), " · ")
+	}
+	return strings.Join(append(parts, "no expiry"), " · ")
+}
+
+// reservedBy says whose reservation x of repo is, as the gate words a
+// refused push: "src/auth/** is reserved by bot · a1 for acme/widgets#12
+// until 12:05 UTC".
+func reservedBy(repo string, x contract.Reservation, now time.Time) string {
+	s := reservedGlob(x) + " is reserved by " + dotted(x.Holder, x.Agent)
+	if x.Issue != nil {
+		s += " for " + named(repo, *x.Issue)
+	}
+	if t := stdTime(x.ExpiresAt); t != nil {
+		return s + " until " + clock(*t, now)
+	}
+	return s + " (no expiry)"
+}
+
+// reservedGlob is a reservation's glob, "(shared)" after it if it is.
+func reservedGlob(x contract.Reservation) string {
+	if x.Shared {
+		return clean(x.Glob) + " (shared)"
+	}
+	return clean(x.Glob)
+}
+
+// dotted is a holder as reservations show it: "bot · a1", or "bot" for
+// the account itself.
+func dotted(login string, agent *string) string {
+	if agent == nil {
+		return clean(login)
+	}
+	return clean(login) + " · " + clean(*agent)
 }
 
 func renderList(l contract.List, now time.Time) string {

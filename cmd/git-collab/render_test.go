@@ -19,7 +19,7 @@ func request(t *testing.T, args string) contract.Command {
 	if err != nil {
 		t.Fatalf("%q: %v", args, err)
 	}
-	_, cmd, err := RemoteCommand(findVerb(inv.Verb).remote, "acme/widgets", inv.Issue, inv.Flags)
+	_, cmd, err := RemoteCommand(findVerb(inv.Verb).remote, "acme/widgets", inv.Issue, inv.Flags, inv.Globs...)
 	if err != nil {
 		t.Fatalf("%q: %v", args, err)
 	}
@@ -129,6 +129,34 @@ func TestRender(t *testing.T) {
 			"", "not merged: acme/widgets#42 is claimed by bob (open-ended)\n"},
 		{"merge 7", `{"status":"refused","repo":"acme/widgets","pull":7,"reason":"conflict\u001b[2J"}`, 4,
 			"", "not merged: Gitea refused acme/widgets!7: \"conflict\\x1b[2J\"\n"},
+		// The reservations: one line each, the conflict in the gate's words.
+		{"reserve src/auth/** docs/ --issue 12", `{"status":"reserved","repo":"acme/widgets","reservations":[` +
+			`{"glob":"src/auth/**","shared":false,"holder":"bot","agent":"agent-3","issue":12,"expires_at":"2026-09-05T12:05:00Z"},` +
+			`{"glob":"docs/","shared":true,"holder":"bot","agent":null,"issue":null,"expires_at":null}]}`, 0,
+			"reserved src/auth/** · bot · agent-3 · #12 · until 12:05 UTC\nreserved docs/ (shared) · bot · no expiry\n", ""},
+		{"reserve src/** --ttl 1h", `{"status":"conflict","repo":"acme/widgets","with":[` +
+			`{"glob":"src/auth/login.go","shared":false,"holder":"bot","agent":"agent-3","issue":12,"expires_at":"2026-09-05T12:05:00Z"},` +
+			`{"glob":"src/*.md","shared":true,"holder":"carol","agent":null,"issue":null,"expires_at":null}]}`, 4,
+			"", "not reserved: src/auth/login.go is reserved by bot · agent-3 for acme/widgets#12 until 12:05 UTC\n" +
+				"not reserved: src/*.md (shared) is reserved by carol (no expiry)\n"},
+		{"reserve src/** --issue 12", `{"status":"not_holder","repo":"acme/widgets","issue":12,"holder":"bob","agent":null,"expires_at":null}`, 4,
+			"", "not reserved: acme/widgets#12 is claimed by bob (open-ended)\n"},
+		{"reserve src/** --ttl 1h", `{"status":"limit","repo":"acme/widgets","issue":null,"holder":"bot","agent":null,"scope":"reservations","limit":100,"live":100}`, 4,
+			"", "not reserved: you hold 100 reservations, the sidecar's cap of 100; unreserve some first\n"},
+		{"unreserve", `{"status":"unreserved","repo":"acme/widgets","reservations":[]}`, 0, "nothing to unreserve in acme/widgets\n", ""},
+		{"unreserve src/** --force", `{"status":"unreserved","repo":"acme/widgets","reservations":[` +
+			`{"glob":"src/**","shared":false,"holder":"bob","agent":"b\u001b[2J","issue":3,"expires_at":"2026-09-06T08:00:00Z"}]}`, 0,
+			"unreserved src/** · bob · \"b\\x1b[2J\" · #3 · until 2026-09-06 08:00 UTC\n", ""},
+		{"reservations", `{"status":"reservations","repo":"acme/widgets","reservations":[]}`, 0, "no reservations in acme/widgets\n", ""},
+		{"reservations --path src/a.go", `{"status":"reservations","repo":"acme/widgets","reservations":[]}`, 0,
+			"no reservation in acme/widgets matches src/a.go\n", ""},
+		{"reservations --path src/a.go", `{"status":"reservations","repo":"acme/widgets","reservations":[` +
+			`{"glob":"src/**","shared":false,"holder":"bot","agent":"agent-3","issue":12,"expires_at":null}]}`, 0,
+			"src/** · bot · agent-3 · #12 · no expiry\n", ""},
+		// check lists the claim's reservations.
+		{"check 12 --token 3", `{"status":"current","repo":"acme/widgets","issue":12,"holder":"bot","agent":"agent-3","token":3,"acquired_at":"2026-09-05T11:00:00Z","expires_at":null,` +
+			`"reservations":[{"glob":"src/auth/**","shared":false,"holder":"bot","agent":"agent-3","issue":12,"expires_at":null}]}`, 0,
+			"token 3 is current: acme/widgets#12 held by bot/agent-3 (open-ended)\n  reserved: src/auth/** · bot · agent-3 · #12 · no expiry\n", ""},
 		// A tenure that ended without saying how, and a holder with a
 		// control character.
 		{"history 7", `{"repo":"acme/widgets","issue":7,"tenures":[` +
@@ -168,6 +196,14 @@ func TestRenderRefusesWhatItDoesNotKnow(t *testing.T) {
 		{"history 1", `{"repo":"a/b","issue":1,"tenures":{}}`, 0},
 		{"claim 1", `{"status":"acquired","repo":"a/b","issue":1}`, 1}, // errors are on stderr already
 		{"merge 7", `{"status":"merged","repo":"a/b","pull":7,"sha":"x","issue":7,"token":1}`, 4},
+		{"reserve x --ttl 1h", `{"status":"unreserved","repo":"a/b","reservations":[]}`, 0},
+		{"reserve x --ttl 1h", `{"status":"reserved","repo":"a/b","reservations":[]}`, 4},
+		{"reserve x --ttl 1h", `{"status":"held","repo":"a/b","issue":7,"holder":"bob","agent":null,"expires_at":null}`, 4},
+		{"unreserve", `{"status":"conflict","repo":"a/b","with":[]}`, 4},
+		{"unreserve", `{"status":"not_holder","repo":"a/b","issue":7,"holder":null,"agent":null,"expires_at":null}`, 4},
+		{"reservations", `{"status":"reserved","repo":"a/b","reservations":[]}`, 0},
+		{"reservations", `{"status":"reservations","repo":"a/b","reservations":{}}`, 0},
+		{"reservations", `{"status":"limit","repo":"a/b","issue":null,"holder":"bot","agent":null,"scope":"reservations","limit":1,"live":1}`, 4},
 		{"merge 7", `{"status":"refused","repo":"a/b","pull":7,"reason":"no"}`, 0},
 		{"merge 7", `{"status":"held","repo":"a/b","issue":7,"holder":"bob","agent":null,"expires_at":null}`, 4}, // acquire's refusal
 		{"merge 7", `{"status":"none","repo":"a/b"}`, 4},

@@ -13,7 +13,8 @@ import (
 // status: *contract.Tenure, *contract.Conflict, *contract.Cooling,
 // *contract.Limit, *contract.None, *contract.Stale, *contract.Released,
 // *contract.HandedOff, *contract.List, *contract.History,
-// *contract.Merged, *contract.MergeRefused or *contract.MergeBusy. What
+// *contract.Merged, *contract.MergeRefused, *contract.MergeBusy,
+// *contract.Reservations or *contract.ReserveConflict. What
 // it cannot read, and a shape or status the verb never answers with, is
 // an error: the callers then show the reply as it is rather than guess.
 //
@@ -31,6 +32,20 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return decodeAs[contract.List](body)
 		}
 		return decodeAs[contract.History](body)
+	case code == contract.ExitOK && reserving(req.Verb):
+		want := map[contract.Verb]string{contract.VerbReserve: contract.StatusReserved, contract.VerbUnreserve: contract.StatusUnreserved,
+			contract.VerbReservations: contract.StatusReservations}[req.Verb]
+		r, err := decodeAs[contract.Reservations](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, want)
+	case req.Verb == contract.VerbReserve && bytes.Contains(body, []byte(`"status":"conflict"`)):
+		r, err := decodeAs[contract.ReserveConflict](body)
+		if err != nil {
+			return nil, err
+		}
+		return r, wantStatus(r.Status, code, contract.StatusConflict)
 	case code == contract.ExitOK && req.Verb == contract.VerbHandoff:
 		r, err := decodeAs[contract.HandedOff](body)
 		if err != nil {
@@ -69,7 +84,8 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 			return nil, err
 		}
 		return r, wantStatus(r.Status, code, want)
-	case (req.Verb == contract.VerbAcquire || req.Verb == contract.VerbNext || req.Verb == contract.VerbHandoff) && bytes.Contains(body, []byte(`"status":"limit"`)):
+	case (req.Verb == contract.VerbAcquire || req.Verb == contract.VerbNext || req.Verb == contract.VerbHandoff || req.Verb == contract.VerbReserve) &&
+		bytes.Contains(body, []byte(`"status":"limit"`)):
 		r, err := decodeAs[contract.Limit](body)
 		if err != nil {
 			return nil, err
@@ -102,10 +118,15 @@ func decodeReply(req contract.Command, code int, body []byte) (any, error) {
 	case r.Status == contract.StatusHeld && req.Verb == contract.VerbAcquire && r.Holder != nil:
 		return r, nil
 	case r.Status == contract.StatusNotHolder && (req.Verb == contract.VerbRenew || req.Verb == contract.VerbRelease || req.Verb == contract.VerbHandoff ||
-		req.Verb == contract.VerbMerge):
+		req.Verb == contract.VerbMerge || req.Verb == contract.VerbReserve):
 		return r, nil
 	}
 	return nil, unexpected(r.Status, code)
+}
+
+// reserving reports whether v is a verb of path reservations.
+func reserving(v contract.Verb) bool {
+	return v == contract.VerbReserve || v == contract.VerbUnreserve || v == contract.VerbReservations
 }
 
 // decodeAs reads exactly one JSON object from body as a T.

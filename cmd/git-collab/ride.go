@@ -26,9 +26,10 @@ import (
 // COLLAB_RUN_SOCKET, and sends each line it is given over the session it
 // already holds. A check then costs no ssh process and no handshake.
 //
-// Only the verbs that read ride it (check, list, history), and only for
-// the sidecar and agent of the run: a claim taken over the session would
-// live as long as the session does, not as its --ttl says. Anything the
+// Only the verbs that read ride it (check, list, history, reservations),
+// and only for the sidecar and agent of the run: a claim or a
+// reservation made over the session would live as long as the session
+// does, not as its --ttl says. Anything the
 // socket does not answer (another sidecar, another verb, a run that has
 // ended, a session that is reconnecting) goes over ssh as before. A caller
 // rides only if the socket's directory is its own user's and no one
@@ -66,7 +67,7 @@ type runAnswer struct {
 }
 
 // ridingVerbs are the verbs that may ride a run's session.
-var ridingVerbs = []contract.Verb{contract.VerbCheck, contract.VerbList, contract.VerbHistory}
+var ridingVerbs = []contract.Verb{contract.VerbCheck, contract.VerbList, contract.VerbHistory, contract.VerbReservations}
 
 // rideWait bounds one command that rides a run's session, from the caller's side and run's.
 var rideWait = time.Minute

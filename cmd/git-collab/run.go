@@ -106,6 +106,9 @@ func (a *app) runCommand(inv Invocation) int {
 	if err != nil {
 		return a.fail(err)
 	}
+	if inv, err = a.fromRoot(inv); err != nil {
+		return a.fail(err)
+	}
 	agent, flags, err := a.sessionAgent(inv.Flags)
 	if err != nil {
 		return a.fail(err)
@@ -165,27 +168,76 @@ func (a *app) runCommand(inv Invocation) int {
 	k := c.k
 	defer k.Close()
 
-	x := exchange{req: req, code: c.reply.code, stdout: c.reply.body}
+	reply, code, ok := a.sessionAnswer(t.sidecar, req, c.reply)
+	if !ok {
+		return code // not claimed: run nothing
+	}
+	tenure := reply.(*contract.Tenure)
+	if code, ok := a.reserveClaimed(k, t.sidecar, tenure, inv.Reserve); !ok {
+		return code
+	}
+	return a.runClaimed(k, t.sidecar, tenure, agent, configCount, inv.Command, sigs)
+}
+
+// sessionAnswer reads r, the answer of run's session on sidecar sc to
+// req: a yes (exit 0) is its reply, with ok. Anything else is said on
+// stderr, and code is the status run then exits with: the sidecar's 1
+// or 75, 4 for an answer that is not a yes, 1 for one it cannot read.
+func (a *app) sessionAnswer(sc Sidecar, req contract.Command, r sessionReply) (reply any, code int, ok bool) {
+	x := exchange{req: req, code: r.code, stdout: r.body}
 	switch x.code {
 	case contract.ExitOK, contract.ExitConflict:
 		x.reply, x.replyErr = decodeReply(req, x.code, x.stdout)
 	case contract.ExitError, contract.ExitTempFail:
-		fmt.Fprintln(a.stderr, orSaid(c.reply.said, x.code))
-		return x.code
+		fmt.Fprintln(a.stderr, orSaid(r.said, x.code))
+		return nil, x.code, false
 	}
-	tenure, ok := x.reply.(*contract.Tenure)
 	switch {
-	case x.replyErr != nil || x.code < 0:
+	case x.replyErr != nil || x.reply == nil:
 		fmt.Fprintf(a.stderr, "git-collab: could not read the reply of the sidecar at %s: %v; the reply: %s\n",
-			t.sidecar.Addr(), x.replyErr, strings.TrimSpace(string(x.stdout)))
-		return contract.ExitError
-	case !ok || x.code != contract.ExitOK:
-		// Not claimed: say why, and run nothing.
+			sc.Addr(), x.replyErr, strings.TrimSpace(string(x.stdout)))
+		return nil, contract.ExitError, false
+	case x.code != contract.ExitOK:
 		out := renderReply(x.req, x.reply, a.now())
 		fmt.Fprint(a.stderr, out.stdout+out.stderr)
-		return contract.ExitConflict
+		return nil, contract.ExitConflict, false
 	}
-	return a.runClaimed(k, t.sidecar, tenure, agent, configCount, inv.Command, sigs)
+	return x.reply, contract.ExitOK, true
+}
+
+// reserveClaimed reserves globs (run --reserve) with tenure's claim, over
+// its session k on sidecar sc, as git collab reserve --issue would: they
+// end with the claim. Not reserved (another holder's reservation in the
+// way, or a failure), ok is false: the claim is released, so the command
+// never starts, and code is the status run exits with.
+func (a *app) reserveClaimed(k *keptSession, sc Sidecar, tenure *contract.Tenure, globs []string) (code int, ok bool) {
+	if len(globs) == 0 {
+		return contract.ExitOK, true
+	}
+	issue := []Flag{{Name: "--issue", Value: strconv.FormatInt(tenure.Issue, 10)}}
+	line, req, err := sessionLine(contract.VerbReserve, tenure.Repo, 0, issue, globs...)
+	var reply any
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
+		var r sessionReply
+		r, err = k.Do(ctx, line, nil)
+		cancel()
+		if err == nil {
+			reply, code, ok = a.sessionAnswer(sc, req, r)
+		}
+	}
+	if err != nil {
+		code = a.fail(fmt.Errorf("could not reserve for %s: %w", named(tenure.Repo, tenure.Issue), err))
+	}
+	if !ok {
+		a.release(k, tenure)
+		fmt.Fprintf(a.stderr, "git-collab: released %s; the command did not start\n", named(tenure.Repo, tenure.Issue))
+		return code, false
+	}
+	for _, x := range reply.(*contract.Reservations).Reservations {
+		fmt.Fprintln(a.stderr, "git-collab: reserved "+reservationLine(x, a.now()))
+	}
+	return contract.ExitOK, true
 }
 
 // orSaid is an error reply's line, or one that says it had none.

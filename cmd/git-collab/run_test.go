@@ -387,6 +387,17 @@ func TestAliveOptionsAskEveryThirdOfTheGrace(t *testing.T) {
 	}
 }
 
+// gitCollabInRun readies h for commands of git collab run that call git
+// collab: "$BIN" is git collab (this test binary), "$REPO" the checkout.
+func (h *harness) gitCollabInRun() {
+	h.t.Helper()
+	bin, err := os.Executable()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.setenv(asGitCollabEnv+"=1", "GORACE=atexit_sleep_ms=0", "REPO="+h.repo, "BIN="+bin)
+}
+
 // The command's own git collab calls that read ride run's session: no
 // ssh of their own, and the same answer as over ssh (--json: the exec's
 // line, without the session's "exit"). A stale token is exit 4 as ever.
@@ -395,11 +406,7 @@ func TestRunsCommandReadsOverItsSession(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, "git@forge.example:acme/widgets.git")
 	f := newFakeSidecar(t, h)
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.setenv(asGitCollabEnv+"=1", "GORACE=atexit_sleep_ms=0", "REPO="+h.repo, "BIN="+bin)
+	h.gitCollabInRun()
 	script := `cd "$REPO" || exit 9
 "$BIN" check --json; echo "json: $?"
 "$BIN" check 42 --token 7; echo "stale: $?"
@@ -409,14 +416,14 @@ func TestRunsCommandReadsOverItsSession(t *testing.T) {
 cd / && "$BIN" check --json; echo "own claim, outside the checkout: $?"
 COLLAB_ISSUE=43 "$BIN" check --json 2>/dev/null; echo "not the run's claim, outside the checkout: $?"`
 	r := h.run("run", "42", "--agent", "a1", "--", "sh", "-c", script)
-	want := `{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}
+	want := `{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null,"reservations":[]}
 json: 0
 stale: 4
 {"repo":"acme/widgets","leases":[{"issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}]}
 claims: 0
 other agent: 1
 renew: 1
-{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null}
+{"status":"current","repo":"acme/widgets","issue":42,"holder":"alice","agent":"a1","token":1,"acquired_at":"2026-09-05T11:35:00Z","expires_at":null,"reservations":[]}
 own claim, outside the checkout: 0
 not the run's claim, outside the checkout: 1
 `
@@ -447,5 +454,71 @@ func TestExecStdout(t *testing.T) {
 		if got := string(execStdout([]byte(in))); got != want {
 			t.Errorf("execStdout(%s) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// run --reserve reserves its globs with the claim, from where it runs,
+// before the command starts: the command's own reservations and check
+// ride the session and show them, and they end with the claim.
+func TestRunReservesWithItsClaim(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	h.gitCollabInRun()
+	script := `cd "$REPO" || exit 9
+"$BIN" reservations; echo "reservations: $?"
+"$BIN" check; echo "check: $?"`
+	r := h.run("run", "42", "--reserve", "src/auth/**", "--agent", "a1", "--reserve=:/docs/", "--", "sh", "-c", script)
+	want := `src/auth/** · alice · a1 · #42 · no expiry
+docs/ · alice · a1 · #42 · no expiry
+reservations: 0
+token 1 is current: acme/widgets#42 held by alice/a1 (open-ended)
+  reserved: src/auth/** · alice · a1 · #42 · no expiry
+  reserved: docs/ · alice · a1 · #42 · no expiry
+check: 0
+`
+	wantErr := "git-collab: reserved src/auth/** · alice · a1 · #42 · no expiry\ngit-collab: reserved docs/ · alice · a1 · #42 · no expiry\n" +
+		"git-collab: claimed acme/widgets#42 (token 1); running sh\n"
+	if r.code != 0 || r.stdout != want || r.stderr != wantErr {
+		t.Fatalf("exit %d, stdout:\n%s\nwant:\n%s\nstderr:\n%s\nwant:\n%s", r.code, r.stdout, want, r.stderr, wantErr)
+	}
+	if got, want := f.received(), []string{"acquire 'acme/widgets' '42'", "reserve 'acme/widgets' 'src/auth/**' 'docs/' --issue '42'",
+		"reservations 'acme/widgets'", "check 'acme/widgets' '42' --token '1'", "release 'acme/widgets' '42'"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the session received %q, want %q", got, want)
+	}
+	if f.runs() != 1 {
+		t.Fatalf("%d ssh runs, want the session's alone", f.runs())
+	}
+}
+
+// A reserve that is refused undoes the claim run just made: run names the
+// reservation in the way, releases the claim and exits 4, and the command
+// never starts.
+func TestRunReleasesItsClaimWhenTheReserveIsRefused(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, "git@forge.example:acme/widgets.git")
+	f := newFakeSidecar(t, h)
+	f.set(func() { f.bobs["src/auth/**"] = true })
+	marker := filepath.Join(t.TempDir(), "ran")
+	r := h.run("run", "42", "--reserve", "src/auth/**", "--reserve", "docs/", "--", "touch", marker)
+	want := result{"", "not reserved: src/auth/** is reserved by bob · b1 for acme/widgets#12 until 12:05 UTC\n" +
+		"git-collab: released acme/widgets#42; the command did not start\n", 4}
+	if r != want {
+		t.Fatalf("%+v, want %+v", r, want)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran")
+	}
+	if got, want := f.received(), []string{"acquire 'acme/widgets' '42'", "reserve 'acme/widgets' 'src/auth/**' 'docs/' --issue '42'",
+		"release 'acme/widgets' '42'"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("the session received %q, want %q", got, want)
+	}
+	if f.claimed(42) {
+		t.Fatal("still claimed")
+	}
+	// A glob above the root is refused before anything is claimed.
+	r = h.run("run", "42", "--reserve", "../x", "--", "touch", marker)
+	if r.code != 1 || !strings.Contains(r.stderr, `"../x" is above the repository's root`) || f.runs() != 1 {
+		t.Fatalf("%+v, %d ssh runs", r, f.runs())
 	}
 }

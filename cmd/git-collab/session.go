@@ -110,12 +110,13 @@ func (s sessionArgs) line() string {
 	return strings.Join(words, " ")
 }
 
-// sessionLine is the line a session takes for verb on issue with flags:
+// sessionLine is the line a session takes for verb on issue with flags
+// (and globs):
 // the exec's command without its leading "collab-lease", checked by the
 // sidecar's grammar as RemoteCommand checks it. flags carry no --agent:
 // a session's commands act as its holder.
-func sessionLine(verb contract.Verb, repo string, issue int64, flags []Flag) (string, contract.Command, error) {
-	line, req, err := RemoteCommand(verb, repo, issue, flags)
+func sessionLine(verb contract.Verb, repo string, issue int64, flags []Flag, globs ...string) (string, contract.Command, error) {
+	line, req, err := RemoteCommand(verb, repo, issue, flags, globs...)
 	return strings.TrimPrefix(line, "collab-lease "), req, err
 }
 

@@ -56,7 +56,9 @@ func (c SSHCommand) Args(args ...string) []string {
 }
 
 // RemoteCommand is the collab-lease exec line for the sidecar, and the
-// command the sidecar's grammar reads in it. Every argument is
+// command the sidecar's grammar reads in it: verb on repo, then issue
+// (if > 0), globs (reserve's and unreserve's, from the repository's
+// root) and flags. Every argument is
 // single-quoted; the callers have already restricted the repository to
 // safe characters, so the quoting is a second fence, not the only one.
 //
@@ -65,10 +67,13 @@ func (c SSHCommand) Args(args ...string) []string {
 // sidecar's rules (durations, tokens, limits, labels, a flag given twice)
 // and a mistake is reported in its words, as a *usageError. Only the
 // maximum TTL, which the sidecar alone knows, is left to it.
-func RemoteCommand(verb contract.Verb, repo string, issue int64, flags []Flag) (string, contract.Command, error) {
+func RemoteCommand(verb contract.Verb, repo string, issue int64, flags []Flag, globs ...string) (string, contract.Command, error) {
 	words := []string{"collab-lease", string(verb), shellQuote(repo)}
 	if issue > 0 {
 		words = append(words, shellQuote(strconv.FormatInt(issue, 10)))
+	}
+	for _, g := range globs {
+		words = append(words, shellQuote(g))
 	}
 	for _, f := range flags {
 		switch {

@@ -37,5 +37,7 @@
 //
 // Its files: the per-issue model, with the lock-delay as an option
 // (model.go); the model of the claim caps, which span issues (caps.go);
-// and Check, which runs porcupine over a history (check.go).
+// the model of a repository's path reservations with the claims they
+// live with, which span issues too (reservations.go); and Check, which
+// runs porcupine over a history (check.go).
 package leasemodel

@@ -48,13 +48,21 @@ const (
 	Beat
 	EndSession
 	Resume
+	// The reservations model's (reservations.go), besides Acquire and
+	// Release of a claim: Reserve the Globs (Shared), anchored to the
+	// claim of Issue, else for TTL; Unreserve the caller's Globs (0:
+	// all), of the claim of Issue only if it is not 0; list the live
+	// Reservations.
+	Reserve
+	Unreserve
+	Reservations
 )
 
 // HandoffLife is the least a handed-off tenure has left, in seconds.
 const HandoffLife = 600
 
 func (k Kind) String() string {
-	return [...]string{"acquire", "renew", "release", "list", "close", "reopen", "next-take", "next-skip", "handoff", "beat", "end-session", "resume"}[k]
+	return [...]string{"acquire", "renew", "release", "list", "close", "reopen", "next-take", "next-skip", "handoff", "beat", "end-session", "resume", "reserve", "unreserve", "reservations"}[k]
 }
 
 // Input is one call. TTL is in seconds (0: open-ended acquire).

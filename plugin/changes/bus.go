@@ -37,7 +37,8 @@ type Change struct {
 	// its author, what it would close) may have changed.
 	Pull bool
 	// Reservations: the path reservations of Key.RepoID may have changed
-	// (a reserve or an unreserve; Key.Issue is 0).
+	// (a reserve, an unreserve, or an instant ExpireReservationsAt asked
+	// for; Key.Issue is 0), and nothing else: no lease did.
 	Reservations bool
 }
 
@@ -117,7 +118,16 @@ func (b *Bus) Publish(set Set) {
 // has passed is published at once (on the bus's alarm goroutine). An
 // expiry that no longer holds is published all the same: it only makes
 // its subscribers look again.
-func (b *Bus) ExpireAt(k models.Key, at time.Time) { b.exp.add(k, at) }
+func (b *Bus) ExpireAt(k models.Key, at time.Time) { b.exp.add(queued{key: k}, at) }
+
+// ExpireReservationsAt is ExpireAt for the path reservations of
+// repository repoID, one of which is due to end at instant at: it
+// publishes {Key: {RepoID: repoID}, Reservations: true} (not Ended, so
+// that no waiter of a lease wakes for it), under the same rule of one
+// instant, the earliest, per repository.
+func (b *Bus) ExpireReservationsAt(repoID int64, at time.Time) {
+	b.exp.add(queued{key: models.Key{RepoID: repoID}, reservations: true}, at)
+}
 
 // Pending reports how many keys wait for an expiry instant. The sidecar
 // does not read it; it stays exported because the lease service's tests

@@ -116,6 +116,30 @@ func TestExpiriesArePublishedAtTheirInstant(t *testing.T) {
 	}
 }
 
+// A repository's reservations have an instant of their own, apart from
+// the lease of its key of no issue, published as a change of its
+// reservations and of no lease.
+func TestReservationExpiriesAreTheirOwn(t *testing.T) {
+	c := clocktest.New()
+	b := changes.New(c.Now, c.After)
+	var h heard
+	b.Subscribe(h.add)
+	repo := models.Key{RepoID: 1}
+	b.ExpireReservationsAt(1, c.Now().Add(time.Minute))
+	b.ExpireReservationsAt(1, c.Now().Add(2*time.Minute)) // later: waits for the first look
+	b.ExpireAt(repo, c.Now().Add(time.Minute))
+	if n := b.Pending(); n != 2 {
+		t.Fatalf("%d keys pending, want 2", n)
+	}
+	c.Advance(time.Minute)
+	got := waitSets(t, &h, 1)
+	want := []changes.Change{{Key: repo, Reservations: true}, {Key: repo, Ended: true}}
+	if len(got[0].Changes) != 2 || !slices.ContainsFunc(got[0].Changes, func(c changes.Change) bool { return c == want[0] }) ||
+		!slices.ContainsFunc(got[0].Changes, func(c changes.Change) bool { return c == want[1] }) {
+		t.Fatalf("at the instant: %+v, want %+v", got[0].Changes, want)
+	}
+}
+
 // However often a lease is renewed, the queue holds one instant for it.
 func TestExpiriesStaySmallUnderRenewals(t *testing.T) {
 	c := clocktest.New()

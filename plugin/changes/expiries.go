@@ -41,14 +41,21 @@ type expiries struct {
 	after After
 
 	mu    sync.Mutex
-	heap  expiryHeap           // may hold instants superseded by earlier ones of their key
-	soon  map[models.Key]int64 // the instant each key waits for
-	alarm *Alarm               // set for the soonest instant
+	heap  expiryHeap       // may hold instants superseded by earlier ones of their key
+	soon  map[queued]int64 // the instant each key waits for
+	alarm *Alarm           // set for the soonest instant
+}
+
+// queued is what an instant is for: a key's lease, or (reservations) the
+// path reservations of a repository.
+type queued struct {
+	key          models.Key
+	reservations bool
 }
 
 type expiry struct {
 	at  int64 // Unix nanoseconds
-	key models.Key
+	key queued
 }
 
 func newExpiries(b *Bus, now Now, after After) *expiries {
@@ -58,12 +65,12 @@ func newExpiries(b *Bus, now Now, after After) *expiries {
 	if after == nil {
 		after = RealAfter
 	}
-	x := &expiries{bus: b, now: now, after: after, soon: map[models.Key]int64{}}
+	x := &expiries{bus: b, now: now, after: after, soon: map[queued]int64{}}
 	x.alarm = NewAlarm(now, after, x.fire)
 	return x
 }
 
-func (x *expiries) add(k models.Key, at time.Time) {
+func (x *expiries) add(k queued, at time.Time) {
 	e := expiry{at: at.UnixNano(), key: k}
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -110,7 +117,7 @@ func (x *expiries) fire() {
 	x.mu.Lock()
 	now := x.now().UnixNano()
 	var due []Change
-	seen := map[models.Key]bool{}
+	seen := map[queued]bool{}
 	for len(x.heap) > 0 && x.heap[0].at <= now {
 		e := heap.Pop(&x.heap).(expiry)
 		if x.soon[e.key] != e.at || seen[e.key] {
@@ -118,7 +125,7 @@ func (x *expiries) fire() {
 		}
 		delete(x.soon, e.key)
 		seen[e.key] = true
-		due = append(due, Change{Key: e.key, Ended: true})
+		due = append(due, Change{Key: e.key.key, Ended: !e.key.reservations, Reservations: e.key.reservations})
 	}
 	x.arm()
 	x.mu.Unlock()

@@ -83,19 +83,26 @@ var argSpecs = [...]struct {
 	ArgSomeGlobs: {"[<glob>...]", addGlob},
 }
 
-// addGlob reads one more glob of a variadic Arg: repeats are read once.
-func addGlob(c *Command, s string) error {
+// addGlob reads one more glob of a variadic Arg.
+func addGlob(c *Command, s string) (err error) {
+	c.Globs, err = AddGlob(c.Globs, s)
+	return err
+}
+
+// AddGlob is globs with s added, as reserve and unreserve read their
+// globs: s as CheckGlob accepts it, a repeat read once, at most
+// MaxReserveGlobs in all. On an error, globs are returned unchanged.
+func AddGlob(globs []string, s string) ([]string, error) {
 	if err := CheckGlob(s); err != nil {
-		return err
+		return globs, err
 	}
-	if slices.Contains(c.Globs, s) {
-		return nil
+	if slices.Contains(globs, s) {
+		return globs, nil
 	}
-	if len(c.Globs) == MaxReserveGlobs {
-		return usageErrorf("more than %d globs; reserve them in several calls", MaxReserveGlobs)
+	if len(globs) == MaxReserveGlobs {
+		return globs, usageErrorf("more than %d globs; reserve them in several calls", MaxReserveGlobs)
 	}
-	c.Globs = append(c.Globs, s)
-	return nil
+	return append(globs, s), nil
 }
 
 // flagSpec is one flag of the grammar.

@@ -129,6 +129,6 @@ type ReserveConflict struct {
 // The live events of reservations (docs/http.md, Live events): data is
 // one Reservation.
 const (
-	EventReserved   = "reserved"   // a reservation was made (or renewed by a reserve of its glob)
-	EventUnreserved = "unreserved" // a reservation was removed by unreserve
+	EventReserved   = "reserved"   // a reservation was made (or made anew by its holder's reserve of its glob)
+	EventUnreserved = "unreserved" // a reservation ended: unreserved, its claim's or session's end, or its ttl's
 )

@@ -159,6 +159,7 @@ func New(ledger Ledger, f Forge, bus *changes.Bus, o Options) *Worker {
 func (w *Worker) heard(set changes.Set) {
 	for _, c := range set.Changes {
 		switch {
+		case c.Reservations: // path reservations: no claim changed
 		case c.Pull:
 			w.touchPull(pullKey{c.Key.RepoID, c.Key.Issue})
 		case c.Key.Issue != 0:

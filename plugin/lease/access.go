@@ -26,7 +26,8 @@ import (
 //     to its unit (mayWrite);
 //   - watch (the live events): read access to the repository, asked again
 //     while the stream lasts; an event about a number only to who may
-//     read its unit (mayWatch);
+//     read its unit, a reservation's to every reader but with its claim's
+//     number only to who reads both units (mayWatch);
 //   - renew, release: write access to the repository's issues or pull
 //     requests, and read access to the unit of the number, whose lease
 //     they would otherwise reveal;
@@ -132,9 +133,10 @@ func mayRead(r forge.Repo, k models.Kind) bool {
 type watchVerdict int
 
 const (
-	watchHide  watchVerdict = iota
-	watchShow               // the event as it is
-	watchReset              // a reset instead: refetch the list, which asks the forge
+	watchHide       watchVerdict = iota
+	watchShow                    // the event as it is
+	watchReset                   // a reset instead: refetch the list, which asks the forge
+	watchUnnumbered              // the event without its claim's number (live.Event.WithoutNumber)
 )
 
 // mayWatch decides what the viewer of r is told of a live event of type
@@ -142,8 +144,16 @@ const (
 // kinds is shown as is only to who reads both units; to a viewer of one
 // unit it becomes a reset, whose refetch of the list asks the forge about
 // that number as the viewer (visibleLeases) rather than on every event.
+// A reservation's event is shown to every viewer, its claim's number
+// only to who reads both units (as the reservations' list shows it: the
+// ledger does not keep the unit of a claim's number there).
 func mayWatch(r forge.Repo, typ string, k models.Kind) watchVerdict {
 	switch {
+	case typ == contract.EventReserved || typ == contract.EventUnreserved:
+		if readsAll(r) {
+			return watchShow
+		}
+		return watchUnnumbered
 	case typ != contract.EventLease && typ != contract.EventReleased:
 		return watchShow // the stream's position, or a reset: about no number
 	case mayRead(r, k):

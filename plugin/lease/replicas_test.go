@@ -142,6 +142,25 @@ func TestWatchSeesChangesOnAnotherReplica(t *testing.T) {
 	quiet(t, wt)
 }
 
+// A reserve and an unreserve through one replica reach a stream on
+// another, which hears of them only as a key of the repository.
+func TestWatchSeesReservationsOnAnotherReplica(t *testing.T) {
+	w, b := replicas(t)
+	wt := w.watch(t, "alice", "acme/widgets", "")
+	started(t, wt)
+	one := `{"glob":"src/**","shared":false,"holder":"bob","agent":null,"issue":null,"expires_at":"` +
+		w.clock.Now().Add(time.Hour).UTC().Format(time.RFC3339) + `"}`
+	if _, err := b.Reserve(bg, w.as("bob"), "acme", "widgets", lease.ReserveRequest{Globs: []string{"src/**"}, TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, wt, contract.EventReserved, one)
+	if _, err := b.Unreserve(bg, w.as("bob"), "acme", "widgets", nil, 0, false); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, wt, contract.EventUnreserved, one)
+	quiet(t, wt)
+}
+
 // Replicas take turns at the reconcile: while one sweeps, another's
 // Reconcile does nothing and says so; afterwards it sweeps.
 func TestReconcileOnOneReplicaAtATime(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"github.com/collab-lease/collab-lease/models"
 	"github.com/collab-lease/collab-lease/plugin/contract"
 	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/live"
 )
 
 // The path reservations: reserve, unreserve and reservations (the
@@ -18,7 +19,7 @@ import (
 // ReserveRequest is one reserve: the globs (each as contract.CheckGlob
 // accepts it, at most contract.MaxReserveGlobs), exclusive unless
 // Shared, anchored to the caller's claim of Issue if it is not 0, else
-// to the caller's session, else for TTL.
+// for TTL if it is not 0, else to the caller's session.
 type ReserveRequest struct {
 	Globs  []string
 	Shared bool
@@ -49,8 +50,8 @@ func (s *Service) Reserve(ctx context.Context, v Viewer, owner, name string, req
 		return contract.Reservations{}, fmt.Errorf("%w: a reservation needs --issue (a claim it lives with), a session, or --ttl", ErrInvalid)
 	}
 	h := v.holder()
-	if req.Issue != 0 {
-		h.Session = nil // it lives with the claim, not the session
+	if req.Issue != 0 || req.TTL != 0 {
+		h.Session = nil // it lives with the claim, or for its ttl, not with the session
 	}
 	rs, err := s.ledger.Reserve(ctx, models.Reserve{RepoID: r.ID, Holder: h, Globs: req.Globs, Shared: req.Shared, Issue: req.Issue, TTL: req.TTL})
 	if err != nil {
@@ -169,11 +170,9 @@ func reservationViews(r forge.Repo, rs []models.Reservation) []contract.Reservat
 // to a viewer who reads both units (a number of the other unit would
 // tell of it).
 func reservationView(r forge.Repo, x models.Reservation) contract.Reservation {
-	v := contract.Reservation{Glob: x.Glob, Shared: x.Shared, Holder: x.Holder.Login, Agent: contract.AgentPtr(x.Holder.Agent),
-		ExpiresAt: contract.TimePtr(x.ExpiresAt)}
-	if x.Issue != 0 && readsAll(r) {
-		n := x.Issue
-		v.Issue = &n
+	v := live.ReservationView(x)
+	if !readsAll(r) {
+		v.Issue = nil
 	}
 	return v
 }

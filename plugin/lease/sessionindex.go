@@ -140,6 +140,7 @@ func (x *sessionIndex) touchedLocked(set changes.Set) []*Session {
 	}
 	for _, c := range set.Changes {
 		switch {
+		case c.Reservations: // path reservations: no claim changed
 		case c.Key == models.Everything:
 			to, dup = to[:0], nil
 			for ss := range x.open {

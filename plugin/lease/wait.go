@@ -145,6 +145,9 @@ func (ws *waits[K]) heard(set changes.Set) {
 		return
 	}
 	for _, c := range set.Changes {
+		if c.Reservations {
+			continue // path reservations: no lease is freed
+		}
 		if ws.exact != nil {
 			if k, ok := ws.exact(c.Key); ok {
 				if q := ws.queues[k]; len(q) > 0 {

@@ -107,6 +107,10 @@ func (w *Watch) visible(e *live.Event) (live.Event, bool) {
 	switch mayWatch(w.r, e.Type, e.Kind()) {
 	case watchShow:
 		return *e, true
+	case watchUnnumbered:
+		out := *e
+		out.Data = e.WithoutNumber()
+		return out, true
 	case watchReset:
 		return live.Event{ID: e.ID, Type: contract.EventReset, Data: []byte("{}")}, true
 	}

@@ -10,7 +10,9 @@ import (
 
 // What a stream's viewer is told of an event, by what they may read. A
 // lease written before the ledger kept kinds becomes a reset for a viewer
-// of one unit: the list they refetch asks the forge about it.
+// of one unit: the list they refetch asks the forge about it. A
+// reservation's event reaches every reader, without its claim's number
+// for who does not read both units.
 func TestMayWatch(t *testing.T) {
 	all := forge.Repo{CanRead: true, CanReadIssues: true, CanReadPulls: true}
 	issues := forge.Repo{CanRead: true, CanReadIssues: true}
@@ -31,6 +33,10 @@ func TestMayWatch(t *testing.T) {
 		{neither, contract.EventReleased, models.KindUnknown, watchHide},
 		{neither, contract.EventReset, models.KindUnknown, watchShow},
 		{issues, "", models.KindUnknown, watchShow},
+		{all, contract.EventReserved, models.KindUnknown, watchShow},
+		{all, contract.EventUnreserved, models.KindUnknown, watchShow},
+		{issues, contract.EventReserved, models.KindUnknown, watchUnnumbered},
+		{neither, contract.EventUnreserved, models.KindUnknown, watchUnnumbered},
 	} {
 		if got := mayWatch(c.r, c.typ, c.kind); got != c.want {
 			t.Errorf("mayWatch(%+v, %q, %d) = %d, want %d", c.r, c.typ, c.kind, got, c.want)

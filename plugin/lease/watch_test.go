@@ -473,3 +473,49 @@ func TestEventIDsSayNothingOfOtherRepositories(t *testing.T) {
 		t.Fatalf("resumed from %s: %+v, want %s", before, got, e.ID)
 	}
 }
+
+// Reservations are told to every reader of the repository: each made as
+// "reserved", each ended as "unreserved", however it ended (here at its
+// ttl's instant, and with its claim's release), with the claim's number
+// only to who reads both issues and pull requests.
+func TestWatchToldReservations(t *testing.T) {
+	w := liveWorld(t, live.Options{})
+	alice := w.as("alice")
+	if _, err := w.svc.Acquire(bg, alice, "acme", "tools", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	reader := w.watch(t, "reader", "acme/tools", "")
+	dave := w.watch(t, "dave", "acme/tools", "") // issues only
+	started(t, reader)
+	started(t, dave)
+	both := func(typ, withNumber, withoutNumber string) {
+		t.Helper()
+		expectEvent(t, reader, typ, withNumber)
+		expectEvent(t, dave, typ, withoutNumber)
+	}
+
+	if _, err := w.svc.Reserve(bg, alice, "acme", "tools", lease.ReserveRequest{Globs: []string{"src/**"}, Issue: 1}); err != nil {
+		t.Fatal(err)
+	}
+	both(contract.EventReserved, `{"glob":"src/**","shared":false,"holder":"alice","agent":null,"issue":1,"expires_at":null}`,
+		`{"glob":"src/**","shared":false,"holder":"alice","agent":null,"issue":null,"expires_at":null}`)
+	if _, err := w.svc.Reserve(bg, alice, "acme", "tools", lease.ReserveRequest{Globs: []string{"docs/"}, Shared: true, TTL: 10 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	docs := `{"glob":"docs/","shared":true,"holder":"alice","agent":null,"issue":null,"expires_at":"` +
+		w.clock.Now().Add(10*time.Minute).UTC().Format(time.RFC3339) + `"}`
+	both(contract.EventReserved, docs, docs)
+
+	w.hub.Settle() // its expiry is on the bus's queue
+	w.clock.Advance(10 * time.Minute)
+	both(contract.EventUnreserved, docs, docs)
+
+	if _, err := w.svc.Release(bg, alice, "acme", "tools", 1); err != nil {
+		t.Fatal(err)
+	}
+	both(contract.EventReleased, released(1), released(1))
+	both(contract.EventUnreserved, `{"glob":"src/**","shared":false,"holder":"alice","agent":null,"issue":1,"expires_at":null}`,
+		`{"glob":"src/**","shared":false,"holder":"alice","agent":null,"issue":null,"expires_at":null}`)
+	quiet(t, reader)
+	quiet(t, dave)
+}

@@ -2,7 +2,9 @@
 // that someone watches, however many watch it, each with its last events
 // for clients that reconnect. The lease service (plugin/lease, watch.go)
 // decides who may watch what and filters each event for its viewer; this
-// package only tells what changed.
+// package only tells what changed: the leases (hub.go), and the path
+// reservations (reservations.go), each made or ended told as its own
+// event.
 //
 // A feed hears of changes from the change bus (plugin/changes): after a
 // committed change, an expiry instant, or another replica's
@@ -17,8 +19,11 @@
 // its own repository.
 //
 // Expiry is lazy in the ledger, so nothing else would say so: each lease
-// a feed publishes puts its expiry on the bus's expiry queue, and the bus
-// tells the hub at that instant.
+// a feed publishes puts its expiry on the bus's expiry queue, and so
+// does the soonest reservation that no claim anchors; the bus tells the
+// hub at that instant. A reservation of a claim ends with the claim's
+// tenure: the end of a lease its reservations are anchored to has the
+// feed read them again.
 //
 // Each event has an id ("<epoch>-<feed>-<seq>": the epoch names this
 // process, feed a random name of this feed of the repository, and seq
@@ -59,6 +64,9 @@ import (
 type Ledger interface {
 	Current(ctx context.Context, k models.Key) (*models.Lease, error)
 	List(ctx context.Context, repoID int64) ([]models.Lease, error)
+	// Reservations are the live path reservations of a repository
+	// (path "": all of them), oldest first.
+	Reservations(ctx context.Context, repoID int64, path string) ([]models.Reservation, error)
 }
 
 // Defaults of Options.
@@ -117,17 +125,31 @@ func (o Options) WithDefaults() Options {
 // seen no event yet to resume from.
 type Event struct {
 	ID   string
-	Type string // contract.EventLease, EventReleased, EventReset, or ""
+	Type string // contract.EventLease, EventReleased, EventReserved, EventUnreserved, EventReset, or ""
 	Data []byte // its JSON
 
 	seq   uint64
 	issue int64
 	kind  models.Kind
+	// unnumbered is Data without the claim's number, for a reservation
+	// of a claim (nil: Data names none).
+	unnumbered []byte
 }
 
 // Kind is the unit (issue or pull request) of the number the event is
-// about, as the ledger knows it; KindUnknown for an event about none.
+// about, as the ledger knows it; KindUnknown for an event about none (or
+// about a reservation, whose claim's unit the ledger does not keep).
 func (e *Event) Kind() models.Kind { return e.kind }
+
+// WithoutNumber is Data without the number of the claim a reservation's
+// event names, for a viewer who may not see that number: its "issue" is
+// null. It is Data for every other event.
+func (e *Event) WithoutNumber() []byte {
+	if e.unnumbered != nil {
+		return e.unnumbered
+	}
+	return e.Data
+}
 
 // Hub keeps the feeds. Make one with New.
 type Hub struct {
@@ -150,7 +172,7 @@ type Hub struct {
 }
 
 // feed is one repository's: its watchers, its last events, and the live
-// leases it last published (to tell what changed).
+// leases and reservations it last published (to tell what changed).
 type feed struct {
 	repoID int64
 	// pub serialises a feed's read-then-publish (refresh) and its seeding;
@@ -164,12 +186,21 @@ type feed struct {
 	leases    map[int64]models.Lease
 	idleSince time.Time // when its last watcher left; zero while watched
 	broken    bool      // seeding failed: the feed is gone
+
+	// reservations are the live reservations last published, by holder
+	// and glob (reservations.go); anchors counts those of each claim's
+	// issue, whose lease's changes may end them.
+	reservations map[heldGlob]models.Reservation
+	anchors      map[int64]int
+
 	// What the feed's reader goroutine is to read again (under Hub.mu):
-	// issues, or all of them (resync); reading is true while it runs.
+	// issues, or all of them (resync), and the reservations (all of them
+	// imply those too); reading is true while it runs.
 	// Each feed reads on its own goroutine, so one slow read (a seed, a
 	// lagging database) delays only its own repository's events.
 	dirty    map[int64]struct{}
 	dirtyAll bool
+	dirtyRes bool
 	reading  bool
 }
 
@@ -225,7 +256,8 @@ func (h *Hub) Subscribe(ctx context.Context, repoID int64, lastID string) (*Sub,
 		// A new name: an id a client saw of an earlier feed of this
 		// repository names another feed, since changes nobody watched
 		// went untold.
-		f = &feed{repoID: repoID, name: strconv.FormatUint(rand.Uint64(), 36), subs: map[*watcher]struct{}{}, leases: map[int64]models.Lease{}}
+		f = &feed{repoID: repoID, name: strconv.FormatUint(rand.Uint64(), 36), subs: map[*watcher]struct{}{}, leases: map[int64]models.Lease{},
+			reservations: map[heldGlob]models.Reservation{}, anchors: map[int64]int{}}
 		f.pub.Lock() // new, so nobody else holds it: until it is seeded, refreshes wait
 		h.feeds[repoID] = f
 		h.nfeeds.Add(1)
@@ -268,8 +300,8 @@ func (h *Hub) since(f *feed, lastID string) []*Event {
 	return out
 }
 
-// seed reads the live leases of a new feed, so that their changes and
-// expiries are told from the start.
+// seed reads the live leases and reservations of a new feed, so that
+// their changes and expiries are told from the start.
 func (h *Hub) seed(ctx context.Context, f *feed) error {
 	defer f.pub.Unlock()
 	// The read serves every watcher that joins meanwhile, so the first
@@ -277,6 +309,10 @@ func (h *Hub) seed(ctx context.Context, f *feed) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readTimeout)
 	defer cancel()
 	leases, err := h.ledger.List(ctx, f.repoID)
+	var rs []models.Reservation
+	if err == nil {
+		rs, err = h.ledger.Reservations(ctx, f.repoID, "")
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err != nil {
@@ -293,6 +329,7 @@ func (h *Hub) seed(ctx context.Context, f *feed) error {
 		f.leases[l.Issue] = l
 		h.expireAt(l)
 	}
+	h.reservationsRead(f, rs, false)
 	return nil
 }
 
@@ -337,7 +374,7 @@ func (h *Hub) remove(f *feed) {
 		delete(h.feeds, f.repoID)
 		h.nfeeds.Add(-1)
 	}
-	f.dirty, f.dirtyAll = nil, false
+	f.dirty, f.dirtyAll, f.dirtyRes = nil, false, false
 }
 
 // heard is the hub's subscription to the bus: it marks what each feed is
@@ -350,6 +387,11 @@ func (h *Hub) heard(set changes.Set) {
 	defer h.mu.Unlock()
 	for _, c := range set.Changes {
 		switch {
+		case c.Reservations: // the repository's reservations, and no lease
+			if f := h.feeds[c.Key.RepoID]; f != nil {
+				f.dirtyRes = true
+				h.startReading(f)
+			}
 		case c.Key.Issue != 0:
 			if f := h.feeds[c.Key.RepoID]; f != nil {
 				if f.dirty == nil {
@@ -358,7 +400,7 @@ func (h *Hub) heard(set changes.Set) {
 				f.dirty[c.Key.Issue] = struct{}{}
 				h.startReading(f)
 			}
-		default: // a whole repository (RepoID 0: every one)
+		default: // a whole repository (RepoID 0: every one), its reservations too
 			for id, f := range h.feeds {
 				if c.Key.RepoID == 0 || id == c.Key.RepoID {
 					f.dirtyAll = true
@@ -383,7 +425,7 @@ func (h *Hub) startReading(f *feed) {
 func (h *Hub) read(f *feed) {
 	for {
 		h.mu.Lock()
-		if len(f.dirty) == 0 && !f.dirtyAll {
+		if len(f.dirty) == 0 && !f.dirtyAll && !f.dirtyRes {
 			f.reading = false
 			h.readers--
 			h.readsDone.Broadcast()
@@ -395,10 +437,18 @@ func (h *Hub) read(f *feed) {
 		h.mu.Unlock()
 		if all {
 			h.resync(f) // every issue of f
-			continue
 		}
 		for _, n := range slices.Sorted(maps.Keys(dirty)) {
 			h.refresh(f, models.Key{RepoID: f.repoID, Issue: n})
+		}
+		// The reservations after the leases, whose ending may have
+		// ended some (leased and released mark them then).
+		h.mu.Lock()
+		res := all || f.dirtyRes
+		f.dirtyRes = false
+		h.mu.Unlock()
+		if res {
+			h.rereadReservations(f)
 		}
 	}
 }
@@ -418,28 +468,47 @@ func (h *Hub) Settle() {
 // refresh reads k's live lease and publishes it to f if it differs from
 // what f last published.
 func (h *Hub) refresh(f *feed, k models.Key) {
+	var cur *models.Lease
+	h.reading(f, func(ctx context.Context) (err error) {
+		cur, err = h.ledger.Current(ctx, k)
+		return err
+	}, func() { h.refreshed(f, k, cur) })
+}
+
+// reading is one read of f's reader goroutine, unless f is gone: read
+// reads the ledger, then apply (under h.mu, unless f went meanwhile)
+// publishes what differs. A read that fails publishes a reset: what
+// changed cannot be told, so everyone refetches.
+func (h *Hub) reading(f *feed, read func(ctx context.Context) error, apply func()) {
 	f.pub.Lock()
 	defer f.pub.Unlock()
 	h.mu.Lock()
-	gone := h.feeds[k.RepoID] != f
+	gone := h.feeds[f.repoID] != f
 	h.mu.Unlock()
 	if gone {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	cur, err := h.ledger.Current(ctx, k)
+	err := read(ctx)
 	cancel()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.feeds[k.RepoID] != f {
-		return
+	switch {
+	case h.feeds[f.repoID] != f:
+	case err != nil:
+		h.publish(f, &Event{Type: contract.EventReset, Data: []byte("{}")})
+	default:
+		apply()
 	}
+}
+
+// refreshed publishes cur, k's live lease (nil: none), to f if it
+// differs from what f last published (under h.mu).
+func (h *Hub) refreshed(f *feed, k models.Key, cur *models.Lease) {
 	prev, had := f.leases[k.Issue]
 	switch {
-	case err != nil:
-		// What changed cannot be told: everyone refetches.
-		h.publish(f, &Event{Type: contract.EventReset, Data: []byte("{}")})
 	case cur == nil && !had:
+		h.anchorChanged(f, k.Issue) // a claim f never saw ended: its reservations may have
 	case cur == nil:
 		h.released(f, k.Issue, prev)
 	case had && sameLease(prev, *cur):
@@ -459,26 +528,16 @@ func (h *Hub) refresh(f *feed, k models.Key) {
 
 // resync is refresh for every issue of f's repository at once.
 func (h *Hub) resync(f *feed) {
-	f.pub.Lock()
-	defer f.pub.Unlock()
-	h.mu.Lock()
-	gone := h.feeds[f.repoID] != f
-	h.mu.Unlock()
-	if gone {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	leases, err := h.ledger.List(ctx, f.repoID)
-	cancel()
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.feeds[f.repoID] != f {
-		return
-	}
-	if err != nil {
-		h.publish(f, &Event{Type: contract.EventReset, Data: []byte("{}")})
-		return
-	}
+	var leases []models.Lease
+	h.reading(f, func(ctx context.Context) (err error) {
+		leases, err = h.ledger.List(ctx, f.repoID)
+		return err
+	}, func() { h.resynced(f, leases) })
+}
+
+// resynced publishes what differs between leases, the live ones of f's
+// repository, and what f last published (under h.mu).
+func (h *Hub) resynced(f *feed, leases []models.Lease) {
 	live := make(map[int64]models.Lease, len(leases))
 	for _, l := range leases {
 		live[l.Issue] = l
@@ -497,6 +556,9 @@ func (h *Hub) resync(f *feed) {
 
 // leased publishes l as f's lease of its issue (under h.mu).
 func (h *Hub) leased(f *feed, l models.Lease) {
+	if prev, had := f.leases[l.Issue]; !had || prev.Token != l.Token || prev.Holder != l.Holder {
+		h.anchorChanged(f, l.Issue) // a new tenure: the reservations of the old one ended
+	}
 	f.leases[l.Issue] = l
 	data, _ := json.Marshal(View(l))
 	h.publish(f, &Event{Type: contract.EventLease, Data: data, issue: l.Issue, kind: l.Kind})
@@ -506,6 +568,7 @@ func (h *Hub) leased(f *feed, l models.Lease) {
 // released publishes that issue n of f, once leased as prev, is free
 // (under h.mu).
 func (h *Hub) released(f *feed, n int64, prev models.Lease) {
+	h.anchorChanged(f, n)
 	delete(f.leases, n)
 	data, _ := json.Marshal(contract.ReleasedEvent{Issue: n})
 	h.publish(f, &Event{Type: contract.EventReleased, Data: data, issue: n, kind: prev.Kind})
