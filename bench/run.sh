@@ -363,6 +363,8 @@ render() {
 		gR1 = goal(rR1s, "<=", 1.5) " on SQLite, " goal(rR1p, "<=", 1.5) " on PostgreSQL"
 		gr = "models:GateReservedPaths/"
 		gR2 = goal(has(gr "sqlite:ns/op") ? M[gr "sqlite:ns/op"] / 1e6 : "", "<=", 20) " on SQLite, " goal(has(gr "postgres:ns/op") ? M[gr "postgres:ns/op"] / 1e6 : "", "<=", 20) " on PostgreSQL"
+		# Round four'"'"'s board.
+		bd = "e2e:Board1k:"; gB1 = goal(val(bd "board/page"), "<=", 1.0)
 		print "| row | goal | this run | verdict |"
 		print "|---|---|---|---|"
 		print "| 1 | fresh-OpenSSH acquire ≤ 1.25 × a no-op exec (medians; re-acquire of a held lease) | acquire/help = **" x(e "acquire/help") "** | **" g1 "** |"
@@ -381,6 +383,7 @@ render() {
 		print "| G2 | the sidecar'"'"'s answer to the gate'"'"'s hook under 64 concurrent pushes: p99 ≤ 20 ms (round four) | p99 at most **" v(gc "answer-p99-ms") " ms** (its histogram'"'"'s bucket, above " v(gc "answer-p99-above-ms") " ms), over " n(gc "answers") " answers; " n(gc "pushes") " questions at once straight to the admin listener: round trip p99 " v(gc "direct-p99-ms") " ms | **" gG2 "** |"
 		print "| R1 | a `reserve` in a repository with 1,000 live reservations ≤ 1.5 × the same with none (the ledger alone, each engine; round four) | 1000/none = **" x(rs "sqlite:1000/none") "** on SQLite, **" x(rs "postgres:1000/none") "** on PostgreSQL | **" gR1 "** |"
 		print "| R2 | the gate'"'"'s check of a push changing 1,000 paths against 1,000 live reservations ≤ 20 ms (the ledger alone, each engine; round four) | **" ms2(gr "sqlite:ns/op") " ms** on SQLite, **" ms2(gr "postgres:ns/op") " ms** on PostgreSQL | **" gR2 "** |"
+		print "| B1 | the board'"'"'s first page with " n(bd "claims") " live claims ≤ 1.0 × Gitea'"'"'s issue list page (p50; round four) | board/page = **" x(bd "board/page") "** | **" gB1 "** |"
 		print ""
 		print "## Results"
 		print ""
@@ -396,6 +399,7 @@ render() {
 		print "| 4a | the badge'"'"'s `GET /api/v1/repos/acme/widgets/leases?issue=…` (" n(e "numbers") " numbers) with " n(e "leases") " live leases, anonymous, " n(e "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | leases/page = **" x(e "leases/page") "** (goal ≤ 1.0×: " g4 ") | p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms**, " v(e "body-KiB") " KiB per answer; Gitea page p50 " v(e "gitea-page-p50-ms") " ms; seeding the leases through models from " n(e "seeders") " goroutines took " v(e "seed-s") " s |"
 		print "| 4c | the same request (the newest " n(e "numbers") " numbers) to a second sidecar whose ledger holds " n(e "1k-leases") " live leases, interleaved with 4a | 10k/1k = **" x(e "10k/1k") "** (goal 0.8–1.2: " g4c ") | p50 **" v(e "1k-p50-ms") " ms**, p99 **" v(e "1k-p99-ms") " ms** |"
 		print "| 4d | the same request (the newest " n(si "numbers") " numbers, " n(si "visible") " of them visible) on a private repository with " n(si "leases") " live leases (half of them pull requests), signed in through Gitea (session cookie) as a viewer who may read its Issues unit only, " n(si "requests") " requests, vs Gitea'"'"'s issue list page of the repository as the same viewer, interleaved | leases/page = **" x(si "leases/page") "** (goal ≤ 1.0×: " g4d ") | p50 **" v(si "p50-ms") " ms**, p99 **" v(si "p99-ms") " ms**; Gitea page p50 " v(si "gitea-page-p50-ms") " ms |"
+		print "| B1 | the board'"'"'s first page, `GET /acme/widgets/claims` (" n(bd "rows") " of " n(bd "claims") " live claims, rendered whole with their titles), anonymous, " n(bd "requests") " requests, vs Gitea'"'"'s issue list page of the same repository, interleaved | board/page = **" x(bd "board/page") "** (goal ≤ 1.0×: " gB1 ") | p50 **" v(bd "p50-ms") " ms**, p99 **" v(bd "p99-ms") " ms**, " v(bd "body-KiB") " KiB per page; Gitea page p50 " v(bd "gitea-page-p50-ms") " ms |"
 		e = "e2e:Next:"
 		print "| 6 | `next --ttl 1h`: " n(e "agents") " agents, one persistent SSH connection each, on a repository of " n(e "issues") " open issues, each cycling next and the release of what it got for " v(e "seconds") " s | Gitea requests per next = **" v(e "gitea-requests/next") "** | **" v(e "nexts/s") " nexts/s**, p50 **" v(e "p50-ms") " ms**, p99 **" v(e "p99-ms") " ms** (" n(e "nexts") " nexts, " n(e "nones") " of them `none`) |"
 		e = "e2e:NextPriorities:"

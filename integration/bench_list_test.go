@@ -260,19 +260,7 @@ func BenchmarkListLeasesSignedIn(b *testing.B) {
 		}
 		url := s.HTTPURL + "/api/v1/repos/" + w.Secret.FullName() + "/leases?" + strings.Join(q, "&")
 		page := g.URL + "/" + w.Secret.FullName() + "/issues"
-		timed := func(u string) (time.Duration, []byte) {
-			start := time.Now()
-			resp, err := dave.c.Get(u)
-			if err != nil {
-				b.Fatal(err)
-			}
-			body, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if err != nil || resp.StatusCode != http.StatusOK {
-				b.Fatalf("GET %s: HTTP %d %v", u, resp.StatusCode, err)
-			}
-			return time.Since(start), body
-		}
+		timed := func(u string) (time.Duration, []byte) { return timedGet(b, dave.c, u) }
 		// The first requests fill the caches; the answer is checked once.
 		_, body := timed(url)
 		var list contract.List

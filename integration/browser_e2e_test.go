@@ -109,6 +109,18 @@ func setUserTheme(t *testing.T, g *Gitea, u *User, theme string) {
 	}
 }
 
+// signInToGitea are the steps of signing in to Gitea as u, in its login
+// form.
+func signInToGitea(g *Gitea, u *User) []chromedp.Action {
+	return []chromedp.Action{
+		chromedp.Navigate(g.URL + "/user/login"),
+		chromedp.SendKeys("#user_name", u.Login, chromedp.ByQuery),
+		chromedp.SendKeys("#password", u.Password, chromedp.ByQuery),
+		chromedp.Submit("#password", chromedp.ByQuery),
+		chromedp.WaitNotPresent("#password", chromedp.ByQuery),
+	}
+}
+
 // theme checks that the page is shown in want.
 func (b *browser) theme(t *testing.T, want string) {
 	t.Helper()
@@ -400,15 +412,9 @@ func TestPrivateBadgesNeedSignInInChromiumAgainstGitea(t *testing.T) {
 		// Carol signs in to Gitea (she may read acme/secret); the sidecar does
 		// not know her yet: no badge, a sign-in link instead.
 		setUserTheme(t, g, w.Carol, theme)
-		b.run(t, "sign in to Gitea",
-			chromedp.Navigate(g.URL+"/user/login"),
-			chromedp.SendKeys("#user_name", w.Carol.Login, chromedp.ByQuery),
-			chromedp.SendKeys("#password", w.Carol.Password, chromedp.ByQuery),
-			chromedp.Submit("#password", chromedp.ByQuery),
-			chromedp.WaitNotPresent("#password", chromedp.ByQuery),
+		b.run(t, "sign in to Gitea", append(signInToGitea(g, w.Carol),
 			chromedp.Navigate(list),
-			chromedp.WaitVisible(".collab-lease-signin a", chromedp.ByQuery),
-		)
+			chromedp.WaitVisible(".collab-lease-signin a", chromedp.ByQuery))...)
 		if got := b.badges(t, 0); len(got) != 0 {
 			t.Fatalf("badges before signing in to the sidecar: %v", got)
 		}

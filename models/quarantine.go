@@ -87,8 +87,10 @@ type Quarantine struct {
 	Expires *time.Time
 }
 
-// involuntary says whether a tenure ending counts towards quarantine.
-func involuntary(e Ending) bool {
+// lapsed says whether a tenure ending counts towards quarantine: its
+// holder let it lapse (a force-release is an admin's doing, not a
+// failure of the work).
+func lapsed(e Ending) bool {
 	return e == EndExpired || e == EndSessionLost || e == EndTakenOver
 }
 
@@ -158,7 +160,7 @@ func quarantineIn(tx *gorm.DB, row leaseRow, n, now int64) (quarantined, error) 
 	}
 	ts = ts[:n]
 	for i, t := range ts {
-		if t.Token != row.Token-int64(i) || !involuntary(t.EndedBy) || t.EndedAt == nil {
+		if t.Token != row.Token-int64(i) || !lapsed(t.EndedBy) || t.EndedAt == nil {
 			return out, nil
 		}
 	}

@@ -3,7 +3,7 @@
 // force-release buttons, the session cookie's only writes, which check the
 // request's Origin), the live lease events as Server-Sent
 // Events, sign-in through Gitea's OAuth2 provider (the sidecar's own session
-// cookie), the badge assets (assets.go, with their CORS rules, cors.go) and
+// cookie), the board (an HTML page for people, board.go), the badge assets (assets.go, with their CORS rules, cors.go) and
 // a liveness probe; and, apart, for an address only operators reach,
 // readiness and metrics (admin.go).
 //

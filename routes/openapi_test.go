@@ -33,13 +33,15 @@ import (
 
 // notForPrograms are the routes the document leaves out, and why.
 var notForPrograms = map[string]string{
-	"OPTIONS /*any":       "CORS preflights, answered for every path",
-	"GET /oauth/login":    "sign-in: a browser redirect to Gitea",
-	"GET /oauth/callback": "sign-in: Gitea's redirect back",
-	"POST /oauth/logout":  "sign-in: the browser's sign-out",
-	"POST /hooks/gitea":   "Gitea's system webhook, signed with a secret only Gitea has",
-	"GET /assets/:name":   "the badge bundle that Gitea's footer loads",
-	"HEAD /assets/:name":  "the badge bundle that Gitea's footer loads",
+	"OPTIONS /*any":            "CORS preflights, answered for every path",
+	"GET /oauth/login":         "sign-in: a browser redirect to Gitea",
+	"GET /oauth/callback":      "sign-in: Gitea's redirect back",
+	"POST /oauth/logout":       "sign-in: the browser's sign-out",
+	"POST /hooks/gitea":        "Gitea's system webhook, signed with a secret only Gitea has",
+	"GET /assets/:name":        "the badge bundle that Gitea's footer loads",
+	"HEAD /assets/:name":       "the badge bundle that Gitea's footer loads",
+	"GET /:owner/:repo/claims": "the board, an HTML page for people",
+	"GET /-/claims":            "the board of every repository, an HTML page for people",
 }
 
 // apiSpec is the document as served, ready to check exchanges with.

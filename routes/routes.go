@@ -39,6 +39,8 @@ type Leases interface {
 	Unreserve(ctx context.Context, v lease.Viewer, owner, name string, globs []string, issue int64, force bool) (contract.Reservations, error)
 	Unquarantine(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Unquarantined, error)
 	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
+	Board(ctx context.Context, v lease.Viewer, owner, name string, q lease.BoardQuery) (lease.Board, error)
+	Boards(ctx context.Context, v lease.Viewer, q lease.BoardQuery) ([]lease.Board, error)
 	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
 	// account's session epoch; logout moves the epoch on.
@@ -175,6 +177,9 @@ func New(o Options) (http.Handler, error) {
 	r.GET(loginPath, h.login)
 	r.GET(CallbackPath, h.callback)
 	r.POST(logoutPath, h.logout)
+
+	r.GET(boardPath, h.board)
+	r.GET(allBoardPath, h.allBoards)
 
 	r.GET("/assets/:name", h.asset)
 	r.HEAD("/assets/:name", h.asset)

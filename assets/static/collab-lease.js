@@ -7,7 +7,7 @@
   'use strict';
   var me = document.currentScript;
   if (!me || !window.fetch || !window.MutationObserver) return;
-  // The sidecar: where this script came from, minus /assets/….
+  // The sidecar: where this script came from.
   var base = (me.getAttribute('data-collab-lease-url') || me.src.replace(/\/assets\/[^/]*$/, '')).replace(/\/$/, '');
   var REFRESH = 30000;
   var repos = {}; // "owner/repo" -> its leases as we know them, and its event stream
@@ -239,9 +239,14 @@
     return out;
   }
 
+  function header(m, t) {
+    if (m && t && !m.claims) m.claims = m.appendChild(el('a', 'item', 'Claims')).href = base + '/' + target(t.href + '/issues/1').repo + '/claims?theme=' + document.documentElement.dataset.theme;
+  }
+
   function apply() {
     pending = 0;
     if (document.hidden) return;
+    header(document.querySelector('.overflow-menu-items'), document.querySelector('.repo-header .flex-item-title a:last-child'));
     var by = {};
     places().forEach(function (p) { (by[p.repo] = by[p.repo] || []).push(p); });
     Object.keys(by).forEach(function (repo) {

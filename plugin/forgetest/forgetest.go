@@ -72,6 +72,7 @@ type Forge struct {
 	repos    map[string]*repo                // lower-case "owner/name"
 	issues   map[string]forge.Issue          // lower-case "owner/name#n"
 	labels   map[string][]string             // lower-case "owner/name#n" -> its labels
+	titles   map[string]string               // lower-case "owner/name#n" -> its title (titles.go)
 	deps     map[string][]int64              // lower-case "owner/name#n" -> the numbers it depends on
 	statuses map[string][]forge.CommitStatus // lower-case "owner/name@sha" -> posted, oldest first
 	rules    map[string][]forge.BranchRule   // lower-case "owner/name" -> its branch protection rules

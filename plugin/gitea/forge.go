@@ -166,6 +166,9 @@ type Forge struct {
 	// the key it has in perms or tokens, for MissTTL; no other failure
 	// (isMiss).
 	misses *cache[error]
+	// titles keeps issues' titles (and "" for a number Gitea does not
+	// know), keyed by lower-case "owner/name#n", for TitleTTL (titles.go).
+	titles *cache[string]
 }
 
 // New returns a Forge for the Gitea at opts.URL.
@@ -220,6 +223,7 @@ func New(opts Options) (*Forge, error) {
 	f.perms = newCache[forge.Repo](clock, orDefault(opts.PermCacheTTL, DefaultPermCacheTTL))
 	f.tokens = newCache[forge.User](clock, orDefault(opts.KeyCacheTTL, DefaultKeyCacheTTL))
 	f.misses = newCache[error](clock, orDefault(opts.MissTTL, DefaultMissTTL))
+	f.titles = newCache[string](clock, TitleTTL)
 	return f, nil
 }
 

@@ -17,7 +17,9 @@
 //     next.go, wait.go (acquire --wait, and the one wait loop
 //     next --wait shares), nextwait.go (next --wait), tenures.go (check,
 //     history, force-release), handoff.go (handoff), watch.go (one
-//     viewer's live stream);
+//     viewer's live stream), board.go (the board: a repository's claims,
+//     reservations, waiters and involuntary endings as a viewer may see
+//     them, and the board of all the repositories they may read);
 //   - agent sessions, whose claims live as long as their connection:
 //     sessions.go (a Session and its Keeper), sessionindex.go (the live
 //     sessions of this process, by account);

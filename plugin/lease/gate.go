@@ -58,6 +58,9 @@ func (s *Service) Gate(ctx context.Context, q contract.GateQuestion) (contract.G
 	if err != nil {
 		return contract.GateAnswer{}, GateResult{}, err
 	}
+	if v.Allow {
+		s.boardPushes.saw(v.Carried, q.Refs, s.now())
+	}
 	res := GateResult{Refused: v.Refused}
 	if v.Allow && s.renewOnPush {
 		res.Renewed, res.RenewErr = s.renewCarried(ctx, v.Carried)

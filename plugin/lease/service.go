@@ -23,6 +23,7 @@ type Ledger interface {
 	ForceRelease(ctx context.Context, k models.Key, by models.Holder) (*models.Lease, error)
 	Handoff(ctx context.Context, k models.Key, by, to models.Holder, force bool) (models.Lease, models.Lease, error)
 	Tenures(ctx context.Context, k models.Key, limit int) ([]models.Tenure, error)
+	InvoluntaryEnds(ctx context.Context, repoID int64, since time.Time, limit int) ([]models.Involuntary, error)
 	Current(ctx context.Context, k models.Key) (*models.Lease, error)
 	List(ctx context.Context, repoID int64) ([]models.Lease, error)
 	ListPage(ctx context.Context, p models.Page) ([]models.Lease, int, error)
@@ -151,6 +152,10 @@ type Service struct {
 	// quarantine is the worker that tells the forge of quarantines
 	// (quarantine.go), fed by the bus while RunQuarantine runs.
 	quarantine *quarantineWork
+	// The board (board.go): the last push the gate let in under each
+	// claim, and repositories' names for the board of all.
+	boardPushes boardPushes
+	boardNames  boardNames
 }
 
 // DefaultIssueTTL is how long the ledger's record of an issue's state is
