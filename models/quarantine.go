@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -186,6 +188,17 @@ func quarantinedIssues(tx *gorm.DB, repoID int64, taken map[int64]bool) error {
 		taken[n] = true
 	}
 	return rows.Err()
+}
+
+// Quarantined returns the issues of the repository whose quarantine is
+// recorded, in order (the board's list; an issue whose nth lapse the
+// quarantine worker has not recorded yet joins within its second).
+func (s *Store) Quarantined(ctx context.Context, repoID int64) ([]int64, error) {
+	taken := map[int64]bool{}
+	if err := quarantinedIssues(s.db.WithContext(ctx), repoID, taken); err != nil {
+		return nil, fmt.Errorf("quarantined issues of %d: %w", repoID, mapDBError(err))
+	}
+	return slices.Sorted(maps.Keys(taken)), nil
 }
 
 // QuarantineOf reads k's quarantine, as quarantineIn works it out now

@@ -82,9 +82,8 @@ type Board struct {
 	// Ended are the claims that ended against their holder's will within
 	// BoardEndedWindow, newest first.
 	Ended []BoardEnding
-	// Quarantined are the quarantined issues. Quarantine is not in the
-	// ledger yet: this stays empty (and the board leaves the section
-	// out) until a ledger read of them exists.
+	// Quarantined are the quarantined issues the viewer may see, in
+	// order (next skips them; docs/operating.md, Quarantine).
 	Quarantined []BoardIssue
 	Now         time.Time
 }
@@ -217,7 +216,11 @@ func (s *Service) board(ctx context.Context, v Viewer, r forge.Repo, q BoardQuer
 	from := min(max(q.Offset, 0), len(leases))
 	leases = leases[from:min(from+limit, len(leases))]
 	var ended []models.Involuntary
+	var quarantined []int64
 	if full {
+		if quarantined, err = s.visibleQuarantined(ctx, v, r); err != nil {
+			return Board{}, err
+		}
 		rs, err := s.ledger.Reservations(ctx, r.ID, "")
 		if err != nil {
 			return Board{}, fmt.Errorf("board of %s: %w", r.FullName, err)
@@ -234,6 +237,7 @@ func (s *Service) board(ctx context.Context, v Viewer, r forge.Repo, q BoardQuer
 	for _, x := range ended {
 		numbers = append(numbers, x.Issue)
 	}
+	numbers = append(numbers, quarantined...)
 	owner, name, _ := strings.Cut(r.FullName, "/")
 	// Without titles the board still shows every claim: the forge being
 	// down, or this address's budget spent, costs the titles only.
@@ -248,12 +252,29 @@ func (s *Service) board(ctx context.Context, v Viewer, r forge.Repo, q BoardQuer
 			AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt, Waiters: perIssue[l.Issue], Push: s.boardPushes.last(l.Key, l.Token)}
 		b.Claims = append(b.Claims, c)
 	}
+	for _, n := range quarantined {
+		b.Quarantined = append(b.Quarantined, issue(n, models.KindUnknown))
+	}
 	for _, x := range ended {
 		e := BoardEnding{BoardIssue: issue(x.Issue, x.Kind), Holder: x.Holder.Login, Agent: x.Holder.Agent, Token: x.Token,
 			AcquiredAt: x.AcquiredAt, EndedAt: *x.EndedAt, How: string(x.EndedBy), By: x.ForcedBy}
 		b.Ended = append(b.Ended, e)
 	}
 	return b, nil
+}
+
+// visibleQuarantined are r's quarantined issues that v may see: all of
+// them to a viewer of both units, else those the forge says v may read.
+func (s *Service) visibleQuarantined(ctx context.Context, v Viewer, r forge.Repo) ([]int64, error) {
+	qs, err := s.ledger.Quarantined(ctx, r.ID)
+	if err != nil || readsAll(r) {
+		return qs, err
+	}
+	seen, err := s.visibleNumbers(ctx, v, r, qs)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(qs, func(n int64) bool { return !seen[n] }), nil
 }
 
 // visibleEndings are r's involuntary endings within BoardEndedWindow

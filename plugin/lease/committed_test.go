@@ -20,7 +20,7 @@ var ledgerReads = map[string]bool{
 	"Tenures": true, "Current": true, "List": true, "ListPage": true, "Issue": true,
 	"LiveRepos": true, "PullsLinkedTo": true, "PullOf": true, "OpenPulls": true, "Leases": true,
 	"SessionEpoch": true, "SessionLeases": true, "Gate": true, "TenureTTL": true,
-	"Reservations": true, "ClaimReservations": true, "InvoluntaryEnds": true,
+	"Reservations": true, "ClaimReservations": true, "InvoluntaryEnds": true, "Quarantined": true,
 	"QuarantineOf": true, "QuarantinesToForge": true, "LapsedUnquarantined": true,
 }
 

@@ -109,6 +109,18 @@ func TestQuarantineThroughTheService(t *testing.T) {
 	if ls := w.Forge.RepoLabels("acme/widgets"); len(ls) != 1 || ls[0].Name != lease.QuarantineLabel {
 		t.Fatalf("labels made: %+v", ls)
 	}
+	boardLists := func(want ...int64) {
+		t.Helper()
+		b, err := w.Service.Board(ctx, w.As("bob"), "acme", "widgets", lease.BoardQuery{})
+		var got []int64
+		for _, q := range b.Quarantined {
+			got = append(got, q.Number)
+		}
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("the board's quarantined issues: %v %v, want %v", got, err, want)
+		}
+	}
+	boardLists(1)
 
 	// --force: only an admin's, and it leaves the quarantine.
 	var wr *lease.WriteRequiredError
@@ -133,6 +145,7 @@ func TestQuarantineThroughTheService(t *testing.T) {
 		t.Fatalf("unquarantine: %+v %v", got, err)
 	}
 	leasetest.WaitFor(t, "the label taken off", func() bool { return len(w.Forge.Labels("acme/widgets", 1)) == 0 })
+	boardLists()
 	if got, err := w.Service.Unquarantine(ctx, w.As("alice"), "acme", "widgets", 1); err != nil || got.Lifted {
 		t.Fatalf("unquarantine again: %+v %v, want nothing lifted", got, err)
 	}

@@ -61,6 +61,8 @@ type Ledger interface {
 	Reservations(ctx context.Context, repoID int64, path string) ([]models.Reservation, error)
 	ClaimReservations(ctx context.Context, k models.Key) ([]models.Reservation, error)
 	PruneReservations(ctx context.Context) (int64, error)
+	// The board's list of quarantined issues (board.go).
+	Quarantined(ctx context.Context, repoID int64) ([]int64, error)
 	// Quarantine (quarantine.go; models' quarantine.go).
 	AcquireForced(ctx context.Context, k models.Key, h models.Holder, ttl time.Duration, obs models.Observed) (models.Lease, error)
 	QuarantineOf(ctx context.Context, k models.Key) (models.Quarantine, error)
