@@ -153,6 +153,11 @@ func run(dir, sshAddr string, once bool) error {
 			return fmt.Errorf("git collab --help in the demo's PATH shows no manual (%v): %.300s", err, out)
 		}
 		fmt.Fprintln(os.Stderr, "demo: git collab --help shows the manual")
+		board, err := fetch(setup, s.HTTPURL+"/acme/widgets/claims")
+		if err != nil || !strings.Contains(board, fmt.Sprintf("#%d", w.OpenIssue)) {
+			return fmt.Errorf("the board of acme/widgets at %s/acme/widgets/claims does not show the claim of #%d (%v)", s.HTTPURL, w.OpenIssue, err)
+		}
+		fmt.Fprintf(os.Stderr, "demo: the board at %s/acme/widgets/claims shows the claim\n", s.HTTPURL)
 		return nil
 	}
 	fmt.Printf(`
@@ -180,12 +185,14 @@ The same through git collab, from a checkout of acme/widgets:
   git collab --help
 
 The issue list, with its claim badges: %[1]s/acme/widgets/issues
+(sign in as alice, open an issue: Claim and Release are in its sidebar)
+The board of who holds what, live: %[12]s/acme/widgets/claims
 (acme/secret is private: sign in to Gitea as carol / %[9]s, open
 %[1]s/acme/secret/issues and follow "sign in to see claims")
 
 Ctrl-C stops everything.
 `, g.URL, w.Alice.Password, w.OpenIssue, sshCmd, bobCmd, rel(cfgPath), rel(checkout), filepath.Dir(gitCollab), w.Carol.Password,
-		bl.blocked, bl.issues[blockedBy])
+		bl.blocked, bl.issues[blockedBy], s.HTTPURL)
 	<-ctx.Done()
 	fmt.Fprintln(os.Stderr, "\ndemo: stopping")
 	return nil
