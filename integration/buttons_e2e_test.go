@@ -114,7 +114,20 @@ func TestClaimButtonsInChromiumAgainstGitea(t *testing.T) {
 		expect(t, run(t, s, w.Alice, lease("acquire", w.Widgets, w.OpenIssue)), 0, "alice claims the issue over SSH")
 		a.badgeWithin(t, w.OpenIssue, "assigned to alice", 5*time.Second)
 		a.run(t, "no button while alice holds it", chromedp.WaitNotPresent(".collab-lease-claim button", chromedp.ByQuery))
+		// The paths her claim reserves appear in the sidebar of both
+		// pages as they are reserved (as text: a glob is anyone's
+		// words), and leave with the claim.
+		expect(t, run(t, s, w.Alice, fmt.Sprintf("collab-lease reserve %s 'src/<b>x</b>/**' docs/ --issue %d", w.Widgets.FullName(), w.OpenIssue)), 0, "alice reserves paths with her claim")
+		for _, b := range []*browser{a, r} {
+			b.run(t, "the claim's reservations in the sidebar", chromedp.Poll(
+				`Array.from(document.querySelectorAll('.issue-content-right .collab-lease-paths code')).map(c => c.textContent).join(' ') === 'src/<b>x</b>/** docs/'`,
+				nil, chromedp.WithPollingTimeout(5*time.Second)))
+			if n := b.count(t, ".collab-lease-paths b"); n != 0 {
+				t.Fatalf("a glob was read as markup: %d <b> in the sidebar", n)
+			}
+		}
 		expect(t, run(t, s, w.Alice, lease("release", w.Widgets, w.OpenIssue)), 0, "alice releases it")
+		r.run(t, "the reservations gone with the claim", chromedp.WaitNotPresent(".issue-content-right .collab-lease-paths code", chromedp.ByQuery))
 		a.run(t, "the Claim button once it is free", chromedp.WaitVisible(".collab-lease-claim-button", chromedp.ByQuery))
 
 		// A claim of one of Bob's agents is his account's: he may release it,

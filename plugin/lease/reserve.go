@@ -34,7 +34,12 @@ type ReserveRequest struct {
 // reservation cap one with contract.Limit. It needs write access, as
 // acquire does.
 func (s *Service) Reserve(ctx context.Context, v Viewer, owner, name string, req ReserveRequest) (contract.Reservations, error) {
+	// With --issue, the caller must also see that number's unit, as for
+	// renew and release: not_holder names the claim's holder.
 	r, err := s.reserveRepo(ctx, v, owner, name)
+	if err == nil && req.Issue > 0 {
+		r, err = s.changeable(ctx, v, owner, name, req.Issue)
+	}
 	if err != nil {
 		return contract.Reservations{}, err
 	}

@@ -107,6 +107,14 @@ func TestReserveAccess(t *testing.T) {
 			t.Errorf("%q lists acme/%s: %v, want not found", c.who, c.repo, err)
 		}
 	}
+	// --issue of a number whose unit the caller may not read is an issue
+	// that does not exist: not_holder would name its claim's holder.
+	if _, err := w.svc.Acquire(bg, w.as("alice"), "acme", "tools", 2, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.svc.Reserve(bg, w.as("dave"), "acme", "tools", lease.ReserveRequest{Globs: []string{"x"}, Issue: 2}); !errors.Is(err, lease.ErrIssueNotFound) {
+		t.Errorf("dave's reserve with pull request 2 of private acme/tools, which he may not see: %v, want not found", err)
+	}
 	// What a caller gives wrong is invalid before anything is asked.
 	for _, bad := range []lease.ReserveRequest{
 		{Globs: []string{"src/**"}},                             // no claim, session or ttl
