@@ -14,8 +14,8 @@ import (
 	"github.com/collab-lease/collab-lease/plugin/pathglob"
 )
 
-// Path reservations (groundwork: no verb serves them yet): a holder's
-// claim on paths of one repository, given as globs (plugin/pathglob),
+// Path reservations (the verbs reserve, unreserve, reservations): a
+// holder's claim on paths of one repository, given as globs (plugin/pathglob),
 // exclusive or shared. A reservation lives as long as its anchor: a
 // claim's tenure (it ends when that tenure ends, however it ends), else
 // an agent session, else a time to live of its own. Conflicts are

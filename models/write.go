@@ -260,6 +260,6 @@ func (s *Store) writeAlone(ctx context.Context, fn func(tx *gorm.DB, now int64) 
 func isRefusal(err error) bool {
 	var unverified *UnverifiedError
 	return errors.Is(err, ErrHeld) || errors.Is(err, ErrNotHolder) || errors.Is(err, ErrClosed) ||
-		errors.Is(err, ErrCooling) || errors.Is(err, ErrQuarantined) || errors.Is(err, ErrLimit) || errors.Is(err, ErrAlreadyHolder) || errors.Is(err, ErrNoneFree) || errors.As(err, &unverified) ||
+		errors.Is(err, ErrCooling) || errors.Is(err, ErrQuarantined) || errors.Is(err, ErrLimit) || errors.Is(err, ErrReserved) || errors.Is(err, ErrAlreadyHolder) || errors.Is(err, ErrNoneFree) || errors.As(err, &unverified) ||
 		errors.Is(err, ErrSessionGone) || errors.Is(err, ErrSessionMoved) || errors.Is(err, ErrTooManySessions)
 }

@@ -90,7 +90,7 @@
       delete streams[repo];
       setTimeout(function () { listen(repo); }, POLL);
     };
-    ['lease', 'released', 'reset'].forEach(function (type) { es.addEventListener(type, refresh); });
+    ['lease', 'released', 'reset', 'reserved', 'unreserved'].forEach(function (type) { es.addEventListener(type, refresh); });
   }
 
   function listenAll() {

@@ -172,6 +172,8 @@ var parseCases = []parseCase{
 	{line: "collab-lease reserve acme/widgets /etc/passwd --ttl 1m", err: `error: usage: glob "/etc/passwd" starts with /: name paths from the repository's root`},
 	{line: "collab-lease reserve acme/widgets src/../x --ttl 1m", err: `error: usage: glob "src/../x" has a segment ".."; name paths from the repository's root`},
 	{line: "collab-lease reserve acme/widgets src//x --ttl 1m", err: `error: usage: glob "src//x" has an empty segment`},
+	{line: "collab-lease reserve acme/widgets 'src/\u202egol.go' --ttl 1m", err: `error: usage: glob "src/\u202egol.go" holds a control or formatting character`},
+	{line: "collab-lease reserve acme/widgets 'src/\u009b31m' --ttl 1m", err: `error: usage: glob "src/\u009b31m" holds a control or formatting character`},
 	{line: "collab-lease reserve acme/widgets src/x --issue 0", err: `error: usage: issue must be a positive number, got "0"`},
 	{line: "collab-lease reserve acme/widgets " + strings.Repeat("a/", 130) + "x --ttl 1m", err: "error: usage: glob \"" + strings.Repeat("a/", 32) + "\"… is longer than 255 bytes"},
 	{line: "collab-lease unreserve acme/widgets", want: Command{Verb: VerbUnreserve, Owner: "acme", Name: "widgets"}},

@@ -3,6 +3,7 @@ package contract
 import (
 	"encoding/json"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -62,8 +63,10 @@ func checkRepoPath(what, s string, maxLen int, glob bool) error {
 		return usageErrorf("%s %s starts with /: name paths from the repository's root", what, quoteArg(s))
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return usageErrorf("%s %s holds a control character", what, quoteArg(s))
+		// Control characters (C0, DEL, C1) and the marks that reorder or
+		// hide text: a glob is shown to others as it was given.
+		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+			return usageErrorf("%s %s holds a control or formatting character", what, quoteArg(s))
 		}
 	}
 	if glob {

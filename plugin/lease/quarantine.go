@@ -404,7 +404,7 @@ func quarantineComment(repo string, n int64, q models.Quarantine) string {
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s |\n", t.Token, who, ended)
 	}
-	fmt.Fprintf(&b, "\nTo lift the quarantine, a repository admin removes the label `%s`, or runs `collab-lease unquarantine %s %d`.\n\n%s\n",
+	fmt.Fprintf(&b, "\nTo lift the quarantine, remove the label `%s` (anyone who may edit this issue's labels), or a repository admin runs `collab-lease unquarantine %s %d`.\n\n%s\n",
 		QuarantineLabel, repo, n, quarantineMark(q.Token))
 	return b.String()
 }

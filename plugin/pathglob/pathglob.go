@@ -68,6 +68,11 @@ func Parse(s string) (Glob, error) {
 			return Glob{}, fmt.Errorf("%w: %q has a segment %q", ErrInvalid, s, p)
 		case p == "**":
 			if len(segs) > 0 && segs[len(segs)-1] == "**" {
+				if i == len(parts)-1 {
+					// a/**/** (and a/**/) end in one or more
+					// segments, as a/** does: not a itself.
+					segs = append(segs[:len(segs)-1], "*", "**")
+				}
 				continue // a/**/**/b is a/**/b
 			}
 			if i == len(parts)-1 {

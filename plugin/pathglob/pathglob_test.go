@@ -38,6 +38,11 @@ func TestMatch(t *testing.T) {
 		{"src/?.go", []string{"src/a.go", "src/é.go"}, []string{"src/ab.go", "src/.go"}},
 		{"**", []string{"a", "a/b/c"}, nil},
 		{"a**b/c", []string{"ab/c", "axxb/c"}, []string{"a/b/c"}},
+		// A trailing ** is one or more segments however it is written.
+		{"src/**/", []string{"src/a", "src/a/b"}, []string{"src"}},
+		{"src/**/**", []string{"src/a", "src/a/b"}, []string{"src"}},
+		{"src/*/**/**", []string{"src/a/b", "src/a/b/c"}, []string{"src", "src/a"}},
+		{"src/**/**/x", []string{"src/x", "src/a/x"}, []string{"x"}},
 	} {
 		g := mustParse(t, c.glob)
 		for _, p := range c.yes {
