@@ -221,7 +221,13 @@ func newBrowser(t *testing.T, g *Gitea) *browser {
 				for _, a := range ev.Args {
 					parts = append(parts, string(a.Value)+a.Description)
 				}
-				b.errors = append(b.errors, "console: "+strings.Join(parts, " "))
+				line := strings.Join(parts, " ")
+				// Gitea's own frontend reports, as an error, that its
+				// init functions took long: a busy machine's, not ours.
+				if strings.Contains(line, "slow init functions took") {
+					break
+				}
+				b.errors = append(b.errors, "console: "+line)
 			}
 		case *runtime.EventExceptionThrown:
 			b.errors = append(b.errors, "exception: "+ev.ExceptionDetails.Error())
