@@ -126,7 +126,7 @@ func TestMCPAgentClaimCycleAgainstGitea(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 	}
-	if want := []string{"check", "claim", "claims", "handoff", "history", "merge", "next", "renew", "unclaim"}; !slices.Equal(names, want) {
+	if want := []string{"check", "claim", "claims", "handoff", "history", "merge", "next", "renew", "reservations", "reserve", "unclaim", "unreserve"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 
