@@ -23,9 +23,10 @@ func (f *Forge) issueKey(owner, name string, n int64) (string, error) {
 	return key, nil
 }
 
-// LabelIssue implements lease.Forge.
-func (f *Forge) LabelIssue(ctx context.Context, owner, name string, n int64, l forge.Label) error {
-	if err := f.enter(ctx, "LabelIssue"); err != nil {
+// onIssue runs fn under the forge's lock with the key of issue n of
+// owner/name, once the call named op was let through (enter).
+func (f *Forge) onIssue(ctx context.Context, op, owner, name string, n int64, fn func(key string)) error {
+	if err := f.enter(ctx, op); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -34,60 +35,44 @@ func (f *Forge) LabelIssue(ctx context.Context, owner, name string, n int64, l f
 	if err != nil {
 		return err
 	}
-	repo := strings.ToLower(owner + "/" + name)
-	if !slices.ContainsFunc(f.repoLabels[repo], func(have forge.Label) bool { return have.Name == l.Name }) {
-		f.repoLabels[repo] = append(f.repoLabels[repo], l)
-	}
-	if !slices.Contains(f.labels[key], l.Name) {
-		f.labels[key] = append(f.labels[key], l.Name)
-	}
+	fn(key)
 	return nil
+}
+
+// LabelIssue implements lease.Forge.
+func (f *Forge) LabelIssue(ctx context.Context, owner, name string, n int64, l forge.Label) error {
+	return f.onIssue(ctx, "LabelIssue", owner, name, n, func(key string) {
+		repo := strings.ToLower(owner + "/" + name)
+		if !slices.ContainsFunc(f.repoLabels[repo], func(have forge.Label) bool { return have.Name == l.Name }) {
+			f.repoLabels[repo] = append(f.repoLabels[repo], l)
+		}
+		if !slices.Contains(f.labels[key], l.Name) {
+			f.labels[key] = append(f.labels[key], l.Name)
+		}
+	})
 }
 
 // UnlabelIssue implements lease.Forge.
 func (f *Forge) UnlabelIssue(ctx context.Context, owner, name string, n int64, label string) error {
-	if err := f.enter(ctx, "UnlabelIssue"); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key, err := f.issueKey(owner, name, n)
-	if err != nil {
-		return err
-	}
-	f.labels[key] = slices.DeleteFunc(f.labels[key], func(l string) bool { return l == label })
-	return nil
+	return f.onIssue(ctx, "UnlabelIssue", owner, name, n, func(key string) {
+		f.labels[key] = slices.DeleteFunc(f.labels[key], func(l string) bool { return l == label })
+	})
 }
 
 // IssueLabels implements lease.Forge.
 func (f *Forge) IssueLabels(ctx context.Context, owner, name string, n int64) ([]string, error) {
-	if err := f.enter(ctx, "IssueLabels"); err != nil {
-		return nil, err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key, err := f.issueKey(owner, name, n)
-	if err != nil {
-		return nil, err
-	}
-	return slices.Clone(f.labels[key]), nil
+	var out []string
+	err := f.onIssue(ctx, "IssueLabels", owner, name, n, func(key string) { out = slices.Clone(f.labels[key]) })
+	return out, err
 }
 
 // CommentOnce implements lease.Forge.
 func (f *Forge) CommentOnce(ctx context.Context, owner, name string, n int64, mark, body string) error {
-	if err := f.enter(ctx, "CommentOnce"); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	key, err := f.issueKey(owner, name, n)
-	if err != nil {
-		return err
-	}
-	if !slices.ContainsFunc(f.comments[key], func(c string) bool { return strings.Contains(c, mark) }) {
-		f.comments[key] = append(f.comments[key], body)
-	}
-	return nil
+	return f.onIssue(ctx, "CommentOnce", owner, name, n, func(key string) {
+		if !slices.ContainsFunc(f.comments[key], func(c string) bool { return strings.Contains(c, mark) }) {
+			f.comments[key] = append(f.comments[key], body)
+		}
+	})
 }
 
 // Unlabel takes label off issue n of fullName, as a person would in
