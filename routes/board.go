@@ -99,11 +99,16 @@ type boardPage struct {
 	Gitea, Home              string
 	Login, SignIn            string
 	NotFound, All            bool
-	Sort                     string
-	Sorts                    []sortLink
-	Boards                   []boardView
-	Now                      time.Time
-	query                    url.Values
+	// More and Unchecked: the board of all shows MaxBoardRepos
+	// repositories and there are more; this many were left out because
+	// Gitea did not answer for them.
+	More      bool
+	Unchecked int
+	Sort      string
+	Sorts     []sortLink
+	Boards    []boardView
+	Now       time.Time
+	query     url.Values
 }
 
 type sortLink struct {
@@ -185,14 +190,15 @@ func (h *handler) boardOf(c *gin.Context, all bool) {
 	ctx := c.Request.Context()
 	if all {
 		p.All, p.Title = true, "Claims"
-		boards, err := h.leases.Boards(ctx, v, q)
+		all, err := h.leases.Boards(ctx, v, q)
 		if err != nil {
 			h.fail(c, err)
 			return
 		}
-		for _, b := range boards {
+		for _, b := range all.Boards {
 			p.Boards = append(p.Boards, h.boardView(c, b, 1))
 		}
+		p.More, p.Unchecked = all.More, all.Unchecked
 		h.render(c, http.StatusOK, p)
 		return
 	}

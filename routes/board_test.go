@@ -1,6 +1,7 @@
 package routes
 
 import (
+	"context"
 	"net/url"
 	"regexp"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/collab-lease/collab-lease/assets"
+	"github.com/collab-lease/collab-lease/plugin/forge"
 )
 
 // boardFixture serves the real board assets.
@@ -125,6 +127,19 @@ func TestBoardOfAll(t *testing.T) {
 	}
 	if got := repos(f.sessionFor("carol")); got != "acme/secret acme/widgets" {
 		t.Errorf("carol: %s", got)
+	}
+	// Gitea not answering whether alice may read them leaves the
+	// repositories out, says so, and answers all the same.
+	f.forge.SetHook(func(_ context.Context, method string) error {
+		if method == "Repo" {
+			return forge.ErrUnavailable
+		}
+		return nil
+	})
+	r := f.do("GET", "/-/claims", f.sessionFor("alice"))
+	if r.Code != 200 || sections.MatchString(r.Body) || !strings.Contains(r.Body, "3 repositories with claims could not be checked just now") ||
+		strings.Contains(r.Body, "Nothing is claimed") {
+		t.Fatalf("with Gitea down: %d %s", r.Code, r.Body)
 	}
 }
 

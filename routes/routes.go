@@ -40,7 +40,7 @@ type Leases interface {
 	Unquarantine(ctx context.Context, v lease.Viewer, owner, name string, n int64) (contract.Unquarantined, error)
 	Watch(ctx context.Context, v lease.Viewer, owner, name, lastID string) (*lease.Watch, error)
 	Board(ctx context.Context, v lease.Viewer, owner, name string, q lease.BoardQuery) (lease.Board, error)
-	Boards(ctx context.Context, v lease.Viewer, q lease.BoardQuery) ([]lease.Board, error)
+	Boards(ctx context.Context, v lease.Viewer, q lease.BoardQuery) (lease.Boards, error)
 	Apply(ctx context.Context, e forge.Event) (lease.Applied, error)
 	// A signed-in browser's session is valid only while it carries its
 	// account's session epoch; logout moves the epoch on.

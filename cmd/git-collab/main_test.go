@@ -264,6 +264,7 @@ func TestPathsAreReadFromWhereGitCollabRuns(t *testing.T) {
 		{sub, []string{"reservations", "--path", "../a.go"}, "collab-lease reservations 'acme/widgets' --path 'src/a.go'"},
 		{sub, []string{"reservations", "--path", ":/README.md"}, "collab-lease reservations 'acme/widgets' --path 'README.md'"},
 		{h.repo, []string{"reserve", ".", "--ttl", "1h"}, "collab-lease reserve 'acme/widgets' '**' --ttl '1h'"},
+		{sub, []string{"reserve", ":/", "--ttl", "1h"}, "collab-lease reserve 'acme/widgets' '**' --ttl '1h'"},
 	} {
 		os.Remove(h.log)
 		in(c.dir, c.args...)
@@ -280,6 +281,16 @@ func TestPathsAreReadFromWhereGitCollabRuns(t *testing.T) {
 		if r.code != 1 || r.stdout != "" || !strings.HasPrefix(r.stderr, "git-collab: ") || !strings.Contains(r.stderr, "is above the repository's root") ||
 			strings.Count(r.stderr, "\n") != 1 {
 			t.Errorf("%q: %+v", args, r)
+		}
+	}
+	for _, c := range []struct {
+		dir  string
+		path string
+	}{{h.repo, "."}, {sub, "../.."}, {sub, ":/"}} {
+		r := in(c.dir, "reservations", "--path", c.path)
+		if r.code != 1 || r.stdout != "" || !strings.HasPrefix(r.stderr, "git-collab: ") || !strings.Contains(r.stderr, "names the repository's root") ||
+			strings.Count(r.stderr, "\n") != 1 {
+			t.Errorf("--path %q in %s: %+v", c.path, c.dir, r)
 		}
 	}
 	if got := h.sshArgs(); got != nil {

@@ -16,13 +16,18 @@ import (
 // the work tree (as Git.Prefix says it: "src/", or "" at the root), as a
 // path from the repository's root. A glob that names a directory ("." or
 // "..", or one ending in "/") ends in "/", the whole directory; one that
-// names the root is "**". A ".." above the root is a usage error; what
-// else is wrong with p is for the contract's rules to say, so p comes
-// back as it is when it is empty or starts with "/".
+// names the root (".", or ":/" alone, as in git) is "**". A ".." above
+// the root is a usage error, and so is a path (not a glob) that names
+// the root: it names no file. What else is wrong with p is for the
+// contract's rules to say, so p comes back as it is when it is empty or
+// starts with "/".
 func rootPath(prefix, p string, glob bool) (string, error) {
 	given := p
 	if rest, ok := strings.CutPrefix(p, ":/"); ok {
 		p, prefix = rest, ""
+		if p == "" {
+			p = "."
+		}
 	}
 	if p == "" || strings.HasPrefix(p, "/") {
 		return p, nil
@@ -44,6 +49,8 @@ func rootPath(prefix, p string, glob bool) (string, error) {
 	}
 	out := strings.Join(segs, "/")
 	switch {
+	case !glob && out == "":
+		return "", usagef("%s names the repository's root, not a path in it; name a file or leave --path out to list every reservation", quote(given))
 	case !glob || !dir:
 	case out == "":
 		out = "**"

@@ -85,6 +85,10 @@ func (k *keptSession) push(e sessionEvent) {
 	k.mu.Lock()
 	k.events = append(k.events, e)
 	k.mu.Unlock()
+	k.wakeUp()
+}
+
+func (k *keptSession) wakeUp() {
 	select {
 	case k.wake <- struct{}{}:
 	default:
@@ -159,13 +163,16 @@ func (k *keptSession) watch(s *session) {
 	}
 }
 
-// gone records that the session cannot be kept.
+// gone records that the session cannot be kept. The event is queued in
+// the same step as Do starts answering errKeptGone: a caller that gets
+// that error and then takes the events finds the gone among them.
 func (k *keptSession) gone(why string) {
 	k.mu.Lock()
 	k.goneWhy = why
+	k.events = append(k.events, sessionEvent{gone: why})
 	close(k.ready)
 	k.mu.Unlock()
-	k.push(sessionEvent{gone: why})
+	k.wakeUp()
 }
 
 // errKeptGone is the error of Do once the session is gone.

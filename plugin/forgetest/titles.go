@@ -18,7 +18,7 @@ func (f *Forge) SetTitle(fullName string, n int64, title string) {
 
 // IssueTitles implements lease.Forge: the titles SetTitle gave, as the
 // admin sees them.
-func (f *Forge) IssueTitles(ctx context.Context, owner, name string, numbers []int64) (map[int64]string, error) {
+func (f *Forge) IssueTitles(ctx context.Context, _ int64, owner, name string, numbers []int64) (map[int64]string, error) {
 	if err := f.enter(ctx, "IssueTitles"); err != nil {
 		return nil, err
 	}

@@ -300,12 +300,16 @@ func TestOpenIssuesWhileTheListChanges(t *testing.T) {
 	})
 }
 
+// The bound is of pages, not of time: the forge's deadline is set far
+// beyond what 100 pages take even on a busy machine, so that only the
+// page bound can end the reading.
 func TestOpenIssuesBoundsItsReading(t *testing.T) {
 	tr := newTracker(pageSize * (maxOpenPages + 10))
-	f, g := trackerForge(t, tr)
+	g := newFake(t, map[string]http.HandlerFunc{issuesPath: tr.list})
+	f := newTestForge(t, g.srv.URL, clocktest.New(), 10*time.Minute)
 	_, requests, err := f.OpenIssues(context.Background(), "acme", "widgets", forge.IssueFilter{Labels: []string{"nowhere"}}, 1)
-	if !errors.Is(err, forge.ErrUnavailable) {
-		t.Fatalf("err = %v, want ErrUnavailable", err)
+	if !errors.Is(err, forge.ErrUnavailable) || !strings.Contains(err.Error(), fmt.Sprintf("read %d pages", maxOpenPages)) {
+		t.Fatalf("err = %v, want ErrUnavailable: read %d pages", err, maxOpenPages)
 	}
 	if n := len(g.requests()); requests != maxOpenPages || n != maxOpenPages {
 		t.Errorf("reported %d requests, made %d, want %d", requests, n, maxOpenPages)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +18,9 @@ import (
 // time when many are wanted, and a few one by one; every title read,
 // and every number Gitea does not know, is kept for TitleTTL, so a board
 // asks Gitea nothing while its titles are known. A title may lag behind
-// an edit by that much.
+// an edit by that much. Titles are kept by the repository's ID, not its
+// name: a repository renamed, or deleted and made anew under the same
+// name, never shows another's titles.
 
 // TitleTTL is how long a title is kept.
 const TitleTTL = 5 * time.Minute
@@ -33,17 +34,16 @@ const (
 	titleAtOnce = 8
 )
 
-// IssueTitles returns the titles of these numbers of owner/name, as the
-// admin sees them; a number Gitea does not know, or that is past this
+// IssueTitles returns the titles of these numbers of repository id,
+// owner/name, as the admin sees them; a number Gitea does not know, or that is past this
 // call's bounds, has none. An outage or a spent budget ends the asking:
 // the titles found so far are returned with the error.
-func (f *Forge) IssueTitles(ctx context.Context, owner, name string, numbers []int64) (map[int64]string, error) {
+func (f *Forge) IssueTitles(ctx context.Context, id int64, owner, name string, numbers []int64) (map[int64]string, error) {
 	out := map[int64]string{}
 	if !validName(owner) || !validName(name) {
 		return out, nil
 	}
-	repo := strings.ToLower(owner + "/" + name)
-	key := func(n int64) string { return fmt.Sprintf("%s#%d", repo, n) }
+	key := func(n int64) string { return fmt.Sprintf("%d#%d", id, n) }
 	var missing []int64
 	for _, n := range numbers {
 		t, ok := f.titles.get(key(n))

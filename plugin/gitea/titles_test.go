@@ -41,7 +41,7 @@ func TestIssueTitles(t *testing.T) {
 	f := newTestForge(t, g.srv.URL, clock, 5*time.Second)
 	bg := context.Background()
 
-	got, err := f.IssueTitles(bg, "acme", "widgets", []int64{3, 7, 7, 500})
+	got, err := f.IssueTitles(bg, 1, "acme", "widgets", []int64{3, 7, 7, 500})
 	if err != nil || len(got) != 2 || got[3] != "title <3>" || got[7] != "title <7>" {
 		t.Fatalf("a few titles: %v %v", got, err)
 	}
@@ -49,7 +49,7 @@ func TestIssueTitles(t *testing.T) {
 		t.Fatalf("a few titles took %d requests, want 3 (one a number): %+v", n, g.requests())
 	}
 	g.reset()
-	if got, err := f.IssueTitles(bg, "acme", "widgets", []int64{3, 7, 500}); err != nil || len(got) != 2 || len(g.requests()) != 0 {
+	if got, err := f.IssueTitles(bg, 1, "acme", "widgets", []int64{3, 7, 500}); err != nil || len(got) != 2 || len(g.requests()) != 0 {
 		t.Fatalf("asked again: %v %v, %d requests", got, err, len(g.requests()))
 	}
 
@@ -61,7 +61,7 @@ func TestIssueTitles(t *testing.T) {
 		many = append(many, n)
 	}
 	many = append(many, 5, 600)
-	got, err = f.IssueTitles(bg, "acme", "widgets", many)
+	got, err = f.IssueTitles(bg, 1, "acme", "widgets", many)
 	if err != nil || len(got) != 42 || got[5] != "title <5>" || got[120] != "title <120>" {
 		t.Fatalf("many titles: %d of them, %v", len(got), err)
 	}
@@ -74,11 +74,17 @@ func TestIssueTitles(t *testing.T) {
 		}
 	}
 	g.reset()
-	if got, _ := f.IssueTitles(bg, "acme", "widgets", many); len(got) != 42 || len(g.requests()) != 0 {
+	if got, _ := f.IssueTitles(bg, 1, "acme", "widgets", many); len(got) != 42 || len(g.requests()) != 0 {
 		t.Fatalf("many again: %d titles, %d requests", len(got), len(g.requests()))
 	}
+	// The same name under another ID (renamed away, and another made
+	// under it) is another repository: its titles are asked anew.
+	if got, err := f.IssueTitles(bg, 2, "acme", "widgets", []int64{3}); err != nil || got[3] != "title <3>" || len(g.requests()) != 1 {
+		t.Fatalf("another repository of that name: %v %v, %d requests", got, err, len(g.requests()))
+	}
+	g.reset()
 	clock.Advance(TitleTTL)
-	if _, err := f.IssueTitles(bg, "acme", "widgets", []int64{3}); err != nil || len(g.requests()) != 1 {
+	if _, err := f.IssueTitles(bg, 1, "acme", "widgets", []int64{3}); err != nil || len(g.requests()) != 1 {
 		t.Fatalf("after TitleTTL: %v, %d requests", err, len(g.requests()))
 	}
 }

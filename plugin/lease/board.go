@@ -37,6 +37,9 @@ const (
 	// boardNameTTL is how long a repository's name, by its ID, is kept
 	// for the board of all (the viewer's access is asked every time).
 	boardNameTTL = time.Minute
+	// maxBoardNames bounds the names kept (a few hundred kilobytes): the
+	// board of all reads the name of every repository with live claims.
+	maxBoardNames = 10000
 )
 
 // The orders of a board's claims (BoardQuery.Sort); a leading "-"
@@ -141,49 +144,116 @@ func (s *Service) Board(ctx context.Context, v Viewer, owner, name string, q Boa
 	return s.board(ctx, v, r, q, true)
 }
 
-// Boards returns, for every repository with live claims that v may read
-// (at most MaxBoardRepos, by name), its claims (q's page of them), with
+// Boards is the board of all: the repositories' boards, and what was
+// left out.
+type Boards struct {
+	Boards []Board
+	// More: more repositories v may read have live claims than
+	// MaxBoardRepos, the first of them by name shown.
+	More bool
+	// Unchecked counts the repositories with live claims left out because
+	// the forge did not answer for them (down, or this address's budget
+	// spent): v may or may not read them.
+	Unchecked int
+}
+
+// Boards returns, for the first MaxBoardRepos repositories by name with
+// live claims that v may read, their claims (q's page of each), with
 // neither reservations nor endings. The ledger says which repositories
 // have live claims; the forge's caches say which of them v may read.
-func (s *Service) Boards(ctx context.Context, v Viewer, q BoardQuery) ([]Board, error) {
+// The names come first (kept a boardNameTTL), then the repositories are
+// looked at in the order of their names, maxVisibleChecks at a time,
+// until MaxBoardRepos are found: a look at the board costs at most a few
+// checks past what it shows, however many repositories have claims. A
+// repository the forge does not answer for is left out and counted; only
+// the ledger failing fails the board.
+func (s *Service) Boards(ctx context.Context, v Viewer, q BoardQuery) (Boards, error) {
 	ids, err := s.ledger.LiveRepos(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("boards: %w", err)
+		return Boards{}, fmt.Errorf("boards: %w", err)
 	}
 	var (
+		out Boards
 		mu  sync.Mutex
-		out []Board
 		g   errgroup.Group
 	)
+	type named struct {
+		id   int64
+		name string
+	}
+	names := make([]named, len(ids))
+	unchecked := make([]bool, len(ids))
 	g.SetLimit(maxVisibleChecks)
-	for _, id := range ids {
+	for i, id := range ids {
 		g.Go(func() error {
-			b, ok, err := s.boardOf(ctx, v, id, q)
-			if ok {
-				mu.Lock()
-				out = append(out, b)
-				mu.Unlock()
+			full, err := s.boardNames.name(ctx, s, id)
+			switch {
+			case err == nil:
+				names[i] = named{id, full}
+			case errors.Is(err, forge.ErrNotFound):
+			case unanswered(err):
+				unchecked[i] = true
+			default:
+				return err
 			}
-			return err
+			return nil
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return nil, err
+		return Boards{}, err
 	}
-	slices.SortFunc(out, func(a, b Board) int { return cmp.Compare(strings.ToLower(a.Repo), strings.ToLower(b.Repo)) })
-	return out[:min(len(out), MaxBoardRepos)], nil
+	for _, u := range unchecked {
+		if u {
+			out.Unchecked++
+		}
+	}
+	names = slices.DeleteFunc(names, func(n named) bool { return n.name == "" })
+	slices.SortFunc(names, func(a, b named) int { return cmp.Compare(strings.ToLower(a.name), strings.ToLower(b.name)) })
+	for len(names) > 0 && !out.More {
+		batch := names[:min(len(names), maxVisibleChecks)]
+		names = names[len(batch):]
+		boards := make([]*Board, len(batch))
+		for i, n := range batch {
+			g.Go(func() error {
+				b, ok, err := s.boardOf(ctx, v, n.id, n.name, q)
+				switch {
+				case ok:
+					boards[i] = &b
+				case err != nil && unanswered(err):
+					mu.Lock()
+					out.Unchecked++
+					mu.Unlock()
+				case err != nil:
+					return err
+				}
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			return Boards{}, err
+		}
+		for _, b := range boards {
+			switch {
+			case b == nil:
+			case len(out.Boards) == MaxBoardRepos:
+				out.More = true
+			default:
+				out.Boards = append(out.Boards, *b)
+			}
+		}
+	}
+	return out, nil
 }
 
-// boardOf is the board of repository id for Boards: none (false) if v
-// may not read it, it is gone, or v sees no claim in it.
-func (s *Service) boardOf(ctx context.Context, v Viewer, id int64, q BoardQuery) (Board, bool, error) {
-	full, err := s.boardNames.name(ctx, s, id)
-	if errors.Is(err, forge.ErrNotFound) {
-		return Board{}, false, nil
-	}
-	if err != nil {
-		return Board{}, false, err
-	}
+// unanswered says whether err is the forge's not answering (down, or
+// this address's budget spent), not the ledger's failing.
+func unanswered(err error) bool {
+	return errors.Is(err, forge.ErrUnavailable) || errors.Is(err, forge.ErrRateLimited)
+}
+
+// boardOf is the board of repository id, named full, for Boards: none
+// (false) if v may not read it, it is gone, or v sees no claim in it.
+func (s *Service) boardOf(ctx context.Context, v Viewer, id int64, full string, q BoardQuery) (Board, bool, error) {
 	owner, name, _ := strings.Cut(full, "/")
 	r, err := s.repo(ctx, v, owner, name)
 	switch {
@@ -241,7 +311,7 @@ func (s *Service) board(ctx context.Context, v Viewer, r forge.Repo, q BoardQuer
 	owner, name, _ := strings.Cut(r.FullName, "/")
 	// Without titles the board still shows every claim: the forge being
 	// down, or this address's budget spent, costs the titles only.
-	titles, _ := s.forge.IssueTitles(ctx, owner, name, numbers)
+	titles, _ := s.forge.IssueTitles(ctx, r.ID, owner, name, numbers)
 	issue := func(n int64, k models.Kind) BoardIssue {
 		return BoardIssue{Number: n, Pull: k == models.KindPull, Title: titles[n]}
 	}
@@ -423,7 +493,7 @@ func (n *boardNames) name(ctx context.Context, s *Service, id int64) (string, er
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.names == nil || len(n.names) >= 4*MaxBoardRepos {
+	if n.names == nil || len(n.names) >= maxBoardNames {
 		n.names = map[int64]boardName{}
 	}
 	n.names[id] = boardName{name: full, at: now}

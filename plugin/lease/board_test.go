@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/collab-lease/collab-lease/plugin/forge"
+	"github.com/collab-lease/collab-lease/plugin/forgetest"
 	"github.com/collab-lease/collab-lease/plugin/lease"
 	"github.com/collab-lease/collab-lease/plugin/leasetest"
 )
@@ -102,12 +104,12 @@ func TestBoardsOfAll(t *testing.T) {
 		if who != "" {
 			v = w.as(who)
 		}
-		bs, err := w.svc.Boards(bg, v, lease.BoardQuery{})
-		if err != nil {
-			t.Fatal(err)
+		all, err := w.svc.Boards(bg, v, lease.BoardQuery{})
+		if err != nil || all.More || all.Unchecked != 0 {
+			t.Fatalf("%+v %v", all, err)
 		}
 		var repos []string
-		for _, b := range bs {
+		for _, b := range all.Boards {
 			repos = append(repos, b.Repo)
 		}
 		if fmt.Sprint(repos) != want {
@@ -118,5 +120,63 @@ func TestBoardsOfAll(t *testing.T) {
 	before := w.forge.Calls("RepoName")
 	if _, err := w.svc.Boards(bg, w.as("reader"), lease.BoardQuery{}); err != nil || w.forge.Calls("RepoName") != before {
 		t.Fatalf("a second look asked for %d names (%v)", w.forge.Calls("RepoName")-before, err)
+	}
+	// Gitea not answering for the repositories costs their boards, not
+	// the page: they are counted as unchecked.
+	w.forge.SetHook(func(_ context.Context, method string) error {
+		if method == "Repo" {
+			return forge.ErrUnavailable
+		}
+		return nil
+	})
+	all, err := w.svc.Boards(bg, w.as("reader"), lease.BoardQuery{})
+	if err != nil || len(all.Boards) != 0 || all.Unchecked != 2 || all.More {
+		t.Fatalf("with Gitea down: %+v %v", all, err)
+	}
+	// A failing ledger fails the page.
+	w.forge.SetHook(nil)
+	w.ledger.Close()
+	if _, err := w.svc.Boards(bg, w.as("reader"), lease.BoardQuery{}); err == nil {
+		t.Fatal("the board of all with the ledger closed: no error")
+	}
+}
+
+// The board of all shows the first MaxBoardRepos repositories by name
+// that the viewer may read, looking at few more than it shows, and says
+// that there are more.
+func TestBoardsOfAllAreBounded(t *testing.T) {
+	w := newWorld(t)
+	const n = lease.MaxBoardRepos + 50
+	for i := range n {
+		name := fmt.Sprintf("many/r%03d", i)
+		w.forge.AddRepo(name, int64(1000+i), i%2 == 1)
+		w.forge.Grant(name, "alice", forgetest.Write)
+		if i%2 == 0 || i > n-10 {
+			w.forge.Grant(name, "reader", forgetest.Read)
+		}
+		w.forge.AddIssue(name, 1, false, false)
+		if _, err := w.svc.Acquire(bg, w.as("alice"), "many", fmt.Sprintf("r%03d", i), 1, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// reader may read the even ones and the last nine: 75 + 5 of 150.
+	before := w.forge.Calls("Repo")
+	all, err := w.svc.Boards(bg, w.as("reader"), lease.BoardQuery{})
+	if err != nil || len(all.Boards) != 80 || all.More || all.Unchecked != 0 {
+		t.Fatalf("reader: %d boards, %+v, %v", len(all.Boards), all.More, err)
+	}
+	if asked := w.forge.Calls("Repo") - before; asked != n {
+		t.Errorf("reader: %d checks, want %d", asked, n)
+	}
+	// alice may read all 150: the first 100 by name, and one batch more
+	// looked at to know there are more.
+	before = w.forge.Calls("Repo")
+	all, err = w.svc.Boards(bg, w.as("alice"), lease.BoardQuery{})
+	if err != nil || len(all.Boards) != lease.MaxBoardRepos || !all.More || all.Boards[0].Repo != "many/r000" ||
+		all.Boards[lease.MaxBoardRepos-1].Repo != fmt.Sprintf("many/r%03d", lease.MaxBoardRepos-1) {
+		t.Fatalf("alice: %d boards, more %v, %v", len(all.Boards), all.More, err)
+	}
+	if asked := w.forge.Calls("Repo") - before; asked >= n || asked <= lease.MaxBoardRepos {
+		t.Errorf("alice: %d checks for %d boards of %d", asked, lease.MaxBoardRepos, n)
 	}
 }

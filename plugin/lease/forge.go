@@ -71,10 +71,10 @@ type Forge interface {
 	// comments holds mark already (a retry after a post whose answer was
 	// lost posts nothing twice).
 	CommentOnce(ctx context.Context, owner, name string, n int64, mark, body string) error
-	// IssueTitles returns the titles of these numbers of owner/name, as
-	// the sidecar's admin sees them, for the board (which shows one only
-	// beside a claim its viewer may see). A number the forge does not know,
-	// or past what one call asks, has none; with an error, the titles
-	// found before it.
-	IssueTitles(ctx context.Context, owner, name string, numbers []int64) (map[int64]string, error)
+	// IssueTitles returns the titles of these numbers of repository id,
+	// owner/name, as the sidecar's admin sees them, for the board (which
+	// shows one only beside a claim its viewer may see). A number the
+	// forge does not know, or past what one call asks, has none; with an
+	// error, the titles found before it.
+	IssueTitles(ctx context.Context, id int64, owner, name string, numbers []int64) (map[int64]string, error)
 }

@@ -17,12 +17,6 @@ import (
 // runSession runs ss with a keepalive the test answers (answering true) or
 // leaves unanswered; it returns what Run returned, once it has.
 func runSession(t *testing.T, ss *lease.Session, answering *atomic.Bool) <-chan error {
-	return runSessionTold(t, ss, answering, func() {})
-}
-
-// runSessionTold is runSession, calling answered as each keepalive is
-// answered.
-func runSessionTold(t *testing.T, ss *lease.Session, answering *atomic.Bool, answered func()) <-chan error {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	t.Cleanup(cancel)
@@ -32,7 +26,6 @@ func runSessionTold(t *testing.T, ss *lease.Session, answering *atomic.Bool, ans
 	go func() {
 		ran <- ss.Run(ctx, time.Hour, func() error {
 			if answering.Load() {
-				answered()
 				return nil
 			}
 			<-block
@@ -51,6 +44,10 @@ func expiresAfter(t *testing.T, w *leasetest.World, k models.Key, at time.Time) 
 // A session with a 5 s grace holds its claim for 60 s with no renew, one
 // heartbeat per keepalive answered; once the keepalives go unanswered it
 // is lost a grace after the last answer, and its claim lapses then.
+//
+// The test is the session's loop (what Run does, step by step), so the
+// fake clock moves only while the keeper has nothing left to do: an
+// answer never waits for its step while the clock runs on.
 func TestSessionHoldsItsClaimWithoutRenew(t *testing.T) {
 	w := leasetest.New(t, leasetest.Options{Forge: leasetest.Acme()})
 	v := w.As("alice")
@@ -59,61 +56,123 @@ func TestSessionHoldsItsClaimWithoutRenew(t *testing.T) {
 	if err != nil || opened.Status != contract.StatusSession || opened.GraceSeconds != 5 || *opened.Agent != "a1" {
 		t.Fatalf("open: %+v %v", opened, err)
 	}
-	var answering atomic.Bool
-	answering.Store(true)
-	var lastAnswer atomic.Int64
-	ran := runSessionTold(t, ss, &answering, func() { lastAnswer.Store(w.Clock.Now().UnixNano()) })
-	got, err := w.Service.Acquire(t.Context(), ss.Viewer(), "acme", "widgets", 1, 0)
+	ctx := t.Context()
+	// Each keepalive asks the test, which answers it or leaves it be.
+	asked := make(chan chan struct{})
+	k := ss.Keeper(time.Hour, func() error {
+		answer := make(chan struct{})
+		select {
+		case asked <- answer:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		select {
+		case <-answer:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
+	t.Cleanup(k.Stop)
+	// steps takes every step the keeper has ready, as Run would.
+	steps := func() error {
+		for {
+			select {
+			case <-k.Due():
+				if err := k.Step(ctx, ctx, false); err != nil {
+					return err
+				}
+			case <-k.Tick():
+				if err := k.Step(ctx, ctx, true); err != nil {
+					return err
+				}
+			default:
+				return nil
+			}
+		}
+	}
+	got, err := w.Service.Acquire(ctx, ss.Viewer(), "acme", "widgets", 1, 0)
 	if err != nil || got.Agent == nil || *got.Agent != "a1" {
 		t.Fatalf("acquire in the session: %+v %v", got, err)
 	}
-	k := models.Key{RepoID: 1, Issue: 1}
+	if err := steps(); err != nil {
+		t.Fatal(err)
+	}
+	k1 := models.Key{RepoID: 1, Issue: 1}
+	var last time.Time // the last answer
 	start := w.Clock.Now()
 	for w.Clock.Now().Sub(start) < 60*time.Second {
-		leasetest.WaitFor(t, "the session's keepalive timer", func() bool { return w.Clock.Timers() > 0 })
 		w.Clock.Advance(5 * time.Second / 3)
-		now := w.Clock.Now()
-		leasetest.WaitFor(t, "a heartbeat", func() bool { return expiresAfter(t, w, k, now.Add(2*time.Second)) })
+		if err := steps(); err != nil { // the tick: a keepalive is sent
+			t.Fatal(err)
+		}
+		var answer chan struct{}
+		select {
+		case answer = <-asked:
+		case <-time.After(time.Minute):
+			t.Fatal("no keepalive at the tick")
+		}
+		if err := steps(); err != nil {
+			t.Fatal(err)
+		}
+		last = w.Clock.Now()
+		close(answer)
+		// The answer's own step, which writes a heartbeat of a whole
+		// grace (the one before kept the claim until at most 3.4 s
+		// from now): the keeper is told once the answer is recorded.
+		deadline := time.After(time.Minute)
+		for !expiresAfter(t, w, k1, last.Add(4*time.Second)) {
+			select {
+			case <-k.Due():
+				if err := k.Step(ctx, ctx, false); err != nil {
+					t.Fatal(err)
+				}
+			case <-deadline:
+				cur, _ := w.Ledger.Current(ctx, k1)
+				t.Fatalf("no heartbeat after the answer at %s: %+v", last, cur)
+			}
+		}
+		if err := steps(); err != nil {
+			t.Fatal(err)
+		}
 	}
-	cur, _ := w.Ledger.Current(t.Context(), k)
+	cur, _ := w.Ledger.Current(ctx, k1)
 	if cur == nil || cur.Token != got.Token {
 		t.Fatalf("after 60 s: %+v, want the same tenure", cur)
 	}
-	answering.Store(false)
+	// From now on the keepalives go unanswered.
 	for {
-		select {
-		case err := <-ran:
-			last := time.Unix(0, lastAnswer.Load())
-			if !errors.Is(err, lease.ErrSessionLost) {
-				t.Fatalf("Run: %v, want lost", err)
+		w.Clock.Advance(time.Second)
+		err := steps()
+		if err == nil {
+			if w.Clock.Now().Sub(last) > time.Minute {
+				t.Fatal("never lost")
 			}
-			if since := w.Clock.Now().Sub(last); since < 5*time.Second || since > 6*time.Second {
-				t.Fatalf("lost %s after the last answer, want a grace", since)
-			}
-			ss.Lose(t.Context())
-			// The ledger keeps whole seconds, and the clock moved on in
-			// steps of one while Run noticed the answers.
-			cur, _ := w.Ledger.Current(t.Context(), k)
-			if cur != nil && (cur.ExpiresAt.Before(last.Add(4*time.Second)) || cur.ExpiresAt.After(last.Add(7*time.Second))) {
-				t.Fatalf("the lost session's claim expires %s, want a grace after the last answer (%s)", cur.ExpiresAt, last)
-			}
-			if cur != nil {
-				w.Clock.Set(*cur.ExpiresAt)
-			}
-			if cur, _ := w.Ledger.Current(t.Context(), k); cur != nil {
-				t.Fatalf("a grace after the last answer: %+v, want lapsed", cur)
-			}
-			ts, _ := w.Ledger.Tenures(t.Context(), k, 1)
-			if ts[0].EndedBy != models.EndSessionLost {
-				t.Fatalf("tenure %+v, want session_lost", ts[0])
-			}
-			return
-		default:
+			continue
 		}
-		if w.Clock.Timers() > 0 {
-			w.Clock.Advance(time.Second)
+		if !errors.Is(err, lease.ErrSessionLost) {
+			t.Fatalf("the keeper: %v, want lost", err)
 		}
-		time.Sleep(time.Millisecond) // let Run see the tick (polling, not waiting for time)
+		if since := w.Clock.Now().Sub(last); since < 5*time.Second || since > 6*time.Second {
+			t.Fatalf("lost %s after the last answer, want a grace", since)
+		}
+		break
+	}
+	ss.Lose(ctx)
+	// The ledger keeps whole seconds.
+	cur, _ = w.Ledger.Current(ctx, k1)
+	if cur != nil && (cur.ExpiresAt.Before(last.Add(4*time.Second)) || cur.ExpiresAt.After(last.Add(7*time.Second))) {
+		t.Fatalf("the lost session's claim expires %s, want a grace after the last answer (%s)", cur.ExpiresAt, last)
+	}
+	if cur != nil {
+		w.Clock.Set(*cur.ExpiresAt)
+	}
+	if cur, _ := w.Ledger.Current(ctx, k1); cur != nil {
+		t.Fatalf("a grace after the last answer: %+v, want lapsed", cur)
+	}
+	ts, _ := w.Ledger.Tenures(ctx, k1, 1)
+	if ts[0].EndedBy != models.EndSessionLost {
+		t.Fatalf("tenure %+v, want session_lost", ts[0])
 	}
 }
 
