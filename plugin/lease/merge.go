@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/collab-lease/collab-lease/models"
@@ -68,8 +69,14 @@ const (
 	// for the forge to find the pull request mergeable.
 	MergeUntested = time.Minute
 	// mergePoll bounds the pause between two looks at a pull request
-	// the forge is testing.
-	mergePoll = time.Second
+	// the forge is testing. The base branch waits on this look, every
+	// merge into it behind: a look is one cheap request, and only the
+	// merge holding the turn makes it.
+	mergePoll = 250 * time.Millisecond
+	// mergeFresh is how old what the forge said of a pull request may be
+	// when the turn to merge it comes for the merge to go by it: a turn
+	// that came later came after another merge, which moved the base.
+	mergeFresh = 100 * time.Millisecond
 )
 
 // MergeRequest is what a merge asks (collab-lease merge).
@@ -122,6 +129,7 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 	owner, name, _ = strings.Cut(r.FullName, "/")
 	n := m.Pull
 	st, err := merger.PullForMerge(ctx, v.Login, owner, name, n)
+	read := s.now()
 	if errors.Is(err, forge.ErrNotFound) {
 		return contract.Merged{}, fmt.Errorf("%s!%d: %w", r.FullName, n, ErrIssueNotFound)
 	}
@@ -190,15 +198,20 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 	if err != nil {
 		return contract.Merged{}, s.mergeConflict(r, n, claim, err)
 	}
-	defer func() {
-		// The turn ends whatever the caller's context did.
+	// The turn ends with Gitea's answer to the merge, whatever the
+	// caller's context did: what follows (reading what was merged,
+	// ending the claims) is the sidecar's alone, and the next merge into
+	// the base need not wait for it.
+	endTurn := sync.OnceFunc(func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if err := s.ledger.DropMergeTicket(ctx, r.ID, st.Base, t.ID); err != nil {
 			slog.Warn("merge: dropping the merge ticket failed; it ends with its bound", "repo", r.FullName, "pull", n, "err", err)
 		}
 		s.mergeWaits.wakeHead(k)
-	}()
+	})
+	defer endTurn()
+	fresh := s.now().Sub(read) < mergeFresh
 	// The merge must be done while the ticket lasts: the gate admits it
 	// no longer.
 	within, cancel := context.WithCancelCause(ctx)
@@ -212,12 +225,22 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 		case <-within.Done():
 		}
 	}()
-	done, err := s.mergeHolding(within, merger, r, owner, name, claim, st, m)
+	done, look, err := s.mergeHolding(within, merger, r, owner, name, claim, st, fresh, m)
+	endTurn()
 	if err != nil {
 		if ctx.Err() == nil && errors.Is(context.Cause(within), errTicketOver) {
 			return contract.Merged{}, refused(fmt.Sprintf("Gitea did not merge the pull request while its merge ticket lasted (until %s)", held.ExpiresAt.Format(time.RFC3339)))
 		}
 		return contract.Merged{}, err
+	}
+	if look {
+		// Gitea answered the merge: read what it merged.
+		if done, err = merger.PullForMerge(ctx, claim.Holder.Login, owner, name, n); err != nil {
+			return contract.Merged{}, err
+		}
+		if !done.Merged {
+			return contract.Merged{}, fmt.Errorf("merge %s!%d: %w: Gitea answered the merge but says the pull request is not merged", r.FullName, n, forge.ErrUnavailable)
+		}
 	}
 	s.endMerged(ctx, r, done, links, claim.Holder)
 	return contract.Merged{Status: contract.StatusMerged, Repo: r.FullName, Pull: n, SHA: done.MergeSHA, Issue: claim.Issue, Token: claim.Token}, nil
@@ -226,8 +249,10 @@ func (s *Service) Merge(ctx context.Context, v Viewer, owner, name string, m Mer
 // mergeHolding is the merge once its turn is held: wait while the forge
 // tests the pull request, refuse a conflict at once, ask the forge to
 // merge, and try once more when the base moved meanwhile. It returns the
-// merged pull request.
-func (s *Service) mergeHolding(ctx context.Context, merger Merger, r forge.Repo, owner, name string, claim models.Lease, st forge.PullState, m MergeRequest) (forge.PullState, error) {
+// merged pull request, or look: the forge answered that it merged it,
+// and what it merged is to be read (once the turn is over). fresh says
+// st was read right before the turn; if not, it is read again first.
+func (s *Service) mergeHolding(ctx context.Context, merger Merger, r forge.Repo, owner, name string, claim models.Lease, st forge.PullState, fresh bool, m MergeRequest) (done forge.PullState, look bool, err error) {
 	n := m.Pull
 	refused := func(why string) error {
 		return &ConflictError{Reply: contract.MergeRefused{Status: contract.StatusRefused, Repo: r.FullName, Pull: n, Reason: why}}
@@ -248,19 +273,19 @@ func (s *Service) mergeHolding(ctx context.Context, merger Merger, r forge.Repo,
 	var untestedSince time.Time
 	baseMoved := 0
 	for first := true; ; first = false {
-		if !first {
+		if !first || !fresh {
 			var err error
 			if st, err = merger.PullForMerge(ctx, login, owner, name, n); err != nil {
-				return forge.PullState{}, err
+				return forge.PullState{}, false, err
 			}
 		}
 		switch {
 		case st.Merged:
-			return st, nil
+			return st, false, nil
 		case st.Closed:
-			return forge.PullState{}, refused("the pull request is closed")
+			return forge.PullState{}, false, refused("the pull request is closed")
 		case st.Draft:
-			return forge.PullState{}, refused("the pull request is a draft (work in progress), which Gitea does not merge")
+			return forge.PullState{}, false, refused("the pull request is a draft (work in progress), which Gitea does not merge")
 		}
 		if !st.Mergeable {
 			tested := false
@@ -277,7 +302,7 @@ func (s *Service) mergeHolding(ctx context.Context, merger Merger, r forge.Repo,
 							why += fmt.Sprintf(" and %d more files", len(files)-5)
 						}
 					}
-					return forge.PullState{}, refused(why + ": merge " + st.Base + " into it and push")
+					return forge.PullState{}, false, refused(why + ": merge " + st.Base + " into it and push")
 				default:
 					tested = true
 				}
@@ -286,13 +311,13 @@ func (s *Service) mergeHolding(ctx context.Context, merger Merger, r forge.Repo,
 				if untestedSince.IsZero() {
 					untestedSince = s.now()
 				} else if s.now().Sub(untestedSince) >= MergeUntested {
-					return forge.PullState{}, refused(fmt.Sprintf("Gitea has not found the pull request mergeable in %s: a conflict, or its test has not finished", MergeUntested))
+					return forge.PullState{}, false, refused(fmt.Sprintf("Gitea has not found the pull request mergeable in %s: a conflict, or its test has not finished", MergeUntested))
 				}
 			}
 			// Gitea tests it (asking for it again also queues a test its
 			// queue lost): look again in a while.
 			if err := waitAWhile(); err != nil {
-				return forge.PullState{}, err
+				return forge.PullState{}, false, err
 			}
 			continue
 		}
@@ -300,37 +325,30 @@ func (s *Service) mergeHolding(ctx context.Context, merger Merger, r forge.Repo,
 		var no *forge.MergeRefusedError
 		switch {
 		case err == nil:
-			after, err := merger.PullForMerge(ctx, login, owner, name, n)
-			if err != nil {
-				return forge.PullState{}, err
-			}
-			if !after.Merged {
-				return forge.PullState{}, fmt.Errorf("merge %s!%d: %w: Gitea answered the merge but says the pull request is not merged", r.FullName, n, forge.ErrUnavailable)
-			}
-			return after, nil
+			return st, true, nil
 		case errors.Is(err, forge.ErrMergeNotYet):
 			if err := waitAWhile(); err != nil {
-				return forge.PullState{}, err
+				return forge.PullState{}, false, err
 			}
 		case errors.Is(err, forge.ErrBaseMoved):
 			if baseMoved++; baseMoved > 1 {
-				return forge.PullState{}, refused("the base branch " + st.Base + " moved during the merge, twice")
+				return forge.PullState{}, false, refused("the base branch " + st.Base + " moved during the merge, twice")
 			}
 		case errors.As(err, &no) && no.Failed:
 			// Gitea may have merged before it failed: look.
 			after, err2 := merger.PullForMerge(ctx, login, owner, name, n)
 			if err2 == nil && after.Merged {
-				return after, nil
+				return after, false, nil
 			}
-			return forge.PullState{}, refused(no.Reason)
+			return forge.PullState{}, false, refused(no.Reason)
 		case errors.As(err, &no):
-			return forge.PullState{}, refused(no.Reason)
+			return forge.PullState{}, false, refused(no.Reason)
 		default:
 			// No answer: the merge may have happened all the same.
 			if after, err2 := merger.PullForMerge(ctx, login, owner, name, n); err2 == nil && after.Merged {
-				return after, nil
+				return after, false, nil
 			}
-			return forge.PullState{}, err
+			return forge.PullState{}, false, err
 		}
 	}
 }
