@@ -64,6 +64,13 @@ const maxTTLBound = 100 * 365 * 24 * time.Hour
 // at a time; write retries in Go between slices, watching the context.
 const sqliteBusySlice = 50 * time.Millisecond
 
+// openWait bounds how long opening a SQLite ledger waits for the other
+// processes opening the same new file (its switch to WAL, its
+// migration), when that is longer than the busy timeout: one process's
+// migration of a new file takes seconds on a loaded machine, and the
+// others wait for it once, not at every write.
+const openWait = 30 * time.Second
+
 // Store is the lease ledger on one SQLite file or one PostgreSQL database.
 // It is safe for concurrent use by many goroutines, and several Stores (or
 // processes) may share one ledger: on SQLite, the write lock taken at BEGIN
@@ -250,9 +257,9 @@ func openSQLite(path string, o options) (*Store, error) {
 
 	// gorm's dialect asks the first connection for SQLite's version; a new
 	// file's first connection switches it to WAL, which waits for the
-	// others opening it at the same moment (busy): within the busy
-	// timeout, it tries again.
-	ctx, cancel := context.WithTimeout(context.Background(), o.busyTimeout)
+	// others opening it at the same moment (busy): within openWait (or
+	// the busy timeout, if longer), it tries again.
+	ctx, cancel := context.WithTimeout(context.Background(), max(o.busyTimeout, openWait))
 	defer cancel()
 	var db *gorm.DB
 	for delay := time.Millisecond; ; delay = min(2*delay, 20*time.Millisecond) {
@@ -303,8 +310,9 @@ func ledgerModels() []any {
 func (s *Store) migrate() error {
 	// A new connection switches a new file to WAL, which needs a moment
 	// of exclusive access: processes opening one file at once wait for
-	// each other here (busy), within the busy timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), s.busyTimeout)
+	// each other here (busy), within openWait (or the busy timeout, if
+	// longer).
+	ctx, cancel := context.WithTimeout(context.Background(), max(s.busyTimeout, openWait))
 	defer cancel()
 	var mode string
 	if err := s.retryBusy(ctx, func(db *gorm.DB) error { return db.Raw("PRAGMA journal_mode").Scan(&mode).Error }); err != nil {
@@ -321,8 +329,11 @@ func (s *Store) migrate() error {
 			if err := tx.Raw("PRAGMA user_version").Scan(&version).Error; err != nil {
 				return err
 			}
-			if version > schemaVersion {
+			switch {
+			case version > schemaVersion:
 				return fmt.Errorf("the database has schema version %d, newer than this program's %d: upgrade collab-sidecar", version, schemaVersion)
+			case version == schemaVersion:
+				return nil // migrated already, maybe by a process opening it at the same moment
 			}
 			if err := tx.AutoMigrate(ledgerModels()...); err != nil {
 				return err
