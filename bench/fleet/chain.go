@@ -18,7 +18,8 @@ import (
 // an agent claims with round two's verbs, each a git, a git-collab and an
 // ssh with a handshake of its own. `git collab next --ttl T --agent
 // <name>` claims, `git collab renew` every T/2 keeps the claim while the
-// work runs (a refused renewal stops the work: SIGTERM to its processes),
+// work runs (a refused renewal stops the work as git collab run stops its
+// command: SIGTERM to its process group),
 // the work's `git collab check`s go over ssh, and `git collab unclaim`
 // lets go when the work is done (the merge's close has usually ended the
 // claim already). With nothing to claim it looks again every 1–2 s. The
@@ -78,7 +79,13 @@ func (a *agent) workChained(ctx context.Context, t contract.Tenure, name, ttl st
 		renewed = make(chan error, 1)
 		done    = make(chan struct{})
 	)
-	stop := func() { signalTree(syscall.SIGTERM, proc.Pid) } // the claim is lost: the work must not land
+	// The claim is lost: the work must not land. It is stopped as git
+	// collab run stops its command, SIGTERM to its process group: a git
+	// collab merge under way, in a group of its own, gives its reply
+	// first (a renewal refused because that merge ended the claim comes
+	// while the reply is on its way), and the sidecar refuses a merge
+	// under a lost claim itself.
+	stop := func() { signalGroup(syscall.SIGTERM, proc.Pid) }
 	go func() {
 		renewed <- a.renewWhile(ctx, done, n, ttl, func() {
 			mu.Lock()

@@ -35,6 +35,17 @@ func mergeProcess(cmd *exec.Cmd) {
 // killGroup SIGKILLs the process group whose leader is pid.
 func killGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }
 
+// commandProcess starts a chained agent's work as git collab run starts
+// its command: in a process group of its own, which the agent stops with
+// signalGroup (its git collab merge, in a group of its own, is out of
+// reach), and has the kernel kill it if the agent dies.
+func commandProcess(cmd *exec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// signalGroup sends sig to the process group whose leader is pid.
+func signalGroup(sig syscall.Signal, pid int) { _ = syscall.Kill(-pid, sig) }
+
 // signalTree sends sig to every process of the trees rooted at roots:
 // the roots and all their descendants, whatever session or group they
 // made for themselves (git collab's ssh runs in a session of its own), as

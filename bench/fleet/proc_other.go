@@ -21,6 +21,10 @@ func mergeProcess(cmd *exec.Cmd) {}
 
 func killGroup(pid int) {}
 
+func commandProcess(cmd *exec.Cmd) {}
+
+func signalGroup(sig syscall.Signal, pid int) {}
+
 func signalTree(sig syscall.Signal, roots ...int) {}
 
 func selfCPU() time.Duration { return 0 }

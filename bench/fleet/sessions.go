@@ -101,6 +101,9 @@ func (a *agent) runWorkWith(ctx context.Context, kind string, issue int64, env [
 	}
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Dir, cmd.Env = a.cfg.Dir, append(append(append([]string(nil), a.cfg.Env...), env...), workEnv+"="+string(cfg))
+	if a.cfg.Mode == modeChain {
+		commandProcess(cmd) // stopped as git collab run stops its command (chain.go)
+	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
