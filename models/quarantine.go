@@ -191,8 +191,9 @@ func quarantinedIssues(tx *gorm.DB, repoID int64, taken map[int64]bool) error {
 }
 
 // Quarantined returns the issues of the repository whose quarantine is
-// recorded (none while quarantine is off), in order (the board's list; an issue whose nth lapse the
-// quarantine worker has not recorded yet joins within its second).
+// recorded (none while quarantine is off), in order (the board's list;
+// an issue whose nth lapse the quarantine worker has not recorded yet
+// joins within its second).
 func (s *Store) Quarantined(ctx context.Context, repoID int64) ([]int64, error) {
 	if s.quarantineAfter <= 0 {
 		return nil, nil // off: next and acquire skip none of them

@@ -15,9 +15,7 @@ import (
 // agentProcess puts an agent in a process group of its own, so that a
 // kill takes its git collab children too, and has the kernel kill it if
 // this program dies.
-func agentProcess(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
+func agentProcess(cmd *exec.Cmd) { ownGroup(cmd) }
 
 // killAgent SIGKILLs an agent's process group.
 func killAgent(cmd *exec.Cmd) { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -28,18 +26,20 @@ func killAgent(cmd *exec.Cmd) { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKI
 // the claim makes run stop the work while the reply, or the letting go
 // after it, is under way: the work waits for it first), and has the
 // kernel kill it if the work dies.
-func mergeProcess(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-}
+func mergeProcess(cmd *exec.Cmd) { ownGroup(cmd) }
 
 // killGroup SIGKILLs the process group whose leader is pid.
-func killGroup(pid int) { _ = syscall.Kill(-pid, syscall.SIGKILL) }
+func killGroup(pid int) { signalGroup(syscall.SIGKILL, pid) }
 
 // commandProcess starts a chained agent's work as git collab run starts
 // its command: in a process group of its own, which the agent stops with
 // signalGroup (its git collab merge, in a group of its own, is out of
 // reach), and has the kernel kill it if the agent dies.
-func commandProcess(cmd *exec.Cmd) {
+func commandProcess(cmd *exec.Cmd) { ownGroup(cmd) }
+
+// ownGroup starts cmd in a process group of its own, and has the kernel
+// kill it if this process dies.
+func ownGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 

@@ -58,6 +58,13 @@ func (s *Service) repo(ctx context.Context, v Viewer, owner, name string) (forge
 	return r, nil
 }
 
+// unanswered says whether err is the forge's not answering (down, slow
+// past its deadline, or this address's budget spent), not a refusal or
+// the ledger's failing: what was last known may stand.
+func unanswered(err error) bool {
+	return errors.Is(err, forge.ErrUnavailable) || errors.Is(err, forge.ErrRateLimited) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // mayAcquire decides whether the viewer of r may claim is.
 func mayAcquire(r forge.Repo, is forge.Issue) error {
 	switch {

@@ -245,12 +245,6 @@ func (s *Service) Boards(ctx context.Context, v Viewer, q BoardQuery) (Boards, e
 	return out, nil
 }
 
-// unanswered says whether err is the forge's not answering (down, or
-// this address's budget spent), not the ledger's failing.
-func unanswered(err error) bool {
-	return errors.Is(err, forge.ErrUnavailable) || errors.Is(err, forge.ErrRateLimited)
-}
-
 // boardOf is the board of repository id, named full, for Boards: none
 // (false) if v may not read it, it is gone, or v sees no claim in it.
 func (s *Service) boardOf(ctx context.Context, v Viewer, id int64, full string, q BoardQuery) (Board, bool, error) {

@@ -2,7 +2,6 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -89,7 +88,7 @@ func (w *Watch) check(ctx context.Context) error {
 	defer cancel()
 	r, err := w.s.repo(ctx, w.v, w.owner, w.name)
 	switch {
-	case errors.Is(err, forge.ErrUnavailable) || errors.Is(err, forge.ErrRateLimited) || errors.Is(err, context.DeadlineExceeded):
+	case unanswered(err):
 		return nil // as last seen, until the forge answers (or the address's budget refills)
 	case err != nil:
 		return err
