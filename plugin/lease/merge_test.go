@@ -34,6 +34,7 @@ type mergeForge struct {
 	gate    chan struct{}     // if not nil, a merge waits for it
 	entered chan int64        // if not nil, told of each merge that begins
 	asked   []string          // "merge n as login"
+	reads   map[int64]int     // PullForMerge calls, by number
 }
 
 func newMergeForge() *mergeForge {
@@ -65,6 +66,10 @@ func (f *mergeForge) set(n int64, change func(*forge.PullState)) {
 func (f *mergeForge) PullForMerge(ctx context.Context, login, owner, name string, n int64) (forge.PullState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.reads == nil {
+		f.reads = map[int64]int{}
+	}
+	f.reads[n]++
 	p, ok := f.pulls[n]
 	if !ok || owner+"/"+name != "acme/widgets" {
 		return forge.PullState{}, forge.ErrNotFound
@@ -357,11 +362,34 @@ func TestMergesTakeTurns(t *testing.T) {
 	if most != 1 {
 		t.Fatalf("%d merges asked of the forge at once", most)
 	}
+	// The first merge moves main: Gitea tests #11 again. The second
+	// merge, whose turn comes late, must not go by what it read before
+	// its wait (mergeable): it reads #11 again and waits for the test.
+	mf.set(11, func(p *forge.PullState) { p.Mergeable = false })
 	close(gate)
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
-	if err := <-second; err != nil {
+	leasetest.WaitFor(t, "the second merge to read #11 again", func() bool {
+		mf.mu.Lock()
+		defer mf.mu.Unlock()
+		return mf.reads[11] >= 2
+	})
+	if asked := mf.mergesAsked(); len(asked) != 1 {
+		t.Fatalf("merges asked while #11 was under test: %q", asked)
+	}
+	mf.set(11, func(p *forge.PullState) { p.Mergeable = true })
+	var err error
+	leasetest.WaitFor(t, "the second merge once #11 is tested", func() bool {
+		select {
+		case err = <-second:
+			return true
+		default:
+			w.clock.Advance(250 * time.Millisecond) // the pause before its next look
+			return false
+		}
+	})
+	if err != nil {
 		t.Fatalf("the second merge, after the first: %v", err)
 	}
 	pmu.Lock()
