@@ -119,6 +119,24 @@ func (f *mergeForge) MergePull(ctx context.Context, login, owner, name string, n
 	return nil
 }
 
+// mergedOnceTested moves the clock on, a pause of the merge's looks at a
+// time, until the merge whose outcome done carries ends (Gitea has
+// finished its test), and returns that outcome.
+func mergedOnceTested(t *testing.T, w *world, done <-chan error) error {
+	t.Helper()
+	var err error
+	leasetest.WaitFor(t, "the merge once Gitea's test is done", func() bool {
+		select {
+		case err = <-done:
+			return true
+		default:
+			w.clock.Advance(250 * time.Millisecond) // the pause before its next look
+			return false
+		}
+	})
+	return err
+}
+
 func (f *mergeForge) mergesAsked() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -277,17 +295,7 @@ func TestMergeWaitsForTheForgesTest(t *testing.T) {
 	// It waits on the clock for its next look; Gitea finishes its test.
 	leasetest.WaitFor(t, "the merge to wait for the test", func() bool { return w.clock.Timers() > 0 })
 	mf.set(10, func(p *forge.PullState) { p.Mergeable = true })
-	var err error
-	leasetest.WaitFor(t, "the merge once the test is done", func() bool {
-		select {
-		case err = <-done:
-			return true
-		default:
-			w.clock.Advance(time.Second) // the pause before its next look
-			return false
-		}
-	})
-	if err != nil {
+	if err := mergedOnceTested(t, w, done); err != nil {
 		t.Fatalf("merge: %v", err)
 	}
 	if l, _ := w.ledger.Current(bg, models.Key{RepoID: 1, Issue: 10}); l != nil {
@@ -379,17 +387,7 @@ func TestMergesTakeTurns(t *testing.T) {
 		t.Fatalf("merges asked while #11 was under test: %q", asked)
 	}
 	mf.set(11, func(p *forge.PullState) { p.Mergeable = true })
-	var err error
-	leasetest.WaitFor(t, "the second merge once #11 is tested", func() bool {
-		select {
-		case err = <-second:
-			return true
-		default:
-			w.clock.Advance(250 * time.Millisecond) // the pause before its next look
-			return false
-		}
-	})
-	if err != nil {
+	if err := mergedOnceTested(t, w, second); err != nil {
 		t.Fatalf("the second merge, after the first: %v", err)
 	}
 	pmu.Lock()
